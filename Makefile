@@ -1,0 +1,81 @@
+# paysvc developer tasks. Run `make` (or `make help`) for the list.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO          ?= go
+PG          := ops/pg/pg.sh
+BIN         := bin/paysvc
+PKGS        ?= ./...
+GOTESTFLAGS ?= -race -count=1 -timeout 20m
+BENCHFLAGS  ?=
+FUZZTIME    ?= 30s
+SDK_DIR     := api/sdktest
+
+.PHONY: help pg pg-stop build run sdk test test-short bench fuzz lint clean
+
+help: ## Show this help
+	@echo 'Usage: make <target> [VAR=value ...]'
+	@echo
+	@awk 'BEGIN {FS = ":.*?## "} /^[a-zA-Z0-9_.-]+:.*?## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo 'Variables: GOTESTFLAGS="$(GOTESTFLAGS)" PKGS=$(PKGS) BENCHFLAGS=... FUZZTIME=$(FUZZTIME)'
+	@echo '           PAYSVC_DATABASE_URL (run: use this DB instead of the private cluster)'
+	@echo '           PAYSVC_PG_PORT (default 55432), PAYSVC_DATA_DIR (default .data)'
+
+pg: ## Start the private PostgreSQL cluster (installs/initializes it if needed)
+	@$(PG) start
+
+pg-stop: ## Stop the private PostgreSQL cluster
+	@$(PG) stop
+
+build: ## Build bin/paysvc
+	$(GO) build -o $(BIN) ./cmd/paysvc
+
+# `run` uses the private cluster unless PAYSVC_DATABASE_URL is already set
+# (in the environment or on the make command line).
+RUN_DEPS := build
+ifeq ($(strip $(PAYSVC_DATABASE_URL)),)
+RUN_DEPS += pg
+endif
+
+run: $(RUN_DEPS) ## Build and run the server (private cluster unless PAYSVC_DATABASE_URL is set)
+	PAYSVC_DATABASE_URL="$${PAYSVC_DATABASE_URL:-$$($(PG) url)}" ./$(BIN) serve
+
+# npm ci reruns only when package-lock.json changes (or node_modules is gone);
+# skipped silently until api/sdktest/package-lock.json exists.
+SDK_STAMP := $(SDK_DIR)/node_modules/.paysvc-npm-ci.stamp
+
+sdk: ## Install the Node SDK test harness deps (api/sdktest, if present)
+ifneq ($(wildcard $(SDK_DIR)/package-lock.json),)
+sdk: $(SDK_STAMP)
+
+$(SDK_STAMP): $(SDK_DIR)/package-lock.json
+	cd $(SDK_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+else
+	@:
+endif
+
+test: pg sdk ## Run all tests (race detector) against the private cluster
+	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(GOTESTFLAGS) $(PKGS)
+
+test-short: pg sdk ## Like test, without -race
+	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
+
+bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
+	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench $(BENCHFLAGS)
+
+fuzz: ## Fuzz the money parser (FuzzParse) for FUZZTIME (30s)
+	$(GO) test ./actors/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
+
+lint: ## go vet + gofmt check
+	$(GO) vet $(PKGS)
+	@files="$$(find . \( -path ./.git -o -path ./.data -o -path ./bin -o -name node_modules -o -name testdata \) -prune \
+		-o -type f -name '*.go' -print0 | xargs -0 -r gofmt -l)"; \
+	if [[ -n "$$files" ]]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
+
+clean: ## Stop and delete the private cluster, remove .data and bin
+	@$(PG) destroy
+	rm -rf .data bin

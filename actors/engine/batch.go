@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/ledger"
+	"paysvc/actors/wallet"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// batch accumulates the effects of one partition's commands until they commit.
+type batch struct {
+	at        time.Time
+	wallets   map[string]*storage.WalletWrite
+	order     []string
+	entries   []storage.EntryWrite
+	outbox    []storage.OutboxEvent
+	newLabels map[string]bool // merchant/currency/label of wallets opened in this batch
+}
+
+// touch records a wallet's new state, remembering the version the batch started
+// from (the snapshot UPDATE is conditional on it).
+func (b *batch) touch(before, after wallet.State) {
+	w, ok := b.wallets[after.WalletID]
+	if !ok {
+		w = &storage.WalletWrite{PrevVersion: before.Version}
+		b.wallets[after.WalletID] = w
+		b.order = append(b.order, after.WalletID)
+	}
+	w.State = after
+}
+
+func (b *batch) addEntries(commandID string, es []ledger.Entry) {
+	for _, e := range es {
+		b.entries = append(b.entries, storage.EntryWrite{Entry: e, CommandID: commandID})
+	}
+}
+
+// runBatch applies the records and commits them in one transaction. Any error
+// leaves nothing committed; the caller resets the actors and retries.
+func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record) error {
+	b := &batch{at: time.Now().UTC(), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
+	cmds := make([]*topics.Command, len(recs))
+	var ids []string
+	for i, r := range recs {
+		c, err := topics.DecodeCommand(r.Value)
+		if err != nil {
+			// Nothing can answer a command without an id; skipping it (the offset
+			// still advances) is the only way not to block the partition forever.
+			e.log.Error("undecodable command skipped", "partition", p.id, "offset", r.Offset, "err", err)
+			continue
+		}
+		cmds[i] = &c
+		ids = append(ids, c.ID)
+	}
+	done, err := storage.ProcessedReplies(ctx, e.db, ids)
+	if err != nil {
+		return err
+	}
+	if err := e.hydrate(ctx, p, cmds, done); err != nil {
+		return err
+	}
+
+	var out []outgoing
+	var processed []storage.Processed
+	answered := map[string]topics.Reply{}
+	counts := map[[2]string]int{}
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		if stored, ok := done[c.ID]; ok {
+			r, err := topics.DecodeReply(stored)
+			if err != nil {
+				return fmt.Errorf("stored reply of %s: %w", c.ID, err)
+			}
+			out = append(out, outgoing{replyTo: c.ReplyTo, reply: r})
+			counts[[2]string{c.Type, "duplicate"}]++
+			continue
+		}
+		if r, ok := answered[c.ID]; ok {
+			out = append(out, outgoing{replyTo: c.ReplyTo, reply: r})
+			counts[[2]string{c.Type, "duplicate"}]++
+			continue
+		}
+		reply, err := e.apply(ctx, p, b, c)
+		if err != nil {
+			return err
+		}
+		reply.CommandID = c.ID
+		answered[c.ID] = reply
+		enc, err := topics.EncodeReply(reply)
+		if err != nil {
+			return err
+		}
+		processed = append(processed, storage.Processed{CommandID: c.ID, MerchantID: c.MerchantID, Type: c.Type, Offset: recs[i].Offset, Reply: enc})
+		out = append(out, outgoing{replyTo: c.ReplyTo, reply: reply})
+		outcome := "ok"
+		if reply.Error != nil {
+			outcome = "rejected"
+		}
+		counts[[2]string{c.Type, outcome}]++
+	}
+
+	sb := storage.Batch{
+		Topic: topics.CommandsTopic, Partition: p.id, Epoch: p.epoch,
+		NextOffset: recs[len(recs)-1].Offset + 1, At: b.at,
+		Entries: b.entries, Processed: processed, Outbox: b.outbox,
+	}
+	for _, id := range b.order {
+		sb.Wallets = append(sb.Wallets, *b.wallets[id])
+	}
+	start := time.Now()
+	if err := storage.CommitBatch(ctx, e.db, sb); err != nil {
+		return err
+	}
+	commitDone := time.Now()
+	batchCommitSeconds.Observe(commitDone.Sub(start).Seconds())
+	batchSize.Observe(float64(len(recs)))
+	p.next = sb.NextOffset
+	for k, n := range counts {
+		commandsApplied.WithLabelValues(k[0], k[1]).Add(float64(n))
+	}
+	for _, c := range cmds {
+		if c != nil && !c.IssuedAt.IsZero() {
+			commandE2ESeconds.Observe(commitDone.Sub(c.IssuedAt).Seconds())
+		}
+	}
+	e.deliver(ctx, out)
+	if len(b.outbox) > 0 {
+		e.cfg.OnCommit()
+	}
+	return nil
+}
+
+// hydrate spawns, in one query per merchant, the actors of every wallet the batch
+// names that is not in memory yet.
+func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, done map[string][]byte) error {
+	want := map[string]map[string]bool{}
+	for _, c := range cmds {
+		if c == nil || done[c.ID] != nil {
+			continue
+		}
+		for _, id := range walletIDs(c) {
+			if _, live := p.wallets[id]; live {
+				p.wallets[id].lastUsed = time.Now()
+				continue
+			}
+			if want[c.MerchantID] == nil {
+				want[c.MerchantID] = map[string]bool{}
+			}
+			want[c.MerchantID][id] = true
+		}
+	}
+	for merchant, set := range want {
+		list := make([]string, 0, len(set))
+		for id := range set {
+			list = append(list, id)
+		}
+		found, err := storage.LoadWallets(ctx, e.db, merchant, list)
+		if err != nil {
+			return err
+		}
+		for _, s := range found {
+			if _, live := p.wallets[s.WalletID]; !live {
+				e.spawn(p, s)
+			}
+		}
+	}
+	return nil
+}
+
+func labelKey(merchant, currency, label string) string {
+	return merchant + "/" + currency + "/" + strings.ToLower(label)
+}

@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/jmoiron/sqlx"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// Config is the engine's part of the service configuration.
+type Config struct {
+	Brokers        []string
+	Group          string        // consumer group shared by every engine instance
+	Owner          string        // this instance's id, recorded with each claimed partition
+	MaxPollRecords int           // upper bound of one batch across partitions
+	SessionTimeout time.Duration // how soon a dead instance's partitions move
+	ActorIdle      time.Duration // idle actors are passivated after this
+	ActorTimeout   time.Duration // an actor that does not answer in time fails the batch
+	Logger         *slog.Logger
+	OnCommit       func() // called after each committed batch (wakes the outbox relay)
+}
+
+func (c *Config) defaults() {
+	if c.Group == "" {
+		c.Group = "paysvc-engine"
+	}
+	if c.MaxPollRecords <= 0 {
+		c.MaxPollRecords = 4000
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.ActorIdle <= 0 {
+		c.ActorIdle = 10 * time.Minute
+	}
+	if c.ActorTimeout <= 0 {
+		c.ActorTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.OnCommit == nil {
+		c.OnCommit = func() {}
+	}
+}
+
+// Engine owns command partitions and applies their commands.
+type Engine struct {
+	cfg    Config
+	db     *sqlx.DB
+	cl     *kgo.Client
+	actors *actor.Engine
+	corr   atomic.Uint64
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	parts map[int32]*partition
+	live  atomic.Int64
+}
+
+// New connects the engine's Kafka client; Run starts consuming.
+func New(cfg Config, db *sqlx.DB) (*Engine, error) {
+	cfg.defaults()
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, fmt.Errorf("engine: actor engine: %w", err)
+	}
+	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine")}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(topics.CommandsTopic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(cfg.SessionTimeout/5),
+		kgo.AdjustFetchOffsetsFn(e.onAssigned),
+		kgo.OnPartitionsRevoked(e.onRevoked),
+		kgo.OnPartitionsLost(e.onRevoked),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ProducerLinger(0),
+		kgo.ClientID("paysvc-engine-"+cfg.Owner),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("engine: kafka client: %w", err)
+	}
+	e.cl = cl
+	return e, nil
+}
+
+// Run consumes until ctx ends, then leaves the group so partitions move at once.
+func (e *Engine) Run(ctx context.Context) error {
+	defer e.cl.Close()
+	lastSweep := time.Now()
+	for {
+		fetches := e.cl.PollRecords(ctx, e.cfg.MaxPollRecords)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			e.cl.AllowRebalance()
+			return nil
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		type work struct {
+			recs []*kgo.Record
+			hw   int64
+		}
+		byPart := map[int32]*work{}
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			w := byPart[fp.Partition]
+			if w == nil {
+				w = &work{}
+				byPart[fp.Partition] = w
+			}
+			w.recs = append(w.recs, fp.Records...)
+			w.hw = fp.HighWatermark
+		})
+		var wg sync.WaitGroup
+		for part, w := range byPart {
+			p := e.partition(part)
+			if p == nil {
+				continue
+			}
+			wg.Go(func() { e.process(ctx, p, w.recs, w.hw) })
+		}
+		wg.Wait()
+		e.cl.AllowRebalance()
+		if time.Since(lastSweep) > e.cfg.ActorIdle/4 {
+			e.passivate(time.Now().Add(-e.cfg.ActorIdle))
+			lastSweep = time.Now()
+		}
+	}
+}
+
+func (e *Engine) partition(id int32) *partition {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.parts[id]
+}
+
+// onAssigned claims each newly assigned partition in Postgres (bumping its owner
+// epoch) and starts consuming it at the offset stored by the last committed batch.
+func (e *Engine) onAssigned(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for topic, parts := range offsets {
+		if topic != topics.CommandsTopic {
+			continue
+		}
+		for part := range parts {
+			var epoch, next int64
+			var err error
+			for attempt := 0; attempt < 20; attempt++ {
+				if epoch, next, err = storage.ClaimPartition(ctx, e.db, topic, part, e.cfg.Owner); err == nil {
+					break
+				}
+				e.log.Warn("claim partition failed, retrying", "partition", part, "err", err)
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+			p := newPartition(part, epoch, next)
+			e.mu.Lock()
+			if old := e.parts[part]; old != nil {
+				e.dropPartitionLocked(old)
+			}
+			e.parts[part] = p
+			ownedPartitions.Set(float64(len(e.parts)))
+			e.mu.Unlock()
+			parts[part] = kgo.NewOffset().At(next).WithEpoch(-1)
+			e.log.Info("partition assigned", "partition", part, "epoch", epoch, "resume_offset", next)
+		}
+	}
+	return offsets, nil
+}
+
+func (e *Engine) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, part := range revoked[topics.CommandsTopic] {
+		if p := e.parts[part]; p != nil {
+			e.dropPartitionLocked(p)
+			delete(e.parts, part)
+			consumerLag.DeleteLabelValues(strconv.Itoa(int(part)))
+			e.log.Info("partition revoked", "partition", part)
+		}
+	}
+	ownedPartitions.Set(float64(len(e.parts)))
+}
+
+// dropPartitionLocked forgets a partition's actors. It waits for a batch in
+// progress on the partition to finish (its commit is fenced if another worker has
+// claimed the partition meanwhile).
+func (e *Engine) dropPartitionLocked(p *partition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropped = true
+	e.resetActors(p)
+}
+
+func (e *Engine) passivate(idleSince time.Time) {
+	e.mu.Lock()
+	parts := make([]*partition, 0, len(e.parts))
+	for _, p := range e.parts {
+		parts = append(parts, p)
+	}
+	e.mu.Unlock()
+	for _, p := range parts {
+		p.mu.Lock()
+		for id, ref := range p.wallets {
+			if ref.lastUsed.Before(idleSince) {
+				e.actors.Poison(ref.pid)
+				delete(p.wallets, id)
+				e.live.Add(-1)
+			}
+		}
+		p.mu.Unlock()
+	}
+	liveActors.Set(float64(e.live.Load()))
+}
+
+// Stop poisons every actor; the Kafka client is closed when Run returns.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.parts {
+		e.dropPartitionLocked(p)
+	}
+}

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	commandsApplied = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_commands_applied_total",
+		Help: "Commands committed by the engine, by type and outcome (ok, rejected, duplicate).",
+	}, []string{"type", "outcome"})
+	batchSize = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_batch_size_commands",
+		Help:    "Commands per committed batch transaction.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+	})
+	batchCommitSeconds = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_batch_commit_seconds",
+		Help:    "Time to write and commit one batch transaction.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	batchFailures = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_batch_failures_total",
+		Help: "Batches that did not commit, by reason (fenced, stale, error). Their commands are retried.",
+	}, []string{"reason"})
+	commandE2ESeconds = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_command_end_to_end_seconds",
+		Help:    "From the API issuing a command to its batch committing.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15),
+	})
+	consumerLag = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "paysvc_engine_consumer_lag_records",
+		Help: "Commands in the partition not yet committed by this worker (high watermark minus stored offset).",
+	}, []string{"partition"})
+	liveActors = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "paysvc_engine_live_actors",
+		Help: "Aggregate actors currently in memory.",
+	})
+	ownedPartitions = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "paysvc_engine_owned_partitions",
+		Help: "Command partitions this engine currently owns.",
+	})
+	repliesSent = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_replies_total",
+		Help: "Replies handed to waiting API instances, by path (local, kafka).",
+	}, []string{"path"})
+)

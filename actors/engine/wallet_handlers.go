@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"time"
+
+	"context"
+	"encoding/json"
+	"errors"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/ledger"
+	"paysvc/actors/wallet"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// Reply codes of wallet commands; the API maps each to an HTTP status.
+const (
+	CodeInvalid           = "invalid"
+	CodeNotFound          = "not_found"
+	CodeDestNotFound      = "destination_not_found"
+	CodeInsufficientFunds = "insufficient_funds"
+	CodeCurrencyMismatch  = "currency_mismatch"
+	CodeSameWallet        = "same_wallet"
+	CodeLabelTaken        = "label_taken"
+	CodeUnknownCommand    = "unknown_command"
+	CodeInternal          = "internal"
+)
+
+func walletIDs(c *topics.Command) []string {
+	switch c.Type {
+	case topics.CmdWalletCreate:
+		var p topics.WalletCreate
+		if json.Unmarshal(c.Payload, &p) == nil {
+			return []string{p.WalletID}
+		}
+	case topics.CmdWalletDeposit:
+		var p topics.WalletDeposit
+		if json.Unmarshal(c.Payload, &p) == nil {
+			return []string{p.WalletID}
+		}
+	case topics.CmdWalletTransfer:
+		var p topics.WalletTransferCmd
+		if json.Unmarshal(c.Payload, &p) == nil {
+			return []string{p.From, p.To}
+		}
+	}
+	return nil
+}
+
+func refuse(code, detail, attr string) topics.Reply {
+	return topics.Reply{Error: &topics.ReplyError{Code: code, Detail: detail, Attr: attr}}
+}
+
+// apply runs one command. A domain refusal is a reply; an error fails the batch.
+func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Command) (topics.Reply, error) {
+	switch c.Type {
+	case topics.CmdWalletCreate:
+		var in topics.WalletCreate
+		if err := json.Unmarshal(c.Payload, &in); err != nil {
+			return refuse(CodeInvalid, "malformed wallet.create payload", ""), nil
+		}
+		return e.createWallet(ctx, p, b, c, in)
+	case topics.CmdWalletDeposit:
+		var in topics.WalletDeposit
+		if err := json.Unmarshal(c.Payload, &in); err != nil {
+			return refuse(CodeInvalid, "malformed wallet.deposit payload", ""), nil
+		}
+		return e.deposit(p, b, c, in)
+	case topics.CmdWalletTransfer:
+		var in topics.WalletTransferCmd
+		if err := json.Unmarshal(c.Payload, &in); err != nil {
+			return refuse(CodeInvalid, "malformed wallet.transfer payload", ""), nil
+		}
+		return e.transfer(p, b, c, in)
+	default:
+		return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil
+	}
+}
+
+func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletCreate) (topics.Reply, error) {
+	key := labelKey(c.MerchantID, in.Currency, in.Label)
+	if b.newLabels[key] {
+		return refuse(CodeLabelTaken, "A wallet with this label already exists for this currency.", "label"), nil
+	}
+	taken, err := storage.LabelTaken(ctx, e.db, c.MerchantID, in.Currency, in.Label)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if taken {
+		return refuse(CodeLabelTaken, "A wallet with this label already exists for this currency.", "label"), nil
+	}
+	ref := p.wallets[in.WalletID]
+	if ref == nil {
+		ref = e.spawn(p, wallet.State{WalletID: in.WalletID})
+	}
+	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Open{
+			WalletID: in.WalletID, MerchantID: c.MerchantID, Currency: in.Currency, WalletType: in.WalletType,
+			Label: in.Label, CanDisburse: in.CanDisburse, At: b.at,
+		}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if resp.Err != nil {
+		return walletRefusal(resp.Err, "wallet_id"), nil
+	}
+	b.newLabels[key] = true
+	b.touch(resp.Before, resp.Result.State)
+	return topics.Reply{Result: mustJSON(resp.Result.State)}, nil
+}
+
+func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
+	ref := p.wallets[in.WalletID]
+	if ref == nil {
+		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	}
+	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Deposit{
+			MerchantID: c.MerchantID, TransactionID: ids.Derive(10, c.ID, "txn"), Amount: in.Amount,
+			Narrative: in.Narrative, At: b.at,
+		}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if resp.Err != nil {
+		return walletRefusal(resp.Err, "amount"), nil
+	}
+	if err := ledger.Balanced(resp.Result.Entries); err != nil {
+		e.restore(p, ref, resp.Before)
+		e.log.Error("unbalanced deposit refused", "command_id", c.ID, "err", err)
+		return refuse(CodeInternal, "internal error", ""), nil
+	}
+	b.touch(resp.Before, resp.Result.State)
+	b.addEntries(c.ID, resp.Result.Entries)
+	return topics.Reply{Result: mustJSON(resp.Result.State)}, nil
+}
+
+func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.WalletTransferCmd) (topics.Reply, error) {
+	src, dst := p.wallets[in.From], p.wallets[in.To]
+	if src == nil {
+		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	}
+	if dst == nil {
+		return refuse(CodeDestNotFound, "Destination wallet not found.", "wallet_id"), nil
+	}
+	if in.From == in.To {
+		return walletRefusal(wallet.ErrSameWallet, "wallet_id"), nil
+	}
+	dstNow, err := e.ask(p, dst, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Get{CorrID: corr, Reply: reply}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	txn := ids.Derive(10, c.ID, "txn")
+	out, err := e.ask(p, src, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.TransferOut{
+			MerchantID: c.MerchantID, TransactionID: txn, Amount: in.Amount, Narrative: in.Narrative,
+			Destination: dstNow.Result.State, At: b.at,
+		}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if out.Err != nil {
+		return walletRefusal(out.Err, "amount"), nil
+	}
+	inResp, err := e.ask(p, dst, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.TransferIn{
+			MerchantID: c.MerchantID, TransactionID: txn, Amount: in.Amount, Narrative: in.Narrative,
+			Origin: in.From, Currency: out.Result.State.Currency, At: b.at,
+		}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if inResp.Err != nil {
+		// The destination refused after the source moved: give the source its state back.
+		if err := e.restore(p, src, out.Before); err != nil {
+			return topics.Reply{}, err
+		}
+		return walletRefusal(inResp.Err, "wallet_id"), nil
+	}
+	entries := append(append([]ledger.Entry{}, out.Result.Entries...), inResp.Result.Entries...)
+	if err := ledger.Balanced(entries); err != nil {
+		e.log.Error("unbalanced transfer refused", "command_id", c.ID, "err", err)
+		if err := e.restore(p, src, out.Before); err != nil {
+			return topics.Reply{}, err
+		}
+		if err := e.restore(p, dst, inResp.Before); err != nil {
+			return topics.Reply{}, err
+		}
+		return refuse(CodeInternal, "internal error", ""), nil
+	}
+	origin, dest := out.Result.State, inResp.Result.State
+	b.touch(out.Before, origin)
+	b.touch(inResp.Before, dest)
+	b.addEntries(c.ID, entries)
+	amount := in.Amount.String()
+	ev := topics.WalletTransfer{
+		ID: txn, FromCurrency: origin.Currency, ToCurrency: dest.Currency, AmountSent: amount, AmountReceived: amount,
+		ExchangeRate: "1.00", Status: "COMPLETE", OriginWallet: origin.WalletID, DestinationWallet: dest.WalletID,
+		Narrative: in.Narrative, CreatedAt: b.at,
+	}
+	b.outbox = append(b.outbox, e.event(c, topics.WalletTransferEvent, origin.WalletID, ev))
+	return topics.Reply{Result: mustJSON(wallet.TransferResult{Origin: origin, Destination: dest})}, nil
+}
+
+func (e *Engine) restore(p *partition, ref *walletRef, s wallet.State) error {
+	_, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Restore{CorrID: corr, State: s, Reply: reply}
+	})
+	return err
+}
+
+// event builds an outbox record whose body is the exact envelope to publish.
+func (e *Engine) event(c *topics.Command, webhookTopic, key string, payload any) storage.OutboxEvent {
+	ev := topics.Event{
+		ID: ids.DeriveUUID(c.ID, webhookTopic, key), Type: webhookTopic, Version: 1, OccurredAt: time.Now().UTC(),
+		MerchantID: c.MerchantID, Key: key, Payload: mustJSON(payload),
+	}
+	return storage.OutboxEvent{EventID: ev.ID, Topic: topics.EventTopics[webhookTopic], Key: key, MerchantID: c.MerchantID, Body: mustJSON(ev)}
+}
+
+// walletRefusal maps an Apply error to a reply; attr names the request field at fault.
+func walletRefusal(err error, attr string) topics.Reply {
+	var insufficient wallet.InsufficientFundsError
+	switch {
+	case errors.As(err, &insufficient):
+		return refuse(CodeInsufficientFunds, "Insufficient balance: the available balance "+insufficient.Available.String()+
+			" is below the requested amount "+insufficient.Requested.String()+".", "amount")
+	case errors.Is(err, wallet.ErrNotFound) && attr == "wallet_id":
+		return refuse(CodeDestNotFound, "Destination wallet not found.", "wallet_id")
+	case errors.Is(err, wallet.ErrNotFound):
+		return refuse(CodeNotFound, "Wallet not found.", "wallet_id")
+	case errors.Is(err, wallet.ErrCurrencyMismatch):
+		return refuse(CodeCurrencyMismatch, "Wallets must have the same currency.", "wallet_id")
+	case errors.Is(err, wallet.ErrSameWallet):
+		return refuse(CodeSameWallet, "Origin and destination wallets must differ.", "wallet_id")
+	case errors.Is(err, wallet.ErrInvalidAmount):
+		return refuse(CodeInvalid, "Amount must be greater than 0 and at most 999999.00.", "amount")
+	case errors.Is(err, wallet.ErrExists):
+		return refuse(CodeInvalid, "Wallet already exists.", "wallet_id")
+	case errors.Is(err, wallet.ErrInvalidWallet):
+		return refuse(CodeInvalid, "Invalid wallet definition.", "")
+	default:
+		return refuse(CodeInternal, "internal error", "")
+	}
+}

@@ -1,0 +1,152 @@
+package wallet
+
+import (
+	"fmt"
+
+	"paysvc/actors/ledger"
+	"paysvc/actors/money"
+)
+
+// Apply decides one command against a wallet's state. It is pure: it returns the
+// new state and the ledger entries, or an error and changes nothing.
+func Apply(s State, cmd any) (Result, error) {
+	switch c := cmd.(type) {
+	case Open:
+		return applyOpen(s, c)
+	case Deposit:
+		return applyDeposit(s, c)
+	case TransferOut:
+		return applyTransferOut(s, c)
+	case TransferIn:
+		return applyTransferIn(s, c)
+	default:
+		return Result{}, fmt.Errorf("wallet: unknown command %T", cmd)
+	}
+}
+
+func applyOpen(s State, c Open) (Result, error) {
+	if s.Exists() {
+		return Result{}, ErrExists
+	}
+	if c.WalletID == "" || c.MerchantID == "" || !Currencies[c.Currency] ||
+		(c.WalletType != TypeWorking && c.WalletType != TypeSettlement) || c.Label == "" {
+		return Result{}, ErrInvalidWallet
+	}
+	return Result{State: State{
+		WalletID:         c.WalletID,
+		MerchantID:       c.MerchantID,
+		Currency:         c.Currency,
+		WalletType:       c.WalletType,
+		Label:            c.Label,
+		CanDisburse:      c.CanDisburse,
+		CurrentBalance:   money.Zero(),
+		AvailableBalance: money.Zero(),
+		Version:          1,
+		CreatedAt:        c.At,
+		UpdatedAt:        c.At,
+	}}, nil
+}
+
+func validAmount(a money.Amount, limit *money.Amount) bool {
+	if a.Sign() <= 0 {
+		return false
+	}
+	return limit == nil || a.Cmp(*limit) <= 0
+}
+
+// credit returns s with amount added to both balances: intra-merchant movements and
+// sandbox deposits are cleared funds, available at once.
+func credit(s State, amount money.Amount) State {
+	s.CurrentBalance = s.CurrentBalance.Add(amount)
+	s.AvailableBalance = s.AvailableBalance.Add(amount)
+	s.Version++
+	return s
+}
+
+func entry(s State, txn string, amount money.Amount, transType, narrative string) ledger.Entry {
+	rb := s.CurrentBalance
+	return ledger.Entry{
+		TransactionID:  txn,
+		Account:        ledger.WalletAccount(s.WalletID),
+		WalletID:       s.WalletID,
+		MerchantID:     s.MerchantID,
+		Currency:       s.Currency,
+		Amount:         amount,
+		RunningBalance: &rb,
+		TransType:      transType,
+		Narrative:      narrative,
+	}
+}
+
+func applyDeposit(s State, c Deposit) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	if !validAmount(c.Amount, nil) {
+		return Result{}, ErrInvalidAmount
+	}
+	n := credit(s, c.Amount)
+	n.UpdatedAt = c.At
+	return Result{State: n, Entries: []ledger.Entry{
+		entry(n, c.TransactionID, c.Amount, TransTypeDeposit, c.Narrative),
+		{
+			TransactionID: c.TransactionID,
+			Account:       ledger.SandboxFunding,
+			MerchantID:    s.MerchantID,
+			Currency:      s.Currency,
+			Amount:        c.Amount.Neg(),
+			TransType:     TransTypeDeposit,
+			Narrative:     c.Narrative,
+		},
+	}}, nil
+}
+
+func applyTransferOut(s State, c TransferOut) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	d := c.Destination
+	if !d.Exists() || d.MerchantID != s.MerchantID {
+		return Result{}, fmt.Errorf("destination: %w", ErrNotFound)
+	}
+	if d.WalletID == s.WalletID {
+		return Result{}, ErrSameWallet
+	}
+	if d.Currency != s.Currency {
+		return Result{}, ErrCurrencyMismatch
+	}
+	if !validAmount(c.Amount, &MaxTransfer) {
+		return Result{}, ErrInvalidAmount
+	}
+	if s.AvailableBalance.Cmp(c.Amount) < 0 {
+		return Result{}, InsufficientFundsError{WalletID: s.WalletID, Requested: c.Amount, Available: s.AvailableBalance}
+	}
+	n := s
+	n.CurrentBalance = s.CurrentBalance.Sub(c.Amount)
+	n.AvailableBalance = s.AvailableBalance.Sub(c.Amount)
+	n.Version++
+	n.UpdatedAt = c.At
+	return Result{State: n, Entries: []ledger.Entry{
+		entry(n, c.TransactionID, c.Amount.Neg(), TransTypeTransfer, c.Narrative),
+	}}, nil
+}
+
+func applyTransferIn(s State, c TransferIn) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	if c.Currency != s.Currency {
+		return Result{}, ErrCurrencyMismatch
+	}
+	if c.Origin == s.WalletID {
+		return Result{}, ErrSameWallet
+	}
+	if !validAmount(c.Amount, &MaxTransfer) {
+		return Result{}, ErrInvalidAmount
+	}
+	n := credit(s, c.Amount)
+	n.UpdatedAt = c.At
+	return Result{State: n, Entries: []ledger.Entry{
+		entry(n, c.TransactionID, c.Amount, TransTypeTransfer, c.Narrative),
+	}}, nil
+}

@@ -1,0 +1,96 @@
+package wallet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"paysvc/actors/ledger"
+	"paysvc/actors/money"
+)
+
+// MaxTransfer is the largest intra-wallet transfer the interface allows.
+var MaxTransfer = money.MustParse("999999.00")
+
+// Open creates the wallet. It is refused if the wallet already exists.
+type Open struct {
+	WalletID    string
+	MerchantID  string
+	Currency    string
+	WalletType  string
+	Label       string
+	CanDisburse bool
+	At          time.Time
+}
+
+// Deposit credits the wallet from the sandbox funding account (sandbox only; the
+// API refuses it on a live server).
+type Deposit struct {
+	MerchantID    string
+	TransactionID string
+	Amount        money.Amount
+	Narrative     string
+	At            time.Time
+}
+
+// TransferOut debits the source wallet of an intra-merchant transfer. Destination is
+// the destination's snapshot, read by the engine just before, so the source can
+// refuse a foreign, unknown or other-currency destination before any money moves.
+type TransferOut struct {
+	MerchantID    string
+	TransactionID string
+	Amount        money.Amount
+	Narrative     string
+	Destination   State
+	At            time.Time
+}
+
+// TransferIn credits the destination wallet of an intra-merchant transfer.
+type TransferIn struct {
+	MerchantID    string
+	TransactionID string
+	Amount        money.Amount
+	Narrative     string
+	Origin        string
+	Currency      string
+	At            time.Time
+}
+
+// Statement transaction types.
+const (
+	TransTypeDeposit  = "DEPOSIT"
+	TransTypeTransfer = "TRANSFER"
+)
+
+// Errors of Apply. The engine maps them to stable reply codes.
+var (
+	ErrNotFound         = errors.New("wallet not found")
+	ErrExists           = errors.New("wallet already exists")
+	ErrCurrencyMismatch = errors.New("wallets have different currencies")
+	ErrSameWallet       = errors.New("origin and destination are the same wallet")
+	ErrInvalidAmount    = errors.New("amount must be greater than 0 and at most 999999.00")
+	ErrInvalidWallet    = errors.New("invalid wallet definition")
+)
+
+// InsufficientFundsError is returned when the available balance cannot cover a debit.
+type InsufficientFundsError struct {
+	WalletID  string
+	Requested money.Amount
+	Available money.Amount
+}
+
+func (e InsufficientFundsError) Error() string {
+	return fmt.Sprintf("wallet %s: available balance %s is below the requested %s", e.WalletID, e.Available, e.Requested)
+}
+
+// Result is what Apply decides: the state after the command and its ledger entries.
+type Result struct {
+	State   State
+	Entries []ledger.Entry
+}
+
+// TransferResult is the reply of a transfer: both wallets after it.
+type TransferResult struct {
+	Origin      State `json:"origin"`
+	Destination State `json:"destination"`
+}

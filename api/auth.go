@@ -1,0 +1,243 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+
+	"paysvc/storage"
+)
+
+// The four 401 messages of the interface, word for word.
+const (
+	msgInvalidToken   = "Invalid api token"
+	msgWrongEnv       = "Invalid token for live environment"
+	msgNoCredentials  = "No credentials provided"
+	msgSpacesInBearer = "Bearer string should not contain spaces"
+	msgCannotTransact = "Your account cannot transact. Contact support to enable it."
+)
+
+// Key prefixes; the environment part is "test" (sandbox) or "live".
+const (
+	PublicPrefix = "ISPubKey_"
+	SecretPrefix = "ISSecretKey_"
+)
+
+// Principal is who a request acts for.
+type Principal struct {
+	MerchantID  string
+	KeyID       string
+	Kind        string // public or secret
+	Permissions []string
+}
+
+// Can reports whether the key holds a permission; a key without restrictions
+// (the merchant's main secret key) holds them all.
+func (p *Principal) Can(perm string) bool {
+	if len(p.Permissions) == 0 {
+		return true
+	}
+	for _, x := range p.Permissions {
+		if x == perm {
+			return true
+		}
+	}
+	return false
+}
+
+// keyCache keeps recent key lookups so a busy merchant does not cost a query per
+// request. Entries live for ttl, which bounds how long a revoked key still works.
+type keyCache struct {
+	mu  sync.Mutex
+	ttl time.Duration
+	m   map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	key storage.APIKey
+	err error
+	at  time.Time
+}
+
+type authenticator struct {
+	db    *sqlx.DB
+	env   string // sandbox or live
+	cache keyCache
+}
+
+func newAuthenticator(db *sqlx.DB, env string, ttl time.Duration) *authenticator {
+	return &authenticator{db: db, env: env, cache: keyCache{ttl: ttl, m: map[[32]byte]cachedKey{}}}
+}
+
+func envMarker(env string) string {
+	if env == "live" {
+		return "_live_"
+	}
+	return "_test_"
+}
+
+// lookup finds a key by its hash, through the cache.
+func (a *authenticator) lookup(ctx context.Context, key string) (storage.APIKey, error) {
+	h := sha256.Sum256([]byte(key))
+	a.cache.mu.Lock()
+	if c, ok := a.cache.m[h]; ok && time.Since(c.at) < a.cache.ttl {
+		a.cache.mu.Unlock()
+		return c.key, c.err
+	}
+	a.cache.mu.Unlock()
+	k, err := storage.KeyByHash(ctx, a.db, h[:])
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return k, err // not cached: a database fault is not an answer
+	}
+	a.cache.mu.Lock()
+	if len(a.cache.m) > 100_000 {
+		clear(a.cache.m)
+	}
+	a.cache.m[h] = cachedKey{key: k, err: err, at: time.Now()}
+	a.cache.mu.Unlock()
+	return k, err
+}
+
+func unauthorized(msg string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: "client_error", Code: "authentication_failed", Detail: msg}
+}
+
+// bearer extracts the secret key from the Authorization header, with the
+// interface's messages for a missing or malformed header.
+func bearer(r *http.Request) (string, *Error) {
+	h := r.Header.Get("Authorization")
+	if strings.TrimSpace(h) == "" {
+		return "", unauthorized(msgNoCredentials)
+	}
+	parts := strings.Split(strings.TrimSpace(h), " ")
+	if !strings.EqualFold(parts[0], "bearer") {
+		return "", unauthorized(msgNoCredentials)
+	}
+	if len(parts) == 1 {
+		return "", unauthorized(msgNoCredentials)
+	}
+	if len(parts) > 2 {
+		return "", unauthorized(msgSpacesInBearer)
+	}
+	return parts[1], nil
+}
+
+// publicKeyHeaders are every spelling of the public-key header seen from clients.
+var publicKeyHeaders = []string{"X-SERVICE-PUBLIC-API-KEY", "INTASEND_PUBLIC_API_KEY", "X-IntaSend-Public-API-Key"}
+
+// publicKey returns the public key from a header or the body's public_key.
+func publicKey(c echo.Context) string {
+	for _, h := range publicKeyHeaders {
+		if v := strings.TrimSpace(c.Request().Header.Get(h)); v != "" {
+			return v
+		}
+	}
+	if b, err := readBody(c); err == nil {
+		if v, err := b.str("public_key", false, 200, nil); err == nil {
+			return v
+		}
+	}
+	return ""
+}
+
+// verify checks a key of the given kind against the store and the environment.
+func (a *authenticator) verify(ctx context.Context, key, kind string) (*Principal, *Error) {
+	prefix := SecretPrefix
+	if kind == "public" {
+		prefix = PublicPrefix
+	}
+	if !strings.HasPrefix(key, prefix) {
+		return nil, unauthorized(msgInvalidToken)
+	}
+	rest := key[len(prefix):]
+	if !strings.HasPrefix("_"+rest, envMarker(a.env)) {
+		if strings.HasPrefix(rest, "test_") || strings.HasPrefix(rest, "live_") {
+			return nil, unauthorized(msgWrongEnv)
+		}
+		return nil, unauthorized(msgInvalidToken)
+	}
+	k, err := a.lookup(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, unauthorized(msgInvalidToken)
+	}
+	if err != nil {
+		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+			Detail: "Authentication is temporarily unavailable; retry shortly.", RetryAfter: 1}
+	}
+	if k.Kind != kind || k.RevokedAt != nil || k.Environment != a.env {
+		return nil, unauthorized(msgInvalidToken)
+	}
+	if !k.MerchantEnabled {
+		return nil, clientError(http.StatusForbidden, "permission_denied", msgCannotTransact)
+	}
+	return &Principal{MerchantID: k.MerchantID, KeyID: k.KeyID, Kind: k.Kind, Permissions: k.Permissions}, nil
+}
+
+// authSecret requires a secret key (Bearer).
+func (s *Server) authSecret(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok, e := bearer(c.Request())
+		if e != nil {
+			return e
+		}
+		p, e := s.auth.verify(c.Request().Context(), tok, "secret")
+		if e != nil {
+			return e
+		}
+		c.Set(ctxPrincipal, p)
+		return next(c)
+	}
+}
+
+// authSandboxSecret is authSecret for sandbox-only helpers: they do not exist on a
+// live server (404, as for any unknown path).
+func (s *Server) authSandboxSecret(next echo.HandlerFunc) echo.HandlerFunc {
+	inner := s.authSecret(next)
+	return func(c echo.Context) error {
+		if s.cfg.Environment != "sandbox" {
+			return notFound("Not found.")
+		}
+		return inner(c)
+	}
+}
+
+// authPublicOrSecret accepts a secret key, or a public key alone (the SDK drops its
+// Bearer token after some calls). An extra valid credential is never a refusal.
+func (s *Server) authPublicOrSecret(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Header.Get("Authorization") != "" {
+			tok, e := bearer(c.Request())
+			if e != nil {
+				return e
+			}
+			p, e := s.auth.verify(c.Request().Context(), tok, "secret")
+			if e != nil {
+				return e
+			}
+			c.Set(ctxPrincipal, p)
+			return next(c)
+		}
+		pk := publicKey(c)
+		if pk == "" {
+			return unauthorized(msgNoCredentials)
+		}
+		p, e := s.auth.verify(c.Request().Context(), pk, "public")
+		if e != nil {
+			return e
+		}
+		c.Set(ctxPrincipal, p)
+		return next(c)
+	}
+}
+
+func principal(c echo.Context) *Principal {
+	p, _ := c.Get(ctxPrincipal).(*Principal)
+	return p
+}

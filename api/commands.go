@@ -1,0 +1,102 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/ids"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// issue produces a command and waits for the engine's reply, which arrives only
+// after the batch holding the command committed. If the reply does not come in
+// time, the stored reply is looked up before giving up with 504 (the command may
+// still apply; a retry with the same Idempotency-Key cannot apply it twice).
+func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, error) {
+	p := principal(c)
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		return topics.Reply{}, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "overloaded",
+			Detail: "Too many requests in flight; retry shortly.", RetryAfter: 1}
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	id, _ := c.Get(ctxCommandID).(string)
+	if id == "" {
+		id = ids.UUID()
+	}
+	cmd := topics.Command{ID: id, Type: typ, Version: 1, MerchantID: p.MerchantID, ReplyTo: s.hub.Instance(),
+		IssuedAt: time.Now().UTC(), Payload: body}
+	value, err := topics.EncodeCommand(cmd)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	ch, cancel := s.hub.Register(id)
+	defer cancel()
+	commandsWaiting.Inc()
+	defer commandsWaiting.Dec()
+	ctx := c.Request().Context()
+	produced := make(chan error, 1)
+	s.kafka.Produce(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(p.MerchantID), Value: value},
+		func(_ *kgo.Record, err error) { produced <- err })
+	timer := time.NewTimer(s.cfg.ReplyTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-ch:
+			return r, nil
+		case err := <-produced:
+			if err != nil {
+				commandsProduced.WithLabelValues(typ, "error").Inc()
+				s.log.Error("produce command", "request_id", requestID(c), "type", typ, "err", err)
+				return topics.Reply{}, unavailable()
+			}
+			commandsProduced.WithLabelValues(typ, "ok").Inc()
+			produced = nil
+		case <-timer.C:
+			replyTimeouts.Inc()
+			if stored, ok, err := storage.ProcessedReply(ctx, s.db, p.MerchantID, id); err == nil && ok {
+				if r, err := topics.DecodeReply(stored); err == nil {
+					return r, nil
+				}
+			}
+			return topics.Reply{}, &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "timeout",
+				Detail: "The request was accepted but its outcome is not known yet; retry with the same Idempotency-Key."}
+		case <-ctx.Done():
+			return topics.Reply{}, &Error{Status: 499, Type: "client_error", Code: "client_closed", Detail: "Client closed the request."}
+		}
+	}
+}
+
+// replyStatus maps the engine's refusal codes to HTTP.
+var replyStatus = map[string]int{
+	"invalid":               http.StatusBadRequest,
+	"not_found":             http.StatusNotFound,
+	"destination_not_found": http.StatusBadRequest,
+	"insufficient_funds":    http.StatusBadRequest,
+	"currency_mismatch":     http.StatusBadRequest,
+	"same_wallet":           http.StatusBadRequest,
+	"label_taken":           http.StatusBadRequest,
+}
+
+// refusal turns a reply error into the API error.
+func refusal(re *topics.ReplyError) *Error {
+	status, ok := replyStatus[re.Code]
+	if !ok {
+		return errInternal
+	}
+	typ := "client_error"
+	if status == http.StatusBadRequest {
+		typ = "validation_error"
+	}
+	return &Error{Status: status, Type: typ, Code: re.Code, Detail: re.Detail, Attr: re.Attr}
+}

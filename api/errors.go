@@ -1,0 +1,106 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Error is a refusal the client can act on. Its text is always safe to show.
+type Error struct {
+	Status int
+	Type   string // client_error, validation_error, server_error
+	Code   string
+	Detail string
+	Attr   string
+	// RetryAfter, when set, becomes a Retry-After header (seconds).
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail) }
+
+func clientError(status int, code, detail string) *Error {
+	return &Error{Status: status, Type: "client_error", Code: code, Detail: detail}
+}
+
+func invalid(attr, detail string) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "validation_error", Code: "invalid", Detail: detail, Attr: attr}
+}
+
+func notFound(detail string) *Error {
+	return clientError(http.StatusNotFound, "not_found", detail)
+}
+
+var errInternal = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "internal error"}
+
+// errorItem and errorBody are the one error shape: `detail` for clients of the
+// public service, `type`/`errors[]` for newer clients, `request_id` for support.
+type errorItem struct {
+	Code   string  `json:"code"`
+	Detail string  `json:"detail"`
+	Attr   *string `json:"attr"`
+}
+
+type errorBody struct {
+	Type      string      `json:"type"`
+	Detail    string      `json:"detail"`
+	Errors    []errorItem `json:"errors"`
+	RequestID string      `json:"request_id"`
+}
+
+func (s *Server) renderError(c echo.Context, e *Error) error {
+	item := errorItem{Code: e.Code, Detail: e.Detail}
+	if e.Attr != "" {
+		a := e.Attr
+		item.Attr = &a
+	}
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
+	}
+	return c.JSON(e.Status, errorBody{Type: e.Type, Detail: e.Detail, Errors: []errorItem{item}, RequestID: requestID(c)})
+}
+
+// handleError is Echo's error handler: every error leaves as the JSON shape above;
+// an error we did not make is logged in full and shown only as "internal error".
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ae *Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &he):
+		ae = fromEcho(he)
+	default:
+		s.log.Error("unhandled error", "request_id", requestID(c), "route", c.Path(), "err", err)
+		ae = errInternal
+	}
+	if ae.Status >= 500 && ae != errInternal {
+		s.log.Warn("server refusal", "request_id", requestID(c), "route", c.Path(), "code", ae.Code)
+	}
+	if err := s.renderError(c, ae); err != nil {
+		s.log.Warn("write error response", "err", err)
+	}
+}
+
+func fromEcho(he *echo.HTTPError) *Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return notFound("Not found.")
+	case http.StatusMethodNotAllowed:
+		return clientError(he.Code, "method_not_allowed", "Method not allowed.")
+	case http.StatusRequestEntityTooLarge:
+		return clientError(he.Code, "request_too_large", "Request body is too large.")
+	case http.StatusUnsupportedMediaType:
+		return clientError(he.Code, "unsupported_media_type", "Request body must be JSON.")
+	case http.StatusTooManyRequests:
+		return &Error{Status: he.Code, Type: "client_error", Code: "throttled", Detail: "Request was throttled.", RetryAfter: 1}
+	}
+	if he.Code >= 400 && he.Code < 500 {
+		return clientError(he.Code, "error", http.StatusText(he.Code)+".")
+	}
+	return errInternal
+}

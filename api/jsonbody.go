@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/money"
+)
+
+// body is a request's JSON object, read field by field so every refusal names its
+// field and unknown fields (public_key, which the SDKs inject everywhere) are ignored.
+type body map[string]json.RawMessage
+
+// readBody parses the request body as a JSON object. An empty body is an empty
+// object: GETs from the official SDK carry stray bytes we never read.
+func readBody(c echo.Context) (body, error) {
+	raw, err := rawBody(c)
+	if err != nil {
+		return nil, err
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return body{}, nil
+	}
+	var b body
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&b); err != nil || b == nil {
+		return nil, &Error{Status: 400, Type: "validation_error", Code: "parse_error", Detail: "Request body must be a JSON object."}
+	}
+	return b, nil
+}
+
+// rawBody reads the body once and keeps it for later readers (idempotency hashing
+// and the handler both need it).
+func rawBody(c echo.Context) ([]byte, error) {
+	if v, ok := c.Get(ctxRawBody).([]byte); ok {
+		return v, nil
+	}
+	r := c.Request()
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, clientError(413, "request_too_large", "Request body is too large.")
+		}
+		return nil, clientError(400, "bad_request", "Request body could not be read.")
+	}
+	c.Set(ctxRawBody, b)
+	return b, nil
+}
+
+func (b body) has(field string) bool {
+	v, ok := b[field]
+	return ok && string(v) != "null"
+}
+
+// str reads a string field. required: missing or empty is an error.
+func (b body) str(field string, required bool, maxLen int, pattern *regexp.Regexp) (string, error) {
+	v, ok := b[field]
+	if !ok || string(v) == "null" {
+		if required {
+			return "", invalid(field, "This field is required.")
+		}
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", invalid(field, "Must be a string.")
+	}
+	if s == "" && required {
+		return "", invalid(field, "This field may not be blank.")
+	}
+	if maxLen > 0 && utf8.RuneCountInString(s) > maxLen {
+		return "", invalid(field, fmt.Sprintf("Ensure this field has no more than %d characters.", maxLen))
+	}
+	if s != "" && pattern != nil && !pattern.MatchString(s) {
+		return "", invalid(field, "Contains characters that are not allowed.")
+	}
+	return s, nil
+}
+
+// boolean reads a JSON boolean (or the strings "true"/"false", which form-minded
+// clients send).
+func (b body) boolean(field string, def bool) (bool, error) {
+	v, ok := b[field]
+	if !ok || string(v) == "null" {
+		return def, nil
+	}
+	var x bool
+	if err := json.Unmarshal(v, &x); err == nil {
+		return x, nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		switch s {
+		case "true", "True", "TRUE":
+			return true, nil
+		case "false", "False", "FALSE":
+			return false, nil
+		}
+	}
+	return false, invalid(field, "Must be a boolean.")
+}
+
+// amount reads a money field from a JSON string or number token (never float64).
+func (b body) amount(field string, required bool) (money.Amount, bool, error) {
+	v, ok := b[field]
+	if !ok || string(v) == "null" {
+		if required {
+			return money.Amount{}, false, invalid(field, "This field is required.")
+		}
+		return money.Amount{}, false, nil
+	}
+	var a money.Amount
+	if err := a.UnmarshalJSON(v); err != nil {
+		return a, false, invalid(field, "A valid decimal amount with at most 2 decimal places is required.")
+	}
+	return a, true, nil
+}

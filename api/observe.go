@@ -1,0 +1,76 @@
+package api
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	httpRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_http_requests_total",
+		Help: "HTTP requests by route template, method and status.",
+	}, []string{"route", "method", "status"})
+	httpSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "paysvc_http_request_duration_seconds",
+		Help:    "HTTP request latency by route template, method and status.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"route", "method", "status"})
+	commandsProduced = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_api_commands_produced_total",
+		Help: "Commands produced to paysvc.commands.v1, by type and result (ok, error).",
+	}, []string{"type", "result"})
+	commandsWaiting = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "paysvc_api_commands_in_flight",
+		Help: "Commands produced and waiting for their reply on this instance.",
+	})
+	replyTimeouts = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_api_reply_timeouts_total",
+		Help: "Writes whose reply did not arrive in time (answered from the stored reply, or 504).",
+	})
+	idempotentReplays = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_api_idempotent_replays_total",
+		Help: "Responses replayed for a repeated Idempotency-Key.",
+	})
+	rateLimited = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_api_rate_limited_total",
+		Help: "Requests refused with 429 by the per-key rate limit.",
+	})
+)
+
+// observe records metrics and one structured log line per request. The log carries
+// the request id and merchant id, never a key (headers and bodies are not logged).
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			s.handleError(err, c)
+		}
+		route := c.Path()
+		if route == "" || route == "/*" {
+			route = "unmatched"
+		}
+		status := c.Response().Status
+		d := time.Since(start)
+		lbl := []string{route, c.Request().Method, strconv.Itoa(status)}
+		httpRequests.WithLabelValues(lbl...).Inc()
+		httpSeconds.WithLabelValues(lbl...).Observe(d.Seconds())
+		if s.log.Enabled(c.Request().Context(), -4) || status >= 400 || d > time.Second {
+			attrs := []any{"request_id", requestID(c), "method", c.Request().Method, "route", route,
+				"status", status, "duration_ms", float64(d.Microseconds()) / 1000}
+			if p := principal(c); p != nil {
+				attrs = append(attrs, "merchant_id", p.MerchantID)
+			}
+			if status >= 500 {
+				s.log.Warn("request", attrs...)
+			} else {
+				s.log.Debug("request", attrs...)
+			}
+		}
+		return nil
+	}
+}

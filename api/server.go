@@ -1,0 +1,198 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/replies"
+)
+
+// Context keys.
+const (
+	ctxPrincipal = "paysvc.principal"
+	ctxRawBody   = "paysvc.raw_body"
+	ctxCommandID = "paysvc.command_id"
+)
+
+// Config is the API's part of the service configuration.
+type Config struct {
+	Environment    string        // sandbox or live
+	BodyLimit      int64         // bytes
+	RateLimit      float64       // requests per second per key; 0 disables
+	RateBurst      int           // bucket size per key
+	ReplyTimeout   time.Duration // how long a write waits for the engine
+	MaxInFlight    int           // commands waiting for replies, per instance
+	IdempotencyTTL time.Duration // how long Idempotency-Key records are kept
+	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
+}
+
+func (c *Config) defaults() {
+	if c.Environment == "" {
+		c.Environment = "sandbox"
+	}
+	if c.BodyLimit <= 0 {
+		c.BodyLimit = 1 << 20
+	}
+	if c.RateBurst <= 0 {
+		c.RateBurst = max(int(c.RateLimit), 1)
+	}
+	if c.ReplyTimeout <= 0 {
+		c.ReplyTimeout = 10 * time.Second
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 20000
+	}
+	if c.IdempotencyTTL <= 0 {
+		c.IdempotencyTTL = 24 * time.Hour
+	}
+	if c.KeyCacheTTL <= 0 {
+		c.KeyCacheTTL = 2 * time.Second
+	}
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg      Config
+	db       *sqlx.DB
+	kafka    *kgo.Client
+	hub      *replies.Hub
+	log      *slog.Logger
+	auth     *authenticator
+	limiter  *limiter
+	inflight chan struct{}
+	echo     *echo.Echo
+	ready    func() bool
+}
+
+// New builds the API. kafka produces commands; hub receives their replies.
+func New(cfg Config, db *sqlx.DB, kafka *kgo.Client, hub *replies.Hub, log *slog.Logger, ready func() bool) *Server {
+	cfg.defaults()
+	s := &Server{
+		cfg: cfg, db: db, kafka: kafka, hub: hub, log: log.With("component", "api"),
+		auth:     newAuthenticator(db, cfg.Environment, cfg.KeyCacheTTL),
+		limiter:  newLimiter(cfg.RateLimit, cfg.RateBurst),
+		inflight: make(chan struct{}, cfg.MaxInFlight),
+		ready:    ready,
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	// Paths are served with and without their trailing slash, never redirected:
+	// SDKs turn a redirected POST into a GET, and one of them follows no redirects.
+	e.Pre(middleware.RemoveTrailingSlash())
+	e.Use(s.requestID, s.observe, s.recoverPanics, s.connectionClose, s.limitBody)
+	s.routes(e)
+	s.echo = e
+	return s
+}
+
+// Handler is the http.Handler of the API.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) routes(e *echo.Echo) {
+	e.GET("/healthz", s.healthz)
+	v1 := e.Group("/api/v1")
+	v1.Use(s.rateLimit)
+	w := v1.Group("/wallets", s.authSecret)
+	w.GET("", s.listWallets)
+	w.POST("", s.createWallet, s.idempotent)
+	w.GET("/:wallet_id", s.getWallet)
+	w.GET("/:wallet_id/transactions", s.walletTransactions)
+	w.POST("/:wallet_id/intra_transfer", s.intraTransfer, s.idempotent)
+	v1.POST("/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, s.authSandboxSecret, s.idempotent)
+	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	if s.ready != nil && !s.ready() {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "starting", Detail: "Service is starting."}
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "database_unavailable", Detail: "Database is unavailable."}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "environment": s.cfg.Environment})
+}
+
+// requestID takes a sane X-Request-Id from the client or makes one, and echoes it.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get("X-Request-Id")
+		if !saneRequestID(id) {
+			id = ids.UUID()
+		}
+		c.Set("request_id", id)
+		c.Response().Header().Set("X-Request-Id", id)
+		return next(c)
+	}
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func requestID(c echo.Context) string {
+	id, _ := c.Get("request_id").(string)
+	return id
+}
+
+// connectionClose ends the connection after GET/HEAD/DELETE: the official Node SDK
+// writes an unframed body after its GETs, which would otherwise be parsed as the
+// start of the next request on the kept-alive connection.
+func (s *Server) connectionClose(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		switch c.Request().Method {
+		case http.MethodGet, http.MethodHead, http.MethodDelete:
+			c.Response().Header().Set("Connection", "close")
+		}
+		return next(c)
+	}
+}
+
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > s.cfg.BodyLimit {
+			return clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.")
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.BodyLimit)
+		}
+		return next(c)
+	}
+}
+
+// recoverPanics turns a handler panic into the generic 500 and logs it: no input
+// may crash the process or leave without a JSON body.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error("handler panic", "request_id", requestID(c), "route", c.Path(), "panic", r)
+				err = errInternal
+			}
+		}()
+		return next(c)
+	}
+}

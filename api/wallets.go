@@ -1,0 +1,235 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+	"paysvc/actors/wallet"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+var (
+	labelPattern     = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
+	walletIDPattern  = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]{1,40}$`)
+	narrativePattern = regexp.MustCompile(`^[\p{L}\p{N} .,\-_'/&()#:;!?@+%]+$`)
+	maxDeposit       = money.MustParse("10000000.00")
+)
+
+// walletJSON is the Wallet resource of the interface.
+type walletJSON struct {
+	WalletID         string       `json:"wallet_id"`
+	Label            string       `json:"label"`
+	CanDisburse      bool         `json:"can_disburse"`
+	Currency         string       `json:"currency"`
+	WalletType       string       `json:"wallet_type"`
+	CurrentBalance   money.Amount `json:"current_balance"`
+	AvailableBalance money.Amount `json:"available_balance"`
+	CreatedAt        time.Time    `json:"created_at"`
+	UpdatedAt        time.Time    `json:"updated_at"`
+}
+
+func renderWallet(s wallet.State) walletJSON {
+	return walletJSON{WalletID: s.WalletID, Label: s.Label, CanDisburse: s.CanDisburse, Currency: s.Currency,
+		WalletType: s.WalletType, CurrentBalance: s.CurrentBalance, AvailableBalance: s.AvailableBalance,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+func (s *Server) listWallets(c echo.Context) error {
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, total, err := storage.ListWallets(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	if err != nil {
+		return err
+	}
+	out := make([]walletJSON, len(rows))
+	for i, r := range rows {
+		out[i] = renderWallet(r)
+	}
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
+}
+
+// pathWallet reads the path wallet id and the merchant's wallet with it: another
+// merchant's wallet is 404 exactly like a wallet that does not exist.
+func (s *Server) pathWallet(c echo.Context) (wallet.State, error) {
+	id := c.Param("wallet_id")
+	if !walletIDPattern.MatchString(id) {
+		return wallet.State{}, notFound("Wallet not found.")
+	}
+	w, err := storage.GetWallet(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return w, notFound("Wallet not found.")
+	}
+	return w, err
+}
+
+func (s *Server) getWallet(c echo.Context) error {
+	w, err := s.pathWallet(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderWallet(w))
+}
+
+type statementJSON struct {
+	TransactionID  string       `json:"transaction_id"`
+	Currency       string       `json:"currency"`
+	Value          money.Amount `json:"value"`
+	RunningBalance money.Amount `json:"running_balance"`
+	Narrative      string       `json:"narrative"`
+	TransType      string       `json:"trans_type"`
+	Status         string       `json:"status"`
+	CreatedAt      time.Time    `json:"created_at"`
+	UpdatedAt      time.Time    `json:"updated_at"`
+}
+
+func (s *Server) walletTransactions(c echo.Context) error {
+	w, err := s.pathWallet(c)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, total, err := storage.Statement(c.Request().Context(), s.db, principal(c).MerchantID, w.WalletID, pg.size, pg.offset())
+	if err != nil {
+		return err
+	}
+	out := make([]statementJSON, len(rows))
+	for i, r := range rows {
+		out[i] = statementJSON{TransactionID: r.TransactionID, Currency: r.Currency, Value: r.Value,
+			RunningBalance: r.RunningBalance, Narrative: r.Narrative, TransType: r.TransType, Status: "AVAILABLE",
+			CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
+	}
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
+}
+
+func (s *Server) createWallet(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	currency, err := b.str("currency", true, 3, nil)
+	if err != nil {
+		return err
+	}
+	if !wallet.Currencies[currency] {
+		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+	}
+	typ, err := b.str("wallet_type", false, 20, nil)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case "", wallet.TypeWorking:
+		typ = wallet.TypeWorking
+	case wallet.TypeSettlement:
+		return invalid("wallet_type", "SETTLEMENT wallets are created by the service and cannot be created.")
+	default:
+		return invalid("wallet_type", "wallet_type must be WORKING.")
+	}
+	label, err := b.str("label", true, 100, labelPattern)
+	if err != nil {
+		return err
+	}
+	canDisburse, err := b.boolean("can_disburse", false)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, topics.CmdWalletCreate, topics.WalletCreate{
+		WalletID: ids.Alias(10), Currency: currency, WalletType: typ, Label: label, CanDisburse: canDisburse,
+	})
+	if err != nil {
+		return err
+	}
+	return s.walletReply(c, r, http.StatusCreated)
+}
+
+func (s *Server) walletReply(c echo.Context, r topics.Reply, status int) error {
+	if r.Error != nil {
+		return refusal(r.Error)
+	}
+	var st wallet.State
+	if err := json.Unmarshal(r.Result, &st); err != nil {
+		return err
+	}
+	return c.JSON(status, renderWallet(st))
+}
+
+func (s *Server) intraTransfer(c echo.Context) error {
+	from := c.Param("wallet_id")
+	if !walletIDPattern.MatchString(from) {
+		return notFound("Wallet not found.")
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	to, err := b.str("wallet_id", true, 40, walletIDPattern)
+	if err != nil {
+		return err
+	}
+	amount, _, err := b.amount("amount", true)
+	if err != nil {
+		return err
+	}
+	if amount.Sign() <= 0 || amount.Cmp(wallet.MaxTransfer) > 0 {
+		return invalid("amount", "Amount must be greater than 0 and at most 999999.00.")
+	}
+	narrative, err := b.str("narrative", true, 200, narrativePattern)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, topics.CmdWalletTransfer, topics.WalletTransferCmd{From: from, To: to, Amount: amount, Narrative: narrative})
+	if err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return refusal(r.Error)
+	}
+	var res wallet.TransferResult
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]walletJSON{"origin": renderWallet(res.Origin), "destination": renderWallet(res.Destination)})
+}
+
+func (s *Server) sandboxDeposit(c echo.Context) error {
+	id := c.Param("wallet_id")
+	if !walletIDPattern.MatchString(id) {
+		return notFound("Wallet not found.")
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	amount, _, err := b.amount("amount", true)
+	if err != nil {
+		return err
+	}
+	if amount.Sign() <= 0 || amount.Cmp(maxDeposit) > 0 {
+		return invalid("amount", "Amount must be greater than 0 and at most 10000000.00.")
+	}
+	narrative, err := b.str("narrative", false, 200, narrativePattern)
+	if err != nil {
+		return err
+	}
+	if narrative == "" {
+		narrative = "Sandbox deposit"
+	}
+	r, err := s.issue(c, topics.CmdWalletDeposit, topics.WalletDeposit{WalletID: id, Amount: amount, Narrative: narrative})
+	if err != nil {
+		return err
+	}
+	return s.walletReply(c, r, http.StatusOK)
+}

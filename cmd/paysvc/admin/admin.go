@@ -1,0 +1,129 @@
+// Package admin provisions merchants and their API keys. Keys are made here from
+// 256 random bits, shown once to the caller and stored only as SHA-256 hashes; the
+// non-secret key id (the key's first characters) is what operators use to revoke.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+	"paysvc/actors/wallet"
+	"paysvc/api"
+	"paysvc/storage"
+)
+
+// Permissions a restricted secret key can hold.
+var Permissions = map[string]bool{"add_files": true, "view_files": true, "change_files": true}
+
+// Created is what `paysvc merchant create` prints.
+type Created struct {
+	MerchantID string `json:"merchant_id"`
+	PublicKey  string `json:"public_key"`
+	SecretKey  string `json:"secret_key"`
+}
+
+// Key is a newly issued key, shown once.
+type Key struct {
+	KeyID       string   `json:"key_id"`
+	Key         string   `json:"secret_key"`
+	Permissions []string `json:"permissions"`
+}
+
+func envPart(env string) string {
+	if env == "live" {
+		return "live_"
+	}
+	return "test_"
+}
+
+// newKey makes a key of a kind: prefix, environment, 64 hex characters (256 bits).
+func newKey(kind, env string) (key, keyID string) {
+	prefix := api.SecretPrefix
+	if kind == "public" {
+		prefix = api.PublicPrefix
+	}
+	key = prefix + envPart(env) + ids.Secret()
+	return key, key[:len(prefix)+len(envPart(env))+12]
+}
+
+func hash(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// CreateMerchant stores a merchant with a public key, a full secret key and its KES
+// settlement wallet, in one transaction.
+func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 200 {
+		return Created{}, errors.New("--name is required (at most 200 characters)")
+	}
+	if env != "sandbox" && env != "live" {
+		return Created{}, fmt.Errorf("environment must be sandbox or live, not %q", env)
+	}
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return Created{}, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	m := storage.Merchant{MerchantID: "MER" + ids.Alias(9), Name: name, Environment: env, Enabled: true}
+	if err := storage.InsertMerchant(ctx, tx, m); err != nil {
+		return Created{}, err
+	}
+	pub, pubID := newKey("public", env)
+	sec, secID := newKey("secret", env)
+	if err := storage.InsertAPIKey(ctx, tx, storage.APIKey{KeyID: pubID, MerchantID: m.MerchantID, Kind: "public",
+		Environment: env, Permissions: pq.StringArray{}}, hash(pub)); err != nil {
+		return Created{}, err
+	}
+	if err := storage.InsertAPIKey(ctx, tx, storage.APIKey{KeyID: secID, MerchantID: m.MerchantID, Kind: "secret",
+		Environment: env, Permissions: pq.StringArray{}}, hash(sec)); err != nil {
+		return Created{}, err
+	}
+	now := time.Now().UTC()
+	if err := storage.InsertWallet(ctx, tx, wallet.State{
+		WalletID: ids.Alias(10), MerchantID: m.MerchantID, Currency: "KES", WalletType: wallet.TypeSettlement,
+		Label: "SETTLEMENT KES", CurrentBalance: money.Zero(), AvailableBalance: money.Zero(), Version: 1,
+		CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		return Created{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Created{}, err
+	}
+	return Created{MerchantID: m.MerchantID, PublicKey: pub, SecretKey: sec}, nil
+}
+
+// CreateKey issues a secret key restricted to the given permissions.
+func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []string) (Key, error) {
+	if len(perms) == 0 {
+		return Key{}, errors.New("--permissions: at least one of add_files, view_files, change_files")
+	}
+	for _, p := range perms {
+		if !Permissions[p] {
+			return Key{}, fmt.Errorf("--permissions: unknown permission %q (known: add_files, view_files, change_files)", p)
+		}
+	}
+	m, err := storage.GetMerchant(ctx, db, merchantID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Key{}, fmt.Errorf("merchant %q not found", merchantID)
+	}
+	if err != nil {
+		return Key{}, err
+	}
+	sec, id := newKey("secret", m.Environment)
+	if err := storage.InsertAPIKey(ctx, db, storage.APIKey{KeyID: id, MerchantID: m.MerchantID, Kind: "secret",
+		Environment: m.Environment, Permissions: perms}, hash(sec)); err != nil {
+		return Key{}, err
+	}
+	return Key{KeyID: id, Key: sec, Permissions: perms}, nil
+}

@@ -1,0 +1,139 @@
+// Command paysvc is the payments, payouts and wallets service: one binary whose
+// `serve` runs the roles (api, engine, relay), plus admin subcommands.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"paysvc/cmd/paysvc/service"
+	"paysvc/storage"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "paysvc:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+const usage = `usage: paysvc <command> [flags]
+
+commands:
+  serve [--roles api,engine,relay]        run the service (all roles by default)
+  migrate                                  apply database migrations
+  merchant create --name NAME [--environment sandbox|live]
+  merchant disable|enable MERCHANT_ID
+  key create --merchant ID --permissions add_files,view_files,change_files
+  key revoke KEYPREFIX
+  ledger check                             verify the ledger balances and wallet snapshots
+  bench [flags]                            run the load generator (see paysvc bench -h)
+
+Configuration comes from PAYSVC_* environment variables (see README.md).`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		return usageError{usage}
+	}
+	cfg, err := service.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, log, rest)
+	case "migrate":
+		db, err := storage.Open(ctx, cfg.DatabaseURL, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		applied, err := storage.Migrate(ctx, db)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]any{"applied": applied})
+	case "merchant":
+		return merchantCmd(ctx, cfg, rest, stdout)
+	case "key":
+		return keyCmd(ctx, cfg, rest, stdout)
+	case "ledger":
+		if len(rest) != 1 || rest[0] != "check" {
+			return usageError{"usage: paysvc ledger check"}
+		}
+		return ledgerCheck(ctx, cfg, stdout)
+	case "bench":
+		return benchCmd(ctx, cfg, log, rest, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
+	}
+}
+
+// newLogger writes JSON unless stderr is a terminal (then text for people).
+func newLogger(cfg service.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: api, engine, relay")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	cfg.Roles = strings.Split(*roles, ",")
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log.Info("configuration", "config", cfg.Redacted())
+	svc, err := service.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	svc.Close()
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}

@@ -1,0 +1,183 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"paysvc/actors/ids"
+	"paysvc/api"
+)
+
+// Roles a process can run.
+const (
+	RoleAPI    = "api"
+	RoleEngine = "engine"
+	RoleRelay  = "relay"
+)
+
+// AllRoles is what `paysvc serve` runs by default.
+var AllRoles = []string{RoleAPI, RoleEngine, RoleRelay}
+
+// DefaultDatabaseURL is the private cluster that `make run` starts, so admin
+// commands find the same database with no flags.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:55432/paysvc?sslmode=disable"
+
+// Config is the whole configuration of a process, one part per concern.
+type Config struct {
+	HTTPAddr          string
+	DatabaseURL       string
+	KafkaBrokers      []string // empty: start the embedded Kafka
+	KafkaPort         int      // embedded Kafka's port (0: any free port)
+	DataDir           string
+	Environment       string // sandbox or live
+	Roles             []string
+	CommandPartitions int32
+	InstanceID        string
+	SessionTimeout    time.Duration // engine consumer-group session
+	KafkaSyncWrites   bool          // embedded Kafka fsyncs every produce
+	LogLevel          slog.Level
+	LogFormat         string // auto, json or text
+	API               api.Config
+}
+
+// FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
+func FromEnv(getenv func(string) string) (Config, error) {
+	get := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	var errs []error
+	num := func(k string, def float64) float64 {
+		v, err := strconv.ParseFloat(get(k, strconv.FormatFloat(def, 'f', -1, 64)), 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: not a number", k))
+		}
+		return v
+	}
+	dur := func(k string, def time.Duration) time.Duration {
+		v, err := time.ParseDuration(get(k, def.String()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: not a duration (e.g. 10s)", k))
+		}
+		return v
+	}
+	host, _ := os.Hostname()
+	c := Config{
+		HTTPAddr:          get("PAYSVC_HTTP_ADDR", "127.0.0.1:8080"),
+		DatabaseURL:       get("PAYSVC_DATABASE_URL", DefaultDatabaseURL),
+		KafkaPort:         int(num("PAYSVC_KAFKA_PORT", 9092)),
+		DataDir:           get("PAYSVC_DATA_DIR", ".data"),
+		Environment:       get("PAYSVC_ENVIRONMENT", "sandbox"),
+		Roles:             splitList(get("PAYSVC_ROLES", strings.Join(AllRoles, ","))),
+		CommandPartitions: int32(num("PAYSVC_COMMAND_PARTITIONS", 8)),
+		InstanceID:        get("PAYSVC_INSTANCE_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(ids.Alias(4)))),
+		SessionTimeout:    dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
+		KafkaSyncWrites:   get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
+		LogFormat:         get("PAYSVC_LOG_FORMAT", "auto"),
+		API: api.Config{
+			RateLimit:      num("PAYSVC_RATE_LIMIT", 1000),
+			RateBurst:      int(num("PAYSVC_RATE_BURST", 2000)),
+			BodyLimit:      int64(num("PAYSVC_BODY_LIMIT_BYTES", 1<<20)),
+			ReplyTimeout:   dur("PAYSVC_REPLY_TIMEOUT", 10*time.Second),
+			IdempotencyTTL: dur("PAYSVC_IDEMPOTENCY_TTL", 24*time.Hour),
+			MaxInFlight:    int(num("PAYSVC_MAX_IN_FLIGHT", 20000)),
+		},
+	}
+	if b := get("PAYSVC_KAFKA_BROKERS", ""); b != "" {
+		c.KafkaBrokers = splitList(b)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("PAYSVC_LOG_LEVEL", "info"))); err != nil {
+		errs = append(errs, fmt.Errorf("PAYSVC_LOG_LEVEL: %w", err))
+	}
+	c.API.Environment = c.Environment
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("PAYSVC_HTTP_ADDR: %q is not host:port", c.HTTPAddr)
+	}
+	if c.Environment != "sandbox" && c.Environment != "live" {
+		return fmt.Errorf("PAYSVC_ENVIRONMENT: must be sandbox or live, not %q", c.Environment)
+	}
+	if len(c.Roles) == 0 {
+		return errors.New("PAYSVC_ROLES: at least one role")
+	}
+	for _, r := range c.Roles {
+		if !slices.Contains(AllRoles, r) {
+			return fmt.Errorf("PAYSVC_ROLES: unknown role %q (known: %s)", r, strings.Join(AllRoles, ", "))
+		}
+	}
+	if c.CommandPartitions < 1 || c.CommandPartitions > 1024 {
+		return errors.New("PAYSVC_COMMAND_PARTITIONS: must be 1..1024")
+	}
+	if c.KafkaPort < 0 || c.KafkaPort > 65535 {
+		return errors.New("PAYSVC_KAFKA_PORT: must be 0..65535")
+	}
+	if c.API.RateLimit < 0 {
+		return errors.New("PAYSVC_RATE_LIMIT: must be >= 0 (0 disables)")
+	}
+	if c.API.BodyLimit < 1024 {
+		return errors.New("PAYSVC_BODY_LIMIT_BYTES: must be >= 1024")
+	}
+	if c.SessionTimeout < time.Second {
+		return errors.New("PAYSVC_ENGINE_SESSION_TIMEOUT: must be >= 1s")
+	}
+	if !slices.Contains([]string{"auto", "json", "text"}, c.LogFormat) {
+		return errors.New("PAYSVC_LOG_FORMAT: must be auto, json or text")
+	}
+	return nil
+}
+
+// Has reports whether the process runs a role.
+func (c Config) Has(role string) bool { return slices.Contains(c.Roles, role) }
+
+// KafkaDir is where the embedded Kafka persists its log.
+func (c Config) KafkaDir() string { return filepath.Join(c.DataDir, "kafka") }
+
+// Redacted is the configuration as it may be printed: the database password masked.
+func (c Config) Redacted() map[string]any {
+	return map[string]any{
+		"http_addr": c.HTTPAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
+		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
+		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
+		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst,
+	}
+}
+
+func redactURL(raw string) string {
+	i := strings.Index(raw, "://")
+	at := strings.LastIndex(raw, "@")
+	if i < 0 || at < i {
+		return raw
+	}
+	creds := raw[i+3 : at]
+	if user, _, ok := strings.Cut(creds, ":"); ok {
+		return raw[:i+3] + user + ":xxxxx" + raw[at:]
+	}
+	return raw
+}

@@ -1,0 +1,171 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/engine"
+	"paysvc/actors/replies"
+	"paysvc/api"
+	"paysvc/storage"
+	"paysvc/topics"
+	"paysvc/topics/relay"
+)
+
+// Service is a running paysvc process (or, in tests, one of several in a process).
+type Service struct {
+	Config  Config
+	DB      *sqlx.DB
+	Brokers []string
+	Addr    string // the HTTP listener's address
+	Log     *slog.Logger
+
+	cluster  *kfake.Cluster
+	producer *kgo.Client
+	hub      *replies.Hub
+	httpSrv  *http.Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ready    atomic.Bool
+}
+
+// Start brings up the configured roles and returns once the HTTP listener is open.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
+	s := &Service{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.DB, err = storage.Open(ctx, cfg.DatabaseURL, 30*time.Second); err != nil {
+		return nil, err
+	}
+	if applied, err := storage.Migrate(ctx, s.DB); err != nil {
+		return nil, err
+	} else if len(applied) > 0 {
+		log.Info("migrations applied", "versions", applied)
+	}
+	s.Brokers = cfg.KafkaBrokers
+	if len(s.Brokers) == 0 {
+		opts := []kfake.Opt{
+			kfake.Ports(cfg.KafkaPort), kfake.DataDir(cfg.KafkaDir()),
+			kfake.SeedTopics(cfg.CommandPartitions, topics.CommandsTopic),
+			kfake.GroupMinSessionTimeout(time.Second), kfake.AllowAutoTopicCreation(),
+		}
+		if cfg.KafkaSyncWrites {
+			opts = append(opts, kfake.SyncWrites())
+		}
+		if s.cluster, err = kfake.NewCluster(opts...); err != nil {
+			return nil, fmt.Errorf("embedded kafka on port %d: %w", cfg.KafkaPort, err)
+		}
+		s.Brokers = s.cluster.ListenAddrs()
+		log.Info("embedded kafka started", "brokers", s.Brokers, "data_dir", cfg.KafkaDir())
+	}
+	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerLinger(0),
+		kgo.ClientID("paysvc-"+cfg.InstanceID), kgo.ProduceRequestTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = topics.EnsureTopics(tctx, s.producer, cfg.CommandPartitions)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+
+	runCtx, stop := context.WithCancel(context.Background())
+	s.cancel = stop
+	wake := func() {}
+	if cfg.Has(RoleRelay) {
+		r := relay.New(s.DB, s.producer, log)
+		wake = r.Wake
+		s.goRun(func() error { return r.Run(runCtx) })
+	}
+	if cfg.Has(RoleEngine) {
+		e, err := engine.New(engine.Config{Brokers: s.Brokers, Owner: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
+			Logger: log, OnCommit: wake}, s.DB)
+		if err != nil {
+			return nil, err
+		}
+		s.goRun(func() error { defer e.Stop(); return e.Run(runCtx) })
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	if cfg.Has(RoleAPI) {
+		s.hub = replies.NewHub(cfg.InstanceID)
+		s.goRun(func() error { return replies.ConsumeRemote(runCtx, s.Brokers, s.hub, log) })
+		a := api.New(cfg.API, s.DB, s.producer, s.hub, log, s.ready.Load)
+		mux.Handle("/", a.Handler())
+	} else {
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+		})
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.Addr = ln.Addr().String()
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.goRun(func() error {
+		if err := s.httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	s.ready.Store(true)
+	log.Info("paysvc serving", "addr", s.Addr, "roles", cfg.Roles, "environment", cfg.Environment, "instance", cfg.InstanceID)
+	return s, nil
+}
+
+func (s *Service) goRun(f func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(); err != nil {
+			s.Log.Error("role stopped", "err", err)
+		}
+	}()
+}
+
+// Close stops accepting requests, lets in-flight ones finish, stops the roles and
+// releases everything. It is safe on a partly started service.
+func (s *Service) Close() {
+	s.ready.Store(false)
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	if s.hub != nil {
+		s.hub.Close()
+	}
+	if s.producer != nil {
+		s.producer.Close()
+	}
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
+	if s.DB != nil {
+		s.DB.Close()
+	}
+}

@@ -1,0 +1,114 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// Merchant is a business using the API.
+type Merchant struct {
+	MerchantID  string    `db:"merchant_id"`
+	Name        string    `db:"name"`
+	Environment string    `db:"environment"`
+	Enabled     bool      `db:"enabled"`
+	CreatedAt   time.Time `db:"created_at"`
+}
+
+// APIKey is a key's stored record; the key itself is never stored, only its hash.
+type APIKey struct {
+	KeyID           string         `db:"key_id"`
+	MerchantID      string         `db:"merchant_id"`
+	Kind            string         `db:"kind"`
+	Environment     string         `db:"environment"`
+	Permissions     pq.StringArray `db:"permissions"`
+	CreatedAt       time.Time      `db:"created_at"`
+	RevokedAt       *time.Time     `db:"revoked_at"`
+	MerchantEnabled bool           `db:"merchant_enabled"`
+}
+
+// InsertMerchant stores a new merchant.
+func InsertMerchant(ctx context.Context, ext sqlx.ExtContext, m Merchant) error {
+	_, err := sqlx.NamedExecContext(ctx, ext, `INSERT INTO merchants (merchant_id, name, environment, enabled)
+		VALUES (:merchant_id, :name, :environment, :enabled)`, m)
+	if err != nil {
+		return fmt.Errorf("insert merchant: %w", err)
+	}
+	return nil
+}
+
+// GetMerchant reads one merchant.
+func GetMerchant(ctx context.Context, q sqlx.QueryerContext, merchantID string) (Merchant, error) {
+	var m Merchant
+	err := sqlx.GetContext(ctx, q, &m, `SELECT merchant_id, name, environment, enabled, created_at FROM merchants WHERE merchant_id = $1`, merchantID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, ErrNotFound
+	}
+	return m, err
+}
+
+// SetMerchantEnabled enables or disables a merchant; it reports whether it exists.
+func SetMerchantEnabled(ctx context.Context, ext sqlx.ExtContext, merchantID string, enabled bool) (bool, error) {
+	res, err := ext.ExecContext(ctx, `UPDATE merchants SET enabled = $2 WHERE merchant_id = $1`, merchantID, enabled)
+	if err != nil {
+		return false, fmt.Errorf("set merchant enabled: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// InsertAPIKey stores a key's hash and metadata.
+func InsertAPIKey(ctx context.Context, ext sqlx.ExtContext, k APIKey, hash []byte) error {
+	_, err := ext.ExecContext(ctx, `INSERT INTO api_keys (key_id, merchant_id, kind, environment, key_hash, permissions)
+		VALUES ($1, $2, $3, $4, $5, $6)`, k.KeyID, k.MerchantID, k.Kind, k.Environment, hash, k.Permissions)
+	if err != nil {
+		return fmt.Errorf("insert api key: %w", err)
+	}
+	return nil
+}
+
+// KeyByHash finds a key by the hash of its full text, with its merchant's status.
+func KeyByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (APIKey, error) {
+	var k APIKey
+	err := sqlx.GetContext(ctx, q, &k, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions,
+		k.created_at, k.revoked_at, m.enabled AS merchant_enabled
+		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.key_hash = $1`, hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, ErrNotFound
+	}
+	if err != nil {
+		return k, fmt.Errorf("key by hash: %w", err)
+	}
+	return k, nil
+}
+
+// RevokeKey revokes every key whose id starts with prefix; an ambiguous prefix
+// (matching more than one live key) revokes nothing and is an error.
+func RevokeKey(ctx context.Context, db *sqlx.DB, prefix string) (string, error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var ids []string
+	if err := tx.SelectContext(ctx, &ids, `SELECT key_id FROM api_keys
+		WHERE (starts_with(key_id, $1) OR starts_with($1, key_id)) AND revoked_at IS NULL FOR UPDATE`, prefix); err != nil {
+		return "", fmt.Errorf("find key: %w", err)
+	}
+	switch len(ids) {
+	case 0:
+		return "", ErrNotFound
+	case 1:
+	default:
+		return "", fmt.Errorf("prefix %q matches %d keys; give more of the key id", prefix, len(ids))
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = now() WHERE key_id = $1`, ids[0]); err != nil {
+		return "", fmt.Errorf("revoke key: %w", err)
+	}
+	return ids[0], tx.Commit()
+}

@@ -1,0 +1,52 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// OutboxRecord is an unpublished event.
+type OutboxRecord struct {
+	OutboxID   int64  `db:"outbox_id"`
+	EventID    string `db:"event_id"`
+	Topic      string `db:"topic"`
+	RecordKey  string `db:"record_key"`
+	MerchantID string `db:"merchant_id"`
+	Body       []byte `db:"body"`
+}
+
+// FetchOutbox returns up to limit unpublished events in commit order.
+func FetchOutbox(ctx context.Context, q sqlx.QueryerContext, limit int) ([]OutboxRecord, error) {
+	var out []OutboxRecord
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT outbox_id, event_id, topic, record_key, merchant_id, body
+		FROM outbox WHERE published_at IS NULL ORDER BY outbox_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("fetch outbox: %w", err)
+	}
+	return out, nil
+}
+
+// MarkPublished records that the events reached Kafka.
+func MarkPublished(ctx context.Context, ext Execer, ids []int64) error {
+	_, err := ext.ExecContext(ctx, `UPDATE outbox SET published_at = now() WHERE outbox_id = ANY($1)`, pq.Int64Array(ids))
+	if err != nil {
+		return fmt.Errorf("mark published: %w", err)
+	}
+	return nil
+}
+
+// OutboxBacklog counts unpublished events (served by the partial index).
+func OutboxBacklog(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
+	var n int64
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+	return n, err
+}
+
+// Execer is the part of a connection, transaction or pool that runs a statement.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}

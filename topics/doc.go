@@ -1,0 +1,13 @@
+// Package topics is the Kafka wire contract of paysvc: topic names, record keys,
+// envelopes and codecs. Everything a downstream consumer or a second paysvc process
+// needs to read or write a record is here, so changing a wire shape means changing
+// this package (and docs/events/), never an ad-hoc struct elsewhere.
+//
+// Three kinds of topic exist:
+//   - paysvc.commands.v1: every write the API accepts, keyed by merchant id so one
+//     partition worker owns all of a merchant's aggregates (DESIGN.md decision 1);
+//   - paysvc.replies.v1: command results for API instances that are not in the
+//     engine's process, keyed by the waiting instance id;
+//   - paysvc.events.<webhook topic>.v1: domain events relayed from the outbox, at
+//     least once, each with a stable event id for consumers to dedupe.
+package topics
