@@ -1,0 +1,113 @@
+package api_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"paysvc/cmd/paysvc/admin"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
+)
+
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) { c.API.KeyCacheTTL = time.Millisecond })
+	b := newBundle(t, env, "Acme")
+	liveLike := strings.Replace(b.secret, "_test_", "_live_", 1)
+
+	cases := []struct {
+		name    string
+		headers []string
+		status  int
+		detail  string
+	}{
+		{"NoHeader", nil, 401, "No credentials provided"},
+		{"BearerAlone", []string{"Authorization", "Bearer"}, 401, "No credentials provided"},
+		{"OtherScheme", []string{"Authorization", "Token " + b.secret}, 401, "No credentials provided"},
+		{"SpacesInToken", []string{"Authorization", "Bearer " + b.secret + " extra"}, 401, "Bearer string should not contain spaces"},
+		{"LiveKeyOnSandbox", []string{"Authorization", "Bearer " + liveLike}, 401, "Invalid token for live environment"},
+		{"UnknownKey", []string{"Authorization", "Bearer ISSecretKey_test_0000"}, 401, "Invalid api token"},
+		{"Garbage", []string{"Authorization", "Bearer nonsense"}, 401, "Invalid api token"},
+		{"PublicKeyAsBearer", []string{"Authorization", "Bearer " + b.public}, 401, "Invalid api token"},
+		{"Valid", []string{"Authorization", "Bearer " + b.secret}, 200, ""},
+		// The SDK sends the public key too: an extra valid credential is never refused.
+		{"ValidWithPublicHeader", []string{"Authorization", "Bearer " + b.secret, "INTASEND_PUBLIC_API_KEY", b.public}, 200, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := env.Do("GET", "/api/v1/wallets/", nil, tc.headers...)
+			if r.Status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Body)
+			}
+			if tc.detail != "" {
+				if d, _, _ := errorBody(t, r); d != tc.detail {
+					t.Fatalf("detail %q, want %q", d, tc.detail)
+				}
+			}
+		})
+	}
+
+	t.Run("RestrictedKeyAuthenticates", func(t *testing.T) {
+		k, err := admin.CreateKey(context.Background(), env.Schema.DB, b.merchant, []string{"view_files"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(k.Key)...); r.Status != 200 {
+			t.Fatalf("restricted key: %d %s", r.Status, r.Body)
+		}
+	})
+
+	t.Run("RevokedKey", func(t *testing.T) {
+		k, err := admin.CreateKey(context.Background(), env.Schema.DB, b.merchant, []string{"add_files"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := storage.RevokeKey(context.Background(), env.Schema.DB, k.KeyID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		r := env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(k.Key)...)
+		if d, _, _ := errorBody(t, r); r.Status != 401 || d != "Invalid api token" {
+			t.Fatalf("revoked key: %d %s", r.Status, r.Body)
+		}
+	})
+
+	t.Run("DisabledMerchant", func(t *testing.T) {
+		other := newBundle(t, env, "Disabled Ltd")
+		if _, err := storage.SetMerchantEnabled(context.Background(), env.Schema.DB, other.merchant, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		r := other.get("/api/v1/wallets/")
+		if r.Status != 403 {
+			t.Fatalf("disabled merchant: %d %s", r.Status, r.Body)
+		}
+		errorBody(t, r)
+	})
+}
+
+func TestAuthentication_LiveServer(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) { c.Environment = "live"; c.API.Environment = "live" })
+	sandboxKey := "ISSecretKey_test_" + strings.Repeat("a", 64)
+	r := env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(sandboxKey)...)
+	if d, _, _ := errorBody(t, r); r.Status != 401 || d != "Invalid token for live environment" {
+		t.Fatalf("sandbox key on live: %d %s", r.Status, r.Body)
+	}
+	m := env.Merchant("Live Co")
+	if !strings.HasPrefix(m.SecretKey, "ISSecretKey_live_") || !strings.HasPrefix(m.PublicKey, "ISPubKey_live_") {
+		t.Fatalf("live merchant keys: %s %s", m.SecretKey[:20], m.PublicKey[:17])
+	}
+	if r := env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(m.SecretKey)...); r.Status != 200 {
+		t.Fatalf("live key on live: %d %s", r.Status, r.Body)
+	}
+	// The sandbox funding helper does not exist on a live server.
+	r = env.Do("POST", "/api/v1/sandbox/wallets/ANY/deposit/", map[string]any{"amount": "1.00"}, servicetest.Bearer(m.SecretKey)...)
+	if r.Status != 404 {
+		t.Fatalf("sandbox deposit on live: %d %s", r.Status, r.Body)
+	}
+	errorBody(t, r)
+}

@@ -1,0 +1,109 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+
+	"paysvc/cmd/paysvc/service/servicetest"
+)
+
+// bundle is what most API tests need: a running service and one funded merchant.
+type bundle struct {
+	env        *servicetest.Env
+	secret     string
+	public     string
+	merchant   string
+	settlement string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	env := servicetest.Start(t, nil)
+	return newBundle(t, env, "Acme")
+}
+
+func newBundle(t *testing.T, env *servicetest.Env, name string) *bundle {
+	t.Helper()
+	m := env.Merchant(name)
+	b := &bundle{env: env, secret: m.SecretKey, public: m.PublicKey, merchant: m.MerchantID}
+	var list struct {
+		Results []map[string]any `json:"results"`
+	}
+	r := b.get("/api/v1/wallets/")
+	if r.Status != 200 {
+		t.Fatalf("list wallets: %d %s", r.Status, r.Body)
+	}
+	r.JSON(t, &list)
+	if len(list.Results) != 1 || list.Results[0]["wallet_type"] != "SETTLEMENT" {
+		t.Fatalf("new merchant should have exactly its KES settlement wallet, got %s", r.Body)
+	}
+	b.settlement = list.Results[0]["wallet_id"].(string)
+	return b
+}
+
+func (b *bundle) get(path string, headers ...string) servicetest.Response {
+	return b.env.Do("GET", path, nil, append(servicetest.Bearer(b.secret), headers...)...)
+}
+
+func (b *bundle) post(path string, body any, headers ...string) servicetest.Response {
+	return b.env.Do("POST", path, body, append(servicetest.Bearer(b.secret), headers...)...)
+}
+
+// wallet creates a WORKING wallet and returns its id.
+func (b *bundle) wallet(t *testing.T, currency, label string) string {
+	t.Helper()
+	r := b.post("/api/v1/wallets/", map[string]any{"currency": currency, "wallet_type": "WORKING", "label": label})
+	if r.Status != 201 {
+		t.Fatalf("create wallet: %d %s", r.Status, r.Body)
+	}
+	return r.Map(t)["wallet_id"].(string)
+}
+
+func (b *bundle) deposit(t *testing.T, walletID, amount string) {
+	t.Helper()
+	r := b.post(fmt.Sprintf("/api/v1/sandbox/wallets/%s/deposit/", walletID), map[string]any{"amount": amount})
+	if r.Status != 200 {
+		t.Fatalf("deposit: %d %s", r.Status, r.Body)
+	}
+}
+
+func (b *bundle) transfer(from, to string, amount any, headers ...string) servicetest.Response {
+	return b.post(fmt.Sprintf("/api/v1/wallets/%s/intra_transfer/", from),
+		map[string]any{"wallet_id": to, "amount": amount, "narrative": "test transfer"}, headers...)
+}
+
+func (b *bundle) balance(t *testing.T, walletID string) (current, available string) {
+	t.Helper()
+	r := b.get("/api/v1/wallets/" + walletID + "/")
+	if r.Status != 200 {
+		t.Fatalf("get wallet %s: %d %s", walletID, r.Status, r.Body)
+	}
+	m := r.Map(t)
+	return m["current_balance"].(string), m["available_balance"].(string)
+}
+
+// errorBody checks the one error shape and returns its detail.
+func errorBody(t *testing.T, r servicetest.Response) (detail, code, attr string) {
+	t.Helper()
+	var e struct {
+		Type   string `json:"type"`
+		Detail string `json:"detail"`
+		Errors []struct {
+			Code   string  `json:"code"`
+			Detail string  `json:"detail"`
+			Attr   *string `json:"attr"`
+		} `json:"errors"`
+		RequestID string `json:"request_id"`
+	}
+	r.JSON(t, &e)
+	if e.Detail == "" || len(e.Errors) == 0 || e.RequestID == "" || e.Type == "" {
+		t.Fatalf("error body lacks detail/errors/request_id/type: %s", r.Body)
+	}
+	if r.Header.Get("X-Request-Id") != e.RequestID {
+		t.Fatalf("X-Request-Id %q differs from body request_id %q", r.Header.Get("X-Request-Id"), e.RequestID)
+	}
+	if e.Errors[0].Attr != nil {
+		attr = *e.Errors[0].Attr
+	}
+	return e.Detail, e.Errors[0].Code, attr
+}

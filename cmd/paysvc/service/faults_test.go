@@ -1,0 +1,257 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"paysvc/actors/money"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
+	"paysvc/storage/storagetest"
+)
+
+// faultBundle is an API+relay service without an engine, plus merchants with funded
+// wallets; engines come and go around it.
+type faultBundle struct {
+	api       *servicetest.Env
+	merchants []faultMerchant
+}
+
+type faultMerchant struct {
+	secret  string
+	wallets []string
+	initial map[string]money.Amount
+}
+
+func startAPIOnly(t *testing.T) *servicetest.Env {
+	schema := storagetest.New(t)
+	cfg := servicetest.Config(t, schema)
+	cfg.Roles = []string{service.RoleAPI, service.RoleRelay}
+	cfg.API.ReplyTimeout = 3 * time.Second
+	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	return &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+}
+
+// startEngine runs an engine-only service in this process on the API's Kafka.
+func startEngine(t *testing.T, api *servicetest.Env, id string) *service.Service {
+	cfg := api.Config
+	cfg.Roles = []string{service.RoleEngine}
+	cfg.KafkaBrokers = api.Svc.Brokers
+	cfg.InstanceID = id
+	cfg.HTTPAddr = "127.0.0.1:0"
+	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func (fb *faultBundle) provision(t *testing.T, merchants, wallets int) {
+	for i := 0; i < merchants; i++ {
+		m := fb.api.Merchant(fmt.Sprintf("M%d", i))
+		fm := faultMerchant{secret: m.SecretKey, initial: map[string]money.Amount{}}
+		for j := 0; j < wallets; j++ {
+			r := fb.api.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": fmt.Sprintf("W%d", j)},
+				servicetest.Bearer(m.SecretKey)...)
+			if r.Status != 201 {
+				t.Fatalf("create wallet: %d %s", r.Status, r.Body)
+			}
+			id := r.Map(t)["wallet_id"].(string)
+			if r := fb.api.Do("POST", "/api/v1/sandbox/wallets/"+id+"/deposit/", map[string]any{"amount": "100.00"},
+				servicetest.Bearer(m.SecretKey)...); r.Status != 200 {
+				t.Fatalf("deposit: %d %s", r.Status, r.Body)
+			}
+			fm.wallets = append(fm.wallets, id)
+			fm.initial[id] = money.MustParse("100.00")
+		}
+		fb.merchants = append(fb.merchants, fm)
+	}
+}
+
+// load runs n transfers from workers, each with its own Idempotency-Key, retrying
+// a key until it gets a definite answer (200 or 400), exactly as a careful client
+// would. It returns the model: every wallet's expected balance.
+func (fb *faultBundle) load(t *testing.T, n, workers int, progress *atomic.Int64) map[string]money.Amount {
+	model := map[string]money.Amount{}
+	for _, m := range fb.merchants {
+		for w, a := range m.initial {
+			model[w] = a
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				m := fb.merchants[int(i)%len(fb.merchants)]
+				src := m.wallets[int(i/7)%len(m.wallets)]
+				dst := m.wallets[int(i/7+1)%len(m.wallets)]
+				amount := money.FromUnits(100 + i%50)
+				key := fmt.Sprintf("load-%d", i)
+				for {
+					if time.Now().After(deadline) {
+						t.Errorf("transfer %d never got a definite answer", i)
+						return
+					}
+					r := fb.api.Do("POST", "/api/v1/wallets/"+src+"/intra_transfer/",
+						map[string]any{"wallet_id": dst, "amount": amount.String(), "narrative": "fault load"},
+						append(servicetest.Bearer(m.secret), "Idempotency-Key", key)...)
+					if r.Status == 200 {
+						mu.Lock()
+						model[src] = model[src].Sub(amount)
+						model[dst] = model[dst].Add(amount)
+						mu.Unlock()
+						break
+					}
+					if r.Status == 400 {
+						break // refused (insufficient funds): no effect
+					}
+					time.Sleep(100 * time.Millisecond) // 5xx or 409: outcome unknown or in flight, retry the same key
+				}
+				progress.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return model
+}
+
+func (fb *faultBundle) verify(t *testing.T, model map[string]money.Amount) {
+	for _, m := range fb.merchants {
+		for _, w := range m.wallets {
+			r := fb.api.Do("GET", "/api/v1/wallets/"+w+"/", nil, servicetest.Bearer(m.secret)...)
+			if got := r.Map(t)["current_balance"]; got != model[w].String() {
+				t.Errorf("wallet %s holds %v, model says %s", w, got, model[w])
+			}
+		}
+	}
+	rep, err := storage.CheckLedger(context.Background(), fb.api.Schema.DB)
+	if err != nil || !rep.OK {
+		t.Fatalf("ledger check: %+v %v", rep, err)
+	}
+	// Every applied command appears once, and each transfer made exactly two entries.
+	var dupes int
+	if err := fb.api.Schema.DB.Get(&dupes, `SELECT count(*) FROM (SELECT command_id FROM ledger_entries
+		GROUP BY command_id, account HAVING count(*) > 1) d`); err != nil || dupes != 0 {
+		t.Fatalf("commands applied twice: %d (%v)", dupes, err)
+	}
+}
+
+func waitFor(t *testing.T, p *atomic.Int64, n int64) {
+	deadline := time.Now().Add(time.Minute)
+	for p.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("load stalled at %d", p.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop the engine in the middle of a load and start another: nothing acknowledged
+// is lost, nothing is applied twice, the ledger still balances.
+func TestEngineRestartMidLoad(t *testing.T) {
+	t.Parallel()
+	fb := &faultBundle{api: startAPIOnly(t)}
+	e1 := startEngine(t, fb.api, "engine-1")
+	fb.provision(t, 3, 4)
+
+	var progress atomic.Int64
+	done := make(chan map[string]money.Amount)
+	go func() { done <- fb.load(t, 600, 16, &progress) }()
+	waitFor(t, &progress, 150)
+	e1.Close()
+	time.Sleep(500 * time.Millisecond) // commands pile up in Kafka meanwhile
+	e2 := startEngine(t, fb.api, "engine-2")
+	defer e2.Close()
+	model := <-done
+	fb.verify(t, model)
+}
+
+// Two engine processes share the partitions through one consumer group; one is
+// killed with SIGKILL mid-load and the other takes its partitions over.
+func TestEngineProcessKilled(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "paysvc")
+	build := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	fb := &faultBundle{api: startAPIOnly(t)}
+	spawn := func(id string) *exec.Cmd {
+		cmd := exec.Command(bin, "serve", "--roles", "engine")
+		cmd.Env = append(os.Environ(),
+			"PAYSVC_DATABASE_URL="+fb.api.Schema.URL,
+			"PAYSVC_KAFKA_BROKERS="+fb.api.Svc.Brokers[0],
+			"PAYSVC_HTTP_ADDR=127.0.0.1:0",
+			"PAYSVC_ENGINE_SESSION_TIMEOUT=2s",
+			"PAYSVC_INSTANCE_ID="+id,
+			"PAYSVC_LOG_LEVEL=warn",
+			fmt.Sprintf("PAYSVC_COMMAND_PARTITIONS=%d", fb.api.Config.CommandPartitions),
+		)
+		logf, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	e1 := spawn("proc-engine-1")
+	spawn("proc-engine-2")
+	fb.provision(t, 6, 3)
+	// Both processes must own partitions before one dies, or the test proves nothing.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var owners int
+		if err := fb.api.Schema.DB.Get(&owners, `SELECT count(DISTINCT owner) FROM partition_offsets`); err != nil {
+			t.Fatal(err)
+		}
+		if owners == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the two engines never shared the partitions (%d owners)", owners)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var progress atomic.Int64
+	done := make(chan map[string]money.Amount)
+	go func() { done <- fb.load(t, 600, 16, &progress) }()
+	waitFor(t, &progress, 150)
+	if err := e1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	model := <-done
+	fb.verify(t, model)
+	var owners []string
+	if err := fb.api.Schema.DB.Select(&owners, `SELECT DISTINCT owner FROM partition_offsets`); err != nil {
+		t.Fatal(err)
+	}
+	if len(owners) != 1 || owners[0] != "proc-engine-2" {
+		t.Fatalf("after the kill the survivor should own every partition, owners: %v", owners)
+	}
+}
+
