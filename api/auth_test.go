@@ -87,6 +87,18 @@ func TestAuthentication(t *testing.T) {
 		}
 		errorBody(t, r)
 	})
+
+	t.Run("LogsCarryNoKeys", func(t *testing.T) {
+		logs := env.Logs.String()
+		if !strings.Contains(logs, `"request_id"`) || !strings.Contains(logs, b.merchant) {
+			t.Fatalf("request logs should carry request and merchant ids; got %d bytes", len(logs))
+		}
+		for _, secret := range []string{b.secret, b.public, b.secret[len("ISSecretKey_test_"):][:16], liveLike} {
+			if strings.Contains(logs, secret) {
+				t.Fatalf("a key appears in the logs")
+			}
+		}
+	})
 }
 
 func TestAuthentication_LiveServer(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type Env struct {
 	Schema  storagetest.Schema
 	BaseURL string
 	Config  service.Config
+	Logs    *LogBuffer
 }
 
 // Config returns a test configuration: free ports, a temp data dir, rate limit off,
@@ -54,6 +56,26 @@ func Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// LogBuffer keeps everything a service logged (at debug level, as JSON), so tests
+// can check what logs contain, and never contain.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns the log so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 // Start runs a service with all roles; mutate adjusts the configuration first.
 func Start(t testing.TB, mutate func(*service.Config)) *Env {
 	t.Helper()
@@ -62,12 +84,18 @@ func Start(t testing.TB, mutate func(*service.Config)) *Env {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	svc, err := service.Start(context.Background(), cfg, Logger())
+	logs := &LogBuffer{}
+	var w io.Writer = logs
+	if os.Getenv("PAYSVC_TEST_LOG") != "" {
+		w = io.MultiWriter(logs, os.Stderr)
+	}
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := service.Start(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("start service: %v", err)
 	}
 	t.Cleanup(svc.Close)
-	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg, Logs: logs}
 }
 
 // Merchant creates a sandbox merchant and returns its keys.
