@@ -254,4 +254,3 @@ func TestEngineProcessKilled(t *testing.T) {
 		t.Fatalf("after the kill the survivor should own every partition, owners: %v", owners)
 	}
 }
-
