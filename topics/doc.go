@@ -8,6 +8,6 @@
 //     partition worker owns all of a merchant's aggregates (DESIGN.md decision 1);
 //   - paysvc.replies.v1: command results for API instances that are not in the
 //     engine's process, keyed by the waiting instance id;
-//   - paysvc.events.<webhook topic>.v1: domain events relayed from the outbox, at
+//   - paysvc.events.<webhook topic without _event>.v1 (e.g. paysvc.events.wallet_transfer.v1): domain events relayed from the outbox, at
 //     least once, each with a stable event id for consumers to dedupe.
 package topics

@@ -45,7 +45,9 @@ func (b *batch) addEntries(commandID string, es []ledger.Entry) {
 // runBatch applies the records and commits them in one transaction. Any error
 // leaves nothing committed; the caller resets the actors and retries.
 func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record) error {
-	b := &batch{at: time.Now().UTC(), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
+	// Postgres keeps microseconds: truncating here makes replies, events and later
+	// reads show the same timestamps.
+	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
 	cmds := make([]*topics.Command, len(recs))
 	var ids []string
 	for i, r := range recs {

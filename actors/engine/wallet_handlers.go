@@ -104,7 +104,7 @@ func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *to
 		return topics.Reply{}, err
 	}
 	if resp.Err != nil {
-		return walletRefusal(resp.Err, "wallet_id"), nil
+		return walletRefusal(resp.Err), nil
 	}
 	b.newLabels[key] = true
 	b.touch(resp.Before, resp.Result.State)
@@ -126,7 +126,7 @@ func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.Wa
 		return topics.Reply{}, err
 	}
 	if resp.Err != nil {
-		return walletRefusal(resp.Err, "amount"), nil
+		return walletRefusal(resp.Err), nil
 	}
 	if err := ledger.Balanced(resp.Result.Entries); err != nil {
 		e.restore(p, ref, resp.Before)
@@ -147,7 +147,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 		return refuse(CodeDestNotFound, "Destination wallet not found.", "wallet_id"), nil
 	}
 	if in.From == in.To {
-		return walletRefusal(wallet.ErrSameWallet, "wallet_id"), nil
+		return walletRefusal(wallet.ErrSameWallet), nil
 	}
 	dstNow, err := e.ask(p, dst, func(corr uint64, reply chan<- wallet.Response) any {
 		return wallet.Get{CorrID: corr, Reply: reply}
@@ -166,7 +166,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 		return topics.Reply{}, err
 	}
 	if out.Err != nil {
-		return walletRefusal(out.Err, "amount"), nil
+		return walletRefusal(out.Err), nil
 	}
 	inResp, err := e.ask(p, dst, func(corr uint64, reply chan<- wallet.Response) any {
 		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.TransferIn{
@@ -182,7 +182,10 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 		if err := e.restore(p, src, out.Before); err != nil {
 			return topics.Reply{}, err
 		}
-		return walletRefusal(inResp.Err, "wallet_id"), nil
+		if errors.Is(inResp.Err, wallet.ErrNotFound) {
+			return walletRefusal(wallet.ErrNoDestination), nil
+		}
+		return walletRefusal(inResp.Err), nil
 	}
 	entries := append(append([]ledger.Entry{}, out.Result.Entries...), inResp.Result.Entries...)
 	if err := ledger.Balanced(entries); err != nil {
@@ -205,7 +208,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 		ExchangeRate: "1.00", Status: "COMPLETE", OriginWallet: origin.WalletID, DestinationWallet: dest.WalletID,
 		Narrative: in.Narrative, CreatedAt: b.at,
 	}
-	b.outbox = append(b.outbox, e.event(c, topics.WalletTransferEvent, origin.WalletID, ev))
+	b.outbox = append(b.outbox, e.event(c, b.at, topics.WalletTransferEvent, origin.WalletID, ev))
 	return topics.Reply{Result: mustJSON(wallet.TransferResult{Origin: origin, Destination: dest})}, nil
 }
 
@@ -217,22 +220,22 @@ func (e *Engine) restore(p *partition, ref *walletRef, s wallet.State) error {
 }
 
 // event builds an outbox record whose body is the exact envelope to publish.
-func (e *Engine) event(c *topics.Command, webhookTopic, key string, payload any) storage.OutboxEvent {
+func (e *Engine) event(c *topics.Command, at time.Time, webhookTopic, key string, payload any) storage.OutboxEvent {
 	ev := topics.Event{
-		ID: ids.DeriveUUID(c.ID, webhookTopic, key), Type: webhookTopic, Version: 1, OccurredAt: time.Now().UTC(),
+		ID: ids.DeriveUUID(c.ID, webhookTopic, key), Type: webhookTopic, Version: 1, OccurredAt: at,
 		MerchantID: c.MerchantID, Key: key, Payload: mustJSON(payload),
 	}
 	return storage.OutboxEvent{EventID: ev.ID, Topic: topics.EventTopics[webhookTopic], Key: key, MerchantID: c.MerchantID, Body: mustJSON(ev)}
 }
 
-// walletRefusal maps an Apply error to a reply; attr names the request field at fault.
-func walletRefusal(err error, attr string) topics.Reply {
+// walletRefusal maps an Apply error to a reply.
+func walletRefusal(err error) topics.Reply {
 	var insufficient wallet.InsufficientFundsError
 	switch {
 	case errors.As(err, &insufficient):
 		return refuse(CodeInsufficientFunds, "Insufficient balance: the available balance "+insufficient.Available.String()+
 			" is below the requested amount "+insufficient.Requested.String()+".", "amount")
-	case errors.Is(err, wallet.ErrNotFound) && attr == "wallet_id":
+	case errors.Is(err, wallet.ErrNoDestination):
 		return refuse(CodeDestNotFound, "Destination wallet not found.", "wallet_id")
 	case errors.Is(err, wallet.ErrNotFound):
 		return refuse(CodeNotFound, "Wallet not found.", "wallet_id")

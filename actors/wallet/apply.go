@@ -107,7 +107,7 @@ func applyTransferOut(s State, c TransferOut) (Result, error) {
 	}
 	d := c.Destination
 	if !d.Exists() || d.MerchantID != s.MerchantID {
-		return Result{}, fmt.Errorf("destination: %w", ErrNotFound)
+		return Result{}, ErrNoDestination
 	}
 	if d.WalletID == s.WalletID {
 		return Result{}, ErrSameWallet

@@ -65,6 +65,7 @@ const (
 // Errors of Apply. The engine maps them to stable reply codes.
 var (
 	ErrNotFound         = errors.New("wallet not found")
+	ErrNoDestination    = errors.New("destination wallet not found")
 	ErrExists           = errors.New("wallet already exists")
 	ErrCurrencyMismatch = errors.New("wallets have different currencies")
 	ErrSameWallet       = errors.New("origin and destination are the same wallet")

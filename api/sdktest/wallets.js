@@ -5,14 +5,12 @@
 //   PAYSVC_SOURCE_WALLET=<wallet_id with funds> [PAYSVC_LABEL=...] [PAYSVC_AMOUNT=10] \
 //   node -r ./redirect.js wallets.js
 //
-// Prints ONE JSON object on stdout: each call's resolved value, or {error: "..."}
-// with what the SDK rejected with. Exit 0 when every call settled (even with
-// errors); exit 1 if a call is still pending after 20s (the object then has
-// "pending": [name]). The SDK leaves a promise pending forever when an error
-// response has an empty body, and throws (uncaught) when a 200/201 body is not
-// JSON; the latter is recorded as that call's error.
+// Runs list, create, get, intraTransfer, transactions, get#2, get#3 in order and
+// prints ONE JSON object keyed by call name (see harness.js for the error shape,
+// the exit codes and the 20s pending guard).
 
 const IntaSend = require('intasend-node');
+const { harness } = require('./harness');
 
 const pub = process.env.PAYSVC_PUBLIC_KEY;
 const secret = process.env.PAYSVC_SECRET_KEY;
@@ -21,49 +19,7 @@ const source = process.env.PAYSVC_SOURCE_WALLET;
 const amount = Number(process.env.PAYSVC_AMOUNT || 10); // a JSON number, as integrators pass it
 
 const intasend = new IntaSend(pub, secret, true);
-const results = {};
-let current = null;
-let crash = null;
-
-function finish(code) {
-  process.stdout.write(JSON.stringify(results, null, 2) + '\n');
-  process.exit(code);
-}
-
-// The SDK rejects with a Buffer (first chunk of an error body), a string
-// (socket error message) or an Error (e.g. thrown while building the request).
-function describe(err) {
-  if (Buffer.isBuffer(err)) return err.toString('utf8');
-  if (err instanceof Error) return `${err.name}: ${err.message}`;
-  return typeof err === 'string' ? err : JSON.stringify(err);
-}
-
-// JSON.parse of a non-JSON success body throws inside the SDK's 'end' handler.
-process.on('uncaughtException', (err) => {
-  if (crash) return crash(new Error(`uncaught in SDK: ${err.message}`));
-  results.fatal = { error: describe(err) };
-  finish(1);
-});
-
-async function call(name, fn) {
-  current = name;
-  const crashed = new Promise((_, reject) => { crash = reject; });
-  try {
-    results[name] = await Promise.race([fn(), crashed]);
-  } catch (err) {
-    results[name] = { error: describe(err) };
-  }
-  current = crash = null;
-  return results[name];
-}
-
-const skip = (why) => () => Promise.reject(`skipped: ${why}`);
-
-setTimeout(() => {
-  results.pending = [current];
-  process.stderr.write(`still pending after 20s: ${current}\n`);
-  finish(1);
-}, 20000);
+const { call, finish, skip } = harness();
 
 (async () => {
   await call('list', () => intasend.wallets().list());

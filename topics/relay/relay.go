@@ -18,7 +18,9 @@ import (
 	"paysvc/storage"
 )
 
-const leaderLock = 7_316_420_002
+// leaderLock is the advisory-lock class of the relay; the schema is the second key,
+// since advisory locks span the database and each schema has its own outbox.
+const leaderLock = 7_316_420
 
 var (
 	published = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -82,13 +84,13 @@ func (r *Relay) lead(ctx context.Context) error {
 	}
 	defer conn.Close()
 	var got bool
-	if err := conn.QueryRowxContext(ctx, `SELECT pg_try_advisory_lock($1)`, leaderLock).Scan(&got); err != nil {
+	if err := conn.QueryRowxContext(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, leaderLock).Scan(&got); err != nil {
 		return err
 	}
 	if !got {
 		return nil
 	}
-	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, leaderLock) //nolint:errcheck // released with the connection anyway
+	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, leaderLock) //nolint:errcheck // released with the connection anyway
 	leader.Set(1)
 	idle := time.NewTicker(200 * time.Millisecond)
 	defer idle.Stop()
