@@ -18,6 +18,7 @@ type IdempotencyRecord struct {
 	ResponseStatus *int       `db:"response_status"`
 	ResponseBody   []byte     `db:"response_body"`
 	CreatedAt      time.Time  `db:"created_at"`
+	Expired        bool       `db:"expired"`
 }
 
 // IdempotencyOutcome says what the caller should do with a request.
@@ -44,7 +45,7 @@ func BeginIdempotent(ctx context.Context, db *sqlx.DB, merchantID, key string, h
 		err := sqlx.GetContext(ctx, db, &rec, `INSERT INTO idempotency_keys (merchant_id, idem_key, request_hash, command_id, locked_until)
 			VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
 			ON CONFLICT (merchant_id, idem_key) DO NOTHING
-			RETURNING request_hash, command_id, locked_until, response_status, response_body, created_at`,
+			RETURNING request_hash, command_id, locked_until, response_status, response_body, created_at, false AS expired`,
 			merchantID, key, hash, commandID, lock.Milliseconds())
 		if err == nil {
 			return IdemProceed, rec, nil
@@ -52,15 +53,17 @@ func BeginIdempotent(ctx context.Context, db *sqlx.DB, merchantID, key string, h
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, rec, fmt.Errorf("idempotency insert: %w", err)
 		}
-		err = sqlx.GetContext(ctx, db, &rec, `SELECT request_hash, command_id, locked_until, response_status, response_body, created_at
-			FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2`, merchantID, key)
+		// Expiry is judged by the database clock, the same clock that wrote created_at.
+		err = sqlx.GetContext(ctx, db, &rec, `SELECT request_hash, command_id, locked_until, response_status, response_body, created_at,
+			created_at < now() - $3 * interval '1 millisecond' AS expired
+			FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2`, merchantID, key, retain.Milliseconds())
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // deleted meanwhile: insert again
 		}
 		if err != nil {
 			return 0, rec, fmt.Errorf("idempotency read: %w", err)
 		}
-		if time.Since(rec.CreatedAt) > retain {
+		if rec.Expired {
 			if _, err := db.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2 AND created_at = $3`,
 				merchantID, key, rec.CreatedAt); err != nil {
 				return 0, rec, fmt.Errorf("idempotency expire: %w", err)

@@ -85,6 +85,13 @@ func LoadWallets(ctx context.Context, q sqlx.QueryerContext, merchantID string, 
 	return out, nil
 }
 
+// WalletIDTaken reports whether any merchant has a wallet with this id.
+func WalletIDTaken(ctx context.Context, q sqlx.QueryerContext, walletID string) (bool, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM wallets WHERE wallet_id = $1`, walletID)
+	return n > 0, err
+}
+
 // LabelTaken reports whether the merchant already has a wallet of that currency
 // with the label (case-insensitive).
 func LabelTaken(ctx context.Context, q sqlx.QueryerContext, merchantID, currency, label string) (bool, error) {

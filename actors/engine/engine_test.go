@@ -553,9 +553,6 @@ func TestEngine(t *testing.T) {
 	// else tells merchant B that A's wallet id is real.
 	t.Run("CrossMerchant_ForeignDestinationLooksUnknown", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("known bug, remove this skip with the fix: actors/engine/wallet_handlers.go:169 maps the " +
-			"source's 'destination: wallet not found' refusal through walletRefusal(out.Err, \"amount\") to " +
-			"not_found (404), while an unknown destination answers destination_not_found (400)")
 		b, x := setupCrossMerchant(t)
 		toForeign := x.sendB(transferCmd(b, t, x.merchantB, x.settleB, x.working, "1.00"))
 		toUnknown := x.sendB(transferCmd(b, t, x.merchantB, x.settleB, "NOSUCHWALLET", "1.00"))

@@ -90,6 +90,13 @@ func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *to
 	if taken {
 		return refuse(CodeLabelTaken, "A wallet with this label already exists for this currency.", "label"), nil
 	}
+	// The id comes from the API; a clash with any merchant's wallet must be a
+	// refusal here, not a primary-key failure that would stall the partition.
+	if exists, err := storage.WalletIDTaken(ctx, e.db, in.WalletID); err != nil {
+		return topics.Reply{}, err
+	} else if exists && p.wallets[in.WalletID] == nil {
+		return refuse(CodeInvalid, "Wallet id is already in use; retry the request.", "wallet_id"), nil
+	}
 	ref := p.wallets[in.WalletID]
 	if ref == nil {
 		ref = e.spawn(p, wallet.State{WalletID: in.WalletID})
@@ -129,7 +136,9 @@ func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.Wa
 		return walletRefusal(resp.Err), nil
 	}
 	if err := ledger.Balanced(resp.Result.Entries); err != nil {
-		e.restore(p, ref, resp.Before)
+		if err := e.restore(p, ref, resp.Before); err != nil {
+			return topics.Reply{}, err
+		}
 		e.log.Error("unbalanced deposit refused", "command_id", c.ID, "err", err)
 		return refuse(CodeInternal, "internal error", ""), nil
 	}

@@ -51,6 +51,16 @@ func New(t testing.TB) Schema {
 		admin.Close()
 		t.Fatalf("storagetest: create schema: %v", err)
 	}
+	var db *sqlx.DB
+	t.Cleanup(func() {
+		if db != nil {
+			db.Close()
+		}
+		if os.Getenv("PAYSVC_TEST_KEEP_SCHEMA") == "" {
+			_, _ = admin.ExecContext(context.Background(), fmt.Sprintf(`DROP SCHEMA %s CASCADE`, name))
+		}
+		admin.Close()
+	})
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("storagetest: %v", err)
@@ -58,19 +68,11 @@ func New(t testing.TB) Schema {
 	q := u.Query()
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
-	db, err := storage.Open(ctx, u.String(), 10*time.Second)
-	if err != nil {
+	if db, err = storage.Open(ctx, u.String(), 10*time.Second); err != nil {
 		t.Fatalf("storagetest: %v", err)
 	}
 	if _, err := storage.Migrate(ctx, db); err != nil {
 		t.Fatalf("storagetest: migrate: %v", err)
 	}
-	t.Cleanup(func() {
-		db.Close()
-		if os.Getenv("PAYSVC_TEST_KEEP_SCHEMA") == "" {
-			_, _ = admin.ExecContext(context.Background(), fmt.Sprintf(`DROP SCHEMA %s CASCADE`, name))
-		}
-		admin.Close()
-	})
 	return Schema{DB: db, URL: u.String(), Name: name}
 }
