@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// transferReq is one transfer the bench asked for.
+type transferReq struct {
+	M        *merchant
+	Src, Dst int // indices into runner.wallets
+	Cents    int64
+	IdemKey  string
+}
+
+// pick chooses the next transfer of a scenario; each worker has its own rng.
+func (s *scenarioSetup) pick(rng *rand.Rand) (m *merchant, src, dst int) {
+	if s.Hot >= 0 {
+		return s.Merchants[0], s.Sources[rng.IntN(len(s.Sources))], s.Hot
+	}
+	m = s.Merchants[rng.IntN(len(s.Merchants))]
+	a := rng.IntN(len(m.Wallets))
+	b := rng.IntN(len(m.Wallets) - 1)
+	if b >= a {
+		b++ // two distinct wallets, uniformly
+	}
+	return m, m.Wallets[a], m.Wallets[b]
+}
+
+// transferBody is built by hand: encoding/json on the load generator's hot path
+// would take CPU from the service it shares two cores with.
+func transferBody(dst string, cents int64) []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, `{"wallet_id":"`...)
+	b = append(b, dst...)
+	b = append(b, `","amount":"`...)
+	b = append(b, centsString(cents)...)
+	b = append(b, `","narrative":"bench"}`...)
+	return b
+}
+
+// worker is one load goroutine's private tally, merged after the phase so the
+// request path takes no lock.
+type worker struct {
+	lat      []time.Duration // successful measured requests
+	sendLat  []time.Duration // open loop: measured from the actual send, not the schedule
+	ok       int
+	warmOK   int
+	errs     statusCounts
+	warmErrs statusCounts
+	delta    []int64 // per wallet: cents received minus sent by 200 answers
+	unknown  []transferReq
+}
+
+func (r *runner) newWorker() *worker {
+	return &worker{errs: newStatusCounts(), warmErrs: newStatusCounts(), delta: make([]int64, len(r.wallets))}
+}
+
+// do sends one transfer and books its outcome: a 200 moved the money, a 4xx did
+// not, anything else (no answer, 5xx) is an unknown outcome the model must resolve.
+func (r *runner) do(ctx context.Context, w *worker, t transferReq, measured bool, started time.Time, schedLat *time.Duration) {
+	path := "/api/v1/wallets/" + r.wallets[t.Src].ID + "/intra_transfer/"
+	status, body, err := r.post(ctx, t.M, path, transferBody(r.wallets[t.Dst].ID, t.Cents), t.IdemKey)
+	lat := time.Since(started)
+	if status == http.StatusOK && err == nil {
+		r.okCount.Add(1)
+		w.delta[t.Src] -= t.Cents
+		w.delta[t.Dst] += t.Cents
+		if !measured {
+			w.warmOK++
+			return
+		}
+		w.ok++
+		if schedLat != nil {
+			w.lat = append(w.lat, *schedLat+lat)
+			w.sendLat = append(w.sendLat, lat)
+		} else {
+			w.lat = append(w.lat, lat)
+		}
+		return
+	}
+	key, sample := "transport", ""
+	if err != nil {
+		sample = err.Error()
+	} else {
+		key, sample = strconv.Itoa(status), string(body)
+	}
+	if err != nil || (status >= 500 && !refusedBeforeIssue(status, body)) {
+		w.unknown = append(w.unknown, t)
+	}
+	if measured {
+		w.errs.add(key, sample)
+	} else {
+		w.warmErrs.add(key, sample)
+	}
+}
+
+// refusedBeforeIssue tells a 5xx that certainly moved nothing: the API answers 503
+// "overloaded" when its in-flight bound is full, before producing the command.
+func refusedBeforeIssue(status int, body []byte) bool {
+	return status == http.StatusServiceUnavailable && bytes.Contains(body, []byte(`"code":"overloaded"`))
+}
+
+// phaseResult is one load phase's figures.
+type phaseResult struct {
+	Name        string
+	Mode        string // closed or open
+	Concurrency int
+	Elapsed     time.Duration // measured part only
+	OK          int
+	Lat         latencySummary
+	SendLat     latencySummary // open loop only
+	Errors      statusCounts
+	WarmOK      int
+	WarmErrors  statusCounts
+	Rate        float64 // open loop: the scheduled rate
+	Partitions  int     // command partitions the scenario's merchants use
+	Server      serverFigures
+}
+
+func (p phaseResult) throughput() float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return float64(p.OK) / p.Elapsed.Seconds()
+}
+
+// merge folds the workers' tallies into the phase result and the run's model.
+func (r *runner) merge(p *phaseResult, ws []*worker) {
+	p.Errors, p.WarmErrors = newStatusCounts(), newStatusCounts()
+	var lat, sendLat []time.Duration
+	for _, w := range ws {
+		p.OK += w.ok
+		p.WarmOK += w.warmOK
+		p.Errors.merge(w.errs)
+		p.WarmErrors.merge(w.warmErrs)
+		lat = append(lat, w.lat...)
+		sendLat = append(sendLat, w.sendLat...)
+		for i, d := range w.delta {
+			r.delta[i] += d
+		}
+		r.unknown = append(r.unknown, w.unknown...)
+	}
+	p.Lat = summarize(lat)
+	p.SendLat = summarize(sendLat)
+}
+
+func (r *runner) idemKey(worker int, n int) string {
+	if !r.o.IdempotencyKeys {
+		return ""
+	}
+	return "bench-" + r.runID + "-" + strconv.Itoa(worker) + "-" + strconv.Itoa(n)
+}
+
+// closedLoop runs conc workers that each send a transfer, wait for its answer and
+// send the next: the maximum rate the service sustains at that concurrency. The
+// first warmup of it (connections, actors, caches) is not measured; then either
+// dur passes or requests measured requests are sent.
+func (r *runner) closedLoop(ctx context.Context, s *scenarioSetup, conc int, warmup, dur time.Duration, requests int) phaseResult {
+	p := phaseResult{Name: s.Name, Mode: "closed", Concurrency: conc}
+	start := time.Now()
+	measureFrom := start.Add(warmup)
+	stopAt := measureFrom.Add(dur)
+	var left atomic.Int64
+	left.Store(int64(requests))
+	ws := make([]*worker, conc)
+	defer r.progress(ctx, start)()
+	var wg sync.WaitGroup
+	for i := range ws {
+		w := r.newWorker()
+		ws[i] = w
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32))
+			for n := 0; ctx.Err() == nil; n++ {
+				t0 := time.Now()
+				measured := !t0.Before(measureFrom)
+				if measured {
+					if requests > 0 {
+						if left.Add(-1) < 0 {
+							return
+						}
+					} else if !t0.Before(stopAt) {
+						return
+					}
+				}
+				m, src, dst := s.pick(rng)
+				t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16+i, n)}
+				r.do(ctx, w, t, measured, t0, nil)
+			}
+		})
+	}
+	wg.Wait()
+	p.Elapsed = time.Since(measureFrom)
+	r.phaseN++
+	r.merge(&p, ws)
+	return p
+}
+
+// openLoop sends transfers at a fixed rate whatever the answers do (each request
+// has its slot on a schedule) and measures latency from the scheduled time: if the
+// service stalls, the requests that should have been sent meanwhile count the
+// stall too. That is what a merchant's traffic, which does not wait for us, sees.
+func (r *runner) openLoop(ctx context.Context, s *scenarioSetup, rate float64, warmup, dur time.Duration, pool int) phaseResult {
+	p := phaseResult{Name: s.Name, Mode: "open", Concurrency: pool, Rate: rate}
+	total := int((warmup + dur).Seconds() * rate)
+	interval := time.Duration(float64(time.Second) / rate)
+	type slot struct {
+		at       time.Time
+		measured bool
+		n        int
+	}
+	// Buffered for the whole phase so the scheduler never waits for a worker: a
+	// late worker shows up as latency, not as a lower rate.
+	slots := make(chan slot, total)
+	ws := make([]*worker, pool)
+	var wg sync.WaitGroup
+	for i := range ws {
+		w := r.newWorker()
+		ws[i] = w
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32))
+			for sl := range slots {
+				if ctx.Err() != nil {
+					continue
+				}
+				m, src, dst := s.pick(rng)
+				t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16, sl.n)}
+				sent := time.Now()
+				wait := sent.Sub(sl.at)
+				r.do(ctx, w, t, sl.measured, sent, &wait)
+			}
+		})
+	}
+	start := time.Now()
+	measureFrom := start.Add(warmup)
+	defer r.progress(ctx, start)()
+	for n := 0; n < total && ctx.Err() == nil; n++ {
+		at := start.Add(time.Duration(n) * interval)
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d)
+		}
+		slots <- slot{at: at, measured: !at.Before(measureFrom), n: n}
+	}
+	close(slots)
+	wg.Wait()
+	p.Elapsed = time.Since(measureFrom)
+	r.phaseN++
+	r.merge(&p, ws)
+	return p
+}
+
+// progress prints the successful transfers of each second while a phase runs
+// (--progress): a rate that sinks during a run points at state that builds up,
+// such as dead rows a query keeps walking until autovacuum. It returns the stop.
+func (r *runner) progress(ctx context.Context, start time.Time) func() {
+	if !r.o.Progress {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := r.okCount.Load()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				n := r.okCount.Load()
+				r.printf("  .. %5.1fs  %d/s\n", now.Sub(start).Seconds(), n-last)
+				last = n
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
