@@ -37,7 +37,7 @@ func TestAuthPublicOrSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := New(Config{}, schema.DB, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	s := New(Config{}, Deps{DB: schema.DB, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	handler := s.authPublicOrSecret(func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"merchant": principal(c).MerchantID, "kind": principal(c).Kind})
 	})

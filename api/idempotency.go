@@ -42,7 +42,7 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		hash := h.Sum(nil)
 		commandID := ids.DeriveUUID("idem", p.MerchantID, key)
 		ctx := c.Request().Context()
-		outcome, rec, err := storage.BeginIdempotent(ctx, s.db, p.MerchantID, key, hash, commandID, idempotencyLock, s.cfg.IdempotencyTTL)
+		outcome, rec, err := storage.BeginIdempotent(ctx, s.idemDB, p.MerchantID, key, hash, commandID, idempotencyLock, s.cfg.IdempotencyTTL)
 		if err != nil {
 			s.log.Error("idempotency begin", "request_id", requestID(c), "err", err)
 			return unavailable()
@@ -71,10 +71,10 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if status := c.Response().Status; status < 500 {
-			if err := storage.CompleteIdempotent(bg, s.db, p.MerchantID, key, status, capture.buf.Bytes()); err != nil {
+			if err := storage.CompleteIdempotent(bg, s.idemDB, p.MerchantID, key, status, capture.buf.Bytes()); err != nil {
 				s.log.Error("idempotency complete", "request_id", requestID(c), "err", err)
 			}
-		} else if err := storage.ReleaseIdempotent(bg, s.db, p.MerchantID, key); err != nil {
+		} else if err := storage.ReleaseIdempotent(bg, s.idemDB, p.MerchantID, key); err != nil {
 			s.log.Error("idempotency release", "request_id", requestID(c), "err", err)
 		}
 		return nil

@@ -59,10 +59,24 @@ func (c *Config) defaults() {
 	}
 }
 
+// Deps are what the API talks to.
+type Deps struct {
+	DB *sqlx.DB
+	// IdempotencyDB holds Idempotency-Key records. It may be a pool with
+	// synchronous_commit off: losing a record in a database crash costs no
+	// correctness, since the command id derived from the key is still applied once.
+	IdempotencyDB *sqlx.DB
+	Kafka         *kgo.Client // produces commands
+	Hub           *replies.Hub
+	Log           *slog.Logger
+	Ready         func() bool
+}
+
 // Server is the HTTP API.
 type Server struct {
 	cfg      Config
 	db       *sqlx.DB
+	idemDB   *sqlx.DB
 	kafka    *kgo.Client
 	hub      *replies.Hub
 	log      *slog.Logger
@@ -73,15 +87,18 @@ type Server struct {
 	ready    func() bool
 }
 
-// New builds the API. kafka produces commands; hub receives their replies.
-func New(cfg Config, db *sqlx.DB, kafka *kgo.Client, hub *replies.Hub, log *slog.Logger, ready func() bool) *Server {
+// New builds the API.
+func New(cfg Config, d Deps) *Server {
 	cfg.defaults()
+	if d.IdempotencyDB == nil {
+		d.IdempotencyDB = d.DB
+	}
 	s := &Server{
-		cfg: cfg, db: db, kafka: kafka, hub: hub, log: log.With("component", "api"),
-		auth:     newAuthenticator(db, cfg.Environment, cfg.KeyCacheTTL),
+		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, hub: d.Hub, log: d.Log.With("component", "api"),
+		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL),
 		limiter:  newLimiter(cfg.RateLimit, cfg.RateBurst),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
-		ready:    ready,
+		ready:    d.Ready,
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

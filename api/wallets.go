@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -23,25 +22,6 @@ var (
 	maxDeposit       = money.MustParse("10000000.00")
 )
 
-// walletJSON is the Wallet resource of the interface.
-type walletJSON struct {
-	WalletID         string       `json:"wallet_id"`
-	Label            string       `json:"label"`
-	CanDisburse      bool         `json:"can_disburse"`
-	Currency         string       `json:"currency"`
-	WalletType       string       `json:"wallet_type"`
-	CurrentBalance   money.Amount `json:"current_balance"`
-	AvailableBalance money.Amount `json:"available_balance"`
-	CreatedAt        time.Time    `json:"created_at"`
-	UpdatedAt        time.Time    `json:"updated_at"`
-}
-
-func renderWallet(s wallet.State) walletJSON {
-	return walletJSON{WalletID: s.WalletID, Label: s.Label, CanDisburse: s.CanDisburse, Currency: s.Currency,
-		WalletType: s.WalletType, CurrentBalance: s.CurrentBalance, AvailableBalance: s.AvailableBalance,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
-}
-
 func (s *Server) listWallets(c echo.Context) error {
 	pg, err := pageOf(c)
 	if err != nil {
@@ -51,9 +31,9 @@ func (s *Server) listWallets(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]walletJSON, len(rows))
+	out := make([]wallet.View, len(rows))
 	for i, r := range rows {
-		out[i] = renderWallet(r)
+		out[i] = r.View()
 	}
 	return c.JSON(http.StatusOK, pg.list(c, total, out))
 }
@@ -77,7 +57,7 @@ func (s *Server) getWallet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderWallet(w))
+	return c.JSON(http.StatusOK, w.View())
 }
 
 type statementJSON struct {
@@ -155,15 +135,14 @@ func (s *Server) createWallet(c echo.Context) error {
 	return s.walletReply(c, r, http.StatusCreated)
 }
 
+// walletReply sends the engine's result as it is: it is already the merchant-facing
+// JSON (a wallet.View, or a wallet.TransferResult), so it is not decoded and
+// re-encoded on the hot path.
 func (s *Server) walletReply(c echo.Context, r topics.Reply, status int) error {
 	if r.Error != nil {
 		return refusal(r.Error)
 	}
-	var st wallet.State
-	if err := json.Unmarshal(r.Result, &st); err != nil {
-		return err
-	}
-	return c.JSON(status, renderWallet(st))
+	return c.JSONBlob(status, r.Result)
 }
 
 func (s *Server) intraTransfer(c echo.Context) error {
@@ -194,14 +173,7 @@ func (s *Server) intraTransfer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var res wallet.TransferResult
-	if err := json.Unmarshal(r.Result, &res); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]walletJSON{"origin": renderWallet(res.Origin), "destination": renderWallet(res.Destination)})
+	return s.walletReply(c, r, http.StatusOK)
 }
 
 func (s *Server) sandboxDeposit(c echo.Context) error {

@@ -90,43 +90,11 @@ type EntryWrite struct {
 	CommandID string
 }
 
-// CommitBatch writes a batch in one transaction. The first statement advances the
-// partition's offset only if the epoch is still ours, and holds that row's lock
-// until commit, so a worker that lost the partition gets ErrFenced and writes
-// nothing. Snapshot updates are version-checked.
+// CommitBatch writes a batch atomically with one call of paysvc_commit_batch (one
+// round trip). Its first statement advances the partition's offset only if the epoch
+// is still ours, so a worker that lost the partition gets ErrFenced and writes
+// nothing; snapshot updates are version-checked (ErrStaleSnapshot).
 func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("batch: begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	res, err := tx.ExecContext(ctx, `UPDATE partition_offsets SET next_offset = $4, updated_at = now()
-		WHERE topic = $1 AND partition = $2 AND epoch = $3`, b.Topic, b.Partition, b.Epoch, b.NextOffset)
-	if err != nil {
-		return fmt.Errorf("batch: offset: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return ErrFenced
-	}
-	if err := writeWallets(ctx, tx, b); err != nil {
-		return err
-	}
-	if err := writeEntries(ctx, tx, b); err != nil {
-		return err
-	}
-	if err := writeProcessed(ctx, tx, b); err != nil {
-		return err
-	}
-	if err := writeOutbox(ctx, tx, b); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("batch: commit: %w", err)
-	}
-	return nil
-}
-
-func writeWallets(ctx context.Context, tx *sqlx.Tx, b Batch) error {
 	var ins, upd []WalletWrite
 	for _, w := range b.Wallets {
 		if w.PrevVersion == 0 {
@@ -135,39 +103,52 @@ func writeWallets(ctx context.Context, tx *sqlx.Tx, b Batch) error {
 			upd = append(upd, w)
 		}
 	}
-	if len(ins) > 0 {
-		cols := walletArrays(ins)
-		_, err := tx.ExecContext(ctx, `INSERT INTO wallets (wallet_id, merchant_id, currency, wallet_type, label,
-			can_disburse, current_balance, available_balance, version, created_at, updated_at)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[],
-				$7::numeric[], $8::numeric[], $9::bigint[], $10::timestamptz[], $11::timestamptz[])`,
-			cols.ids, cols.merchants, cols.currencies, cols.types, cols.labels, cols.disburse,
-			cols.current, cols.available, cols.versions, cols.created, cols.updated)
-		if err != nil {
-			return fmt.Errorf("batch: insert wallets: %w", err)
-		}
+	nw, uw := walletArrays(ins), walletArrays(upd)
+	prev := make(pq.Int64Array, len(upd))
+	for i, w := range upd {
+		prev[i] = w.PrevVersion
 	}
-	if len(upd) > 0 {
-		cols := walletArrays(upd)
-		prev := make(pq.Int64Array, len(upd))
-		for i, w := range upd {
-			prev[i] = w.PrevVersion
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE wallets w SET current_balance = v.cur, available_balance = v.avail,
-			version = v.ver, updated_at = v.upd, label = v.label, can_disburse = v.disb
-			FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::text[], $8::bool[])
-				AS v(id, cur, avail, ver, prev, upd, label, disb)
-			WHERE w.wallet_id = v.id AND w.version = v.prev`,
-			cols.ids, cols.current, cols.available, cols.versions, prev, cols.updated, cols.labels, cols.disburse)
-		if err != nil {
-			return fmt.Errorf("batch: update wallets: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n != int64(len(upd)) {
+	e := entryArrays(b.Entries)
+	n := len(b.Processed)
+	cID, cMerchant, cType := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
+	cOffset, cReply := make(pq.Int64Array, n), make(pq.ByteaArray, n)
+	for i, p := range b.Processed {
+		cID[i], cMerchant[i], cType[i], cOffset[i], cReply[i] = p.CommandID, p.MerchantID, p.Type, p.Offset, p.Reply
+	}
+	n = len(b.Outbox)
+	oID, oTopic, oKey, oMerchant, oBody := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
+		make(pq.StringArray, n), make(pq.ByteaArray, n)
+	for i, o := range b.Outbox {
+		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
+	}
+	_, err := db.ExecContext(ctx, commitBatchSQL,
+		b.Topic, b.Partition, b.Epoch, b.NextOffset, b.At,
+		nw.ids, nw.merchants, nw.currencies, nw.types, nw.labels, nw.disburse, nw.current, nw.available, nw.versions, nw.created, nw.updated,
+		uw.ids, uw.current, uw.available, uw.versions, prev, uw.updated, uw.labels, uw.disburse,
+		e.txn, e.cmd, e.merchant, e.account, e.wallet, e.currency, e.amount, e.running, e.transType, e.narrative,
+		cID, cMerchant, cType, cOffset, cReply,
+		oID, oTopic, oKey, oMerchant, oBody)
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		switch pqErr.Code {
+		case "PS001":
+			return ErrFenced
+		case "PS002":
 			return ErrStaleSnapshot
 		}
 	}
+	if err != nil {
+		return fmt.Errorf("batch: commit: %w", err)
+	}
 	return nil
 }
+
+const commitBatchSQL = `SELECT paysvc_commit_batch($1, $2, $3, $4, $5,
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+	$17, $18, $19, $20, $21, $22, $23, $24,
+	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
+	$35, $36, $37, $38, $39,
+	$40, $41, $42, $43, $44)`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated pq.StringArray
@@ -175,8 +156,16 @@ type walletCols struct {
 	versions                                                                        pq.Int64Array
 }
 
+// walletArrays lays snapshots out as column arrays. Arrays are never nil: a nil
+// slice would be sent as NULL, and cardinality(NULL) is NULL, not 0.
 func walletArrays(ws []WalletWrite) walletCols {
-	var c walletCols
+	n := len(ws)
+	c := walletCols{
+		ids: make(pq.StringArray, 0, n), merchants: make(pq.StringArray, 0, n), currencies: make(pq.StringArray, 0, n),
+		types: make(pq.StringArray, 0, n), labels: make(pq.StringArray, 0, n), current: make(pq.StringArray, 0, n),
+		available: make(pq.StringArray, 0, n), created: make(pq.StringArray, 0, n), updated: make(pq.StringArray, 0, n),
+		disburse: make(pq.BoolArray, 0, n), versions: make(pq.Int64Array, 0, n),
+	}
 	for _, w := range ws {
 		s := w.State
 		c.ids = append(c.ids, s.WalletID)
@@ -194,70 +183,23 @@ func walletArrays(ws []WalletWrite) walletCols {
 	return c
 }
 
-func writeEntries(ctx context.Context, tx *sqlx.Tx, b Batch) error {
-	if len(b.Entries) == 0 {
-		return nil
-	}
-	n := len(b.Entries)
-	txn, cmd, merchant, account, wal, cur, amt, rb, tt, narr := make(pq.StringArray, n), make(pq.StringArray, n),
+type entryCols struct {
+	txn, cmd, merchant, account, wallet, currency, amount, running, transType, narrative pq.StringArray
+}
+
+func entryArrays(es []EntryWrite) entryCols {
+	n := len(es)
+	c := entryCols{make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
 		make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
-	for i, e := range b.Entries {
-		txn[i], cmd[i], merchant[i], account[i] = e.TransactionID, e.CommandID, e.MerchantID, e.Account
-		wal[i], cur[i], amt[i], tt[i], narr[i] = e.WalletID, e.Currency, e.Amount.String(), e.TransType, e.Narrative
+		make(pq.StringArray, n), make(pq.StringArray, n)}
+	for i, e := range es {
+		c.txn[i], c.cmd[i], c.merchant[i], c.account[i] = e.TransactionID, e.CommandID, e.MerchantID, e.Account
+		c.wallet[i], c.currency[i], c.amount[i], c.transType[i], c.narrative[i] = e.WalletID, e.Currency, e.Amount.String(), e.TransType, e.Narrative
 		if e.RunningBalance != nil {
-			rb[i] = e.RunningBalance.String()
+			c.running[i] = e.RunningBalance.String()
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (transaction_id, command_id, merchant_id, account, wallet_id,
-		currency, amount, running_balance, trans_type, narrative, created_at)
-		SELECT t, c, m, a, NULLIF(w, ''), cu, am::numeric, NULLIF(r, '')::numeric, tt, n, $11
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-			AS v(t, c, m, a, w, cu, am, r, tt, n)`,
-		txn, cmd, merchant, account, wal, cur, amt, rb, tt, narr, b.At)
-	if err != nil {
-		return fmt.Errorf("batch: insert entries: %w", err)
-	}
-	return nil
-}
-
-func writeProcessed(ctx context.Context, tx *sqlx.Tx, b Batch) error {
-	if len(b.Processed) == 0 {
-		return nil
-	}
-	n := len(b.Processed)
-	ids, merchants, types := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
-	offsets := make(pq.Int64Array, n)
-	replies := make(pq.ByteaArray, n)
-	for i, p := range b.Processed {
-		ids[i], merchants[i], types[i], offsets[i], replies[i] = p.CommandID, p.MerchantID, p.Type, p.Offset, p.Reply
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO processed_commands (command_id, merchant_id, command_type, kafka_partition, kafka_offset, reply)
-		SELECT i, m, t, $4, o, r FROM unnest($1::text[], $2::text[], $3::text[], $5::bigint[], $6::bytea[]) AS v(i, m, t, o, r)`,
-		ids, merchants, types, b.Partition, offsets, replies)
-	if err != nil {
-		return fmt.Errorf("batch: insert processed: %w", err)
-	}
-	return nil
-}
-
-func writeOutbox(ctx context.Context, tx *sqlx.Tx, b Batch) error {
-	if len(b.Outbox) == 0 {
-		return nil
-	}
-	n := len(b.Outbox)
-	ids, topics, keys, merchants := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
-	bodies := make(pq.ByteaArray, n)
-	for i, e := range b.Outbox {
-		ids[i], topics[i], keys[i], merchants[i], bodies[i] = e.EventID, e.Topic, e.Key, e.MerchantID, e.Body
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO outbox (event_id, topic, record_key, merchant_id, body)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])`,
-		ids, topics, keys, merchants, bodies)
-	if err != nil {
-		return fmt.Errorf("batch: insert outbox: %w", err)
-	}
-	return nil
+	return c
 }
 
 // ProcessedReplies returns the stored replies of those ids that were already applied.

@@ -75,3 +75,16 @@ func Open(ctx context.Context, rawURL string, wait time.Duration) (*sqlx.DB, err
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// WithParam returns the URL with a run-time parameter set; lib/pq sends unknown URL
+// parameters to the server as session settings (e.g. synchronous_commit=off).
+func WithParam(raw, key, value string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("database url: %w", errInvalidURL)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}

@@ -19,30 +19,31 @@ type OutboxRecord struct {
 	Body       []byte `db:"body"`
 }
 
-// FetchOutbox returns up to limit unpublished events in commit order.
+// FetchOutbox returns up to limit unpublished events in insertion order (which, for
+// the events of one partition, and so of one aggregate, is commit order).
 func FetchOutbox(ctx context.Context, q sqlx.QueryerContext, limit int) ([]OutboxRecord, error) {
 	var out []OutboxRecord
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT outbox_id, event_id, topic, record_key, merchant_id, body
-		FROM outbox WHERE published_at IS NULL ORDER BY outbox_id LIMIT $1`, limit)
+		FROM outbox ORDER BY outbox_id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("fetch outbox: %w", err)
 	}
 	return out, nil
 }
 
-// MarkPublished records that the events reached Kafka.
+// MarkPublished removes events that reached Kafka from the outbox.
 func MarkPublished(ctx context.Context, ext Execer, ids []int64) error {
-	_, err := ext.ExecContext(ctx, `UPDATE outbox SET published_at = now() WHERE outbox_id = ANY($1)`, pq.Int64Array(ids))
+	_, err := ext.ExecContext(ctx, `DELETE FROM outbox WHERE outbox_id = ANY($1)`, pq.Int64Array(ids))
 	if err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}
 	return nil
 }
 
-// OutboxBacklog counts unpublished events (served by the partial index).
+// OutboxBacklog counts unpublished events.
 func OutboxBacklog(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 	var n int64
-	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM outbox`)
 	return n, err
 }
 

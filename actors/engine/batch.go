@@ -49,6 +49,7 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 	// reads show the same timestamps.
 	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
 	cmds := make([]*topics.Command, len(recs))
+	payloads := make([]any, len(recs))
 	var ids []string
 	for i, r := range recs {
 		c, err := topics.DecodeCommand(r.Value)
@@ -59,13 +60,14 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 			continue
 		}
 		cmds[i] = &c
+		payloads[i] = decodePayload(&c)
 		ids = append(ids, c.ID)
 	}
 	done, err := storage.ProcessedReplies(ctx, e.db, ids)
 	if err != nil {
 		return err
 	}
-	if err := e.hydrate(ctx, p, cmds, done); err != nil {
+	if err := e.hydrate(ctx, p, cmds, payloads, done); err != nil {
 		return err
 	}
 
@@ -91,7 +93,7 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 			counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
-		reply, err := e.apply(ctx, p, b, c)
+		reply, err := e.apply(ctx, p, b, c, payloads[i])
 		if err != nil {
 			return err
 		}
@@ -143,13 +145,13 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 
 // hydrate spawns, in one query per merchant, the actors of every wallet the batch
 // names that is not in memory yet.
-func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, done map[string][]byte) error {
+func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte) error {
 	want := map[string]map[string]bool{}
-	for _, c := range cmds {
+	for i, c := range cmds {
 		if c == nil || done[c.ID] != nil {
 			continue
 		}
-		for _, id := range walletIDs(c) {
+		for _, id := range walletIDs(payloads[i]) {
 			if _, live := p.wallets[id]; live {
 				p.wallets[id].lastUsed = time.Now()
 				continue

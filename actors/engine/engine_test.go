@@ -318,21 +318,21 @@ func TestEngine(t *testing.T) {
 		w := ids.Alias(10)
 		created := b.send(t, createCmd(b, t, b.merchant, w, "ops"))
 		ok(t, created)
-		var opened wallet.State
+		var opened wallet.View
 		if err := json.Unmarshal(created.Result, &opened); err != nil {
 			t.Fatal(err)
 		}
-		if opened.WalletID != w || opened.MerchantID != b.merchant || opened.Version != 1 {
+		if opened.WalletID != w || opened.WalletType != wallet.TypeWorking || opened.Label != "ops" {
 			t.Fatalf("created %+v", opened)
 		}
 
 		dep := b.send(t, depositCmd(b, t, b.merchant, b.settle, "100.00"))
 		ok(t, dep)
-		var afterDep wallet.State
+		var afterDep wallet.View
 		if err := json.Unmarshal(dep.Result, &afterDep); err != nil {
 			t.Fatal(err)
 		}
-		if afterDep.CurrentBalance.String() != "100.00" || afterDep.Version != 2 {
+		if afterDep.CurrentBalance.String() != "100.00" || afterDep.AvailableBalance.String() != "100.00" {
 			t.Fatalf("deposit result %+v", afterDep)
 		}
 		b.wantBalance(t, b.merchant, b.settle, "100.00")

@@ -27,23 +27,35 @@ const (
 	CodeInternal          = "internal"
 )
 
-func walletIDs(c *topics.Command) []string {
+// decodePayload parses a command's payload once per batch into its typed form;
+// nil means the type is unknown or the payload malformed (apply refuses it).
+func decodePayload(c *topics.Command) any {
+	var v any
 	switch c.Type {
 	case topics.CmdWalletCreate:
-		var p topics.WalletCreate
-		if json.Unmarshal(c.Payload, &p) == nil {
-			return []string{p.WalletID}
-		}
+		v = &topics.WalletCreate{}
 	case topics.CmdWalletDeposit:
-		var p topics.WalletDeposit
-		if json.Unmarshal(c.Payload, &p) == nil {
-			return []string{p.WalletID}
-		}
+		v = &topics.WalletDeposit{}
 	case topics.CmdWalletTransfer:
-		var p topics.WalletTransferCmd
-		if json.Unmarshal(c.Payload, &p) == nil {
-			return []string{p.From, p.To}
-		}
+		v = &topics.WalletTransferCmd{}
+	default:
+		return nil
+	}
+	if json.Unmarshal(c.Payload, v) != nil {
+		return nil
+	}
+	return v
+}
+
+// walletIDs are the wallets a command touches, so the batch can hydrate them at once.
+func walletIDs(payload any) []string {
+	switch p := payload.(type) {
+	case *topics.WalletCreate:
+		return []string{p.WalletID}
+	case *topics.WalletDeposit:
+		return []string{p.WalletID}
+	case *topics.WalletTransferCmd:
+		return []string{p.From, p.To}
 	}
 	return nil
 }
@@ -53,29 +65,20 @@ func refuse(code, detail, attr string) topics.Reply {
 }
 
 // apply runs one command. A domain refusal is a reply; an error fails the batch.
-func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Command) (topics.Reply, error) {
-	switch c.Type {
-	case topics.CmdWalletCreate:
-		var in topics.WalletCreate
-		if err := json.Unmarshal(c.Payload, &in); err != nil {
-			return refuse(CodeInvalid, "malformed wallet.create payload", ""), nil
-		}
-		return e.createWallet(ctx, p, b, c, in)
-	case topics.CmdWalletDeposit:
-		var in topics.WalletDeposit
-		if err := json.Unmarshal(c.Payload, &in); err != nil {
-			return refuse(CodeInvalid, "malformed wallet.deposit payload", ""), nil
-		}
-		return e.deposit(p, b, c, in)
-	case topics.CmdWalletTransfer:
-		var in topics.WalletTransferCmd
-		if err := json.Unmarshal(c.Payload, &in); err != nil {
-			return refuse(CodeInvalid, "malformed wallet.transfer payload", ""), nil
-		}
-		return e.transfer(p, b, c, in)
-	default:
-		return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil
+func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Command, payload any) (topics.Reply, error) {
+	switch in := payload.(type) {
+	case *topics.WalletCreate:
+		return e.createWallet(ctx, p, b, c, *in)
+	case *topics.WalletDeposit:
+		return e.deposit(p, b, c, *in)
+	case *topics.WalletTransferCmd:
+		return e.transfer(p, b, c, *in)
 	}
+	switch c.Type {
+	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer:
+		return refuse(CodeInvalid, "malformed "+c.Type+" payload", ""), nil
+	}
+	return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil
 }
 
 func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletCreate) (topics.Reply, error) {
@@ -115,7 +118,7 @@ func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *to
 	}
 	b.newLabels[key] = true
 	b.touch(resp.Before, resp.Result.State)
-	return topics.Reply{Result: mustJSON(resp.Result.State)}, nil
+	return topics.Reply{Result: mustJSON(resp.Result.State.View())}, nil
 }
 
 func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
@@ -144,7 +147,7 @@ func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.Wa
 	}
 	b.touch(resp.Before, resp.Result.State)
 	b.addEntries(c.ID, resp.Result.Entries)
-	return topics.Reply{Result: mustJSON(resp.Result.State)}, nil
+	return topics.Reply{Result: mustJSON(resp.Result.State.View())}, nil
 }
 
 func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.WalletTransferCmd) (topics.Reply, error) {
@@ -218,7 +221,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 		Narrative: in.Narrative, CreatedAt: b.at,
 	}
 	b.outbox = append(b.outbox, e.event(c, b.at, topics.WalletTransferEvent, origin.WalletID, ev))
-	return topics.Reply{Result: mustJSON(wallet.TransferResult{Origin: origin, Destination: dest})}, nil
+	return topics.Reply{Result: mustJSON(wallet.TransferResult{Origin: origin.View(), Destination: dest.View()})}, nil
 }
 
 func (e *Engine) restore(p *partition, ref *walletRef, s wallet.State) error {

@@ -90,8 +90,9 @@ type Result struct {
 	Entries []ledger.Entry
 }
 
-// TransferResult is the reply of a transfer: both wallets after it.
+// TransferResult is the reply of a transfer: both wallets after it, as merchants
+// see them (the API sends it as it is).
 type TransferResult struct {
-	Origin      State `json:"origin"`
-	Destination State `json:"destination"`
+	Origin      View `json:"origin"`
+	Destination View `json:"destination"`
 }

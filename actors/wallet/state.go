@@ -34,3 +34,24 @@ type State struct {
 
 // Exists reports whether the state is a real wallet (Version 0 means never opened).
 func (s State) Exists() bool { return s.Version > 0 }
+
+// View is the Wallet resource as merchants see it: the snapshot without the
+// engine's bookkeeping (merchant id, version).
+type View struct {
+	WalletID         string       `json:"wallet_id"`
+	Label            string       `json:"label"`
+	CanDisburse      bool         `json:"can_disburse"`
+	Currency         string       `json:"currency"`
+	WalletType       string       `json:"wallet_type"`
+	CurrentBalance   money.Amount `json:"current_balance"`
+	AvailableBalance money.Amount `json:"available_balance"`
+	CreatedAt        time.Time    `json:"created_at"`
+	UpdatedAt        time.Time    `json:"updated_at"`
+}
+
+// View returns the merchant-facing view of the wallet.
+func (s State) View() View {
+	return View{WalletID: s.WalletID, Label: s.Label, CanDisburse: s.CanDisburse, Currency: s.Currency,
+		WalletType: s.WalletType, CurrentBalance: s.CurrentBalance, AvailableBalance: s.AvailableBalance,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}

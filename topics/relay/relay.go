@@ -97,7 +97,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	for {
 		n, err := r.publishOnce(ctx, conn)
 		if err != nil {
-			return err
+			return err // a dead connection surfaces here, and the lock went with it
 		}
 		if n == r.batch {
 			continue
@@ -106,14 +106,20 @@ func (r *Relay) lead(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake:
+			// Let a few more batches commit: one fetch per coalesce window, not one
+			// per engine batch.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(coalesce):
+			}
 		case <-idle.C:
-		}
-		// The lock is only ours while the connection lives: check it.
-		if err := conn.PingContext(ctx); err != nil {
-			return err
 		}
 	}
 }
+
+// coalesce bounds how often the relay reads the outbox under load.
+const coalesce = 5 * time.Millisecond
 
 func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn) (int, error) {
 	recs, err := storage.FetchOutbox(ctx, conn, r.batch)

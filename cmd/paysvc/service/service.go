@@ -28,6 +28,7 @@ import (
 type Service struct {
 	Config  Config
 	DB      *sqlx.DB
+	idemDB  *sqlx.DB
 	Brokers []string
 	Addr    string // the HTTP listener's address
 	Log     *slog.Logger
@@ -107,7 +108,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	if cfg.Has(RoleAPI) {
 		s.hub = replies.NewHub(cfg.InstanceID)
 		s.goRun(func() error { return replies.ConsumeRemote(runCtx, s.Brokers, s.hub, log) })
-		a := api.New(cfg.API, s.DB, s.producer, s.hub, log, s.ready.Load)
+		idemURL, err := storage.WithParam(cfg.DatabaseURL, "synchronous_commit", "off")
+		if err != nil {
+			return nil, err
+		}
+		if s.idemDB, err = storage.Open(ctx, idemURL, 30*time.Second); err != nil {
+			return nil, err
+		}
+		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Hub: s.hub, Log: log, Ready: s.ready.Load})
 		mux.Handle("/", a.Handler())
 	} else {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -164,6 +172,9 @@ func (s *Service) Close() {
 	}
 	if s.cluster != nil {
 		s.cluster.Close()
+	}
+	if s.idemDB != nil {
+		s.idemDB.Close()
 	}
 	if s.DB != nil {
 		s.DB.Close()
