@@ -42,9 +42,20 @@ func (b *batch) addEntries(commandID string, es []ledger.Entry) {
 	}
 }
 
-// runBatch applies the records and commits them in one transaction. Any error
-// leaves nothing committed; the caller resets the actors and retries.
-func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record) error {
+// prepared is an applied batch waiting for (or in) its commit.
+type prepared struct {
+	batch     storage.Batch
+	out       []outgoing
+	counts    map[[2]string]int
+	issued    []time.Time
+	replies   map[string]topics.Reply // of the commands this batch applied
+	newLabels map[string]bool
+}
+
+// applyBatch applies the records through the actors and returns what to commit.
+// Nothing is written: an error leaves the actors holding uncommitted state, and the
+// caller resets them.
+func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record) (*prepared, error) {
 	// Postgres keeps microseconds: truncating here makes replies, events and later
 	// reads show the same timestamps.
 	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
@@ -65,10 +76,20 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 	}
 	done, err := storage.ProcessedReplies(ctx, e.db, ids)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	// Commands applied by the batch still being committed are not in the table yet.
+	for _, id := range ids {
+		if r, ok := p.uncommitted[id]; ok && done[id] == nil {
+			enc, err := topics.EncodeReply(r)
+			if err != nil {
+				return nil, err
+			}
+			done[id] = enc
+		}
 	}
 	if err := e.hydrate(ctx, p, cmds, payloads, done); err != nil {
-		return err
+		return nil, err
 	}
 
 	var out []outgoing
@@ -82,7 +103,7 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 		if stored, ok := done[c.ID]; ok {
 			r, err := topics.DecodeReply(stored)
 			if err != nil {
-				return fmt.Errorf("stored reply of %s: %w", c.ID, err)
+				return nil, fmt.Errorf("stored reply of %s: %w", c.ID, err)
 			}
 			out = append(out, outgoing{replyTo: c.ReplyTo, reply: r})
 			counts[[2]string{c.Type, "duplicate"}]++
@@ -95,13 +116,13 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 		}
 		reply, err := e.apply(ctx, p, b, c, payloads[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		reply.CommandID = c.ID
 		answered[c.ID] = reply
 		enc, err := topics.EncodeReply(reply)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		processed = append(processed, storage.Processed{CommandID: c.ID, MerchantID: c.MerchantID, Type: c.Type, Offset: recs[i].Offset, Reply: enc})
 		out = append(out, outgoing{replyTo: c.ReplyTo, reply: reply})
@@ -120,24 +141,32 @@ func (e *Engine) runBatch(ctx context.Context, p *partition, recs []*kgo.Record)
 	for _, id := range b.order {
 		sb.Wallets = append(sb.Wallets, *b.wallets[id])
 	}
+	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels}
+	for _, c := range cmds {
+		if c != nil && !c.IssuedAt.IsZero() {
+			pr.issued = append(pr.issued, c.IssuedAt)
+		}
+	}
+	return pr, nil
+}
+
+// commit writes a prepared batch and, once it is durable, answers its commands.
+func (e *Engine) commit(ctx context.Context, pr *prepared) error {
 	start := time.Now()
-	if err := storage.CommitBatch(ctx, e.db, sb); err != nil {
+	if err := storage.CommitBatch(ctx, e.db, pr.batch); err != nil {
 		return err
 	}
 	commitDone := time.Now()
 	batchCommitSeconds.Observe(commitDone.Sub(start).Seconds())
-	batchSize.Observe(float64(len(recs)))
-	p.next = sb.NextOffset
-	for k, n := range counts {
+	batchSize.Observe(float64(len(pr.out)))
+	for k, n := range pr.counts {
 		commandsApplied.WithLabelValues(k[0], k[1]).Add(float64(n))
 	}
-	for _, c := range cmds {
-		if c != nil && !c.IssuedAt.IsZero() {
-			commandE2ESeconds.Observe(commitDone.Sub(c.IssuedAt).Seconds())
-		}
+	for _, t := range pr.issued {
+		commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())
 	}
-	e.deliver(ctx, out)
-	if len(b.outbox) > 0 {
+	e.deliver(pr.out)
+	if len(pr.batch.Outbox) > 0 {
 		e.cfg.OnCommit()
 	}
 	return nil

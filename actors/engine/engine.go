@@ -103,14 +103,18 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.cl.Close()
 	lastSweep := time.Now()
+	defer e.Stop() // waits for commits in flight, so their replies still go out
 	for {
-		fetches := e.cl.PollRecords(ctx, e.cfg.MaxPollRecords)
+		// A bounded poll, so commit outcomes are noticed on idle partitions too.
+		pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		fetches := e.cl.PollRecords(pctx, e.cfg.MaxPollRecords)
+		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			e.cl.AllowRebalance()
 			return nil
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
@@ -140,6 +144,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			wg.Go(func() { e.process(ctx, p, w.recs, w.hw) })
 		}
 		wg.Wait()
+		e.settleAll(ctx)
 		e.cl.AllowRebalance()
 		if time.Since(lastSweep) > e.cfg.ActorIdle/4 {
 			e.passivate(time.Now().Add(-e.cfg.ActorIdle))
@@ -213,8 +218,32 @@ func (e *Engine) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 func (e *Engine) dropPartitionLocked(p *partition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.inflight != nil {
+		<-p.inflight.done // its replies go out if it committed; if not, the next owner applies it
+		p.inflight = nil
+	}
 	p.dropped = true
+	clear(p.uncommitted)
 	e.resetActors(p)
+}
+
+// settleAll notices commits that finished, failed ones especially, on partitions
+// that received nothing this poll (a failed commit is otherwise only seen when the
+// next batch arrives).
+func (e *Engine) settleAll(ctx context.Context) {
+	e.mu.Lock()
+	parts := make([]*partition, 0, len(e.parts))
+	for _, p := range e.parts {
+		parts = append(parts, p)
+	}
+	e.mu.Unlock()
+	for _, p := range parts {
+		p.mu.Lock()
+		if !p.dropped {
+			e.settle(ctx, p, false)
+		}
+		p.mu.Unlock()
+	}
 }
 
 func (e *Engine) passivate(idleSince time.Time) {
@@ -226,6 +255,11 @@ func (e *Engine) passivate(idleSince time.Time) {
 	e.mu.Unlock()
 	for _, p := range parts {
 		p.mu.Lock()
+		if p.inflight != nil {
+			// Its actors hold state the table does not have yet.
+			p.mu.Unlock()
+			continue
+		}
 		for id, ref := range p.wallets {
 			if ref.lastUsed.Before(idleSince) {
 				e.actors.Poison(ref.pid)

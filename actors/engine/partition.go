@@ -23,16 +23,35 @@ import (
 var errActorTimeout = errors.New("engine: actor did not answer in time")
 
 // partition is the worker state of one owned command partition.
+//
+// Commits are pipelined one deep: while batch K commits, batch K+1 is applied
+// through the actors (on top of K's uncommitted state), and K+1's commit starts
+// only once K's has succeeded. If K fails, K+1 is thrown away with it: the actors
+// are reset and the consumer goes back to the last committed offset.
 type partition struct {
-	mu       sync.Mutex
-	id       int32
-	epoch    int64
-	next     int64 // offset of the next command to apply (= stored offset)
-	seekedTo int64 // offset last sought to after a gap, -1 if none
-	dropped  bool
-	gen      int // bumps on every reset so new actors get fresh hollywood ids
-	wallets  map[string]*walletRef
-	replyCh  chan wallet.Response
+	mu          sync.Mutex
+	id          int32
+	epoch       int64
+	committed   int64 // stored offset: every command below it is committed
+	next        int64 // offset of the next command to apply (>= committed)
+	seekedTo    int64 // offset last sought to after a gap, -1 if none
+	dropped     bool
+	failures    int // consecutive failed commits, for backoff
+	gen         int // bumps on every reset so new actors get fresh hollywood ids
+	wallets     map[string]*walletRef
+	replyCh     chan wallet.Response
+	inflight    *inflightCommit
+	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
+	// labels of wallets opened by the batch in flight: not in the table yet, but taken
+	inflightLabels map[string]bool
+}
+
+// inflightCommit is a batch whose commit is running.
+type inflightCommit struct {
+	done chan struct{}
+	err  error
+	next int64
+	ids  []string
 }
 
 type walletRef struct {
@@ -41,8 +60,8 @@ type walletRef struct {
 }
 
 func newPartition(id int32, epoch, next int64) *partition {
-	return &partition{id: id, epoch: epoch, next: next, seekedTo: -1,
-		wallets: map[string]*walletRef{}, replyCh: make(chan wallet.Response, 16)}
+	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1,
+		wallets: map[string]*walletRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{}}
 }
 
 // resetActors throws away the partition's actors; they rehydrate from Postgres on
@@ -88,12 +107,12 @@ func (e *Engine) ask(p *partition, ref *walletRef, build func(corr uint64, reply
 	}
 }
 
-// process applies one poll's records of the partition, retrying the batch on
-// transient failures. Records below the stored offset were applied already.
+// process applies one poll's records of the partition and starts their commit.
+// Records below the applied offset were applied already.
 func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dropped {
+	if p.dropped || !e.settle(ctx, p, false) {
 		return
 	}
 	todo := recs[:0:0]
@@ -116,35 +135,99 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 		e.log.Error("command log gap: records below the first available offset are gone",
 			"partition", p.id, "stored_offset", p.next, "first_available", todo[0].Offset)
 	}
-	backoff := 50 * time.Millisecond
-	for attempt := 0; attempt < 8; attempt++ {
-		err := e.runBatch(ctx, p, todo)
-		if err == nil {
-			p.seekedTo = -1
-			consumerLag.WithLabelValues(strconv.Itoa(int(p.id))).Set(float64(max(hw-p.next, 0)))
-			return
-		}
-		e.resetActors(p)
-		switch {
-		case errors.Is(err, storage.ErrFenced):
-			batchFailures.WithLabelValues("fenced").Inc()
-			e.log.Warn("batch fenced: partition now owned elsewhere", "partition", p.id, "epoch", p.epoch)
-			p.dropped = true
-			return
-		case errors.Is(err, storage.ErrStaleSnapshot):
-			batchFailures.WithLabelValues("stale").Inc()
-		default:
-			batchFailures.WithLabelValues("error").Inc()
-		}
-		e.log.Warn("batch failed, retrying", "partition", p.id, "attempt", attempt+1, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+	pr, err := e.applyBatch(ctx, p, todo)
+	if err != nil {
+		e.settle(ctx, p, true)
+		e.failed(ctx, p, err)
+		return
 	}
-	e.seek(p) // give the rebalance a chance; the next poll starts over from p.next
+	// One commit at a time, in order: this batch's commit waits for the previous one.
+	if !e.settle(ctx, p, true) {
+		return // the previous batch failed, and this one (applied on top of it) went with it
+	}
+	p.seekedTo = -1
+	p.next = pr.batch.NextOffset
+	for id, r := range pr.replies {
+		p.uncommitted[id] = r
+	}
+	ic := &inflightCommit{done: make(chan struct{}), next: p.next}
+	for id := range pr.replies {
+		ic.ids = append(ic.ids, id)
+	}
+	p.inflight = ic
+	p.inflightLabels = pr.newLabels
+	lag := float64(max(hw-p.next, 0))
+	go func() {
+		// The commit outlives the poll loop's context: a shutdown lets it finish.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		ic.err = e.commit(cctx, pr)
+		if ic.err == nil {
+			consumerLag.WithLabelValues(strconv.Itoa(int(p.id))).Set(lag)
+		}
+		close(ic.done)
+	}()
+}
+
+// settle takes note of the in-flight commit's outcome (waiting for it if wait is
+// true). It returns false when that commit failed: then the partition was reset.
+// Called with p.mu held.
+func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
+	ic := p.inflight
+	if ic == nil {
+		return true
+	}
+	if wait {
+		<-ic.done
+	} else {
+		select {
+		case <-ic.done:
+		default:
+			return true
+		}
+	}
+	p.inflight = nil
+	for _, id := range ic.ids {
+		delete(p.uncommitted, id)
+	}
+	if ic.err == nil {
+		p.committed = ic.next
+		p.failures = 0
+		return true
+	}
+	e.failed(ctx, p, ic.err)
+	return false
+}
+
+// failed throws away everything applied since the last commit: the actors (they
+// rehydrate from the snapshots), the applied offset (back to the committed one) and
+// the consumer position (sought back, so the records come again). A fenced
+// partition is dropped. Called with p.mu held and no commit in flight.
+func (e *Engine) failed(ctx context.Context, p *partition, err error) {
+	e.resetActors(p)
+	clear(p.uncommitted)
+	p.inflightLabels = nil
+	p.next = p.committed
+	switch {
+	case errors.Is(err, storage.ErrFenced):
+		batchFailures.WithLabelValues("fenced").Inc()
+		e.log.Warn("batch fenced: partition now owned elsewhere", "partition", p.id, "epoch", p.epoch)
+		p.dropped = true
+		return
+	case errors.Is(err, storage.ErrStaleSnapshot):
+		batchFailures.WithLabelValues("stale").Inc()
+	default:
+		batchFailures.WithLabelValues("error").Inc()
+	}
+	p.failures++
+	backoff := min(50*time.Millisecond<<min(p.failures, 6), 2*time.Second)
+	e.log.Warn("batch failed; going back to the committed offset", "partition", p.id, "offset", p.committed,
+		"attempt", p.failures, "retry_in", backoff, "err", err)
+	select {
+	case <-ctx.Done():
+	case <-time.After(backoff):
+	}
+	e.seek(p)
 }
 
 func (e *Engine) seek(p *partition) {
@@ -155,7 +238,7 @@ func (e *Engine) seek(p *partition) {
 }
 
 // deliver hands committed replies to their waiters.
-func (e *Engine) deliver(ctx context.Context, out []outgoing) {
+func (e *Engine) deliver(out []outgoing) {
 	for _, o := range out {
 		if o.replyTo == "" {
 			continue
@@ -169,7 +252,9 @@ func (e *Engine) deliver(ctx context.Context, out []outgoing) {
 		if err != nil {
 			continue
 		}
-		e.cl.Produce(ctx, &kgo.Record{Topic: topics.RepliesTopic, Key: []byte(o.replyTo), Value: b}, func(_ *kgo.Record, err error) {
+		// Not ctx: the produce is asynchronous and must outlive the commit that
+		// triggered it (its context ends when the commit returns).
+		e.cl.Produce(context.Background(), &kgo.Record{Topic: topics.RepliesTopic, Key: []byte(o.replyTo), Value: b}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				// The API falls back to the stored reply when its wait times out.
 				e.log.Warn("reply produce failed", "err", err)

@@ -83,7 +83,7 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 
 func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletCreate) (topics.Reply, error) {
 	key := labelKey(c.MerchantID, in.Currency, in.Label)
-	if b.newLabels[key] {
+	if b.newLabels[key] || p.inflightLabels[key] {
 		return refuse(CodeLabelTaken, "A wallet with this label already exists for this currency.", "label"), nil
 	}
 	taken, err := storage.LabelTaken(ctx, e.db, c.MerchantID, in.Currency, in.Label)

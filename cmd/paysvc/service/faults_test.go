@@ -204,7 +204,7 @@ func TestEngineProcessKilled(t *testing.T) {
 			"PAYSVC_HTTP_ADDR=127.0.0.1:0",
 			"PAYSVC_ENGINE_SESSION_TIMEOUT=2s",
 			"PAYSVC_INSTANCE_ID="+id,
-			"PAYSVC_LOG_LEVEL=warn",
+			"PAYSVC_LOG_LEVEL=info",
 			fmt.Sprintf("PAYSVC_COMMAND_PARTITIONS=%d", fb.api.Config.CommandPartitions),
 		)
 		logf, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
@@ -212,6 +212,9 @@ func TestEngineProcessKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
+		if os.Getenv("PAYSVC_TEST_LOG") != "" {
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

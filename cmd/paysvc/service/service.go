@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		if err != nil {
 			return nil, err
 		}
-		s.goRun(func() error { defer e.Stop(); return e.Run(runCtx) })
+		s.goRun(func() error { return e.Run(runCtx) })
 	}
 
 	mux := http.NewServeMux()
