@@ -43,9 +43,12 @@ type Config struct {
 	InstanceID        string
 	SessionTimeout    time.Duration // engine consumer-group session
 	KafkaSyncWrites   bool          // embedded Kafka fsyncs every produce
-	LogLevel          slog.Level
-	LogFormat         string // auto, json or text
-	API               api.Config
+	// AcceptCommandLogReset lets an engine start on a command log that is behind the
+	// stored offsets (a deliberately wiped Kafka), moving the offsets to its end.
+	AcceptCommandLogReset bool
+	LogLevel              slog.Level
+	LogFormat             string // auto, json or text
+	API                   api.Config
 }
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
@@ -73,17 +76,18 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	host, _ := os.Hostname()
 	c := Config{
-		HTTPAddr:          get("PAYSVC_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:       get("PAYSVC_DATABASE_URL", DefaultDatabaseURL),
-		KafkaPort:         int(num("PAYSVC_KAFKA_PORT", 9092)),
-		DataDir:           get("PAYSVC_DATA_DIR", ".data"),
-		Environment:       get("PAYSVC_ENVIRONMENT", "sandbox"),
-		Roles:             splitList(get("PAYSVC_ROLES", strings.Join(AllRoles, ","))),
-		CommandPartitions: int32(num("PAYSVC_COMMAND_PARTITIONS", 8)),
-		InstanceID:        get("PAYSVC_INSTANCE_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(ids.Alias(4)))),
-		SessionTimeout:    dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
-		KafkaSyncWrites:   get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
-		LogFormat:         get("PAYSVC_LOG_FORMAT", "auto"),
+		HTTPAddr:              get("PAYSVC_HTTP_ADDR", "127.0.0.1:8080"),
+		DatabaseURL:           get("PAYSVC_DATABASE_URL", DefaultDatabaseURL),
+		KafkaPort:             int(num("PAYSVC_KAFKA_PORT", 9092)),
+		DataDir:               get("PAYSVC_DATA_DIR", ".data"),
+		Environment:           get("PAYSVC_ENVIRONMENT", "sandbox"),
+		Roles:                 splitList(get("PAYSVC_ROLES", strings.Join(AllRoles, ","))),
+		CommandPartitions:     int32(num("PAYSVC_COMMAND_PARTITIONS", 8)),
+		InstanceID:            get("PAYSVC_INSTANCE_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(ids.Alias(4)))),
+		SessionTimeout:        dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
+		KafkaSyncWrites:       get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
+		AcceptCommandLogReset: get("PAYSVC_ACCEPT_COMMAND_LOG_RESET", "false") == "true",
+		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
 		API: api.Config{
 			RateLimit:      num("PAYSVC_RATE_LIMIT", 1000),
 			RateBurst:      int(num("PAYSVC_RATE_BURST", 2000)),

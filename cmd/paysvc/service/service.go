@@ -86,6 +86,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		return nil, err
 	}
 
+	if cfg.Has(RoleEngine) {
+		if err := checkCommandLog(ctx, s.DB, s.producer, cfg.AcceptCommandLogReset, log); err != nil {
+			return nil, err
+		}
+	}
+
 	runCtx, stop := context.WithCancel(context.Background())
 	s.cancel = stop
 	wake := func() {}
