@@ -1,9 +1,16 @@
 package api
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+
+	"github.com/lib/pq"
 
 	"github.com/labstack/echo/v4"
 )
@@ -74,6 +81,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case errors.As(err, &ae):
 	case errors.As(err, &he):
 		ae = fromEcho(he)
+	case dependencyDown(err):
+		s.log.Warn("dependency unavailable", "request_id", requestID(c), "route", c.Path(), "err", err)
+		ae = unavailable()
 	default:
 		s.log.Error("unhandled error", "request_id", requestID(c), "route", c.Path(), "err", err)
 		ae = errInternal
@@ -103,4 +113,23 @@ func fromEcho(he *echo.HTTPError) *Error {
 		return clientError(he.Code, "error", http.StatusText(he.Code)+".")
 	}
 	return errInternal
+}
+
+// dependencyDown reports errors that mean the database could not be reached or
+// dropped the connection: the request changed nothing and may be retried, so it is
+// a 503 with Retry-After rather than an internal error.
+func dependencyDown(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		switch pqErr.Code.Class() {
+		case "08", "57", "53": // connection exception, operator intervention, insufficient resources
+			return true
+		}
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }

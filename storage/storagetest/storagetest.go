@@ -67,6 +67,7 @@ func New(t testing.TB) Schema {
 	}
 	q := u.Query()
 	q.Set("search_path", name)
+	q.Set("application_name", name) // lets a fault test find (and kill) this schema's connections
 	u.RawQuery = q.Encode()
 	if db, err = storage.Open(ctx, u.String(), 10*time.Second); err != nil {
 		t.Fatalf("storagetest: %v", err)

@@ -257,3 +257,41 @@ func TestEngineProcessKilled(t *testing.T) {
 		t.Fatalf("after the kill the survivor should own every partition, owners: %v", owners)
 	}
 }
+
+// The database drops every connection of the service, again and again, in the
+// middle of a load (as a restart or failover does): nothing acknowledged is lost, nothing is
+// applied twice, and clients that retry with their Idempotency-Key get definite
+// answers.
+func TestDatabaseConnectionsKilledMidLoad(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) { c.API.ReplyTimeout = 3 * time.Second })
+	fb := &faultBundle{api: env}
+	fb.provision(t, 3, 4)
+	admin, err := storage.Open(context.Background(), storagetest.URL(t), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	var progress atomic.Int64
+	done := make(chan map[string]money.Amount)
+	go func() { done <- fb.load(t, 600, 16, &progress) }()
+	// From the 100th to the 400th transfer, every 30 ms: connections die in the
+	// middle of batch commits, reads and idempotency writes, not only while idle.
+	killed := 0
+	waitFor(t, &progress, 100)
+	for progress.Load() < 400 {
+		var n int
+		if err := admin.Get(&n, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
+			env.Schema.Name); err != nil {
+			t.Fatal(err)
+		}
+		killed += n
+		time.Sleep(30 * time.Millisecond)
+	}
+	model := <-done
+	if killed == 0 {
+		t.Fatal("no connection was killed: the test proved nothing")
+	}
+	fb.verify(t, model)
+}
