@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -121,6 +122,9 @@ func (s *Server) createWallet(c echo.Context) error {
 	label, err := b.str("label", true, 100, labelPattern)
 	if err != nil {
 		return err
+	}
+	if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(label)), "SETTLEMENT") {
+		return invalid("label", "Labels starting with SETTLEMENT are reserved for settlement wallets.")
 	}
 	canDisburse, err := b.boolean("can_disburse", false)
 	if err != nil {

@@ -69,6 +69,37 @@ func TestWallets(t *testing.T) {
 		}
 		errorBody(t, r)
 	})
+	t.Run("SettlementWalletWhenFirstNeeded", func(t *testing.T) {
+		count := func(currency string) int {
+			var l struct{ Results []map[string]any }
+			b.get("/api/v1/wallets/?page_size=500").JSON(t, &l)
+			n := 0
+			for _, w := range l.Results {
+				if w["wallet_type"] == "SETTLEMENT" && w["currency"] == currency {
+					n++
+					if w["label"] != "SETTLEMENT "+currency {
+						t.Fatalf("settlement label %v", w["label"])
+					}
+				}
+			}
+			return n
+		}
+		if count("GBP") != 0 {
+			t.Fatal("a GBP settlement wallet exists before any GBP wallet")
+		}
+		b.wallet(t, "GBP", "Pounds-1")
+		b.wallet(t, "GBP", "Pounds-2")
+		if n := count("GBP"); n != 1 {
+			t.Fatalf("%d GBP settlement wallets after two GBP wallets, want 1", n)
+		}
+		if n := count("KES"); n != 1 {
+			t.Fatalf("%d KES settlement wallets, want the one made with the merchant", n)
+		}
+		r := b.post("/api/v1/wallets/", map[string]any{"currency": "EUR", "wallet_type": "WORKING", "label": "settlement eur"})
+		if _, _, attr := errorBody(t, r); r.Status != 400 || attr != "label" {
+			t.Fatalf("reserved label: %d %s", r.Status, r.Body)
+		}
+	})
 	t.Run("GetBothSlashForms", func(t *testing.T) {
 		for _, p := range []string{"/api/v1/wallets/" + b.settlement, "/api/v1/wallets/" + b.settlement + "/"} {
 			r := b.get(p)

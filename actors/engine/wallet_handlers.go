@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"paysvc/actors/ids"
 	"paysvc/actors/ledger"
@@ -118,7 +119,45 @@ func (e *Engine) createWallet(ctx context.Context, p *partition, b *batch, c *to
 	}
 	b.newLabels[key] = true
 	b.touch(resp.Before, resp.Result.State)
+	if err := e.ensureSettlement(ctx, p, b, c, in.Currency); err != nil {
+		return topics.Reply{}, err
+	}
 	return topics.Reply{Result: mustJSON(resp.Result.State.View())}, nil
+}
+
+// SettlementLabel is the label of the service-made settlement wallet of a currency;
+// merchants cannot use labels starting with SETTLEMENT.
+func SettlementLabel(currency string) string { return "SETTLEMENT " + currency }
+
+// ensureSettlement opens the merchant's settlement wallet of a currency, in the same
+// batch, the first time the merchant needs one (the KES one exists from the start).
+func (e *Engine) ensureSettlement(ctx context.Context, p *partition, b *batch, c *topics.Command, currency string) error {
+	key := labelKey(c.MerchantID, currency, SettlementLabel(currency))
+	if b.newLabels[key] || p.inflightLabels[key] {
+		return nil
+	}
+	if _, err := storage.SettlementWallet(ctx, e.db, c.MerchantID, currency); err == nil {
+		return nil
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	id := ids.Derive(10, c.ID, "settlement", currency)
+	ref := e.spawn(p, wallet.State{WalletID: id})
+	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Open{
+			WalletID: id, MerchantID: c.MerchantID, Currency: currency, WalletType: wallet.TypeSettlement,
+			Label: SettlementLabel(currency), At: b.at,
+		}}
+	})
+	if err != nil {
+		return err
+	}
+	if resp.Err != nil {
+		return fmt.Errorf("open %s settlement wallet: %w", currency, resp.Err)
+	}
+	b.newLabels[key] = true
+	b.touch(resp.Before, resp.Result.State)
+	return nil
 }
 
 func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
