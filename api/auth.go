@@ -183,17 +183,26 @@ func (a *authenticator) verify(ctx context.Context, key, kind string) (*Principa
 // authSecret requires a secret key (Bearer).
 func (s *Server) authSecret(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		tok, e := bearer(c.Request())
-		if e != nil {
+		if e := s.verifyBearer(c); e != nil {
 			return e
 		}
-		p, e := s.auth.verify(c.Request().Context(), tok, "secret")
-		if e != nil {
-			return e
-		}
-		c.Set(ctxPrincipal, p)
 		return next(c)
 	}
+}
+
+// verifyBearer authenticates the Authorization header's secret key and records the
+// principal on the request.
+func (s *Server) verifyBearer(c echo.Context) *Error {
+	tok, e := bearer(c.Request())
+	if e != nil {
+		return e
+	}
+	p, e := s.auth.verify(c.Request().Context(), tok, "secret")
+	if e != nil {
+		return e
+	}
+	c.Set(ctxPrincipal, p)
+	return nil
 }
 
 // authSandboxSecret is authSecret for sandbox-only helpers: they do not exist on a
@@ -213,15 +222,9 @@ func (s *Server) authSandboxSecret(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) authPublicOrSecret(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if c.Request().Header.Get("Authorization") != "" {
-			tok, e := bearer(c.Request())
-			if e != nil {
+			if e := s.verifyBearer(c); e != nil {
 				return e
 			}
-			p, e := s.auth.verify(c.Request().Context(), tok, "secret")
-			if e != nil {
-				return e
-			}
-			c.Set(ctxPrincipal, p)
 			return next(c)
 		}
 		pk := publicKey(c)

@@ -227,16 +227,22 @@ func (e *Engine) dropPartitionLocked(p *partition) {
 	e.resetActors(p)
 }
 
-// settleAll notices commits that finished, failed ones especially, on partitions
-// that received nothing this poll (a failed commit is otherwise only seen when the
-// next batch arrives).
-func (e *Engine) settleAll(ctx context.Context) {
+// owned lists the partitions owned now; callers lock each one themselves.
+func (e *Engine) owned() []*partition {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	parts := make([]*partition, 0, len(e.parts))
 	for _, p := range e.parts {
 		parts = append(parts, p)
 	}
-	e.mu.Unlock()
+	return parts
+}
+
+// settleAll notices commits that finished, failed ones especially, on partitions
+// that received nothing this poll (a failed commit is otherwise only seen when the
+// next batch arrives).
+func (e *Engine) settleAll(ctx context.Context) {
+	parts := e.owned()
 	for _, p := range parts {
 		p.mu.Lock()
 		if !p.dropped {
@@ -247,12 +253,7 @@ func (e *Engine) settleAll(ctx context.Context) {
 }
 
 func (e *Engine) passivate(idleSince time.Time) {
-	e.mu.Lock()
-	parts := make([]*partition, 0, len(e.parts))
-	for _, p := range e.parts {
-		parts = append(parts, p)
-	}
-	e.mu.Unlock()
+	parts := e.owned()
 	for _, p := range parts {
 		p.mu.Lock()
 		if p.inflight != nil {
