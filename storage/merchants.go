@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -87,9 +88,11 @@ func KeyByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (APIKey,
 	return k, nil
 }
 
-// RevokeKey revokes every key whose id starts with prefix; an ambiguous prefix
-// (matching more than one live key) revokes nothing and is an error.
+// RevokeKey revokes the live key whose id starts with prefix, or whose full text is
+// prefix (checked against the stored hash); an ambiguous prefix (matching more than
+// one live key) revokes nothing and is an error.
 func RevokeKey(ctx context.Context, db *sqlx.DB, prefix string) (string, error) {
+	full := sha256.Sum256([]byte(prefix))
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return "", err
@@ -97,7 +100,7 @@ func RevokeKey(ctx context.Context, db *sqlx.DB, prefix string) (string, error) 
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var ids []string
 	if err := tx.SelectContext(ctx, &ids, `SELECT key_id FROM api_keys
-		WHERE (starts_with(key_id, $1) OR starts_with($1, key_id)) AND revoked_at IS NULL FOR UPDATE`, prefix); err != nil {
+		WHERE (starts_with(key_id, $1) OR key_hash = $2) AND revoked_at IS NULL FOR UPDATE`, prefix, full[:]); err != nil {
 		return "", fmt.Errorf("find key: %w", err)
 	}
 	switch len(ids) {

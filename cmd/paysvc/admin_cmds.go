@@ -6,34 +6,52 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"
 )
 
-func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageError{"usage: paysvc merchant create|disable|enable ..."}
-	}
+// keyRef is what `key revoke` accepts: at least a key id's worth of the key (the
+// prefix and 8 or more of its random hex characters), never a bare prefix.
+var keyRef = regexp.MustCompile(`^IS(SecretKey|PubKey)_(test|live)_[0-9a-f]{8,}$`)
+
+func openMigrated(ctx context.Context, cfg service.Config) (*sqlx.DB, error) {
 	db, err := storage.Open(ctx, cfg.DatabaseURL, 10*time.Second)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
 	if _, err := storage.Migrate(ctx, db); err != nil {
-		return err
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Arguments are checked before the database is touched: a usage error changes nothing.
+func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"usage: paysvc merchant create|disable|enable ..."}
 	}
 	switch args[0] {
 	case "create":
 		fs := flag.NewFlagSet("merchant create", flag.ContinueOnError)
+		fs.SetOutput(stderr)
 		name := fs.String("name", "", "merchant name")
 		env := fs.String("environment", cfg.Environment, "sandbox or live (keys are bound to it)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return usageError{err.Error()}
 		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
 		created, err := admin.CreateMerchant(ctx, db, *name, *env)
 		if err != nil {
 			return err
@@ -43,6 +61,11 @@ func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout 
 		if len(args) != 2 {
 			return usageError{"usage: paysvc merchant " + args[0] + " MERCHANT_ID"}
 		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
 		ok, err := storage.SetMerchantEnabled(ctx, db, args[1], args[0] == "enable")
 		if err != nil {
 			return err
@@ -55,18 +78,14 @@ func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout 
 	return usageError{"usage: paysvc merchant create|disable|enable ..."}
 }
 
-func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout io.Writer) error {
+func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"usage: paysvc key create|revoke ..."}
 	}
-	db, err := storage.Open(ctx, cfg.DatabaseURL, 10*time.Second)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	switch args[0] {
 	case "create":
 		fs := flag.NewFlagSet("key create", flag.ContinueOnError)
+		fs.SetOutput(stderr)
 		merchant := fs.String("merchant", "", "merchant id")
 		perms := fs.String("permissions", "", "comma-separated: add_files, view_files, change_files")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -78,15 +97,25 @@ func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout io.Wr
 				list = append(list, p)
 			}
 		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
 		k, err := admin.CreateKey(ctx, db, *merchant, list)
 		if err != nil {
 			return err
 		}
 		return printJSON(stdout, k)
 	case "revoke":
-		if len(args) != 2 || len(args[1]) < 16 {
-			return usageError{"usage: paysvc key revoke KEYPREFIX (the key id printed at creation, or more of the key)"}
+		if len(args) != 2 || !keyRef.MatchString(args[1]) {
+			return usageError{"usage: paysvc key revoke KEYPREFIX (the key id printed at creation, or the whole key)"}
 		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
 		id, err := storage.RevokeKey(ctx, db, args[1])
 		if errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("no live key starts with %q", args[1])

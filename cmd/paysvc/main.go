@@ -56,6 +56,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) < 2 {
 		return usageError{usage}
 	}
+	switch args[1] {
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage) // even with a broken configuration
+		return nil
+	}
 	cfg, err := service.FromEnv(getenv)
 	if err != nil {
 		return err
@@ -64,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd, rest := args[1], args[2:]
 	switch cmd {
 	case "serve":
-		return serve(ctx, cfg, log, rest)
+		return serve(ctx, cfg, log, rest, stderr)
 	case "migrate":
 		db, err := storage.Open(ctx, cfg.DatabaseURL, 30*time.Second)
 		if err != nil {
@@ -77,9 +82,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return printJSON(stdout, map[string]any{"applied": applied})
 	case "merchant":
-		return merchantCmd(ctx, cfg, rest, stdout)
+		return merchantCmd(ctx, cfg, rest, stdout, stderr)
 	case "key":
-		return keyCmd(ctx, cfg, rest, stdout)
+		return keyCmd(ctx, cfg, rest, stdout, stderr)
 	case "ledger":
 		if len(rest) != 1 || rest[0] != "check" {
 			return usageError{"usage: paysvc ledger check"}
@@ -87,9 +92,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return ledgerCheck(ctx, cfg, stdout)
 	case "bench":
 		return benchCmd(ctx, cfg, log, rest, stdout)
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, usage)
-		return nil
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}
@@ -113,8 +115,9 @@ func newLogger(cfg service.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []string) error {
+func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: api, engine, relay")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -64,7 +65,7 @@ func hash(key string) []byte {
 // settlement wallet, in one transaction.
 func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 200 {
+	if name == "" || utf8.RuneCountInString(name) > 200 {
 		return Created{}, errors.New("--name is required (at most 200 characters)")
 	}
 	if env != "sandbox" && env != "live" {
@@ -108,11 +109,18 @@ func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []stri
 	if len(perms) == 0 {
 		return Key{}, errors.New("--permissions: at least one of add_files, view_files, change_files")
 	}
+	seen := map[string]bool{}
+	unique := perms[:0:0]
 	for _, p := range perms {
 		if !Permissions[p] {
 			return Key{}, fmt.Errorf("--permissions: unknown permission %q (known: add_files, view_files, change_files)", p)
 		}
+		if !seen[p] {
+			seen[p] = true
+			unique = append(unique, p)
+		}
 	}
+	perms = unique
 	m, err := storage.GetMerchant(ctx, db, merchantID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return Key{}, fmt.Errorf("merchant %q not found", merchantID)
