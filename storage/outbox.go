@@ -51,3 +51,14 @@ func OutboxBacklog(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
+
+// DeadLetter moves an event Kafka refused for good out of the outbox, with why.
+func DeadLetter(ctx context.Context, ext Execer, outboxID int64, reason string) error {
+	_, err := ext.ExecContext(ctx, `WITH moved AS (DELETE FROM outbox WHERE outbox_id = $1 RETURNING *)
+		INSERT INTO outbox_dead (outbox_id, event_id, topic, record_key, merchant_id, body, created_at, error)
+		SELECT outbox_id, event_id, topic, record_key, merchant_id, body, created_at, $2 FROM moved`, outboxID, reason)
+	if err != nil {
+		return fmt.Errorf("dead-letter event: %w", err)
+	}
+	return nil
+}

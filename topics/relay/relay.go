@@ -6,6 +6,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/storage"
@@ -31,6 +33,10 @@ var (
 		Name: "paysvc_relay_outbox_backlog_events",
 		Help: "Outbox events committed but not yet published.",
 	})
+	deadLetters = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_relay_dead_letters_total",
+		Help: "Events Kafka refused for good, moved to outbox_dead (each one needs an operator).",
+	})
 	leader = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "paysvc_relay_leader",
 		Help: "1 while this instance is the active relay.",
@@ -46,7 +52,10 @@ type Relay struct {
 	batch int
 }
 
-// New makes a relay producing with cl.
+// New makes a relay producing with cl. The client must retry retriable errors
+// without limit (kgo's default: no RecordRetries limit, no RecordDeliveryTimeout):
+// a client that gives up on a record can fail a partition's first batch and deliver
+// its next, and the republished events would land out of order.
 func New(db *sqlx.DB, cl *kgo.Client, log *slog.Logger) *Relay {
 	return &Relay{db: db, cl: cl, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 500}
 }
@@ -127,14 +136,34 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn) (int, error) {
 		return 0, err
 	}
 	krecs := make([]*kgo.Record, len(recs))
-	ids := make([]int64, len(recs))
+	index := make(map[*kgo.Record]int, len(recs)) // results come back in completion order
 	for i, o := range recs {
 		krecs[i] = &kgo.Record{Topic: o.Topic, Key: []byte(o.RecordKey), Value: o.Body,
 			Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(o.EventID)}, {Key: "merchant_id", Value: []byte(o.MerchantID)}}}
-		ids[i] = o.OutboxID
+		index[krecs[i]] = i
 	}
-	if err := r.cl.ProduceSync(ctx, krecs...).FirstErr(); err != nil {
-		return 0, fmt.Errorf("produce events: %w", err)
+	results := r.cl.ProduceSync(ctx, krecs...)
+	var retry error
+	ids := make([]int64, 0, len(recs))
+	for _, res := range results {
+		i := index[res.Record]
+		switch {
+		case res.Err == nil:
+			ids = append(ids, recs[i].OutboxID)
+		case refusedForGood(res.Err):
+			r.log.Error("event refused by Kafka for good; moved to outbox_dead", "event_id", recs[i].EventID,
+				"topic", recs[i].Topic, "bytes", len(recs[i].Body), "err", res.Err)
+			if err := storage.DeadLetter(ctx, conn, recs[i].OutboxID, res.Err.Error()); err != nil {
+				return 0, err
+			}
+			deadLetters.Inc()
+		default:
+			retry = res.Err
+		}
+	}
+	if retry != nil {
+		// Delivered ones go again with the rest: consumers dedupe on event_id.
+		return 0, fmt.Errorf("produce events: %w", retry)
 	}
 	if err := storage.MarkPublished(ctx, conn, ids); err != nil {
 		return 0, err // published but not marked: they go again, consumers dedupe on event_id
@@ -143,6 +172,13 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn) (int, error) {
 		published.WithLabelValues(o.Topic).Inc()
 	}
 	return len(recs), nil
+}
+
+// refusedForGood reports errors that no retry can fix: the record itself is
+// unacceptable to the broker.
+func refusedForGood(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) ||
+		errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
 }
 
 func (r *Relay) watchBacklog(ctx context.Context) {
