@@ -137,8 +137,11 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 	}
 	pr, err := e.applyBatch(ctx, p, todo)
 	if err != nil {
-		e.settle(ctx, p, true)
-		e.failed(ctx, p, err)
+		// Wait for the commit in flight first: if it failed too, settle has already
+		// reset the partition.
+		if e.settle(ctx, p, true) {
+			e.failed(ctx, p, err)
+		}
 		return
 	}
 	// One commit at a time, in order: this batch's commit waits for the previous one.
