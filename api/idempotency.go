@@ -70,7 +70,8 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		// so the key is released for a retry instead.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if status := c.Response().Status; status < 500 {
+		// 499 (the client went away while waiting) is an unknown outcome too.
+		if status := c.Response().Status; status < 500 && status != 499 {
 			if err := storage.CompleteIdempotent(bg, s.idemDB, p.MerchantID, key, status, capture.buf.Bytes()); err != nil {
 				s.log.Error("idempotency complete", "request_id", requestID(c), "err", err)
 			}
