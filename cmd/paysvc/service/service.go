@@ -121,6 +121,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		if s.idemDB, err = storage.Open(ctx, idemURL, 30*time.Second); err != nil {
 			return nil, err
 		}
+		s.goRun(func() error { return pruneIdempotency(runCtx, s.idemDB, cfg.API.IdempotencyTTL, log) })
 		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Hub: s.hub, Log: log, Ready: s.ready.Load})
 		mux.Handle("/", a.Handler())
 	} else {
@@ -145,6 +146,25 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.ready.Store(true)
 	log.Info("paysvc serving", "addr", s.Addr, "roles", cfg.Roles, "environment", cfg.Environment, "instance", cfg.InstanceID)
 	return s, nil
+}
+
+// pruneIdempotency deletes Idempotency-Key records older than their retention, every
+// ten minutes; several instances doing it at once is harmless.
+func pruneIdempotency(ctx context.Context, db *sqlx.DB, ttl time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if n, err := storage.PruneIdempotency(ctx, db, ttl); err != nil && ctx.Err() == nil {
+			log.Warn("prune idempotency keys", "err", err)
+		} else if n > 0 {
+			log.Info("pruned idempotency keys", "deleted", n)
+		}
+	}
 }
 
 func (s *Service) goRun(f func() error) {
