@@ -100,6 +100,12 @@ func (r *Relay) lead(ctx context.Context) error {
 		return nil
 	}
 	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, leaderLock) //nolint:errcheck // released with the connection anyway
+	// The outbox is small but churns: the planner's sequential scan reads every dead
+	// row until autovacuum, while the primary-key scan skips them once marked dead.
+	if _, err := conn.ExecContext(ctx, `SET enable_seqscan = off`); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.Background(), `RESET enable_seqscan`) //nolint:errcheck // the pool reuses this connection
 	leader.Set(1)
 	idle := time.NewTicker(200 * time.Millisecond)
 	defer idle.Stop()
