@@ -86,6 +86,7 @@ var replyStatus = map[string]int{
 	"currency_mismatch":     http.StatusBadRequest,
 	"same_wallet":           http.StatusBadRequest,
 	"label_taken":           http.StatusBadRequest,
+	"wallet_not_kes":        http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.

@@ -14,6 +14,7 @@ import (
 
 	"paysvc/actors/ids"
 	"paysvc/actors/replies"
+	"paysvc/actors/tariff"
 )
 
 // Context keys.
@@ -33,6 +34,7 @@ type Config struct {
 	MaxInFlight    int           // commands waiting for replies, per instance
 	IdempotencyTTL time.Duration // how long Idempotency-Key records are kept
 	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
+	Fees           *tariff.Schedule
 }
 
 func (c *Config) defaults() {
@@ -56,6 +58,9 @@ func (c *Config) defaults() {
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
+	}
+	if c.Fees == nil {
+		c.Fees = tariff.DefaultSchedule()
 	}
 }
 
@@ -126,6 +131,8 @@ func (s *Server) routes(e *echo.Echo) {
 	w.GET("/:wallet_id/transactions", s.walletTransactions)
 	w.POST("/:wallet_id/intra_transfer", s.intraTransfer, s.idempotent)
 	v1.POST("/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, s.authSandboxSecret, s.idempotent)
+	v1.POST("/payment/mpesa-stk-push", s.stkPush, s.authPublicOrSecret, s.idempotent)
+	v1.POST("/payment/status", s.paymentStatus, s.authPublicOrSecret)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }
 

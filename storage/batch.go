@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/wallet"
 )
@@ -82,6 +84,13 @@ type Batch struct {
 	Entries    []EntryWrite
 	Processed  []Processed
 	Outbox     []OutboxEvent
+	Invoices   []InvoiceWrite
+}
+
+// InvoiceWrite is an invoice snapshot to store; PrevVersion 0 inserts it.
+type InvoiceWrite struct {
+	State       invoice.State
+	PrevVersion int64
 }
 
 // EntryWrite is a ledger entry with the command that made it.
@@ -121,13 +130,18 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 	}
-	_, err := db.ExecContext(ctx, commitBatchSQL,
+	iv, err := invoiceArrays(b.Invoices)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, commitBatchSQL,
 		b.Topic, b.Partition, b.Epoch, b.NextOffset, b.At,
 		nw.ids, nw.merchants, nw.currencies, nw.types, nw.labels, nw.disburse, nw.current, nw.available, nw.versions, nw.created, nw.updated,
 		uw.ids, uw.current, uw.available, uw.versions, prev, uw.updated, uw.labels, uw.disburse,
 		e.txn, e.cmd, e.merchant, e.account, e.wallet, e.currency, e.amount, e.running, e.transType, e.narrative,
 		cID, cMerchant, cType, cOffset, cReply,
-		oID, oTopic, oKey, oMerchant, oBody)
+		oID, oTopic, oKey, oMerchant, oBody,
+		iv.ids, iv.merchants, iv.states, iv.refs, iv.checkouts, iv.versions, iv.prev, iv.data, iv.created, iv.updated)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
@@ -148,7 +162,8 @@ const commitBatchSQL = `SELECT paysvc_commit_batch($1, $2, $3, $4, $5,
 	$17, $18, $19, $20, $21, $22, $23, $24,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
 	$35, $36, $37, $38, $39,
-	$40, $41, $42, $43, $44)`
+	$40, $41, $42, $43, $44,
+	$45, $46, $47, $48, $49, $50, $51, $52, $53, $54)`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated pq.StringArray
@@ -232,4 +247,27 @@ func ProcessedReply(ctx context.Context, q sqlx.QueryerContext, merchantID, comm
 		return nil, false, fmt.Errorf("processed reply: %w", err)
 	}
 	return reply, true, nil
+}
+
+type invoiceCols struct {
+	ids, merchants, states, refs, checkouts, data, created, updated pq.StringArray
+	versions, prev                                                  pq.Int64Array
+}
+
+func invoiceArrays(ws []InvoiceWrite) (invoiceCols, error) {
+	n := len(ws)
+	c := invoiceCols{make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
+		make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
+		make(pq.Int64Array, n), make(pq.Int64Array, n)}
+	for i, w := range ws {
+		s := w.State
+		data, err := json.Marshal(s)
+		if err != nil {
+			return c, fmt.Errorf("batch: invoice %s: %w", s.InvoiceID, err)
+		}
+		c.ids[i], c.merchants[i], c.states[i], c.refs[i], c.checkouts[i] = s.InvoiceID, s.MerchantID, s.State, s.APIRef, s.CheckoutRequestID
+		c.data[i], c.versions[i], c.prev[i] = string(data), s.Version, w.PrevVersion
+		c.created[i], c.updated[i] = s.CreatedAt.UTC().Format(time.RFC3339Nano), s.UpdatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return c, nil
 }

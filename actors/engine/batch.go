@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/wallet"
 	"paysvc/storage"
@@ -22,6 +23,19 @@ type batch struct {
 	entries   []storage.EntryWrite
 	outbox    []storage.OutboxEvent
 	newLabels map[string]bool // merchant/currency/label of wallets opened in this batch
+	invoices  map[string]*storage.InvoiceWrite
+	invOrder  []string
+}
+
+// touchInvoice is touch for invoices.
+func (b *batch) touchInvoice(before, after invoice.State) {
+	w, ok := b.invoices[after.InvoiceID]
+	if !ok {
+		w = &storage.InvoiceWrite{PrevVersion: before.Version}
+		b.invoices[after.InvoiceID] = w
+		b.invOrder = append(b.invOrder, after.InvoiceID)
+	}
+	w.State = after
 }
 
 // touch records a wallet's new state, remembering the version the batch started
@@ -58,7 +72,8 @@ type prepared struct {
 func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record) (*prepared, error) {
 	// Postgres keeps microseconds: truncating here makes replies, events and later
 	// reads show the same timestamps.
-	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
+	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{},
+		invoices: map[string]*storage.InvoiceWrite{}}
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
 	var ids []string
@@ -141,6 +156,9 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 	for _, id := range b.order {
 		sb.Wallets = append(sb.Wallets, *b.wallets[id])
 	}
+	for _, id := range b.invOrder {
+		sb.Invoices = append(sb.Invoices, *b.invoices[id])
+	}
 	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels}
 	for _, c := range cmds {
 		if c != nil && !c.IssuedAt.IsZero() {
@@ -189,6 +207,30 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 				want[c.MerchantID] = map[string]bool{}
 			}
 			want[c.MerchantID][id] = true
+		}
+	}
+	wantInv := map[string][]string{}
+	for i, c := range cmds {
+		if c == nil || done[c.ID] != nil {
+			continue
+		}
+		for _, id := range invoiceIDs(payloads[i]) {
+			if ref, live := p.invoices[id]; live {
+				ref.lastUsed = time.Now()
+				continue
+			}
+			wantInv[c.MerchantID] = append(wantInv[c.MerchantID], id)
+		}
+	}
+	for merchant, list := range wantInv {
+		found, err := storage.LoadInvoices(ctx, e.db, merchant, list)
+		if err != nil {
+			return err
+		}
+		for _, s := range found {
+			if _, live := p.invoices[s.InvoiceID]; !live {
+				e.spawnInvoice(p, s)
+			}
 		}
 	}
 	for merchant, set := range want {

@@ -261,11 +261,13 @@ func (e *Engine) passivate(idleSince time.Time) {
 			p.mu.Unlock()
 			continue
 		}
-		for id, ref := range p.wallets {
-			if ref.lastUsed.Before(idleSince) {
-				e.actors.Poison(ref.pid)
-				delete(p.wallets, id)
-				e.live.Add(-1)
+		for _, m := range []map[string]*actorRef{p.wallets, p.invoices} {
+			for id, ref := range m {
+				if ref.lastUsed.Before(idleSince) {
+					e.actors.Poison(ref.pid)
+					delete(m, id)
+					e.live.Add(-1)
+				}
 			}
 		}
 		p.mu.Unlock()

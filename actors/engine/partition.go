@@ -12,6 +12,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/invoice"
 	"paysvc/actors/replies"
 	"paysvc/actors/wallet"
 	"paysvc/storage"
@@ -38,8 +39,10 @@ type partition struct {
 	dropped     bool
 	failures    int // consecutive failed commits, for backoff
 	gen         int // bumps on every reset so new actors get fresh hollywood ids
-	wallets     map[string]*walletRef
+	wallets     map[string]*actorRef
 	replyCh     chan wallet.Response
+	invoices    map[string]*actorRef
+	invReplyCh  chan invoice.Response
 	inflight    *inflightCommit
 	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
 	// labels of wallets opened by the batch in flight: not in the table yet, but taken
@@ -54,41 +57,74 @@ type inflightCommit struct {
 	ids  []string
 }
 
-type walletRef struct {
+type actorRef struct {
 	pid      *actor.PID
 	lastUsed time.Time
 }
 
 func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1,
-		wallets: map[string]*walletRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{}}
+		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{},
+		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16)}
 }
 
 // resetActors throws away the partition's actors; they rehydrate from Postgres on
 // next use. Called with p.mu held.
 func (e *Engine) resetActors(p *partition) {
-	for id, ref := range p.wallets {
-		e.actors.Poison(ref.pid)
-		delete(p.wallets, id)
-		e.live.Add(-1)
+	for _, m := range []map[string]*actorRef{p.wallets, p.invoices} {
+		for id, ref := range m {
+			e.actors.Poison(ref.pid)
+			delete(m, id)
+			e.live.Add(-1)
+		}
 	}
 	p.gen++
 	liveActors.Set(float64(e.live.Load()))
 }
 
 // spawn starts a wallet actor hydrated from s.
-func (e *Engine) spawn(p *partition, s wallet.State) *walletRef {
+func (e *Engine) spawn(p *partition, s wallet.State) *actorRef {
 	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.WalletID, p.id, p.epoch, p.gen)
-	ref := &walletRef{pid: e.actors.Spawn(wallet.Producer(s), "wallet", actor.WithID(id), actor.WithInboxSize(16)), lastUsed: time.Now()}
+	ref := &actorRef{pid: e.actors.Spawn(wallet.Producer(s), "wallet", actor.WithID(id), actor.WithInboxSize(16)), lastUsed: time.Now()}
 	p.wallets[s.WalletID] = ref
 	e.live.Add(1)
 	liveActors.Set(float64(e.live.Load()))
 	return ref
 }
 
+// spawnInvoice starts an invoice actor hydrated from s.
+func (e *Engine) spawnInvoice(p *partition, s invoice.State) *actorRef {
+	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.InvoiceID, p.id, p.epoch, p.gen)
+	ref := &actorRef{pid: e.actors.Spawn(invoice.Producer(s), "invoice", actor.WithID(id), actor.WithInboxSize(16)), lastUsed: time.Now()}
+	p.invoices[s.InvoiceID] = ref
+	e.live.Add(1)
+	liveActors.Set(float64(e.live.Load()))
+	return ref
+}
+
+// askInvoice is ask for invoice actors.
+func (e *Engine) askInvoice(p *partition, ref *actorRef, build func(corr uint64, reply chan<- invoice.Response) any) (invoice.Response, error) {
+	corr := e.corr.Add(1)
+	ref.lastUsed = time.Now()
+	e.actors.Send(ref.pid, build(corr, p.invReplyCh))
+	timer := time.NewTimer(e.cfg.ActorTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-p.invReplyCh:
+			if r.CorrID != corr {
+				continue
+			}
+			return r, nil
+		case <-timer.C:
+			return invoice.Response{}, errActorTimeout
+		}
+	}
+}
+
 // ask sends one message to an actor and waits for the answer with our correlation id.
 // At most one message per actor is ever in flight, so mailboxes stay bounded.
-func (e *Engine) ask(p *partition, ref *walletRef, build func(corr uint64, reply chan<- wallet.Response) any) (wallet.Response, error) {
+func (e *Engine) ask(p *partition, ref *actorRef, build func(corr uint64, reply chan<- wallet.Response) any) (wallet.Response, error) {
 	corr := e.corr.Add(1)
 	ref.lastUsed = time.Now()
 	e.actors.Send(ref.pid, build(corr, p.replyCh))

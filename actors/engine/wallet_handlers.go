@@ -39,6 +39,10 @@ func decodePayload(c *topics.Command) any {
 		v = &topics.WalletDeposit{}
 	case topics.CmdWalletTransfer:
 		v = &topics.WalletTransferCmd{}
+	case topics.CmdInvoiceSTKPush:
+		v = &topics.InvoiceSTKPush{}
+	case topics.CmdInvoiceProviderResult:
+		v = &topics.ProviderResult{}
 	default:
 		return nil
 	}
@@ -57,6 +61,10 @@ func walletIDs(payload any) []string {
 		return []string{p.WalletID}
 	case *topics.WalletTransferCmd:
 		return []string{p.From, p.To}
+	case *topics.InvoiceSTKPush:
+		if p.WalletID != "" {
+			return []string{p.WalletID}
+		}
 	}
 	return nil
 }
@@ -74,9 +82,13 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 		return e.deposit(p, b, c, *in)
 	case *topics.WalletTransferCmd:
 		return e.transfer(p, b, c, *in)
+	case *topics.InvoiceSTKPush:
+		return e.stkPush(ctx, p, b, c, *in)
+	case *topics.ProviderResult:
+		return e.providerResult(ctx, p, b, c, *in)
 	}
 	switch c.Type {
-	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer:
+	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer, topics.CmdInvoiceSTKPush, topics.CmdInvoiceProviderResult:
 		return refuse(CodeInvalid, "malformed "+c.Type+" payload", ""), nil
 	}
 	return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil
@@ -263,7 +275,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 	return topics.Reply{Result: mustJSON(wallet.TransferResult{Origin: origin.View(), Destination: dest.View()})}, nil
 }
 
-func (e *Engine) restore(p *partition, ref *walletRef, s wallet.State) error {
+func (e *Engine) restore(p *partition, ref *actorRef, s wallet.State) error {
 	_, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
 		return wallet.Restore{CorrID: corr, State: s, Reply: reply}
 	})

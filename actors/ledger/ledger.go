@@ -13,6 +13,10 @@ import (
 const (
 	// SandboxFunding is where sandbox test deposits come from.
 	SandboxFunding = "system:sandbox_funding"
+	// MpesaClearing is what M-Pesa owes (collections) or is owed (payouts).
+	MpesaClearing = "system:mpesa_clearing"
+	// Fees is the service's fee income.
+	Fees = "system:fees"
 )
 
 // WalletAccount is the ledger account of a wallet.

@@ -19,6 +19,8 @@ func Apply(s State, cmd any) (Result, error) {
 		return applyTransferOut(s, c)
 	case TransferIn:
 		return applyTransferIn(s, c)
+	case Collect:
+		return applyCollect(s, c)
 	default:
 		return Result{}, fmt.Errorf("wallet: unknown command %T", cmd)
 	}
@@ -149,4 +151,25 @@ func applyTransferIn(s State, c TransferIn) (Result, error) {
 	return Result{State: n, Entries: []ledger.Entry{
 		entry(n, c.TransactionID, c.Amount, TransTypeTransfer, c.Narrative),
 	}}, nil
+}
+
+func applyCollect(s State, c Collect) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	if !validAmount(c.NetAmount, nil) || c.Charges.Sign() < 0 || !c.Value.Equal(c.NetAmount.Add(c.Charges)) || c.Clearing == "" {
+		return Result{}, ErrInvalidAmount
+	}
+	n := credit(s, c.NetAmount)
+	n.UpdatedAt = c.At
+	entries := []ledger.Entry{
+		entry(n, c.TransactionID, c.NetAmount, TransTypeSale, c.Narrative),
+		{TransactionID: c.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
+			Amount: c.Value.Neg(), TransType: TransTypeSale, Narrative: c.Narrative},
+	}
+	if c.Charges.Sign() > 0 {
+		entries = append(entries, ledger.Entry{TransactionID: c.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
+			Currency: s.Currency, Amount: c.Charges, TransType: TransTypeCharge, Narrative: c.Narrative})
+	}
+	return Result{State: n, Entries: entries}, nil
 }

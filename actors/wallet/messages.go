@@ -56,10 +56,25 @@ type TransferIn struct {
 	At            time.Time
 }
 
+// Collect credits the wallet with a completed collection: the provider's clearing
+// account gives Value, the wallet gets NetAmount and the fees account Charges.
+// Collected M-Pesa funds are cleared at once (both balances move).
+type Collect struct {
+	MerchantID     string
+	TransactionID  string
+	Value, Charges money.Amount
+	NetAmount      money.Amount
+	Clearing       string // the provider's clearing account, e.g. ledger.MpesaClearing
+	Narrative      string
+	At             time.Time
+}
+
 // Statement transaction types.
 const (
 	TransTypeDeposit  = "DEPOSIT"
 	TransTypeTransfer = "TRANSFER"
+	TransTypeSale     = "SALE"
+	TransTypeCharge   = "CHARGE"
 )
 
 // Errors of Apply. The engine maps them to stable reply codes.

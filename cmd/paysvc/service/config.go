@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"paysvc/actors/ids"
+	"paysvc/actors/tariff"
 	"paysvc/api"
 )
 
@@ -21,10 +22,11 @@ const (
 	RoleAPI    = "api"
 	RoleEngine = "engine"
 	RoleRelay  = "relay"
+	RoleRails  = "rails"
 )
 
 // AllRoles is what `paysvc serve` runs by default.
-var AllRoles = []string{RoleAPI, RoleEngine, RoleRelay}
+var AllRoles = []string{RoleAPI, RoleEngine, RoleRelay, RoleRails}
 
 // DefaultDatabaseURL is the private cluster that `make run` starts, so admin
 // commands find the same database with no flags.
@@ -49,6 +51,8 @@ type Config struct {
 	LogLevel              slog.Level
 	LogFormat             string // auto, json or text
 	API                   api.Config
+	// SimAcceptDelay and SimFinalDelay pace the sandbox M-Pesa simulator.
+	SimAcceptDelay, SimFinalDelay time.Duration
 }
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
@@ -88,6 +92,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		KafkaSyncWrites:       get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
 		AcceptCommandLogReset: get("PAYSVC_ACCEPT_COMMAND_LOG_RESET", "false") == "true",
 		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
+		SimAcceptDelay:        dur("PAYSVC_SIM_ACCEPT_DELAY", time.Second),
+		SimFinalDelay:         dur("PAYSVC_SIM_FINAL_DELAY", 2*time.Second),
 		API: api.Config{
 			RateLimit:      num("PAYSVC_RATE_LIMIT", 1000),
 			RateBurst:      int(num("PAYSVC_RATE_BURST", 2000)),
@@ -96,6 +102,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			IdempotencyTTL: dur("PAYSVC_IDEMPOTENCY_TTL", 24*time.Hour),
 			MaxInFlight:    int(num("PAYSVC_MAX_IN_FLIGHT", 20000)),
 		},
+	}
+	var err error
+	if c.API.Fees, err = tariff.ParseSchedule(get("PAYSVC_FEES", tariff.DefaultSchedule().String())); err != nil {
+		errs = append(errs, fmt.Errorf("PAYSVC_FEES: %w", err))
 	}
 	if b := get("PAYSVC_KAFKA_BROKERS", ""); b != "" {
 		c.KafkaBrokers = splitList(b)

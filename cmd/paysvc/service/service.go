@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/engine"
+	"paysvc/actors/rails"
+	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/replies"
 	"paysvc/api"
 	"paysvc/storage"
@@ -107,6 +109,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			return nil, err
 		}
 		s.goRun(func() error { return e.Run(runCtx) })
+	}
+
+	if cfg.Has(RoleRails) {
+		if cfg.Environment == "sandbox" {
+			sim := mpesa.NewSimulator(rails.Sink(s.producer), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
+			s.goRun(func() error { defer sim.Close(); return rails.Run(runCtx, s.Brokers, sim, log) })
+		} else {
+			// Nothing is lost: prompts wait in their topic until a rails role with a
+			// live adapter consumes them.
+			log.Error("rails role: no live M-Pesa adapter is wired yet; STK requests wait in " + topics.RailsMpesaSTKTopic)
+		}
 	}
 
 	mux := http.NewServeMux()

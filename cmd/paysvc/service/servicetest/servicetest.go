@@ -45,6 +45,7 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.API.RateLimit = 0
 	cfg.API.ReplyTimeout = 15 * time.Second
 	cfg.CommandPartitions = 4
+	cfg.SimAcceptDelay, cfg.SimFinalDelay = 20*time.Millisecond, 40*time.Millisecond
 	return cfg
 }
 

@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/invoice"
+	"paysvc/actors/ledger"
+	"paysvc/actors/wallet"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// Reply codes of collection commands.
+const (
+	CodeWalletNotKES = "wallet_not_kes"
+)
+
+// invoiceIDs are the invoices a command touches, for hydration.
+func invoiceIDs(payload any) []string {
+	switch p := payload.(type) {
+	case *topics.InvoiceSTKPush:
+		return []string{p.InvoiceID}
+	case *topics.ProviderResult:
+		return []string{p.InvoiceID}
+	}
+	return nil
+}
+
+// stkPush opens a PENDING invoice, and in the same transaction queues the prompt for
+// the rails role and emits the collection_event.
+func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.InvoiceSTKPush) (topics.Reply, error) {
+	if p.invoices[in.InvoiceID] != nil {
+		return refuse(CodeInvalid, "Invoice id is already in use; retry the request.", ""), nil
+	}
+	target, err := e.receivingWallet(ctx, p, c, in.WalletID)
+	if err != nil || target == nil {
+		if target == nil && err == nil {
+			return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
+		}
+		return topics.Reply{}, err
+	}
+	tw, err := e.ask(p, target, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Get{CorrID: corr, Reply: reply}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if tw.Result.State.MerchantID != c.MerchantID || !tw.Result.State.Exists() {
+		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	}
+	if tw.Result.State.Currency != "KES" {
+		return refuse(CodeWalletNotKES, "M-Pesa collections settle in KES: wallet_id must be a KES wallet.", "wallet_id"), nil
+	}
+	ref := e.spawnInvoice(p, invoice.State{InvoiceID: in.InvoiceID})
+	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
+		return invoice.Request{CorrID: corr, Reply: reply, Cmd: invoice.Create{
+			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: "M-PESA",
+			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
+			Account: in.Phone, APIRef: in.APIRef, At: b.at,
+		}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if resp.Err != nil {
+		return refuse(CodeInvalid, "Invalid invoice: "+resp.Err.Error(), ""), nil
+	}
+	b.touchInvoice(resp.Before, resp.After)
+	b.outbox = append(b.outbox, e.collectionEvent(c, b.at, resp.After))
+	req := topics.STKRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Phone: in.Phone, Amount: in.Value, AccountRef: in.APIRef}
+	b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "stk"), Topic: topics.RailsMpesaSTKTopic,
+		Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
+	return topics.Reply{Result: mustJSON(resp.After)}, nil
+}
+
+// receivingWallet is the named wallet, or the merchant's KES settlement wallet.
+func (e *Engine) receivingWallet(ctx context.Context, p *partition, c *topics.Command, walletID string) (*actorRef, error) {
+	if walletID != "" {
+		return p.wallets[walletID], nil
+	}
+	s, err := storage.SettlementWallet(ctx, e.db, c.MerchantID, "KES")
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ref := p.wallets[s.WalletID]; ref != nil {
+		return ref, nil
+	}
+	return e.spawn(p, s), nil
+}
+
+// providerResult applies a rail's outcome. Completion credits the receiving wallet
+// in the same batch; a repeated or late outcome changes nothing.
+func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.ProviderResult) (topics.Reply, error) {
+	ref := p.invoices[in.InvoiceID]
+	if ref == nil {
+		return refuse(CodeNotFound, "Invoice not found.", "invoice_id"), nil
+	}
+	var cmd any
+	switch {
+	case in.Stage == "ACCEPTED":
+		cmd = invoice.Accept{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
+	case in.Code == 0:
+		cmd = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, At: b.at}
+	default:
+		cmd = invoice.Fail{Code: strconv.Itoa(in.Code), Reason: in.Description, CheckoutRequestID: in.CheckoutRequestID, At: b.at}
+	}
+	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
+		return invoice.Request{CorrID: corr, Reply: reply, Cmd: cmd}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if errors.Is(resp.Err, invoice.ErrDuplicate) {
+		return topics.Reply{Result: mustJSON(resp.After)}, nil
+	}
+	if resp.Err != nil {
+		return refuse(CodeInvalid, resp.Err.Error(), ""), nil
+	}
+	inv := resp.After
+	if inv.State == invoice.StateComplete {
+		if err := e.creditCollection(ctx, p, b, c, inv); err != nil {
+			if rerr := e.restoreInvoice(p, ref, resp.Before); rerr != nil {
+				return topics.Reply{}, rerr
+			}
+			return topics.Reply{}, err
+		}
+	}
+	b.touchInvoice(resp.Before, inv)
+	b.outbox = append(b.outbox, e.collectionEvent(c, b.at, inv))
+	return topics.Reply{Result: mustJSON(inv)}, nil
+}
+
+// creditCollection moves a completed invoice's money into its wallet.
+func (e *Engine) creditCollection(ctx context.Context, p *partition, b *batch, c *topics.Command, inv invoice.State) error {
+	ref := p.wallets[inv.WalletID]
+	if ref == nil {
+		found, err := storage.LoadWallets(ctx, e.db, inv.MerchantID, []string{inv.WalletID})
+		if err != nil {
+			return err
+		}
+		s, ok := found[inv.WalletID]
+		if !ok {
+			return errors.New("engine: receiving wallet of invoice " + inv.InvoiceID + " is gone")
+		}
+		ref = e.spawn(p, s)
+	}
+	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Collect{
+			MerchantID: inv.MerchantID, TransactionID: ids.Derive(10, inv.InvoiceID, "collect"), Value: inv.Value,
+			Charges: inv.Charges, NetAmount: inv.NetAmount, Clearing: ledger.MpesaClearing,
+			Narrative: "M-Pesa payment " + inv.MpesaReference + " " + inv.APIRef, At: b.at,
+		}}
+	})
+	if err != nil {
+		return err
+	}
+	if resp.Err != nil {
+		return resp.Err
+	}
+	if err := ledger.Balanced(resp.Result.Entries); err != nil {
+		if rerr := e.restore(p, ref, resp.Before); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	b.touch(resp.Before, resp.Result.State)
+	b.addEntries(c.ID, resp.Result.Entries)
+	return nil
+}
+
+func (e *Engine) restoreInvoice(p *partition, ref *actorRef, s invoice.State) error {
+	_, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
+		return invoice.Restore{CorrID: corr, State: s, Reply: reply}
+	})
+	return err
+}
+
+func (e *Engine) collectionEvent(c *topics.Command, at time.Time, s invoice.State) storage.OutboxEvent {
+	opt := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return &v
+	}
+	ev := topics.Collection{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: "MPESA",
+		Value: s.Value.String(), Charges: s.Charges.String(), NetAmount: s.NetAmount.String(), Currency: s.Currency,
+		Account: s.Account, APIRef: s.APIRef, MpesaReference: opt(s.MpesaReference), FailedReason: opt(s.FailedReason),
+		FailedCode: opt(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	return e.event(c, at, topics.CollectionEvent, s.InvoiceID, ev)
+}

@@ -1,0 +1,79 @@
+package invoice
+
+import (
+	"fmt"
+	"time"
+)
+
+// Apply decides one command against an invoice's state. It is pure.
+func Apply(s State, cmd any) (State, error) {
+	switch c := cmd.(type) {
+	case Create:
+		if s.Exists() {
+			return s, ErrExists
+		}
+		if c.InvoiceID == "" || c.MerchantID == "" || c.WalletID == "" || c.Value.Sign() <= 0 || c.NetAmount.Sign() <= 0 ||
+			c.Charges.Sign() < 0 || !c.Value.Equal(c.NetAmount.Add(c.Charges)) {
+			return s, ErrInvalid
+		}
+		return State{
+			InvoiceID: c.InvoiceID, MerchantID: c.MerchantID, WalletID: c.WalletID, State: StatePending,
+			Provider: c.Provider, Currency: c.Currency, Value: c.Value, Charges: c.Charges, NetAmount: c.NetAmount,
+			Tariff: c.Tariff, Account: c.Account, APIRef: c.APIRef, Version: 1, CreatedAt: c.At, UpdatedAt: c.At,
+		}, nil
+	case Accept:
+		n, err := move(s, StateProcessing, c.At)
+		if err != nil {
+			return s, err
+		}
+		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
+		return n, nil
+	case Settle:
+		n, err := move(s, StateComplete, c.At)
+		if err != nil {
+			return s, err
+		}
+		n.MpesaReference = c.Receipt
+		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
+		return n, nil
+	case Fail:
+		n, err := move(s, StateFailed, c.At)
+		if err != nil {
+			return s, err
+		}
+		n.FailedCode, n.FailedReason = c.Code, c.Reason
+		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
+		return n, nil
+	default:
+		return s, fmt.Errorf("invoice: unknown command %T", cmd)
+	}
+}
+
+// move applies a state change. A provider result that arrives after the outcome is
+// final (a late acceptance, a repeated callback) is ErrDuplicate: nothing changes.
+func move(s State, to string, at time.Time) (State, error) {
+	if !s.Exists() {
+		return s, ErrNotFound
+	}
+	if s.State == to || s.State == StateComplete || s.State == StateFailed {
+		if s.State == to || to == StateProcessing {
+			return s, ErrDuplicate
+		}
+		return s, TransitionError{From: s.State, To: to}
+	}
+	if !CanMove(s.State, to) {
+		return s, TransitionError{From: s.State, To: to}
+	}
+	n := s
+	n.State = to
+	n.Version++
+	n.UpdatedAt = at
+	return n, nil
+}
+
+func first(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,51 @@
+package invoice
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"paysvc/actors/money"
+)
+
+// Create opens an invoice in PENDING with its priced amounts.
+type Create struct {
+	InvoiceID, MerchantID, WalletID string
+	Provider, Currency, Tariff      string
+	Value, Charges, NetAmount       money.Amount
+	Account, APIRef                 string
+	At                              time.Time
+}
+
+// Accept records that the customer approved the prompt (PENDING -> PROCESSING).
+type Accept struct {
+	CheckoutRequestID string
+	At                time.Time
+}
+
+// Settle records the provider's success (-> COMPLETE).
+type Settle struct {
+	Receipt, CheckoutRequestID string
+	At                         time.Time
+}
+
+// Fail records the provider's failure (-> FAILED).
+type Fail struct {
+	Code, Reason, CheckoutRequestID string
+	At                              time.Time
+}
+
+// Errors of Apply.
+var (
+	ErrExists    = errors.New("invoice already exists")
+	ErrNotFound  = errors.New("invoice not found")
+	ErrInvalid   = errors.New("invalid invoice")
+	ErrDuplicate = errors.New("outcome already recorded") // a late or repeated provider result: no change
+)
+
+// TransitionError is a move the state machine does not allow.
+type TransitionError struct{ From, To string }
+
+func (e TransitionError) Error() string {
+	return fmt.Sprintf("invoice cannot move from %s to %s", e.From, e.To)
+}

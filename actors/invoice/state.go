@@ -1,0 +1,61 @@
+package invoice
+
+import (
+	"time"
+
+	"paysvc/actors/money"
+)
+
+// Invoice states of the interface.
+const (
+	StatePending    = "PENDING"
+	StateProcessing = "PROCESSING"
+	StateComplete   = "COMPLETE"
+	StateFailed     = "FAILED"
+)
+
+// allowedTransitions is the state machine of docs/state-machines.md; a test walks
+// it exhaustively.
+var allowedTransitions = map[string][]string{
+	"":              {StatePending},
+	StatePending:    {StateProcessing, StateComplete, StateFailed},
+	StateProcessing: {StateComplete, StateFailed},
+	StateComplete:   {},
+	StateFailed:     {},
+}
+
+// CanMove reports whether the machine allows from -> to.
+func CanMove(from, to string) bool {
+	for _, s := range allowedTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// State is one invoice's snapshot.
+type State struct {
+	InvoiceID         string       `json:"invoice_id"`
+	MerchantID        string       `json:"merchant_id"`
+	WalletID          string       `json:"wallet_id"`
+	State             string       `json:"state"`
+	Provider          string       `json:"provider"`
+	Currency          string       `json:"currency"`
+	Value             money.Amount `json:"value"`
+	Charges           money.Amount `json:"charges"`
+	NetAmount         money.Amount `json:"net_amount"`
+	Tariff            string       `json:"tariff"`
+	Account           string       `json:"account"`
+	APIRef            string       `json:"api_ref"`
+	MpesaReference    string       `json:"mpesa_reference,omitempty"`
+	FailedReason      string       `json:"failed_reason,omitempty"`
+	FailedCode        string       `json:"failed_code,omitempty"`
+	CheckoutRequestID string       `json:"checkout_request_id,omitempty"`
+	Version           int64        `json:"version"`
+	CreatedAt         time.Time    `json:"created_at"`
+	UpdatedAt         time.Time    `json:"updated_at"`
+}
+
+// Exists reports whether the invoice was created.
+func (s State) Exists() bool { return s.Version > 0 }

@@ -1,0 +1,491 @@
+package mpesa
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Credentials FakeDaraja accepts. The passkey is Safaricom's public sandbox
+// passkey for shortcode 174379.
+const (
+	FakeConsumerKey    = "fake-consumer-key"
+	FakeConsumerSecret = "fake-consumer-secret"
+	FakeShortCode      = "174379"
+	FakePasskey        = "bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919"
+)
+
+// FakeDaraja is a local HTTP server speaking Daraja's M-Pesa Express wire
+// format, for tests of the Daraja adapter and of whatever uses it. It checks
+// Basic auth on the token endpoint, bearer tokens, the timestamped password
+// and the required fields, records every accepted STK request, and leaves
+// outcomes to the test: Complete sends the callback (a real HTTP POST to the
+// request's CallBackURL), Lose records an outcome only Query can see.
+type FakeDaraja struct {
+	srv *httptest.Server
+	hc  *http.Client // for callbacks
+
+	mu            sync.Mutex
+	tokenTTL      int
+	tokens        map[string]time.Time // token -> expiry
+	tokenRequests int
+	queries       int
+	pushes        []FakeSTKRequest
+	txns          map[string]*fakeTxn
+	failures      []fakeFailure
+}
+
+// FakeSTKRequest is one STK push FakeDaraja accepted.
+type FakeSTKRequest struct {
+	CheckoutRequestID, MerchantRequestID string
+
+	BusinessShortCode, Password, Timestamp, TransactionType string
+	Amount                                                  string // the JSON token's text, as sent
+	PartyA, PartyB, PhoneNumber                             string
+	CallBackURL, AccountReference, TransactionDesc          string
+	Raw                                                     []byte // the request body
+}
+
+type fakeTxn struct {
+	req     FakeSTKRequest
+	done    bool
+	code    int
+	receipt string
+}
+
+type fakeFailure struct {
+	status        int
+	code, message string
+}
+
+// NewFakeDaraja starts the server. Close it when done.
+func NewFakeDaraja() *FakeDaraja {
+	f := &FakeDaraja{
+		hc:       &http.Client{Timeout: 10 * time.Second},
+		tokenTTL: 3599,
+		tokens:   map[string]time.Time{},
+		txns:     map[string]*fakeTxn{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(PathOAuth, f.handleOAuth)
+	mux.HandleFunc(PathSTKPush, f.handlePush)
+	mux.HandleFunc(PathSTKQuery, f.handleQuery)
+	f.srv = httptest.NewServer(mux)
+	return f
+}
+
+// URL is the server's base URL (DarajaConfig.BaseURL).
+func (f *FakeDaraja) URL() string { return f.srv.URL }
+
+// Close stops the server.
+func (f *FakeDaraja) Close() { f.srv.Close() }
+
+// Config returns a DarajaConfig for this server with the fake credentials.
+func (f *FakeDaraja) Config(callbackURL string) DarajaConfig {
+	return DarajaConfig{
+		BaseURL:        f.URL(),
+		ConsumerKey:    FakeConsumerKey,
+		ConsumerSecret: FakeConsumerSecret,
+		ShortCode:      FakeShortCode,
+		Passkey:        FakePasskey,
+		CallbackURL:    callbackURL,
+	}
+}
+
+// SetTokenTTL sets expires_in (seconds) of tokens issued from now on.
+func (f *FakeDaraja) SetTokenTTL(seconds int) {
+	f.mu.Lock()
+	f.tokenTTL = seconds
+	f.mu.Unlock()
+}
+
+// ExpireTokens revokes every issued token: the next call with one gets
+// "Invalid Access Token".
+func (f *FakeDaraja) ExpireTokens() {
+	f.mu.Lock()
+	clear(f.tokens)
+	f.mu.Unlock()
+}
+
+// TokenRequests counts successful token requests.
+func (f *FakeDaraja) TokenRequests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokenRequests
+}
+
+// Queries counts STK queries answered (pending or not).
+func (f *FakeDaraja) Queries() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queries
+}
+
+// Requests returns the accepted STK requests, oldest first.
+func (f *FakeDaraja) Requests() []FakeSTKRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]FakeSTKRequest(nil), f.pushes...)
+}
+
+// Request returns the accepted STK request with that CheckoutRequestID.
+func (f *FakeDaraja) Request(checkoutRequestID string) (FakeSTKRequest, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.txns[checkoutRequestID]
+	if !ok {
+		return FakeSTKRequest{}, false
+	}
+	return t.req, true
+}
+
+// FailNextPush makes the next valid STK push fail with this HTTP status and
+// Daraja error body; an empty errorCode sends a non-JSON body instead (a
+// gateway error page). Calls queue up.
+func (f *FakeDaraja) FailNextPush(status int, errorCode, errorMessage string) {
+	f.mu.Lock()
+	f.failures = append(f.failures, fakeFailure{status: status, code: errorCode, message: errorMessage})
+	f.mu.Unlock()
+}
+
+// Complete decides the outcome of a prompt and POSTs the callback to its
+// CallBackURL, as Daraja does. code 0 is success; an empty receipt then gets
+// a generated one. Completing again with the same outcome resends the
+// callback (Daraja can deliver twice); a different outcome is an error.
+// The error reports a transport failure or a non-2xx answer.
+func (f *FakeDaraja) Complete(checkoutRequestID string, code int, receipt string) error {
+	body, cbURL, err := f.decide(checkoutRequestID, code, receipt)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cbURL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("fakedaraja: callback request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("fakedaraja: callback POST: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("fakedaraja: callback POST answered HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Lose decides the outcome of a prompt without sending the callback: only
+// Query can learn it.
+func (f *FakeDaraja) Lose(checkoutRequestID string, code int, receipt string) error {
+	_, _, err := f.decide(checkoutRequestID, code, receipt)
+	return err
+}
+
+// CallbackBody returns the callback Daraja would send for that outcome,
+// without recording or sending anything.
+func (f *FakeDaraja) CallbackBody(checkoutRequestID string, code int, receipt string) ([]byte, error) {
+	f.mu.Lock()
+	t, ok := f.txns[checkoutRequestID]
+	f.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("fakedaraja: unknown CheckoutRequestID %q", checkoutRequestID)
+	}
+	return fakeCallbackBody(t.req, code, receipt, time.Now()), nil
+}
+
+func (f *FakeDaraja) decide(id string, code int, receipt string) ([]byte, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.txns[id]
+	if !ok {
+		return nil, "", fmt.Errorf("fakedaraja: unknown CheckoutRequestID %q", id)
+	}
+	if code == CodeSuccess && receipt == "" {
+		if t.done && t.code == code {
+			receipt = t.receipt
+		} else {
+			receipt = randomString(10, receipts)
+		}
+	}
+	if code != CodeSuccess {
+		receipt = ""
+	}
+	if t.done && (t.code != code || t.receipt != receipt) {
+		return nil, "", fmt.Errorf("fakedaraja: %s already has outcome %d", id, t.code)
+	}
+	t.done, t.code, t.receipt = true, code, receipt
+	return fakeCallbackBody(t.req, code, receipt, time.Now()), t.req.CallBackURL, nil
+}
+
+type fakeItem struct {
+	Name  string `json:"Name"`
+	Value any    `json:"Value,omitempty"`
+}
+
+func fakeCallbackBody(req FakeSTKRequest, code int, receipt string, now time.Time) []byte {
+	cb := map[string]any{
+		"MerchantRequestID": req.MerchantRequestID,
+		"CheckoutRequestID": req.CheckoutRequestID,
+		"ResultCode":        code,
+		"ResultDesc":        ResultDesc(code),
+	}
+	if code == CodeSuccess {
+		cb["CallbackMetadata"] = map[string]any{"Item": []fakeItem{
+			{Name: "Amount", Value: json.Number(req.Amount)},
+			{Name: "MpesaReceiptNumber", Value: receipt},
+			{Name: "Balance"},
+			{Name: "TransactionDate", Value: json.Number(Timestamp(now))},
+			{Name: "PhoneNumber", Value: json.Number(req.PhoneNumber)},
+		}}
+	}
+	b, err := json.Marshal(map[string]any{"Body": map[string]any{"stkCallback": cb}})
+	if err != nil {
+		panic(fmt.Sprintf("fakedaraja: encoding a callback: %v", err))
+	}
+	return b
+}
+
+// ---- handlers ----
+
+func fakeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(errorBody{
+		RequestID:    randomString(5, digits) + "-" + randomString(8, digits) + "-1",
+		ErrorCode:    code,
+		ErrorMessage: message,
+	})
+}
+
+func fakeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (f *FakeDaraja) handleOAuth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		fakeError(w, http.StatusMethodNotAllowed, "405.001.01", "Method Not Allowed")
+		return
+	}
+	if r.URL.Query().Get("grant_type") != "client_credentials" {
+		fakeError(w, http.StatusBadRequest, "400.008.02", "Invalid grant type passed")
+		return
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok || user != FakeConsumerKey || pass != FakeConsumerSecret {
+		fakeError(w, http.StatusBadRequest, "400.008.01", "Invalid Authentication passed")
+		return
+	}
+	tok := randomString(28, receipts)
+	f.mu.Lock()
+	ttl := f.tokenTTL
+	f.tokens[tok] = time.Now().Add(time.Duration(ttl) * time.Second)
+	f.tokenRequests++
+	f.mu.Unlock()
+	// Daraja sends expires_in as a string.
+	fakeJSON(w, map[string]string{"access_token": tok, "expires_in": strconv.Itoa(ttl)})
+}
+
+// authorized checks the bearer token and answers the refusal itself.
+func (f *FakeDaraja) authorized(w http.ResponseWriter, r *http.Request) bool {
+	const prefix = "Bearer "
+	h := r.Header.Get("Authorization")
+	ok := false
+	if len(h) > len(prefix) && h[:len(prefix)] == prefix {
+		f.mu.Lock()
+		exp, found := f.tokens[h[len(prefix):]]
+		f.mu.Unlock()
+		ok = found && time.Now().Before(exp)
+	}
+	if !ok {
+		fakeError(w, http.StatusUnauthorized, errCodeInvalidToken, "Invalid Access Token")
+	}
+	return ok
+}
+
+// fakeFields reads a JSON object body of scalar fields.
+type fakeFields struct {
+	m   map[string]json.RawMessage
+	bad string // first invalid field
+}
+
+func (ff *fakeFields) get(name string) string {
+	s, err := scalarToken(ff.m[name])
+	if err != nil || s == "" {
+		ff.fail(name)
+		return ""
+	}
+	return s
+}
+
+func (ff *fakeFields) fail(name string) {
+	if ff.bad == "" {
+		ff.bad = name
+	}
+}
+
+// readFields decodes the body or answers 400 itself.
+func readFields(w http.ResponseWriter, r *http.Request) (*fakeFields, []byte, bool) {
+	if r.Method != http.MethodPost {
+		fakeError(w, http.StatusMethodNotAllowed, "405.001.01", "Method Not Allowed")
+		return nil, nil, false
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxCallback)); err != nil {
+		fakeError(w, http.StatusBadRequest, "400.002.05", "Invalid Request Payload")
+		return nil, nil, false
+	}
+	ff := &fakeFields{}
+	if err := json.Unmarshal(buf.Bytes(), &ff.m); err != nil || ff.m == nil {
+		fakeError(w, http.StatusBadRequest, "400.002.05", "Invalid Request Payload")
+		return nil, nil, false
+	}
+	return ff, buf.Bytes(), true
+}
+
+// checkPassword validates BusinessShortCode, Timestamp and Password.
+func (ff *fakeFields) checkPassword() {
+	sc := ff.get("BusinessShortCode")
+	ts := ff.get("Timestamp")
+	pw := ff.get("Password")
+	if sc != FakeShortCode {
+		ff.fail("BusinessShortCode")
+	}
+	if _, err := time.ParseInLocation(TimestampLayout, ts, eat); err != nil || len(ts) != len(TimestampLayout) {
+		ff.fail("Timestamp")
+	}
+	if pw != Password(FakeShortCode, FakePasskey, ts) {
+		ff.fail("Password")
+	}
+}
+
+func (f *FakeDaraja) handlePush(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	ff, raw, ok := readFields(w, r)
+	if !ok {
+		return
+	}
+	ff.checkPassword()
+	req := FakeSTKRequest{
+		BusinessShortCode: ff.get("BusinessShortCode"),
+		Password:          ff.get("Password"),
+		Timestamp:         ff.get("Timestamp"),
+		TransactionType:   ff.get("TransactionType"),
+		Amount:            ff.get("Amount"),
+		PartyA:            ff.get("PartyA"),
+		PartyB:            ff.get("PartyB"),
+		PhoneNumber:       ff.get("PhoneNumber"),
+		CallBackURL:       ff.get("CallBackURL"),
+		AccountReference:  ff.get("AccountReference"),
+		TransactionDesc:   ff.get("TransactionDesc"),
+		Raw:               raw,
+	}
+	if req.TransactionType != TransactionPayBill && req.TransactionType != TransactionBuyGoods {
+		ff.fail("TransactionType")
+	}
+	if n, err := strconv.ParseInt(req.Amount, 10, 64); err != nil || n < 1 || !intRE.MatchString(req.Amount) {
+		ff.fail("Amount")
+	}
+	if !phoneRE.MatchString(req.PartyA) {
+		ff.fail("PartyA")
+	}
+	if !phoneRE.MatchString(req.PhoneNumber) {
+		ff.fail("PhoneNumber")
+	}
+	if req.TransactionType == TransactionPayBill && req.PartyB != FakeShortCode {
+		ff.fail("PartyB")
+	}
+	if u, err := url.Parse(req.CallBackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ff.fail("CallBackURL")
+	}
+	if utf8.RuneCountInString(req.AccountReference) > maxAccountRef {
+		ff.fail("AccountReference")
+	}
+	if utf8.RuneCountInString(req.TransactionDesc) > maxDescription {
+		ff.fail("TransactionDesc")
+	}
+	if ff.bad != "" {
+		fakeError(w, http.StatusBadRequest, "400.002.02", "Bad Request - Invalid "+ff.bad)
+		return
+	}
+
+	f.mu.Lock()
+	if len(f.failures) > 0 {
+		fl := f.failures[0]
+		f.failures = f.failures[1:]
+		f.mu.Unlock()
+		if fl.code == "" {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(fl.status)
+			_, _ = w.Write([]byte("<html><body>" + http.StatusText(fl.status) + "</body></html>"))
+			return
+		}
+		fakeError(w, fl.status, fl.code, fl.message)
+		return
+	}
+	req.MerchantRequestID = randomString(5, digits) + "-" + randomString(8, digits) + "-1"
+	req.CheckoutRequestID = newCheckoutRequestID(time.Now())
+	f.pushes = append(f.pushes, req)
+	f.txns[req.CheckoutRequestID] = &fakeTxn{req: req}
+	f.mu.Unlock()
+
+	fakeJSON(w, map[string]string{
+		"MerchantRequestID":   req.MerchantRequestID,
+		"CheckoutRequestID":   req.CheckoutRequestID,
+		"ResponseCode":        "0",
+		"ResponseDescription": "Success. Request accepted for processing",
+		"CustomerMessage":     "Success. Request accepted for processing",
+	})
+}
+
+func (f *FakeDaraja) handleQuery(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	ff, _, ok := readFields(w, r)
+	if !ok {
+		return
+	}
+	ff.checkPassword()
+	id := ff.get("CheckoutRequestID")
+	if ff.bad != "" {
+		fakeError(w, http.StatusBadRequest, "400.002.02", "Bad Request - Invalid "+ff.bad)
+		return
+	}
+	f.mu.Lock()
+	f.queries++
+	t, found := f.txns[id]
+	var snapshot fakeTxn
+	if found {
+		snapshot = *t
+	}
+	f.mu.Unlock()
+	switch {
+	case !found:
+		fakeError(w, http.StatusBadRequest, "400.002.02", "Bad Request - Invalid CheckoutRequestID")
+	case !snapshot.done:
+		fakeError(w, http.StatusInternalServerError, errCodeProcessing, "The transaction is being processed")
+	default:
+		// Daraja's query answer carries ResultCode as a string and no receipt.
+		fakeJSON(w, map[string]string{
+			"ResponseCode":        "0",
+			"ResponseDescription": "The service request has been accepted successsfully",
+			"MerchantRequestID":   snapshot.req.MerchantRequestID,
+			"CheckoutRequestID":   snapshot.req.CheckoutRequestID,
+			"ResultCode":          strconv.Itoa(snapshot.code),
+			"ResultDesc":          ResultDesc(snapshot.code),
+		})
+	}
+}

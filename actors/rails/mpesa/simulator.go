@@ -1,0 +1,308 @@
+package mpesa
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SimOptions tune the simulator. Zero values take realistic defaults; tests
+// set milliseconds.
+type SimOptions struct {
+	// AcceptDelay is the time from the prompt to the customer's answer:
+	// entering the PIN (ACCEPTED), pressing Cancel (1032), or the prompt
+	// failing to lock the subscriber (1001). Default 1s.
+	AcceptDelay time.Duration
+	// FinalDelay is the time from ACCEPTED to the FINAL result. Default 2s.
+	FinalDelay time.Duration
+	// TimeoutDelay is the time from the prompt to a timeout outcome (1037,
+	// 1019), when nobody answers. Default 3*(AcceptDelay+FinalDelay), so it
+	// scales with the other two.
+	TimeoutDelay time.Duration
+	// MaxInFlight bounds the prompts being simulated at once (each holds one
+	// goroutine until its FINAL result is delivered). Push waits for a free
+	// slot until its ctx ends (then ErrBusy). Default 1024.
+	MaxInFlight int
+	// RetryMin and RetryMax bound the backoff between attempts to deliver a
+	// result to a failing Sink. Defaults 100ms and 10s.
+	RetryMin, RetryMax time.Duration
+	// Now is the clock used for CheckoutRequestIDs. Default time.Now.
+	Now func() time.Time
+}
+
+func (o SimOptions) withDefaults() SimOptions {
+	if o.AcceptDelay <= 0 {
+		o.AcceptDelay = time.Second
+	}
+	if o.FinalDelay <= 0 {
+		o.FinalDelay = 2 * time.Second
+	}
+	if o.TimeoutDelay <= 0 {
+		o.TimeoutDelay = 3 * (o.AcceptDelay + o.FinalDelay)
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 1024
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = 100 * time.Millisecond
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(10*time.Second, o.RetryMin)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Simulator is the sandbox M-Pesa STK rail. It answers Push at once and
+// delivers the outcome later, from its own goroutine, through the Sink: the
+// outcome is chosen by the phone number (see SimOutcome and docs/sandbox.md).
+type Simulator struct {
+	sink Sink
+	opt  SimOptions
+	sem  chan struct{}
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	mu     sync.Mutex // orders wg.Add against Close
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var _ Rail = (*Simulator)(nil)
+
+// NewSimulator returns a running simulator delivering to sink. Call Close to
+// stop it.
+func NewSimulator(sink Sink, opt SimOptions) *Simulator {
+	if sink == nil {
+		panic("mpesa: NewSimulator with a nil Sink")
+	}
+	opt = opt.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Simulator{
+		sink:   sink,
+		opt:    opt,
+		sem:    make(chan struct{}, opt.MaxInFlight),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+}
+
+// SimOutcome describes what the simulator does for one phone number.
+type SimOutcome struct {
+	Code int
+	// Accepted: the customer enters their PIN, so an ACCEPTED result comes
+	// first (after AcceptDelay) and the FINAL one FinalDelay later.
+	Accepted bool
+	// TimesOut: nobody answers; FINAL comes after TimeoutDelay. Otherwise a
+	// non-accepted outcome is FINAL after AcceptDelay.
+	TimesOut bool
+}
+
+// simMagic maps the last four digits of the phone to an outcome. Keep
+// docs/sandbox.md in step.
+var simMagic = map[string]SimOutcome{
+	"0001": {Code: CodeCancelled},
+	"0002": {Code: CodeUnreachable, TimesOut: true},
+	"0003": {Code: CodeInsufficientFunds, Accepted: true},
+	"0004": {Code: CodeWrongPIN, Accepted: true},
+	"0005": {Code: CodeSubscriberBusy},
+	"0006": {Code: CodeExpired, TimesOut: true},
+}
+
+// SimOutcomeFor returns the outcome the simulator produces for phone: a
+// magic suffix's, or success with the customer approving the prompt.
+func SimOutcomeFor(phone string) SimOutcome {
+	if len(phone) >= 4 {
+		if o, ok := simMagic[phone[len(phone)-4:]]; ok {
+			return o
+		}
+	}
+	return SimOutcome{Code: CodeSuccess, Accepted: true}
+}
+
+// Push validates req, answers with a new CheckoutRequestID, and schedules the
+// outcome. It waits for a slot while MaxInFlight prompts are in flight, until
+// ctx ends (ErrBusy). ctx only bounds that wait: the outcome is delivered
+// with a context that keeps ctx's values but is cancelled only by Close.
+func (s *Simulator) Push(ctx context.Context, req STKRequest) (string, error) {
+	p, err := prepare(req)
+	if err != nil {
+		return "", err
+	}
+	if s.ctx.Err() != nil {
+		return "", ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+	case <-s.ctx.Done():
+		return "", ErrClosed
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.sem
+		return "", ErrClosed
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	id := newCheckoutRequestID(s.opt.Now())
+	// The delivery context keeps the caller's values (trace ids) but not its
+	// deadline; Close cancels it.
+	jobCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(s.ctx, cancel)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.sem }()
+		defer cancel()
+		defer stop()
+		s.run(jobCtx, p, id)
+	}()
+	return id, nil
+}
+
+// run plays one prompt to its end.
+func (s *Simulator) run(ctx context.Context, p prepared, id string) {
+	o := SimOutcomeFor(p.Phone)
+	base := Result{InvoiceID: p.InvoiceID, MerchantID: p.MerchantID, CheckoutRequestID: id}
+	if o.Accepted {
+		if !sleep(ctx, s.opt.AcceptDelay) {
+			return
+		}
+		acc := base
+		acc.Stage = StageAccepted
+		acc.Description = "The customer entered the PIN; the payment is processing."
+		if !s.deliver(ctx, acc) {
+			return
+		}
+		if !sleep(ctx, s.opt.FinalDelay) {
+			return
+		}
+	} else {
+		d := s.opt.AcceptDelay
+		if o.TimesOut {
+			d = s.opt.TimeoutDelay
+		}
+		if !sleep(ctx, d) {
+			return
+		}
+	}
+	fin := base
+	fin.Stage = StageFinal
+	fin.Code = o.Code
+	fin.Description = ResultDesc(o.Code)
+	if o.Code == CodeSuccess {
+		fin.Receipt = newSimReceipt()
+		fin.Amount = p.Amount
+		fin.Phone = p.Phone
+	}
+	s.deliver(ctx, fin)
+}
+
+// deliver calls the sink until it succeeds or ctx ends (Close). It reports
+// whether the result was delivered.
+func (s *Simulator) deliver(ctx context.Context, r Result) bool {
+	wait := s.opt.RetryMin
+	for {
+		if err := callSink(ctx, s.sink, r); err == nil {
+			return true
+		}
+		if !sleep(ctx, jitter(wait)) {
+			return false
+		}
+		wait = min(2*wait, s.opt.RetryMax)
+	}
+}
+
+// callSink turns a panicking sink into an error, so one bad result cannot
+// take the process down; it is retried like any failure.
+func callSink(ctx context.Context, sink Sink, r Result) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("mpesa: sink panicked: %v", v)
+		}
+	}()
+	return sink(ctx, r)
+}
+
+// Close stops the simulator: Push fails with ErrClosed, pending deliveries
+// are abandoned (their sink contexts are cancelled), and Close returns once
+// every simulator goroutine has ended. Safe to call more than once.
+func (s *Simulator) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// jitter returns a duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(d/2)))
+	if err != nil {
+		return d
+	}
+	return d/2 + time.Duration(n.Int64())
+}
+
+const (
+	digits   = "0123456789"
+	receipts = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+// randomString returns n characters of alphabet from crypto/rand.
+func randomString(n int, alphabet string) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("mpesa: crypto/rand failed: %v", err))
+	}
+	// 256 is not a multiple of 36: the bias is negligible for labels.
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// newCheckoutRequestID returns an id shaped like Daraja's:
+// "ws_CO_" + DDMMYYYYHHmmss + milliseconds (EAT) + 9 random digits (Daraja
+// puts the customer's number there; random digits keep ids unique).
+func newCheckoutRequestID(now time.Time) string {
+	t := now.In(eat)
+	var b strings.Builder
+	b.WriteString("ws_CO_")
+	b.WriteString(t.Format("02012006150405"))
+	fmt.Fprintf(&b, "%03d", t.Nanosecond()/int(time.Millisecond))
+	b.WriteString(randomString(9, digits))
+	return b.String()
+}
+
+// newSimReceipt returns a receipt shaped like an M-Pesa one (10 upper-case
+// alphanumerics) that cannot be mistaken for a real one: "SIM" + 7.
+func newSimReceipt() string { return "SIM" + randomString(7, receipts) }

@@ -1,0 +1,237 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/invoice"
+	"paysvc/actors/money"
+	"paysvc/actors/tariff"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+var (
+	phonePattern  = regexp.MustCompile(`^254\d{9}$`)
+	apiRefPattern = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
+	mpesaMin      = money.MustParse("10.00")
+	mpesaMax      = money.MustParse("150000.00")
+)
+
+// resultCodesLink documents M-Pesa's result codes (failed_code_link).
+const resultCodesLink = "https://developer.safaricom.co.ke/APIs/MpesaExpressSimulate"
+
+// stkPush sends an M-Pesa payment prompt: the invoice is priced here (the amount is
+// rounded up to whole shillings first), opened by the engine in PENDING, and the
+// prompt goes out through the rails role after the commit.
+func (s *Server) stkPush(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	phone, err := b.str("phone_number", true, 20, nil)
+	if err != nil {
+		return err
+	}
+	if !phonePattern.MatchString(phone) {
+		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+	}
+	raw, _, err := b.amount("amount", true)
+	if err != nil {
+		// M-Pesa amounts may carry more decimals: they are rounded up, not refused.
+		v := b["amount"]
+		var sv string
+		if json.Unmarshal(v, &sv) != nil {
+			sv = string(v)
+		}
+		r, perr := money.ParseRoundUp(sv)
+		if perr != nil {
+			return err
+		}
+		raw = r
+	}
+	amount := tariff.RoundUpShillings(raw)
+	if amount.Cmp(mpesaMin) < 0 || amount.Cmp(mpesaMax) > 0 {
+		return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000.")
+	}
+	if cur, err := b.str("currency", false, 3, nil); err != nil {
+		return err
+	} else if cur != "" && cur != "KES" {
+		return invalid("currency", "M-Pesa STK push collects in KES.")
+	}
+	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	if err != nil {
+		return err
+	}
+	if apiRef == "" {
+		apiRef = "MPesa Express"
+	}
+	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	if err != nil {
+		return err
+	}
+	tar, err := b.str("mobile_tarrif", false, 20, nil)
+	if err != nil {
+		return err
+	}
+	q, err := s.stkQuote(tar, amount)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, topics.CmdInvoiceSTKPush, topics.InvoiceSTKPush{
+		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
+		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef,
+	})
+	if err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return refusal(r.Error)
+	}
+	var inv invoice.State
+	if err := json.Unmarshal(r.Result, &inv); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderSession(inv))
+}
+
+func tarOrDefault(t string) string {
+	if t == "" {
+		return tariff.BusinessPays
+	}
+	return t
+}
+
+// stkQuote prices a prompt. With CUSTOMER-PAYS the fee is added on top, and the
+// prompt (what the customer pays) is rounded up to whole shillings again, the
+// rounding going to the charges.
+func (s *Server) stkQuote(tar string, amount money.Amount) (tariff.Quote, error) {
+	q, err := s.cfg.Fees.Quote(tariff.MethodMpesa, tar, amount)
+	if errors.Is(err, tariff.ErrUnknownTariff) {
+		return q, invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	}
+	if errors.Is(err, tariff.ErrFeeExceedsAmount) {
+		return q, invalid("amount", "The amount does not cover the transaction fee.")
+	}
+	if err != nil {
+		return q, err
+	}
+	if tarOrDefault(tar) == tariff.CustomerPays {
+		q.Value = tariff.RoundUpShillings(q.Value)
+		q.Charges = q.Value.Sub(q.NetAmount)
+	}
+	return q, nil
+}
+
+// paymentStatus returns an invoice and its session meta.
+func (s *Server) paymentStatus(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	id, err := b.str("invoice_id", true, 40, walletIDPattern)
+	if err != nil {
+		return err
+	}
+	checkout, err := b.str("checkout_id", false, 64, nil)
+	if err != nil {
+		return err
+	}
+	inv, err := storage.GetInvoice(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return notFound("Invoice not found.")
+	}
+	if err != nil {
+		return err
+	}
+	if checkout != "" {
+		// Checkout sessions do not exist yet: no invoice belongs to one.
+		return notFound("Invoice not found for this checkout.")
+	}
+	sess := renderSession(inv)
+	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "meta": map[string]any{
+		"id": sess.ID, "customer": sess.Customer, "customer_comment": nil, "created_at": sess.CreatedAt,
+	}})
+}
+
+type invoiceJSON struct {
+	ID             string       `json:"id"`
+	InvoiceID      string       `json:"invoice_id"`
+	State          string       `json:"state"`
+	Provider       string       `json:"provider"`
+	Charges        money.Amount `json:"charges"`
+	NetAmount      money.Amount `json:"net_amount"`
+	Currency       string       `json:"currency"`
+	Value          money.Amount `json:"value"`
+	Account        string       `json:"account"`
+	APIRef         string       `json:"api_ref"`
+	ClearingStatus string       `json:"clearing_status"`
+	MpesaReference *string      `json:"mpesa_reference"`
+	Host           *string      `json:"host"`
+	RetryCount     int          `json:"retry_count"`
+	FailedReason   *string      `json:"failed_reason"`
+	FailedCode     *string      `json:"failed_code"`
+	FailedCodeLink *string      `json:"failed_code_link"`
+	CreatedAt      time.Time    `json:"created_at"`
+	UpdatedAt      time.Time    `json:"updated_at"`
+}
+
+type customerJSON struct {
+	CustomerID  string    `json:"customer_id"`
+	PhoneNumber string    `json:"phone_number"`
+	Email       *string   `json:"email"`
+	FirstName   *string   `json:"first_name"`
+	LastName    *string   `json:"last_name"`
+	Country     *string   `json:"country"`
+	Zipcode     *string   `json:"zipcode"`
+	Provider    string    `json:"provider"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+type sessionJSON struct {
+	ID              string       `json:"id"`
+	Invoice         invoiceJSON  `json:"invoice"`
+	Customer        customerJSON `json:"customer"`
+	PaymentLink     *struct{}    `json:"payment_link"`
+	CustomerComment *string      `json:"customer_comment"`
+	Refundable      bool         `json:"refundable"`
+	CreatedAt       time.Time    `json:"created_at"`
+	UpdatedAt       time.Time    `json:"updated_at"`
+}
+
+func optional(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+// renderSession is the Payment session of the interface for an invoice.
+func renderSession(s invoice.State) sessionJSON {
+	clearing := "AVAILABLE" // collected M-Pesa funds are cleared at once (docs/api-decisions.md)
+	if s.State != invoice.StateComplete {
+		clearing = "PENDING"
+	}
+	inv := invoiceJSON{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: s.Provider, Charges: s.Charges,
+		NetAmount: s.NetAmount, Currency: s.Currency, Value: s.Value, Account: s.Account, APIRef: s.APIRef,
+		ClearingStatus: clearing, MpesaReference: optional(s.MpesaReference), FailedReason: optional(s.FailedReason),
+		FailedCode: optional(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if s.FailedCode != "" {
+		link := resultCodesLink + "#" + s.FailedCode
+		inv.FailedCodeLink = &link
+	}
+	return sessionJSON{
+		ID:      ids.DeriveUUID("session", s.InvoiceID),
+		Invoice: inv,
+		Customer: customerJSON{CustomerID: ids.Derive(8, "customer", s.MerchantID, s.Account), PhoneNumber: s.Account,
+			Provider: s.Provider, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt},
+		Refundable: s.State == invoice.StateComplete, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+	}
+}

@@ -1,0 +1,172 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// waitInvoice polls the status endpoint until the invoice reaches a final state.
+func (b *bundle) waitInvoice(t *testing.T, id string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := b.post("/api/v1/payment/status/", map[string]any{"invoice_id": id})
+		if r.Status != 200 {
+			t.Fatalf("status: %d %s", r.Status, r.Body)
+		}
+		inv := r.Map(t)["invoice"].(map[string]any)
+		if s := inv["state"]; s == "COMPLETE" || s == "FAILED" {
+			return inv
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("invoice %s stuck in %v", id, inv["state"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSTKPush(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	t.Run("SuccessCreditsTheSettlementWallet", func(t *testing.T) {
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254708374149", "amount": "100.40",
+			"api_ref": "order-1", "public_key": b.public})
+		if r.Status != 200 {
+			t.Fatalf("stk push: %d %s", r.Status, r.Body)
+		}
+		var sess struct {
+			ID      string         `json:"id"`
+			Invoice map[string]any `json:"invoice"`
+			Cust    map[string]any `json:"customer"`
+		}
+		r.JSON(t, &sess)
+		inv := sess.Invoice
+		// 100.40 rounds up to 101; BUSINESS-PAYS takes the 1.5% fee (1.52) out of it.
+		if inv["state"] != "PENDING" || inv["provider"] != "M-PESA" || inv["value"] != "101.00" || inv["charges"] != "1.52" ||
+			inv["net_amount"] != "99.48" || inv["api_ref"] != "order-1" || sess.Cust["phone_number"] != "254708374149" || sess.ID == "" {
+			t.Fatalf("session: %s", r.Body)
+		}
+		final := b.waitInvoice(t, inv["invoice_id"].(string))
+		if final["state"] != "COMPLETE" || final["mpesa_reference"] == nil || final["failed_reason"] != nil {
+			t.Fatalf("final invoice: %v", final)
+		}
+		if cur, avail := b.balance(t, b.settlement); cur != "99.48" || avail != "99.48" {
+			t.Fatalf("settlement wallet %s/%s, want 99.48 (collected M-Pesa funds are cleared at once)", cur, avail)
+		}
+		rep, err := storage.CheckLedger(context.Background(), b.env.Schema.DB)
+		if err != nil || !rep.OK {
+			t.Fatalf("ledger: %+v %v", rep, err)
+		}
+	})
+	t.Run("CustomerPaysAddsTheFee", func(t *testing.T) {
+		w := b.wallet(t, "KES", "Collections")
+		r := b.post("/api/v1/payment/mpesa-stk-push", map[string]any{"phone_number": "254711111111", "amount": 200,
+			"mobile_tarrif": "CUSTOMER-PAYS", "wallet_id": w})
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		inv := r.Map(t)["invoice"].(map[string]any)
+		if inv["value"] != "203.00" || inv["charges"] != "3.00" || inv["net_amount"] != "200.00" {
+			t.Fatalf("customer-pays invoice: %v", inv)
+		}
+		b.waitInvoice(t, inv["invoice_id"].(string))
+		if cur, _ := b.balance(t, w); cur != "200.00" {
+			t.Fatalf("wallet %s, want the full 200.00", cur)
+		}
+	})
+	t.Run("CancelledFailsWithNoMoney", func(t *testing.T) {
+		before, _ := b.balance(t, b.settlement)
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254700000001", "amount": "50"})
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+		final := b.waitInvoice(t, id)
+		if final["state"] != "FAILED" || final["failed_code"] != "1032" || final["failed_reason"] != "Request cancelled by user" ||
+			final["failed_code_link"] == nil || final["mpesa_reference"] != nil {
+			t.Fatalf("cancelled invoice: %v", final)
+		}
+		if after, _ := b.balance(t, b.settlement); after != before {
+			t.Fatalf("a failed collection moved money: %s -> %s", before, after)
+		}
+	})
+	t.Run("Validation", func(t *testing.T) {
+		for _, tc := range []struct {
+			body map[string]any
+			attr string
+		}{
+			{map[string]any{"amount": "100"}, "phone_number"},
+			{map[string]any{"phone_number": "0712345678", "amount": "100"}, "phone_number"},
+			{map[string]any{"phone_number": "254712345678"}, "amount"},
+			{map[string]any{"phone_number": "254712345678", "amount": "9"}, "amount"},
+			{map[string]any{"phone_number": "254712345678", "amount": "150000.01"}, "amount"},
+			{map[string]any{"phone_number": "254712345678", "amount": "abc"}, "amount"},
+			{map[string]any{"phone_number": "254712345678", "amount": "100", "api_ref": "bad<ref>"}, "api_ref"},
+			{map[string]any{"phone_number": "254712345678", "amount": "100", "mobile_tarrif": "NOBODY-PAYS"}, "mobile_tarrif"},
+			{map[string]any{"phone_number": "254712345678", "amount": "100", "currency": "USD"}, "currency"},
+		} {
+			r := b.post("/api/v1/payment/mpesa-stk-push/", tc.body)
+			if _, _, attr := errorBody(t, r); r.Status != 400 || attr != tc.attr {
+				t.Errorf("%v: %d %s (want 400 on %s)", tc.body, r.Status, r.Body, tc.attr)
+			}
+		}
+		usd := b.wallet(t, "USD", "Dollars")
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254712345678", "amount": "100", "wallet_id": usd})
+		if _, code, _ := errorBody(t, r); r.Status != 400 || code != "wallet_not_kes" {
+			t.Fatalf("USD wallet: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("PublicKeyAlone", func(t *testing.T) {
+		r := b.env.Do("POST", "/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254712345678", "amount": "10",
+			"public_key": b.public})
+		if r.Status != 200 {
+			t.Fatalf("public key alone: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("StatusIsMerchantScoped", func(t *testing.T) {
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254712345678", "amount": "10"})
+		id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+		other := newBundle(t, b.env, "Other")
+		if r := other.post("/api/v1/payment/status/", map[string]any{"invoice_id": id}); r.Status != 404 {
+			t.Fatalf("another merchant's invoice: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("OneCollectionEventPerStateChange", func(t *testing.T) {
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254722222222", "amount": "10"})
+		id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+		b.waitInvoice(t, id)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
+			kgo.ConsumeTopics(topics.EventTopics[topics.CollectionEvent]), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		states := map[string]int{}
+		for states["COMPLETE"] == 0 && ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+				var ev topics.Event
+				var p topics.Collection
+				if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
+					t.Errorf("bad event %s", rec.Value)
+					return
+				}
+				if p.ID == id {
+					states[p.State]++
+				}
+			})
+		}
+		if states["PENDING"] != 1 || states["PROCESSING"] != 1 || states["COMPLETE"] != 1 {
+			t.Fatalf("collection events for %s by state: %v", id, states)
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package topics
+
+import (
+	"time"
+
+	"paysvc/actors/money"
+)
+
+// Collection command types on paysvc.commands.v1.
+const (
+	CmdInvoiceSTKPush        = "invoice.stk_push"
+	CmdInvoiceProviderResult = "invoice.provider_result"
+)
+
+// RailsMpesaSTKTopic carries STK push requests from the engine's outbox to the rails
+// role, which calls the M-Pesa rail (the sandbox simulator or Daraja). Keyed by
+// merchant. Internal: not a webhook topic.
+const RailsMpesaSTKTopic = "paysvc.rails.mpesa_stk.v1"
+
+// InvoiceSTKPush opens an M-Pesa STK invoice. The API has priced it (Value is what
+// the customer is prompted for, whole shillings; NetAmount what the wallet gets).
+type InvoiceSTKPush struct {
+	InvoiceID string       `json:"invoice_id"`
+	WalletID  string       `json:"wallet_id,omitempty"` // empty: the merchant's KES settlement wallet
+	Phone     string       `json:"phone_number"`
+	Value     money.Amount `json:"value"`
+	Charges   money.Amount `json:"charges"`
+	NetAmount money.Amount `json:"net_amount"`
+	Tariff    string       `json:"tariff"`
+	APIRef    string       `json:"api_ref"`
+}
+
+// ProviderResult is a rail's outcome for an invoice, fed back as a command. Its
+// command id is derived from the invoice and the stage, so a repeated callback is
+// applied once.
+type ProviderResult struct {
+	InvoiceID         string `json:"invoice_id"`
+	Stage             string `json:"stage"` // ACCEPTED or FINAL
+	Code              int    `json:"code"`
+	Description       string `json:"description"`
+	Receipt           string `json:"receipt,omitempty"`
+	CheckoutRequestID string `json:"checkout_request_id,omitempty"`
+}
+
+// STKRequest is a record of RailsMpesaSTKTopic.
+type STKRequest struct {
+	InvoiceID  string       `json:"invoice_id"`
+	MerchantID string       `json:"merchant_id"`
+	Phone      string       `json:"phone_number"`
+	Amount     money.Amount `json:"amount"`
+	AccountRef string       `json:"account_ref"`
+}
+
+// Collection is the payload of a collection_event: the invoice at the time of the
+// change. The spec's event shows the provider as MPESA.
+type Collection struct {
+	ID             string    `json:"id"`
+	InvoiceID      string    `json:"invoice_id"`
+	State          string    `json:"state"`
+	Provider       string    `json:"provider"`
+	Value          string    `json:"value"`
+	Charges        string    `json:"charges"`
+	NetAmount      string    `json:"net_amount"`
+	Currency       string    `json:"currency"`
+	Account        string    `json:"account"`
+	APIRef         string    `json:"api_ref"`
+	MpesaReference *string   `json:"mpesa_reference"`
+	FailedReason   *string   `json:"failed_reason"`
+	FailedCode     *string   `json:"failed_code"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
