@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/rails"
+	"paysvc/actors/rails/mpesa"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -169,4 +171,45 @@ func TestSTKPush(t *testing.T) {
 			t.Fatalf("collection events for %s by state: %v", id, states)
 		}
 	})
+}
+
+// A provider that repeats its callback (or a rail request delivered twice) produces
+// the same result command again: it has one effect.
+func TestSTKPush_DuplicateProviderResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254733333333", "amount": "1000"})
+	id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+	final := b.waitInvoice(t, id)
+	before, _ := b.balance(t, b.settlement)
+	if before != "985.00" {
+		t.Fatalf("after one collection the wallet holds %s, want 985.00", before)
+	}
+	cmd, err := rails.ResultCommand(mpesa.Result{InvoiceID: id, MerchantID: b.merchant, Stage: mpesa.StageFinal,
+		Code: 0, Receipt: final["mpesa_reference"].(string)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	value, _ := topics.EncodeCommand(cmd)
+	for i := 0; i < 3; i++ {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
+			Key: topics.CommandKey(b.merchant), Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until the engine has consumed them: a later command from the same
+	// merchant is applied after them.
+	b.deposit(t, b.wallet(t, "KES", "Marker"), "1.00")
+	if after, _ := b.balance(t, b.settlement); after != before {
+		t.Fatalf("a repeated provider result moved money: %s -> %s", before, after)
+	}
+	var n int
+	if err := b.env.Schema.DB.Get(&n, `SELECT count(*) FROM ledger_entries WHERE trans_type = 'SALE'`); err != nil || n != 2 {
+		t.Fatalf("SALE entries: %d (%v), want the 2 of one collection", n, err)
+	}
 }

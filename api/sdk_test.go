@@ -428,3 +428,34 @@ func sdkWantWallet(t *testing.T, w map[string]any, id, label string) {
 	sdkWant(t, w, "currency", "KES")
 	sdkWant(t, w, "can_disburse", true)
 }
+
+// The official SDK's collection calls: STK push with both keys, status with the
+// public key alone (the SDK drops its Bearer token there), polling to COMPLETE, and an
+// STK push from the same object afterwards (public key alone).
+func TestNodeSDK_Collection(t *testing.T) {
+	t.Parallel()
+	dir := sdkDir(t)
+	f := sdkStart(t, "1.00")
+	res := f.run(t, dir, "collection.js", map[string]string{"PAYSVC_PHONE": "254708374149", "PAYSVC_AMOUNT": "100"})
+	push := sdkOK(t, res, "stkPush")
+	inv, _ := push["invoice"].(map[string]any)
+	if inv == nil || inv["state"] != "PENDING" || inv["provider"] != "M-PESA" || inv["value"] != "100.00" || inv["api_ref"] != "sdk-order-1" {
+		t.Fatalf("stkPush: %v", push)
+	}
+	if st := sdkOK(t, res, "status"); st["invoice"] == nil || st["meta"] == nil {
+		t.Fatalf("status: %v", st)
+	}
+	later := sdkOK(t, res, "statusLater")["invoice"].(map[string]any)
+	if later["state"] != "COMPLETE" || later["mpesa_reference"] == nil {
+		t.Fatalf("statusLater: %v", later)
+	}
+	if p := sdkOK(t, res, "stkPushPub"); p["invoice"] == nil {
+		t.Fatalf("stkPushPub: %v", p)
+	}
+	r := f.env.Do("GET", "/api/v1/wallets/"+f.settlement+"/", nil, servicetest.Bearer(f.secret)...)
+	// 1.00 deposited, 98.50 from the 100.00 collection (1.5% fee); the second push may
+	// still be in flight (9.85 more when it completes).
+	if got := r.Map(t)["available_balance"]; got != "99.50" && got != "109.35" {
+		t.Fatalf("settlement wallet holds %v, want 99.50 (or 109.35 with the second collection)", got)
+	}
+}
