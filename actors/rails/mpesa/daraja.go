@@ -320,9 +320,18 @@ func (d *Daraja) call(ctx context.Context, op, path string, payload any) (int, [
 		if err != nil {
 			return 0, nil, fmt.Errorf("%w: daraja %s: reading the answer: %s", ErrUnavailable, op, d.redact(err.Error()))
 		}
-		if attempt == 0 && invalidToken(resp.StatusCode, body) {
+		if invalidToken(resp.StatusCode, body) {
 			d.invalidate(tok)
-			continue
+			if attempt == 0 {
+				continue
+			}
+			// A fresh token refused too: a credentials problem, not a
+			// refusal of this payment.
+			e := &APIError{Op: op, HTTPStatus: resp.StatusCode, Code: errCodeInvalidToken, Message: "Invalid Access Token", auth: true}
+			if eb, ok := parseErrorBody(body); ok {
+				e.Code, e.Message = eb.ErrorCode, d.redact(eb.ErrorMessage)
+			}
+			return 0, nil, e
 		}
 		return resp.StatusCode, body, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,29 @@ func TestDarajaRevokedTokenReplaced(t *testing.T) {
 	}
 	if n, p := f.TokenRequests(), len(f.Requests()); n != 2 || p != 2 {
 		t.Errorf("token requests %d pushes %d, want 2 and 2", n, p)
+	}
+}
+
+func TestDarajaTokenRefusedTwiceIsAuthError(t *testing.T) {
+	var tokens, pushes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == PathOAuth {
+			tokens.Add(1)
+			_, _ = io.WriteString(w, `{"access_token":"tok","expires_in":"3599"}`)
+			return
+		}
+		pushes.Add(1)
+		fakeError(w, http.StatusUnauthorized, "404.001.03", "Invalid Access Token")
+	}))
+	defer srv.Close()
+	cfg := DarajaConfig{BaseURL: srv.URL, ConsumerKey: "k", ConsumerSecret: "s", ShortCode: "174379", Passkey: "p", CallbackURL: "https://example.test/cb"}
+	d := newDaraja(t, cfg)
+	_, err := d.Push(context.Background(), stk("INV1", "254708374149", "10"))
+	if !errors.Is(err, ErrAuth) || errors.Is(err, ErrRejected) {
+		t.Errorf("err = %v, want ErrAuth", err)
+	}
+	if tokens.Load() != 2 || pushes.Load() != 2 {
+		t.Errorf("tokens %d pushes %d, want one retry with a fresh token", tokens.Load(), pushes.Load())
 	}
 }
 
