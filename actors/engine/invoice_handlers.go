@@ -82,6 +82,12 @@ func (e *Engine) receivingWallet(ctx context.Context, p *partition, c *topics.Co
 	if walletID != "" {
 		return p.wallets[walletID], nil
 	}
+	key := c.MerchantID + "/KES"
+	if id, ok := p.settlements[key]; ok {
+		if ref := p.wallets[id]; ref != nil {
+			return ref, nil
+		}
+	}
 	s, err := storage.SettlementWallet(ctx, e.db, c.MerchantID, "KES")
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
@@ -89,6 +95,7 @@ func (e *Engine) receivingWallet(ctx context.Context, p *partition, c *topics.Co
 	if err != nil {
 		return nil, err
 	}
+	p.settlements[key] = s.WalletID
 	if ref := p.wallets[s.WalletID]; ref != nil {
 		return ref, nil
 	}

@@ -47,6 +47,8 @@ type partition struct {
 	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
 	// labels of wallets opened by the batch in flight: not in the table yet, but taken
 	inflightLabels map[string]bool
+	// settlement wallet id by merchant/currency: it never changes once it exists
+	settlements map[string]string
 }
 
 // inflightCommit is a batch whose commit is running.
@@ -65,7 +67,7 @@ type actorRef struct {
 func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1,
 		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{},
-		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16)}
+		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{}}
 }
 
 // resetActors throws away the partition's actors; they rehydrate from Postgres on

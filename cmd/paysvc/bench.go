@@ -40,8 +40,8 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 		fmt.Fprint(stdout, benchUsage)
 		fs.PrintDefaults()
 	}
-	scenarios := fs.String("scenario", strings.Join(bench.Scenarios, ","), "comma-separated scenarios to run, in order: "+strings.Join(bench.Scenarios, ", "))
-	fs.IntVar(&o.Merchants, "merchants", 8, "transfer-spread: merchants")
+	scenarios := fs.String("scenario", strings.Join(bench.Scenarios, ","), bench.ScenarioHelp())
+	fs.IntVar(&o.Merchants, "merchants", 8, "transfer-spread and stk-collect: merchants")
 	fs.IntVar(&o.Wallets, "wallets", 16, "transfer-spread: wallets per merchant")
 	fs.IntVar(&o.HotSources, "hot-sources", 64, "transfer-hot: funded wallets the transfers come from (all credit one hot wallet)")
 	fs.IntVar(&o.Concurrency, "concurrency", 64, "concurrent HTTP clients (closed loop), each on a kept-alive connection")

@@ -27,10 +27,25 @@ import (
 const (
 	ScenarioSpread = "transfer-spread"
 	ScenarioHot    = "transfer-hot"
+	ScenarioSTK    = "stk-collect" // M-Pesa STK collections; only when named (see stk.go)
 )
 
-// Scenarios is every scenario, in run order.
+// Scenarios is the default run, in run order (`make bench`).
 var Scenarios = []string{ScenarioSpread, ScenarioHot}
+
+// OptionalScenarios run only when --scenario names them: they are not part of the
+// default run, so `make bench` keeps its runtime.
+var OptionalScenarios = []string{ScenarioSTK}
+
+// KnownScenarios is every scenario --scenario accepts.
+func KnownScenarios() []string { return slices.Concat(Scenarios, OptionalScenarios) }
+
+// ScenarioHelp is the --scenario flag's help text.
+func ScenarioHelp() string {
+	return "comma-separated scenarios to run, in order: " + strings.Join(Scenarios, ", ") +
+		" (the default run); also " + strings.Join(OptionalScenarios, ", ") +
+		" (M-Pesa STK push collections through the sandbox simulator, end to end; not in the default run)"
+}
 
 // Targets from the issue that asked for this benchmark.
 const (
@@ -69,12 +84,17 @@ type Options struct {
 
 // Validate names the first bad option; Run calls it too.
 func (o *Options) Validate() error {
+	known := KnownScenarios()
 	if len(o.Scenarios) == 0 {
-		return errors.New("--scenario: at least one of " + strings.Join(Scenarios, ", "))
+		return errors.New("--scenario: at least one of " + strings.Join(known, ", "))
 	}
-	for _, s := range o.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			return fmt.Errorf("--scenario: unknown %q (known: %s)", s, strings.Join(Scenarios, ", "))
+	for i, s := range o.Scenarios {
+		if !slices.Contains(known, s) {
+			return fmt.Errorf("--scenario: unknown %q (known: %s; %s is not in the default run)",
+				s, strings.Join(known, ", "), strings.Join(OptionalScenarios, ", "))
+		}
+		if slices.Contains(o.Scenarios[:i], s) {
+			return fmt.Errorf("--scenario: %q named twice", s)
 		}
 	}
 	switch {
@@ -113,20 +133,22 @@ func (o *Options) Validate() error {
 
 // runner is one run's state.
 type runner struct {
-	o       Options
-	out     io.Writer
-	runID   string
-	seed    uint64
-	base    string // the service's http://host:port
-	http    *http.Client
-	db      *sqlx.DB // the bench database (paysvc's tables)
-	wallets []*benchWallet
-	delta   []int64 // model: per wallet, cents moved in minus out by 200 answers
-	unknown []transferReq
-	seq     atomic.Uint64
-	okCount atomic.Int64 // successful transfers so far, for --progress
-	phaseN  int
-	child   *child
+	o        Options
+	out      io.Writer
+	runID    string
+	seed     uint64
+	base     string // the service's http://host:port
+	http     *http.Client
+	db       *sqlx.DB // the bench database (paysvc's tables)
+	wallets  []*benchWallet
+	delta    []int64 // model: per wallet, cents moved in minus out by 200 answers
+	unknown  []transferReq
+	seq      atomic.Uint64
+	okCount  atomic.Int64 // successful transfers so far, for --progress
+	phaseN   int
+	child    *child
+	stk      *stkResult        // the stk-collect scenario's end-to-end figures and checks
+	childEnv map[string]string // what the bench set in the child's environment beyond isolation
 }
 
 func (r *runner) printf(format string, a ...any) { fmt.Fprintf(r.out, format, a...) }
@@ -189,7 +211,12 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		started := time.Now()
-		if r.child, err = startChild(ctx, childConfig{DatabaseURL: dbURL, CPUProfile: o.ServerCPUProfile, Dir: dir}); err != nil {
+		cc := childConfig{DatabaseURL: dbURL, CPUProfile: o.ServerCPUProfile, Dir: dir}
+		if slices.Contains(o.Scenarios, ScenarioSTK) {
+			cc.Env = stkChildEnv(os.Getenv)
+		}
+		r.childEnv = cc.Env
+		if r.child, err = startChild(ctx, cc); err != nil {
 			return err
 		}
 		r.base = r.child.base
@@ -211,9 +238,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	var setups []*scenarioSetup
 	for _, name := range o.Scenarios {
 		var s *scenarioSetup
-		if name == ScenarioSpread {
+		switch name {
+		case ScenarioSpread:
 			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
-		} else {
+		case ScenarioSTK:
+			s, err = r.setupSTK(ctx, name, o.Merchants)
+		default:
 			s, err = r.setup(ctx, name, 1, o.HotSources+1, false)
 		}
 		if err != nil {
@@ -227,7 +257,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	// Load.
 	results := map[string]phaseResult{}
 	for _, s := range setups {
-		p := r.observed(ctx, o.Warmup, func() phaseResult {
+		if s.STK {
+			p, err := r.runSTK(ctx, s)
+			if err != nil {
+				return err
+			}
+			results[s.Name] = p
+			continue
+		}
+		p := r.observed(ctx, o.Warmup, transferRoute, func() phaseResult {
 			return r.closedLoop(ctx, s, o.Concurrency, o.Warmup, o.Duration, o.Requests)
 		})
 		p.Partitions = s.Partitions
@@ -242,7 +280,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		rate := spread.throughput() / 2
 		hw := min(time.Second, o.Warmup)
 		s := setups[slices.IndexFunc(setups, func(s *scenarioSetup) bool { return s.Name == ScenarioSpread })]
-		p := r.observed(ctx, hw, func() phaseResult {
+		p := r.observed(ctx, hw, transferRoute, func() phaseResult {
 			return r.openLoop(ctx, s, rate, hw, o.HalfRateDuration, r.openLoopWorkers())
 		})
 		p.Partitions = s.Partitions
@@ -265,10 +303,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		r.stopChild()
 	}
 
-	// Baseline.
+	// Baseline: the plain loop has a shape for the transfer scenarios only.
 	plain := map[string]phaseResult{}
-	if o.Baseline {
-		if plain, err = r.runBaseline(ctx, dbURL, setups); err != nil {
+	transfers := slices.DeleteFunc(slices.Clone(setups), func(s *scenarioSetup) bool { return s.STK })
+	if o.Baseline && len(transfers) > 0 {
+		if plain, err = r.runBaseline(ctx, dbURL, transfers); err != nil {
 			return err
 		}
 	}
@@ -313,28 +352,39 @@ const transferRoute = `route="/api/v1/wallets/:wallet_id/intra_transfer"`
 
 // observed runs a phase and scrapes the service's metrics (and CPU counters) at the
 // end of its warmup and at its end, so the figures cover the measured part only.
-func (r *runner) observed(ctx context.Context, warmup time.Duration, run func() phaseResult) phaseResult {
-	type snap struct {
-		m   metrics
-		cpu cpuTimes
-		err error
-	}
+func (r *runner) observed(ctx context.Context, warmup time.Duration, route string, run func() phaseResult) phaseResult {
 	first := make(chan snap, 1)
 	go func() {
 		select {
 		case <-time.After(warmup):
 		case <-ctx.Done():
 		}
-		m, err := scrapeMetrics(ctx, r.http, r.base)
-		first <- snap{m: m, cpu: sampleCPU(m), err: err}
+		first <- r.snapshot(ctx)
 	}()
 	p := run()
 	a := <-first
+	p.Server = figuresBetween(a, r.snapshot(ctx), route)
+	return p
+}
+
+// snap is one scrape of the service's metrics with the CPU counters at that time.
+type snap struct {
+	m   metrics
+	cpu cpuTimes
+	err error
+}
+
+func (r *runner) snapshot(ctx context.Context) snap {
 	m, err := scrapeMetrics(ctx, r.http, r.base)
-	if a.err != nil || err != nil {
-		return p
+	return snap{m: m, cpu: sampleCPU(m), err: err}
+}
+
+// figuresBetween is what happened between two snapshots; route selects the HTTP
+// latency histogram (a route="..." label).
+func figuresBetween(a, b snap, route string) serverFigures {
+	if a.err != nil || b.err != nil {
+		return serverFigures{}
 	}
-	b := snap{m: m, cpu: sampleCPU(m)}
 	f := serverFigures{OK: true, Seconds: b.cpu.At.Sub(a.cpu.At).Seconds()}
 	diff := func(name string, labels ...string) histogram {
 		return b.m.histogram(name, labels...).minus(a.m.histogram(name, labels...))
@@ -342,12 +392,11 @@ func (r *runner) observed(ctx context.Context, warmup time.Duration, run func() 
 	f.BatchSize = diff("paysvc_engine_batch_size_commands")
 	f.Commit = diff("paysvc_engine_batch_commit_seconds")
 	f.E2E = diff("paysvc_engine_command_end_to_end_seconds")
-	f.HTTP = diff("paysvc_http_request_duration_seconds", transferRoute, `status="200"`)
+	f.HTTP = diff("paysvc_http_request_duration_seconds", route, `status="200"`)
 	f.BatchFailures = b.m.sum("paysvc_engine_batch_failures_total") - a.m.sum("paysvc_engine_batch_failures_total")
 	f.ReplyTimeouts = b.m.sum("paysvc_api_reply_timeouts_total") - a.m.sum("paysvc_api_reply_timeouts_total")
 	f.CPU = cpuBetween(a.cpu, b.cpu)
-	p.Server = f
-	return p
+	return f
 }
 
 func (r *runner) printMachine(ctx context.Context) error {
@@ -381,6 +430,11 @@ func (r *runner) printSetup(ctx context.Context, setups []*scenarioSetup, took t
 		// its worker: how many workers a scenario really uses explains its figures.
 		_ = r.db.GetContext(ctx, &s.Partitions, `SELECT count(DISTINCT kafka_partition) FROM processed_commands WHERE merchant_id = ANY($1)`, ids)
 		used := s.Partitions
+		if s.STK {
+			r.printf("  %-16s %d merchants, KES %s STK pushes from random 2547XXXXXXXX phones (no magic suffix) to their settlement wallets; %s\n",
+				s.Name, len(s.Merchants), stkAmount, r.stkDelays())
+			continue
+		}
 		if s.Hot >= 0 {
 			r.printf("  %-16s 1 merchant, %d funded source wallets -> 1 hot wallet; on %d of %d command partitions\n",
 				s.Name, len(s.Sources), used, partitions)
@@ -407,7 +461,11 @@ func (r *runner) printPhase(p phaseResult) {
 		r.printf("\nplain Postgres %s: %d connections, one transaction per transfer, %s, %.1fs measured\n",
 			p.Name, p.Concurrency, trips, p.Elapsed.Seconds())
 	}
-	r.printf("  transfers/s    %.0f  (%d ok measured, %d ok in warmup)\n", p.throughput(), p.OK, p.WarmOK)
+	unit, endpoint := "transfers/s ", "intra_transfer"
+	if p.Name == ScenarioSTK {
+		unit, endpoint = "STK pushes/s", "mpesa-stk-push"
+	}
+	r.printf("  %s   %.0f  (%d ok measured, %d ok in warmup)\n", unit, p.throughput(), p.OK, p.WarmOK)
 	r.printf("  latency        %s\n", p.Lat)
 	if p.Mode == "open" {
 		r.printf("  from send      %s (without the wait for a free sender)\n", p.SendLat)
@@ -427,8 +485,8 @@ func (r *runner) printPhase(p phaseResult) {
 	r.printf("  engine         %.0f batches (%.0f/s), commands per batch mean %.1f (p50 <= %g, p99 <= %g); commit mean %s ms (p99 <= %g ms)\n",
 		batches, batches/f.Seconds, f.BatchSize.mean(), f.BatchSize.quantile(0.5), f.BatchSize.quantile(0.99),
 		fmt.Sprintf("%.2f", f.Commit.mean()*1000), f.Commit.quantile(0.99)*1000)
-	r.printf("  server side    intra_transfer 200 mean %.2f ms (p99 <= %g ms); command issued->committed mean %.2f ms (p99 <= %g ms)\n",
-		f.HTTP.mean()*1000, f.HTTP.quantile(0.99)*1000, f.E2E.mean()*1000, f.E2E.quantile(0.99)*1000)
+	r.printf("  server side    %s 200 mean %.2f ms (p99 <= %g ms); command issued->committed mean %.2f ms (p99 <= %g ms)\n",
+		endpoint, f.HTTP.mean()*1000, f.HTTP.quantile(0.99)*1000, f.E2E.mean()*1000, f.E2E.quantile(0.99)*1000)
 	if p.Partitions > 0 && f.Seconds > 0 {
 		r.printf("  commit share   CommitBatch took %.0f%% of the time of the %d partition worker(s) in use\n",
 			100*f.Commit.Sum/f.Seconds/float64(p.Partitions), p.Partitions)
@@ -439,7 +497,10 @@ func (r *runner) printPhase(p phaseResult) {
 	if f.CPU.OK {
 		r.printf("  cpu (cores)    paysvc %.2f, postgres %.2f, bench %.2f, other %.2f; machine busy %.2f of %d\n",
 			f.CPU.Server, f.CPU.Postgres, f.CPU.Bench, f.CPU.other(true), f.CPU.Busy, runtime.NumCPU())
-		if tps := p.throughput(); tps > 0 {
+		if tps := p.throughput(); tps > 0 && p.Name == ScenarioSTK {
+			r.printf("  cpu/push       paysvc %.0f us, postgres %.0f us (the collections' ACCEPTED and FINAL results share this window)\n",
+				1e6*f.CPU.Server/tps, 1e6*f.CPU.Postgres/tps)
+		} else if tps > 0 {
 			r.printf("  cpu/transfer   paysvc %.0f us, postgres %.0f us (2 cores at 10,000/s allow 200 us in all)\n",
 				1e6*f.CPU.Server/tps, 1e6*f.CPU.Postgres/tps)
 		}
@@ -475,8 +536,10 @@ func (r *runner) printChecks(ctx context.Context) (bool, error) {
 	slices.Sort(sums)
 	r.printf("  ledger check   %s: %d entries, %d wallets, sums %s, %d snapshot mismatches, %d negative wallets\n",
 		verdict(ledger.OK), ledger.Entries, ledger.Wallets, strings.Join(sums, " "), len(ledger.WalletMismatch), len(ledger.NegativeWallets))
-	r.printf("  model check    %s: %d bench wallets hold %s, deposited %s; %d wallets differ from deposit +/- the bench's 200 transfers\n",
-		verdict(model.OK), model.Wallets, centsString(model.Balances), centsString(model.Deposited), len(model.Mismatches))
+	if len(r.wallets) > 0 {
+		r.printf("  model check    %s: %d bench wallets hold %s, deposited %s; %d wallets differ from deposit +/- the bench's 200 transfers\n",
+			verdict(model.OK), model.Wallets, centsString(model.Balances), centsString(model.Deposited), len(model.Mismatches))
+	}
 	if model.Unknown > 0 {
 		r.printf("    %d transfers have an unknown outcome (rerun with --idempotency-keys to resolve them)\n", model.Unknown)
 	}
@@ -487,7 +550,13 @@ func (r *runner) printChecks(ctx context.Context) (bool, error) {
 		}
 		r.printf("    %s\n", m)
 	}
-	return ledger.OK && model.OK, nil
+	stkOK := true
+	if r.stk != nil {
+		if stkOK, err = r.printSTKCheck(ctx, verdict); err != nil {
+			return false, err
+		}
+	}
+	return ledger.OK && model.OK && stkOK, nil
 }
 
 func (r *runner) runBaseline(ctx context.Context, dbURL string, setups []*scenarioSetup) (map[string]phaseResult, error) {
@@ -575,6 +644,10 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 	hot, hasHot := res[ScenarioHot]
 	for _, name := range r.o.Scenarios {
 		p := res[name]
+		if name == ScenarioSTK {
+			r.printf("  %-16s paysvc %7.0f STK pushes/s, %.0f collections completed/s end to end\n", name, p.throughput(), r.stk.rate())
+			continue
+		}
 		line := fmt.Sprintf("  %-16s paysvc %7.0f/s", name, p.throughput())
 		if q, ok := plain[name]; ok && q.throughput() > 0 {
 			line += fmt.Sprintf("   plain Postgres %6.0f/s   paysvc/plain %.2fx", q.throughput(), p.throughput()/q.throughput())
@@ -598,5 +671,12 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 		ratio := hot.throughput() / q.throughput()
 		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("hot wallet >= %.0fx plain Postgres", targetVsPlainHot),
 			fmt.Sprintf("%.2fx", ratio), met(ratio >= targetVsPlainHot))
+	}
+	if p, ok := res[ScenarioSTK]; ok {
+		rate := r.stk.rate()
+		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("stk-collect >= %.0f completed/s e2e", targetSTKRate),
+			fmt.Sprintf("%.0f/s", rate), met(r.stk.Done && rate >= targetSTKRate))
+		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("stk-collect push p99 <= %s", targetSTKP99),
+			ms(p.Lat.P99)+" ms", met(p.Lat.N > 0 && p.Lat.P99 <= targetSTKP99))
 	}
 }

@@ -176,3 +176,77 @@ func TestRefusedBeforeIssue_OnlyTheOverloadedRefusal(t *testing.T) {
 		t.Fatal("an unknown outcome taken for a refusal")
 	}
 }
+
+func TestSTKPhone_NeverAMagicNumber(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	seen := map[string]bool{}
+	for i := 0; i < 200000; i++ {
+		p := stkPhone(rng)
+		if len(p) != 12 || !strings.HasPrefix(p, "2547") || strings.Trim(p, "0123456789") != "" {
+			t.Fatalf("phone %q is not 2547XXXXXXXX", p)
+		}
+		if tail := p[8:]; tail >= "0001" && tail <= "0006" {
+			t.Fatalf("phone %q ends in a magic failure suffix", p)
+		}
+		seen[p] = true
+	}
+	if len(seen) < 199000 {
+		t.Fatalf("only %d distinct phones of 200000", len(seen))
+	}
+}
+
+func TestSTKBody_IsTheAPIsJSON(t *testing.T) {
+	t.Parallel()
+	var v map[string]string
+	if err := json.Unmarshal(stkBody("254712345678"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v) != 3 || v["phone_number"] != "254712345678" || v["amount"] != "100" || v["api_ref"] != "bench" {
+		t.Fatalf("body = %v", v)
+	}
+}
+
+func TestSTKChildEnv_FastSimulatorUnlessSet(t *testing.T) {
+	t.Parallel()
+	got := stkChildEnv(func(string) string { return "" })
+	if len(got) != 2 || got["PAYSVC_SIM_ACCEPT_DELAY"] != "5ms" || got["PAYSVC_SIM_FINAL_DELAY"] != "10ms" {
+		t.Fatalf("env = %v", got)
+	}
+	got = stkChildEnv(func(k string) string {
+		if k == "PAYSVC_SIM_FINAL_DELAY" {
+			return "1s"
+		}
+		return ""
+	})
+	if len(got) != 1 || got["PAYSVC_SIM_ACCEPT_DELAY"] != "5ms" {
+		t.Fatalf("a caller's PAYSVC_SIM_FINAL_DELAY overridden: %v", got)
+	}
+}
+
+func TestScenarios_STKIsKnownButNotDefault(t *testing.T) {
+	t.Parallel()
+	if slices.Contains(Scenarios, ScenarioSTK) {
+		t.Fatal("stk-collect is in the default run")
+	}
+	if !slices.Contains(KnownScenarios(), ScenarioSTK) || !strings.Contains(ScenarioHelp(), ScenarioSTK) {
+		t.Fatal("stk-collect is not selectable or not in the help")
+	}
+	valid := func(s ...string) error {
+		o := Options{Scenarios: s, Merchants: 8, Wallets: 16, HotSources: 64, Concurrency: 64, Duration: time.Second,
+			BaselineConns: 16, Deposit: "1.00", DatabaseURL: "postgres://x/y"}
+		return o.Validate()
+	}
+	if err := valid(ScenarioSTK); err != nil {
+		t.Fatalf("stk-collect refused: %v", err)
+	}
+	if err := valid(ScenarioSpread, ScenarioSTK, ScenarioHot); err != nil {
+		t.Fatalf("mixed run refused: %v", err)
+	}
+	if err := valid("stk"); err == nil || !strings.Contains(err.Error(), ScenarioSTK) {
+		t.Fatalf("unknown scenario: %v", err)
+	}
+	if err := valid(ScenarioSTK, ScenarioSTK); err == nil {
+		t.Fatal("a scenario named twice accepted")
+	}
+}

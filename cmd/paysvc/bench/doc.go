@@ -8,7 +8,10 @@
 // keep-alive connections. Two shapes of load exercise the two sides of the design's
 // partition-per-merchant decision: transfer-spread (many merchants and wallet
 // pairs, so several partition workers share the work) and transfer-hot (every
-// transfer credits one wallet, so one worker must batch well).
+// transfer credits one wallet, so one worker must batch well). A third scenario,
+// stk-collect, runs only when named: M-Pesa STK push collections through the
+// sandbox simulator (three engine commands and a rail round trip each), measured
+// by the push request and by collections completed end to end (stk.go).
 //
 // Figures are only worth something if the money is right, so a run ends with two
 // conservation checks: storage.CheckLedger on the database, and a model check that

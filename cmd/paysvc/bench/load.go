@@ -56,10 +56,15 @@ type worker struct {
 	warmErrs statusCounts
 	delta    []int64 // per wallet: cents received minus sent by 200 answers
 	unknown  []transferReq
+	// stk-collect: 200 answers by merchant id (warmup included: every pushed
+	// invoice must complete), and pushes without a known outcome.
+	stkPushed  map[string]int
+	stkUnknown int
 }
 
 func (r *runner) newWorker() *worker {
-	return &worker{errs: newStatusCounts(), warmErrs: newStatusCounts(), delta: make([]int64, len(r.wallets))}
+	return &worker{errs: newStatusCounts(), warmErrs: newStatusCounts(), delta: make([]int64, len(r.wallets)),
+		stkPushed: map[string]int{}}
 }
 
 // do sends one transfer and books its outcome: a 200 moved the money, a 4xx did
@@ -122,6 +127,12 @@ type phaseResult struct {
 	Rate        float64 // open loop: the scheduled rate
 	Partitions  int     // command partitions the scenario's merchants use
 	Server      serverFigures
+	Started     time.Time // the first request of the phase (warmup included)
+	MeasureFrom time.Time // the end of the warmup
+	// stk-collect: 200 answers by merchant id, warmup included, and pushes whose
+	// outcome is unknown (no answer, 5xx): they may have opened an invoice.
+	STKPushed  map[string]int
+	STKUnknown int
 }
 
 func (p phaseResult) throughput() float64 {
@@ -134,8 +145,13 @@ func (p phaseResult) throughput() float64 {
 // merge folds the workers' tallies into the phase result and the run's model.
 func (r *runner) merge(p *phaseResult, ws []*worker) {
 	p.Errors, p.WarmErrors = newStatusCounts(), newStatusCounts()
+	p.STKPushed = map[string]int{}
 	var lat, sendLat []time.Duration
 	for _, w := range ws {
+		for id, n := range w.stkPushed {
+			p.STKPushed[id] += n
+		}
+		p.STKUnknown += w.stkUnknown
 		p.OK += w.ok
 		p.WarmOK += w.warmOK
 		p.Errors.merge(w.errs)
@@ -166,6 +182,7 @@ func (r *runner) closedLoop(ctx context.Context, s *scenarioSetup, conc int, war
 	p := phaseResult{Name: s.Name, Mode: "closed", Concurrency: conc}
 	start := time.Now()
 	measureFrom := start.Add(warmup)
+	p.Started, p.MeasureFrom = start, measureFrom
 	stopAt := measureFrom.Add(dur)
 	var left atomic.Int64
 	left.Store(int64(requests))
@@ -188,6 +205,11 @@ func (r *runner) closedLoop(ctx context.Context, s *scenarioSetup, conc int, war
 					} else if !t0.Before(stopAt) {
 						return
 					}
+				}
+				if s.STK {
+					m := s.Merchants[rng.IntN(len(s.Merchants))]
+					r.doSTK(ctx, w, m, stkPhone(rng), r.idemKey(r.phaseN<<16+i, n), measured, t0)
+					continue
 				}
 				m, src, dst := s.pick(rng)
 				t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16+i, n)}

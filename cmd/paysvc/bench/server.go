@@ -87,6 +87,7 @@ type childConfig struct {
 	DatabaseURL string
 	CPUProfile  string // when set, the child is the profiling wrapper instead of plain serve
 	Dir         string
+	Env         map[string]string // more variables for the child (a scenario's service settings)
 }
 
 func startChild(ctx context.Context, cc childConfig) (*child, error) {
@@ -115,7 +116,7 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	cmd := exec.Command(exe, args...)
 	// The parent's PAYSVC_* settings are inherited on purpose (e.g.
 	// PAYSVC_COMMAND_PARTITIONS=16 make bench); only what isolates the run is forced.
-	cmd.Env = withEnv(os.Environ(), map[string]string{
+	set := map[string]string{
 		"PAYSVC_DATABASE_URL": cc.DatabaseURL,
 		"PAYSVC_HTTP_ADDR":    "127.0.0.1:" + strconv.Itoa(httpPort),
 		"PAYSVC_KAFKA_PORT":   strconv.Itoa(kafkaPort),
@@ -123,7 +124,11 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 		"PAYSVC_RATE_LIMIT":   "0",
 		"PAYSVC_LOG_LEVEL":    "warn",
 		"PAYSVC_LOG_FORMAT":   "text",
-	})
+	}
+	for k, v := range cc.Env {
+		set[k] = v
+	}
+	cmd.Env = withEnv(os.Environ(), set)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", exe, err)

@@ -22,6 +22,8 @@ type merchant struct {
 	Secret  string
 	Auth    string // "Bearer " + Secret, built once
 	Wallets []int
+	// Settlement is the merchant's KES settlement wallet (stk-collect credits it).
+	Settlement string
 }
 
 // benchWallet is one wallet the bench created, with what it deposited into it.
@@ -38,6 +40,7 @@ type scenarioSetup struct {
 	Hot        int   // transfer-hot: the wallet every transfer credits
 	Sources    []int // transfer-hot: the funded wallets transfers come from
 	Partitions int   // command partitions its merchants hash to
+	STK        bool  // stk-collect: STK pushes to the merchants' settlement wallets
 }
 
 // post sends a JSON POST with the merchant's secret key and returns the status and
