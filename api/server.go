@@ -35,6 +35,9 @@ type Config struct {
 	IdempotencyTTL time.Duration // how long Idempotency-Key records are kept
 	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
 	Fees           *tariff.Schedule
+	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
+	// Daraja; empty: no callback endpoint.
+	DarajaCallbackToken string
 }
 
 func (c *Config) defaults() {
@@ -133,6 +136,7 @@ func (s *Server) routes(e *echo.Echo) {
 	v1.POST("/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, s.authSandboxSecret, s.idempotent)
 	v1.POST("/payment/mpesa-stk-push", s.stkPush, s.authPublicOrSecret, s.idempotent)
 	v1.POST("/payment/status", s.paymentStatus, s.authPublicOrSecret)
+	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -47,4 +48,33 @@ func LoadInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID string,
 		out[s.InvoiceID] = s
 	}
 	return out, nil
+}
+
+// InvoiceRef names an invoice and its merchant.
+type InvoiceRef struct {
+	InvoiceID         string `db:"invoice_id"`
+	MerchantID        string `db:"merchant_id"`
+	CheckoutRequestID string `db:"checkout_request_id"`
+}
+
+// InvoiceByCheckoutRequest finds the invoice of a rail reference (a Daraja
+// callback carries only that).
+func InvoiceByCheckoutRequest(ctx context.Context, q sqlx.QueryerContext, checkoutRequestID string) (InvoiceRef, error) {
+	var r InvoiceRef
+	err := sqlx.GetContext(ctx, q, &r, `SELECT invoice_id, merchant_id, checkout_request_id FROM invoices
+		WHERE checkout_request_id = $1`, checkoutRequestID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
+// StalePrompts lists invoices still waiting for their rail's outcome since before
+// olderThan: their callback may have been lost, so the rail is asked.
+func StalePrompts(ctx context.Context, q sqlx.QueryerContext, olderThan time.Time, limit int) ([]InvoiceRef, error) {
+	var out []InvoiceRef
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, checkout_request_id FROM invoices
+		WHERE state IN ('PENDING', 'PROCESSING') AND checkout_request_id IS NOT NULL AND updated_at < $1
+		ORDER BY updated_at LIMIT $2`, olderThan, limit)
+	return out, err
 }

@@ -19,6 +19,10 @@ const (
 	CodeWalletNotKES = "wallet_not_kes"
 )
 
+// StageSent is the provider-result stage that records the rail's reference for a
+// prompt (the rails role sends it right after the rail took the prompt).
+const StageSent = "SENT"
+
 // invoiceIDs are the invoices a command touches, for hydration.
 func invoiceIDs(payload any) []string {
 	switch p := payload.(type) {
@@ -111,6 +115,8 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	}
 	var cmd any
 	switch {
+	case in.Stage == StageSent:
+		cmd = invoice.Sent{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	case in.Stage == "ACCEPTED":
 		cmd = invoice.Accept{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	case in.Code == 0:
@@ -131,6 +137,10 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 		return refuse(CodeInvalid, resp.Err.Error(), ""), nil
 	}
 	inv := resp.After
+	if in.Stage == StageSent {
+		b.touchInvoice(resp.Before, inv) // no state change: no collection_event
+		return topics.Reply{Result: mustJSON(inv)}, nil
+	}
 	if inv.State == invoice.StateComplete {
 		if err := e.creditCollection(ctx, p, b, c, inv); err != nil {
 			if rerr := e.restoreInvoice(p, ref, resp.Before); rerr != nil {

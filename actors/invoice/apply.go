@@ -21,6 +21,18 @@ func Apply(s State, cmd any) (State, error) {
 			Provider: c.Provider, Currency: c.Currency, Value: c.Value, Charges: c.Charges, NetAmount: c.NetAmount,
 			Tariff: c.Tariff, Account: c.Account, APIRef: c.APIRef, Version: 1, CreatedAt: c.At, UpdatedAt: c.At,
 		}, nil
+	case Sent:
+		if !s.Exists() {
+			return s, ErrNotFound
+		}
+		if s.CheckoutRequestID != "" || c.CheckoutRequestID == "" {
+			return s, ErrDuplicate
+		}
+		n := s
+		n.CheckoutRequestID = c.CheckoutRequestID
+		n.Version++
+		n.UpdatedAt = c.At
+		return n, nil
 	case Accept:
 		n, err := move(s, StateProcessing, c.At)
 		if err != nil {

@@ -17,6 +17,13 @@ type Create struct {
 	At                              time.Time
 }
 
+// Sent records the rail's reference for the prompt (Daraja's CheckoutRequestID), so
+// its callback and status query can find the invoice. The state does not change.
+type Sent struct {
+	CheckoutRequestID string
+	At                time.Time
+}
+
 // Accept records that the customer approved the prompt (PENDING -> PROCESSING).
 type Accept struct {
 	CheckoutRequestID string

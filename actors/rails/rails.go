@@ -14,12 +14,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/ids"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -33,6 +35,9 @@ var (
 		Help: "Outcomes received from a rail and fed back as commands, by rail, stage and code.",
 	}, []string{"rail", "stage", "code"})
 )
+
+// StageSent records the rail's reference for a prompt (see Options.RecordSent).
+const StageSent = "SENT"
 
 // ResultCommand is the command that carries a rail outcome back to the engine.
 func ResultCommand(r mpesa.Result) (topics.Command, error) {
@@ -68,10 +73,21 @@ func Sink(cl *kgo.Client) mpesa.Sink {
 	}
 }
 
+// Options say how a rail behaves.
+type Options struct {
+	// RecordSent feeds the rail's reference (CheckoutRequestID) back as a SENT result,
+	// for rails whose callbacks carry only that reference (Daraja).
+	RecordSent bool
+	// RetryUnavailable sends a prompt again when the rail gave no usable answer. Only
+	// for the simulator: against live M-Pesa a retry could prompt the customer twice,
+	// so there the invoice fails instead.
+	RetryUnavailable bool
+}
+
 // Run consumes STK requests and sends them to the rail until ctx ends. Offsets are
 // committed after the rail took each request (at least once: a redelivered request
 // is sent again, and its outcome still applies once).
-func Run(ctx context.Context, brokers []string, rail mpesa.Rail, log *slog.Logger) error {
+func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, log *slog.Logger) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-rails"),
 		kgo.ConsumeTopics(topics.RailsMpesaSTKTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-rails"))
 	if err != nil {
@@ -91,11 +107,23 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, log *slog.Logge
 				return
 			}
 			for attempt := 0; ctx.Err() == nil; attempt++ {
-				_, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
+				ref, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
 					Phone: req.Phone, Amount: req.Amount, AccountRef: req.AccountRef, Description: "Payment"})
+				if err != nil && errors.Is(err, mpesa.ErrUnavailable) && !opt.RetryUnavailable {
+					err = fmt.Errorf("%w (not retried: the prompt may have been sent)", mpesa.ErrRejected)
+				}
 				switch {
 				case err == nil:
 					requests.WithLabelValues("mpesa_stk", "ok").Inc()
+					if opt.RecordSent && ref != "" {
+						sent := mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID, Stage: StageSent, CheckoutRequestID: ref}
+						for ctx.Err() == nil {
+							if err := Sink(cl)(ctx, sent); err == nil {
+								break
+							}
+							time.Sleep(time.Second)
+						}
+					}
 					return
 				case errors.Is(err, mpesa.ErrInvalidRequest) || errors.Is(err, mpesa.ErrRejected):
 					// The rail refused: the invoice fails, as M-Pesa would report it.
@@ -120,4 +148,43 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, log *slog.Logge
 			log.Warn("commit rail offsets", "err", err)
 		}
 	}
+}
+
+// Recover asks the rail about prompts whose outcome never came (a lost callback),
+// every interval, for invoices waiting longer than after, and feeds final answers
+// back like callbacks.
+func Recover(ctx context.Context, db *sqlx.DB, q Querier, sink mpesa.Sink, after, interval time.Duration, log *slog.Logger) error {
+	log = log.With("component", "rails-recover")
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		stale, err := storage.StalePrompts(ctx, db, time.Now().Add(-after), 100)
+		if err != nil {
+			log.Warn("list stale prompts", "err", err)
+			continue
+		}
+		for _, inv := range stale {
+			r, pending, err := q.Query(ctx, inv.CheckoutRequestID)
+			if err != nil || pending {
+				if err != nil {
+					log.Warn("query prompt", "invoice_id", inv.InvoiceID, "err", err)
+				}
+				continue
+			}
+			r.InvoiceID, r.MerchantID, r.Stage = inv.InvoiceID, inv.MerchantID, mpesa.StageFinal
+			if err := sink(ctx, r); err != nil {
+				log.Warn("record queried outcome", "invoice_id", inv.InvoiceID, "err", err)
+			}
+		}
+	}
+}
+
+// Querier asks a rail for a prompt's outcome (Daraja's STK query).
+type Querier interface {
+	Query(ctx context.Context, checkoutRequestID string) (mpesa.Result, bool, error)
 }

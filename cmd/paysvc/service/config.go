@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"paysvc/actors/ids"
+	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/tariff"
 	"paysvc/api"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	API                   api.Config
 	// SimAcceptDelay and SimFinalDelay pace the sandbox M-Pesa simulator.
 	SimAcceptDelay, SimFinalDelay time.Duration
+	// Daraja is the live M-Pesa adapter's configuration (ConsumerKey empty: none).
+	Daraja           mpesa.DarajaConfig
+	DarajaQueryAfter time.Duration // a prompt with no callback for this long is queried
 }
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
@@ -114,6 +118,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("PAYSVC_LOG_LEVEL: %w", err))
 	}
 	c.API.Environment = c.Environment
+	c.Daraja = mpesa.DarajaConfig{
+		BaseURL: get("PAYSVC_DARAJA_BASE_URL", "https://sandbox.safaricom.co.ke"), ConsumerKey: get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
+		ConsumerSecret: get("PAYSVC_DARAJA_CONSUMER_SECRET", ""), ShortCode: get("PAYSVC_DARAJA_SHORTCODE", ""),
+		Passkey: get("PAYSVC_DARAJA_PASSKEY", ""),
+	}
+	c.API.DarajaCallbackToken = get("PAYSVC_DARAJA_CALLBACK_TOKEN", "")
+	if base := get("PAYSVC_DARAJA_CALLBACK_BASE_URL", ""); base != "" && c.API.DarajaCallbackToken != "" {
+		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
+	}
+	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

@@ -112,13 +112,28 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 
 	if cfg.Has(RoleRails) {
-		if cfg.Environment == "sandbox" {
+		switch {
+		case cfg.Daraja.ConsumerKey != "":
+			d, err := mpesa.NewDaraja(cfg.Daraja, &http.Client{Timeout: 30 * time.Second})
+			if err != nil {
+				return nil, fmt.Errorf("PAYSVC_DARAJA_*: %w", err)
+			}
+			sink := rails.Sink(s.producer)
+			s.goRun(func() error { return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordSent: true}, log) })
+			s.goRun(func() error {
+				return rails.Recover(runCtx, s.DB, d, sink, cfg.DarajaQueryAfter, max(cfg.DarajaQueryAfter/4, 100*time.Millisecond), log)
+			})
+			log.Info("rails role: M-Pesa through Daraja", "daraja", cfg.Daraja.String())
+		case cfg.Environment == "sandbox":
 			sim := mpesa.NewSimulator(rails.Sink(s.producer), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
-			s.goRun(func() error { defer sim.Close(); return rails.Run(runCtx, s.Brokers, sim, log) })
-		} else {
+			s.goRun(func() error {
+				defer sim.Close()
+				return rails.Run(runCtx, s.Brokers, sim, rails.Options{RetryUnavailable: true}, log)
+			})
+		default:
 			// Nothing is lost: prompts wait in their topic until a rails role with a
 			// live adapter consumes them.
-			log.Error("rails role: no live M-Pesa adapter is wired yet; STK requests wait in " + topics.RailsMpesaSTKTopic)
+			log.Error("rails role: no M-Pesa adapter configured (PAYSVC_DARAJA_*); STK requests wait in " + topics.RailsMpesaSTKTopic)
 		}
 	}
 

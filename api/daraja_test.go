@@ -1,0 +1,121 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"paysvc/actors/rails/mpesa"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
+)
+
+// A live server with Daraja credentials sends prompts through Daraja (here its local
+// fake, over real HTTP), learns outcomes from Daraja's callbacks at the secret
+// callback URL, and recovers a lost callback with the status query.
+func TestSTKPush_LiveDaraja(t *testing.T) {
+	t.Parallel()
+	fake := mpesa.NewFakeDaraja()
+	defer fake.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const token = "cb-secret-123"
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.Environment, c.API.Environment = "live", "live"
+		c.HTTPAddr = addr
+		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
+		c.API.DarajaCallbackToken = token
+		c.DarajaQueryAfter = 300 * time.Millisecond
+	})
+	b := newBundle(t, env, "Live Merchant")
+
+	push := func(phone string) (invoiceID, checkoutID string) {
+		t.Helper()
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": phone, "amount": "1000"})
+		if r.Status != 200 {
+			t.Fatalf("push: %d %s", r.Status, r.Body)
+		}
+		invoiceID = r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, req := range fake.Requests() {
+				if req.PhoneNumber != phone {
+					continue
+				}
+				ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
+				if err == nil && ref.InvoiceID == invoiceID {
+					return invoiceID, req.CheckoutRequestID
+				}
+				if err != nil && !errors.Is(err, storage.ErrNotFound) {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("the prompt for %s never reached Daraja or was never recorded", invoiceID)
+		return "", ""
+	}
+
+	t.Run("CallbackCompletes", func(t *testing.T) {
+		inv, co := push("254712000001")
+		if err := fake.Complete(co, 0, "RKT1234567"); err != nil {
+			t.Fatal(err)
+		}
+		final := b.waitInvoice(t, inv)
+		if final["state"] != "COMPLETE" || final["mpesa_reference"] != "RKT1234567" {
+			t.Fatalf("%v", final)
+		}
+		if cur, _ := b.balance(t, b.settlement); cur != "985.00" {
+			t.Fatalf("wallet %s, want 985.00", cur)
+		}
+		// Daraja delivers the same callback again: one effect.
+		if err := fake.Complete(co, 0, "RKT1234567"); err != nil {
+			t.Fatal(err)
+		}
+		b.wallet(t, "KES", "Marker") // a later command of the merchant, applied after the callback
+		if cur, _ := b.balance(t, b.settlement); cur != "985.00" {
+			t.Fatalf("a repeated callback moved money: %s", cur)
+		}
+	})
+	t.Run("CallbackCancelled", func(t *testing.T) {
+		inv, co := push("254712000002")
+		if err := fake.Complete(co, 1032, ""); err != nil {
+			t.Fatal(err)
+		}
+		final := b.waitInvoice(t, inv)
+		if final["state"] != "FAILED" || final["failed_code"] != "1032" {
+			t.Fatalf("%v", final)
+		}
+	})
+	t.Run("LostCallbackRecoveredByQuery", func(t *testing.T) {
+		before, _ := b.balance(t, b.settlement)
+		inv, co := push("254712000003")
+		if err := fake.Lose(co, 0, "RKT7654321"); err != nil {
+			t.Fatal(err)
+		}
+		final := b.waitInvoice(t, inv)
+		if final["state"] != "COMPLETE" || fake.Queries() == 0 {
+			t.Fatalf("%v (queries %d)", final, fake.Queries())
+		}
+		if after, _ := b.balance(t, b.settlement); after == before {
+			t.Fatalf("the recovered collection did not credit the wallet (%s)", after)
+		}
+	})
+	t.Run("CallbackEndpointRefusals", func(t *testing.T) {
+		if r := env.Do("POST", "/api/v1/payment/mpesa/callback/wrong-token", `{}`); r.Status != 404 {
+			t.Fatalf("wrong token: %d %s", r.Status, r.Body)
+		}
+		r := env.Do("POST", "/api/v1/payment/mpesa/callback/"+token, `{"Body":{}}`)
+		if r.Status != 400 {
+			t.Fatalf("malformed callback: %d %s", r.Status, r.Body)
+		}
+		errorBody(t, r)
+	})
+}
