@@ -244,3 +244,33 @@ func principal(c echo.Context) *Principal {
 	p, _ := c.Get(ctxPrincipal).(*Principal)
 	return p
 }
+
+// authStatus accepts what /payment/status accepts: a secret key, the `signature`
+// token returned with a collection (for a browser polling one invoice), or a public
+// key alone (the official SDK drops its Bearer token before calling status).
+func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
+	public := s.authPublicOrSecret(next)
+	return func(c echo.Context) error {
+		if c.Request().Header.Get("Authorization") == "" {
+			b, err := readBody(c)
+			if err != nil {
+				return err
+			}
+			if sig, err := b.str("signature", false, 1024, nil); err != nil {
+				return err
+			} else if sig != "" {
+				claims, err := s.sig.verify(c.Request().Context(), sig, time.Now())
+				if errors.Is(err, errBadSignature) {
+					return unauthorized("Invalid or expired signature")
+				}
+				if err != nil {
+					return err
+				}
+				c.Set(ctxPrincipal, &Principal{MerchantID: claims.Merchant, Kind: "signature"})
+				c.Set(ctxSignature, claims)
+				return next(c)
+			}
+		}
+		return public(c)
+	}
+}

@@ -98,7 +98,16 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err := json.Unmarshal(r.Result, &inv); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderSession(inv))
+	sig, err := s.sig.sign(c.Request().Context(), signatureClaims{Merchant: inv.MerchantID, Invoice: inv.InvoiceID,
+		Expires: time.Now().Add(signatureTTL).Unix()})
+	if err != nil {
+		return err
+	}
+	// signature (beyond the Payment session's fields) lets a browser poll /payment/status.
+	return c.JSON(http.StatusOK, struct {
+		sessionJSON
+		Signature string `json:"signature"`
+	}{renderSession(inv), sig})
 }
 
 func tarOrDefault(t string) string {
@@ -149,6 +158,9 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if claims, ok := c.Get(ctxSignature).(signatureClaims); ok && (claims.Invoice != id || claims.Checkout != checkout) {
+		return clientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
 	}
 	if checkout != "" {
 		// Checkout sessions do not exist yet: no invoice belongs to one.

@@ -213,3 +213,49 @@ func TestSTKPush_DuplicateProviderResult(t *testing.T) {
 		t.Fatalf("SALE entries: %d (%v), want the 2 of one collection", n, err)
 	}
 }
+
+// The signature returned with a collection lets a browser poll that invoice's
+// status with no key at all; a tampered, foreign or other-invoice token is refused.
+func TestPaymentStatus_Signature(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	push := func() (string, string) {
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254744444444", "amount": "10"})
+		m := r.Map(t)
+		sig, _ := m["signature"].(string)
+		if r.Status != 200 || sig == "" {
+			t.Fatalf("push: %d %s", r.Status, r.Body)
+		}
+		return m["invoice"].(map[string]any)["invoice_id"].(string), sig
+	}
+	inv1, sig1 := push()
+	inv2, _ := push()
+
+	r := b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv1, "signature": sig1})
+	if r.Status != 200 || r.Map(t)["invoice"].(map[string]any)["invoice_id"] != inv1 {
+		t.Fatalf("status by signature: %d %s", r.Status, r.Body)
+	}
+	tampered := sig1[:len(sig1)-2] + "AA"
+	if tampered == sig1 {
+		tampered = sig1[:len(sig1)-2] + "BB"
+	}
+	r = b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv1, "signature": tampered})
+	if d, _, _ := errorBody(t, r); r.Status != 401 || d != "Invalid or expired signature" {
+		t.Fatalf("tampered: %d %s", r.Status, r.Body)
+	}
+	r = b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv2, "signature": sig1})
+	if r.Status != 403 {
+		t.Fatalf("another invoice with this signature: %d %s", r.Status, r.Body)
+	}
+	if r := b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv1}); r.Status != 401 {
+		t.Fatalf("no credentials at all: %d %s", r.Status, r.Body)
+	}
+	// Merchant B's token cannot read merchant A's invoice.
+	other := newBundle(t, b.env, "Other")
+	r = other.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254755555555", "amount": "10"})
+	otherSig := r.Map(t)["signature"].(string)
+	r = b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv1, "signature": otherSig})
+	if r.Status != 403 && r.Status != 404 {
+		t.Fatalf("foreign signature: %d %s", r.Status, r.Body)
+	}
+}

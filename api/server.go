@@ -22,6 +22,7 @@ const (
 	ctxPrincipal = "paysvc.principal"
 	ctxRawBody   = "paysvc.raw_body"
 	ctxCommandID = "paysvc.command_id"
+	ctxSignature = "paysvc.signature"
 )
 
 // Config is the API's part of the service configuration.
@@ -93,6 +94,7 @@ type Server struct {
 	inflight chan struct{}
 	echo     *echo.Echo
 	ready    func() bool
+	sig      *signer
 }
 
 // New builds the API.
@@ -107,6 +109,7 @@ func New(cfg Config, d Deps) *Server {
 		limiter:  newLimiter(cfg.RateLimit, cfg.RateBurst),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		ready:    d.Ready,
+		sig:      &signer{db: d.DB},
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -135,7 +138,7 @@ func (s *Server) routes(e *echo.Echo) {
 	w.POST("/:wallet_id/intra_transfer", s.intraTransfer, s.idempotent)
 	v1.POST("/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, s.authSandboxSecret, s.idempotent)
 	v1.POST("/payment/mpesa-stk-push", s.stkPush, s.authPublicOrSecret, s.idempotent)
-	v1.POST("/payment/status", s.paymentStatus, s.authPublicOrSecret)
+	v1.POST("/payment/status", s.paymentStatus, s.authStatus)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }
