@@ -274,3 +274,17 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 		return public(c)
 	}
 }
+
+// authCollection is the interface's rule for /payment/collection/: a secret key OR
+// the body's public_key, not both.
+func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
+	either := s.authPublicOrSecret(next)
+	return func(c echo.Context) error {
+		if c.Request().Header.Get("Authorization") != "" {
+			if b, err := readBody(c); err == nil && b.has("public_key") {
+				return invalid("public_key", "Use either a secret key (Bearer) or public_key, not both.")
+			}
+		}
+		return either(c)
+	}
+}

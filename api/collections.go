@@ -98,8 +98,7 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err := json.Unmarshal(r.Result, &inv); err != nil {
 		return err
 	}
-	sig, err := s.sig.sign(c.Request().Context(), signatureClaims{Merchant: inv.MerchantID, Invoice: inv.InvoiceID,
-		Expires: time.Now().Add(signatureTTL).Unix()})
+	sig, err := s.signInvoice(c.Request().Context(), inv)
 	if err != nil {
 		return err
 	}

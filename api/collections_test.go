@@ -259,3 +259,71 @@ func TestPaymentStatus_Signature(t *testing.T) {
 		t.Fatalf("foreign signature: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestCollection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := func(extra map[string]any) map[string]any {
+		m := map[string]any{"method": "M-PESA", "currency": "KES", "amount": "500", "api_ref": "coll-1", "phone_number": "254766666666",
+			"first_name": "Jane", "last_name": "Doe", "email": "jane@example.com"}
+		for k, v := range extra {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	t.Run("KESBySecretKey", func(t *testing.T) {
+		r := b.post("/api/v1/payment/collection/", body(nil))
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		m := r.Map(t)
+		inv := m["invoice"].(map[string]any)
+		if inv["id"] == nil || inv["state"] != "PENDING" || inv["value"] != "500.00" || inv["currency"] != "KES" || m["signature"] == "" {
+			t.Fatalf("%s", r.Body)
+		}
+		if final := b.waitInvoice(t, inv["id"].(string)); final["state"] != "COMPLETE" {
+			t.Fatalf("%v", final)
+		}
+	})
+	t.Run("USDConvertedToKES", func(t *testing.T) {
+		r := b.env.Do("POST", "/api/v1/payment/collection/", body(map[string]any{"currency": "USD", "amount": "10", "public_key": b.public}))
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		inv := r.Map(t)["invoice"].(map[string]any)
+		// 10 USD at the default 129.50 = 1295.00 KES.
+		if inv["value"] != "1295.00" || inv["currency"] != "KES" {
+			t.Fatalf("%v", inv)
+		}
+	})
+	t.Run("Refusals", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			body map[string]any
+			attr string
+		}{
+			{"BothCredentials", body(map[string]any{"public_key": b.public}), "public_key"},
+			{"Pesalink", body(map[string]any{"method": "PESALINK"}), "method"},
+			{"UnknownMethod", body(map[string]any{"method": "CASH"}), "method"},
+			{"NoAPIRef", body(map[string]any{"api_ref": nil}), "api_ref"},
+			{"NoPhone", body(map[string]any{"phone_number": nil}), "phone_number"},
+			{"BadCurrency", body(map[string]any{"currency": "JPY"}), "currency"},
+			{"UnderMinAfterConversion", body(map[string]any{"currency": "USD", "amount": "0.05"}), "amount"},
+			{"OverMax", body(map[string]any{"amount": "150001"}), "amount"},
+			{"BadEmail", body(map[string]any{"email": "not-an-email"}), "email"},
+			{"LongAddress", body(map[string]any{"address": string(make([]byte, 141))}), "address"},
+		} {
+			r := b.post("/api/v1/payment/collection/", tc.body)
+			if _, _, attr := errorBody(t, r); r.Status != 400 || attr != tc.attr {
+				t.Errorf("%s: %d %s (want 400 on %s)", tc.name, r.Status, r.Body, tc.attr)
+			}
+		}
+		if r := b.post("/api/v1/payment/collection/", body(map[string]any{"checkout_id": "nope"})); r.Status != 404 {
+			t.Errorf("unknown checkout: %d %s", r.Status, r.Body)
+		}
+	})
+}

@@ -36,6 +36,7 @@ type Config struct {
 	IdempotencyTTL time.Duration // how long Idempotency-Key records are kept
 	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
 	Fees           *tariff.Schedule
+	Rates          *tariff.Rates // converts collections in other currencies to KES
 	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
 	// Daraja; empty: no callback endpoint.
 	DarajaCallbackToken string
@@ -65,6 +66,9 @@ func (c *Config) defaults() {
 	}
 	if c.Fees == nil {
 		c.Fees = tariff.DefaultSchedule()
+	}
+	if c.Rates == nil {
+		c.Rates = tariff.DefaultRates()
 	}
 }
 
@@ -139,6 +143,7 @@ func (s *Server) routes(e *echo.Echo) {
 	v1.POST("/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, s.authSandboxSecret, s.idempotent)
 	v1.POST("/payment/mpesa-stk-push", s.stkPush, s.authPublicOrSecret, s.idempotent)
 	v1.POST("/payment/status", s.paymentStatus, s.authStatus)
+	v1.POST("/payment/collection", s.collection, s.authCollection, s.idempotent)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"paysvc/actors/invoice"
 	"paysvc/storage"
 )
 
@@ -94,4 +95,10 @@ func (s *signer) verify(ctx context.Context, token string, now time.Time) (signa
 		return c, errBadSignature
 	}
 	return c, nil
+}
+
+// signInvoice makes the status token of an invoice.
+func (s *Server) signInvoice(ctx context.Context, inv invoice.State) (string, error) {
+	return s.sig.sign(ctx, signatureClaims{Merchant: inv.MerchantID, Invoice: inv.InvoiceID,
+		Expires: time.Now().Add(signatureTTL).Unix()})
 }

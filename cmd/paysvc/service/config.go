@@ -111,6 +111,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.API.Fees, err = tariff.ParseSchedule(get("PAYSVC_FEES", tariff.DefaultSchedule().String())); err != nil {
 		errs = append(errs, fmt.Errorf("PAYSVC_FEES: %w", err))
 	}
+	if c.API.Rates, err = tariff.ParseRates(get("PAYSVC_FX_RATES", tariff.DefaultRates().String())); err != nil {
+		errs = append(errs, fmt.Errorf("PAYSVC_FX_RATES: %w", err))
+	}
 	if b := get("PAYSVC_KAFKA_BROKERS", ""); b != "" {
 		c.KafkaBrokers = splitList(b)
 	}

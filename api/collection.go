@@ -1,0 +1,129 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/invoice"
+	"paysvc/actors/tariff"
+	"paysvc/actors/wallet"
+	"paysvc/topics"
+)
+
+var (
+	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
+	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+	countryPattern = regexp.MustCompile(`^[a-zA-Z]{2}$`)
+)
+
+// collection initiates a collection (POST /payment/collection/). M-Pesa prompts the
+// customer like the STK push; amounts in USD, EUR or GBP are converted to KES at the
+// configured rates (M-Pesa settles in KES) before the KES 10..150,000 limit applies.
+func (s *Server) collection(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	method, err := b.str("method", true, 20, nil)
+	if err != nil {
+		return err
+	}
+	switch method {
+	case "M-PESA":
+	case "PESALINK":
+		return invalid("method", "PESALINK collections are not available yet; use M-PESA.")
+	default:
+		return invalid("method", "method must be M-PESA or PESALINK.")
+	}
+	currency, err := b.str("currency", true, 3, nil)
+	if err != nil {
+		return err
+	}
+	if !wallet.Currencies[currency] {
+		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+	}
+	amount, _, err := b.amount("amount", true)
+	if err != nil {
+		return err
+	}
+	if amount.Sign() <= 0 {
+		return invalid("amount", "Amount must be greater than 0.")
+	}
+	apiRef, err := b.str("api_ref", true, 140, apiRefPattern)
+	if err != nil {
+		return err
+	}
+	phone, err := b.str("phone_number", true, 20, nil)
+	if err != nil {
+		return err
+	}
+	if !phonePattern.MatchString(phone) {
+		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+	}
+	for _, f := range []struct {
+		name    string
+		max     int
+		pattern *regexp.Regexp
+	}{
+		{"email", 254, emailPattern}, {"first_name", 45, namePattern}, {"last_name", 45, namePattern},
+		{"country", 2, countryPattern}, {"zipcode", 10, namePattern}, {"city", 100, nil}, {"state", 100, nil},
+		{"address", 140, nil}, {"bank_tarrif", 20, nil},
+	} {
+		if _, err := b.str(f.name, false, f.max, f.pattern); err != nil {
+			return err
+		}
+	}
+	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	if err != nil {
+		return err
+	}
+	if checkout, err := b.str("checkout_id", false, 64, nil); err != nil {
+		return err
+	} else if checkout != "" {
+		return notFound("Checkout session not found.")
+	}
+	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
+	if errors.Is(err, tariff.ErrUnknownCurrency) {
+		return invalid("currency", "No exchange rate is configured for "+currency+".")
+	}
+	if err != nil {
+		return err
+	}
+	kes = tariff.RoundUpShillings(kes)
+	if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
+		return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
+	}
+	tar, err := b.str("mobile_tarrif", false, 20, nil)
+	if err != nil {
+		return err
+	}
+	q, err := s.stkQuote(tar, kes)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, topics.CmdInvoiceSTKPush, topics.InvoiceSTKPush{
+		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
+		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef,
+	})
+	if err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return refusal(r.Error)
+	}
+	var inv invoice.State
+	if err := json.Unmarshal(r.Result, &inv); err != nil {
+		return err
+	}
+	sig, err := s.signInvoice(c.Request().Context(), inv)
+	if err != nil {
+		return err
+	}
+	sess := renderSession(inv)
+	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig})
+}
