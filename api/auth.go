@@ -276,15 +276,64 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // authCollection is the interface's rule for /payment/collection/: a secret key OR
-// the body's public_key, not both.
+// the body's public_key, not both; or, from a hosted checkout page, the checkout's
+// signature with its checkout_id.
 func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 	either := s.authPublicOrSecret(next)
 	return func(c echo.Context) error {
+		b, err := readBody(c)
+		if err != nil {
+			return err
+		}
 		if c.Request().Header.Get("Authorization") != "" {
-			if b, err := readBody(c); err == nil && b.has("public_key") {
+			if b.has("public_key") {
 				return invalid("public_key", "Use either a secret key (Bearer) or public_key, not both.")
 			}
+			return either(c)
+		}
+		if publicKey(c) == "" && b.has("signature") {
+			sig, err := b.str("signature", true, 1024, nil)
+			if err != nil {
+				return err
+			}
+			checkout, err := b.str("checkout_id", true, 64, nil)
+			if err != nil {
+				return err
+			}
+			claims, err := s.sig.verify(c.Request().Context(), sig, time.Now())
+			if errors.Is(err, errBadSignature) || (err == nil && claims.Checkout != checkout) {
+				return unauthorized("Invalid or expired signature")
+			}
+			if err != nil {
+				return err
+			}
+			c.Set(ctxPrincipal, &Principal{MerchantID: claims.Merchant, Kind: "signature"})
+			return next(c)
 		}
 		return either(c)
+	}
+}
+
+// authPublicOnly is the checkout rule: the public key only. A secret key is refused
+// (it must never reach a browser flow); a public key of the other environment is a
+// validation error, as the interface says.
+func (s *Server) authPublicOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Header.Get("Authorization") != "" {
+			return unauthorized("Use the public key for checkout: a secret key is not accepted here")
+		}
+		pk := publicKey(c)
+		if pk == "" {
+			return unauthorized(msgNoCredentials)
+		}
+		p, e := s.auth.verify(c.Request().Context(), pk, "public")
+		if e != nil {
+			if e.Detail == msgWrongEnv {
+				return invalid("public_key", "The public key is not valid for this environment.")
+			}
+			return e
+		}
+		c.Set(ctxPrincipal, p)
+		return next(c)
 	}
 }

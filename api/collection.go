@@ -82,10 +82,25 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if checkout, err := b.str("checkout_id", false, 64, nil); err != nil {
+	checkoutID, err := b.str("checkout_id", false, 64, nil)
+	if err != nil {
 		return err
-	} else if checkout != "" {
-		return notFound("Checkout session not found.")
+	}
+	email, _ := b.str("email", false, 254, emailPattern)
+	if checkoutID != "" {
+		co, err := s.checkoutFor(c.Request().Context(), principal(c).MerchantID, checkoutID)
+		if err != nil {
+			return err
+		}
+		if co.Currency != currency {
+			return invalid("currency", "The checkout session is in "+co.Currency+".")
+		}
+		if co.Amount != nil && co.Amount.Sign() > 0 && !co.Amount.Equal(amount) {
+			return invalid("amount", "The checkout session asks for "+co.Amount.String()+".")
+		}
+		if email == "" && co.Email != nil {
+			email = *co.Email
+		}
 	}
 	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
@@ -108,7 +123,7 @@ func (s *Server) collection(c echo.Context) error {
 	}
 	r, err := s.issue(c, topics.CmdInvoiceSTKPush, topics.InvoiceSTKPush{
 		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
-		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef,
+		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, CheckoutID: checkoutID, Email: email,
 	})
 	if err != nil {
 		return err

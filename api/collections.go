@@ -158,11 +158,15 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if claims, ok := c.Get(ctxSignature).(signatureClaims); ok && (claims.Invoice != id || claims.Checkout != checkout) {
-		return clientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
+	if claims, ok := c.Get(ctxSignature).(signatureClaims); ok {
+		// An invoice's own token, or its checkout's token with that checkout named.
+		byInvoice := claims.Invoice != "" && claims.Invoice == id
+		byCheckout := claims.Checkout != "" && claims.Checkout == checkout
+		if !byInvoice && !byCheckout {
+			return clientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
+		}
 	}
-	if checkout != "" {
-		// Checkout sessions do not exist yet: no invoice belongs to one.
+	if checkout != "" && inv.CheckoutID != checkout {
 		return notFound("Invoice not found for this checkout.")
 	}
 	sess := renderSession(inv)

@@ -28,6 +28,10 @@ type InvoiceSTKPush struct {
 	NetAmount money.Amount `json:"net_amount"`
 	Tariff    string       `json:"tariff"`
 	APIRef    string       `json:"api_ref"`
+	// CheckoutID links the invoice to the checkout session it pays; Email is the
+	// payer's, remembered to pre-fill their next checkout.
+	CheckoutID string `json:"checkout_id,omitempty"`
+	Email      string `json:"email,omitempty"`
 }
 
 // ProviderResult is a rail's outcome for an invoice, fed back as a command. Its

@@ -64,7 +64,7 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 		return invoice.Request{CorrID: corr, Reply: reply, Cmd: invoice.Create{
 			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: "M-PESA",
 			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
-			Account: in.Phone, APIRef: in.APIRef, At: b.at,
+			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email, At: b.at,
 		}}
 	})
 	if err != nil {

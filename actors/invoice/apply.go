@@ -19,7 +19,8 @@ func Apply(s State, cmd any) (State, error) {
 		return State{
 			InvoiceID: c.InvoiceID, MerchantID: c.MerchantID, WalletID: c.WalletID, State: StatePending,
 			Provider: c.Provider, Currency: c.Currency, Value: c.Value, Charges: c.Charges, NetAmount: c.NetAmount,
-			Tariff: c.Tariff, Account: c.Account, APIRef: c.APIRef, Version: 1, CreatedAt: c.At, UpdatedAt: c.At,
+			Tariff: c.Tariff, Account: c.Account, APIRef: c.APIRef, CheckoutID: c.CheckoutID, Email: c.Email,
+			Version: 1, CreatedAt: c.At, UpdatedAt: c.At,
 		}, nil
 	case Sent:
 		if !s.Exists() {

@@ -14,6 +14,7 @@ type Create struct {
 	Provider, Currency, Tariff      string
 	Value, Charges, NetAmount       money.Amount
 	Account, APIRef                 string
+	CheckoutID, Email               string
 	At                              time.Time
 }
 

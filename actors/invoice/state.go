@@ -52,6 +52,8 @@ type State struct {
 	FailedReason      string       `json:"failed_reason,omitempty"`
 	FailedCode        string       `json:"failed_code,omitempty"`
 	CheckoutRequestID string       `json:"checkout_request_id,omitempty"`
+	CheckoutID        string       `json:"checkout_id,omitempty"`
+	Email             string       `json:"email,omitempty"`
 	Version           int64        `json:"version"`
 	CreatedAt         time.Time    `json:"created_at"`
 	UpdatedAt         time.Time    `json:"updated_at"`

@@ -1,0 +1,207 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+	"paysvc/actors/tariff"
+	"paysvc/storage"
+)
+
+var (
+	checkoutCurrencies = map[string]bool{"KES": true, "USD": true, "EUR": true, "GBP": true, "UGX": true, "TZS": true}
+	ugxTzsMin          = money.MustParse("500.00")
+	ugxTzsMax          = money.MustParse("5000000.00")
+)
+
+type checkoutJSON struct {
+	ID           string        `json:"id"`
+	Signature    string        `json:"signature"`
+	URL          string        `json:"url"`
+	Amount       *money.Amount `json:"amount"`
+	Currency     string        `json:"currency"`
+	Email        *string       `json:"email"`
+	APIRef       *string       `json:"api_ref"`
+	Paid         bool          `json:"paid"`
+	CardTarrif   string        `json:"card_tarrif"`
+	MobileTarrif string        `json:"mobile_tarrif"`
+	CreatedAt    time.Time     `json:"created_at"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+}
+
+func (s *Server) renderCheckout(c echo.Context, co storage.Checkout) (checkoutJSON, error) {
+	sig, err := s.sig.sign(c.Request().Context(), signatureClaims{Merchant: co.MerchantID, Checkout: co.CheckoutID,
+		Expires: time.Now().Add(signatureTTL).Unix()})
+	if err != nil {
+		return checkoutJSON{}, err
+	}
+	return checkoutJSON{ID: co.CheckoutID, Signature: sig, URL: c.Scheme() + "://" + c.Request().Host + "/checkout/" + co.CheckoutID + "/",
+		Amount: co.Amount, Currency: co.Currency, Email: co.Email, APIRef: co.APIRef, Paid: co.Paid,
+		CardTarrif: co.CardTarrif, MobileTarrif: co.MobileTarrif, CreatedAt: co.CreatedAt, UpdatedAt: co.UpdatedAt}, nil
+}
+
+// createCheckout creates a checkout session (public key only). With unique_api_ref
+// and an existing session of the same api_ref, that session is returned instead.
+func (s *Server) createCheckout(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	currency, err := b.str("currency", true, 3, nil)
+	if err != nil {
+		return err
+	}
+	if !checkoutCurrencies[currency] {
+		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP, UGX, TZS.")
+	}
+	amount, ok, err := b.amount("amount", true)
+	if err != nil {
+		return err
+	}
+	if ok && amount.Sign() <= 0 {
+		return invalid("amount", "Amount must be greater than 0.")
+	}
+	if (currency == "UGX" || currency == "TZS") && (amount.Cmp(ugxTzsMin) < 0 || amount.Cmp(ugxTzsMax) > 0) {
+		return invalid("amount", "Checkout amounts in UGX and TZS must be between 500 and 5,000,000.")
+	}
+	email, err := b.str("email", false, 254, emailPattern)
+	if err != nil {
+		return err
+	}
+	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	if err != nil {
+		return err
+	}
+	tariffs := map[string]string{}
+	for _, f := range []string{"card_tarrif", "mobile_tarrif"} {
+		v, err := b.str(f, false, 20, nil)
+		if err != nil {
+			return err
+		}
+		if v != "" && v != tariff.BusinessPays && v != tariff.CustomerPays {
+			return invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		}
+		tariffs[f] = tarOrDefault(v)
+	}
+	unique, err := b.boolean("unique_api_ref", false)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	ctx := c.Request().Context()
+	if unique && apiRef != "" {
+		co, err := storage.CheckoutByAPIRef(ctx, s.db, p.MerchantID, apiRef)
+		if err == nil {
+			out, err := s.renderCheckout(c, co)
+			if err != nil {
+				return err
+			}
+			return c.JSON(http.StatusOK, out)
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	}
+	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: p.MerchantID, Amount: &amount, Currency: currency,
+		Email: optional(email), APIRef: optional(apiRef), CardTarrif: tariffs["card_tarrif"],
+		MobileTarrif: tariffs["mobile_tarrif"], CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	co.UpdatedAt = co.CreatedAt
+	if err := storage.InsertCheckout(ctx, s.db, co); err != nil {
+		return err
+	}
+	out, err := s.renderCheckout(c, co)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// checkoutFor resolves the checkout_id of a collection: the merchant's own session,
+// and, when the caller authenticated with the session's signature, that very session.
+func (s *Server) checkoutFor(ctx context.Context, merchantID, checkoutID string) (storage.Checkout, error) {
+	co, err := storage.GetCheckout(ctx, s.db, merchantID, checkoutID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return co, notFound("Checkout session not found.")
+	}
+	return co, err
+}
+
+var checkoutPage = template.Must(template.New("checkout").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Checkout</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body>
+<main>
+<h1>Pay {{if .Amount}}{{.Currency}} {{.Amount}}{{else}}in {{.Currency}}{{end}}</h1>
+{{if .Paid}}<p id="paid">This checkout has been paid. Thank you.</p>{{else}}
+<form id="mpesa" method="post" action="/api/v1/payment/collection/">
+  <input type="hidden" name="checkout_id" value="{{.ID}}">
+  <input type="hidden" name="signature" value="{{.Signature}}">
+  <input type="hidden" name="method" value="M-PESA">
+  <label>M-Pesa phone number <input name="phone_number" value="{{.Phone}}" placeholder="2547XXXXXXXX" pattern="254[0-9]{9}" required></label>
+  {{if not .Amount}}<label>Amount <input name="amount" required></label>{{end}}
+  <button type="submit">Pay with M-Pesa</button>
+</form>
+<p id="status" aria-live="polite"></p>
+<script>
+document.getElementById('mpesa').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target), body = Object.fromEntries(f.entries());
+  {{if .Amount}}body.amount = "{{.Amount}}";{{end}}
+  body.currency = "{{.Currency}}"; body.api_ref = "{{.APIRef}}" || "checkout";
+  const out = document.getElementById('status');
+  const r = await fetch(ev.target.action, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+  const j = await r.json();
+  if (!r.ok) { out.textContent = j.detail; return; }
+  out.textContent = 'Check your phone and enter your M-Pesa PIN.';
+  for (let i = 0; i < 120; i++) {
+    await new Promise(res => setTimeout(res, 1000));
+    const s = await (await fetch('/api/v1/payment/status/', {method: 'POST', headers: {'Content-Type': 'application/json'},
+      body: JSON.stringify({invoice_id: j.invoice.id, checkout_id: "{{.ID}}", signature: "{{.Signature}}"})})).json();
+    if (s.invoice && s.invoice.state === 'COMPLETE') { out.textContent = 'Paid. Thank you.'; return; }
+    if (s.invoice && s.invoice.state === 'FAILED') { out.textContent = 'Payment failed: ' + s.invoice.failed_reason; return; }
+  }
+});
+</script>{{end}}
+</main></body></html>
+`))
+
+// checkoutPage serves the hosted checkout page of a session. The page pays and
+// polls with the session's signature alone: it needs no key of the merchant.
+func (s *Server) checkoutPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	co, err := storage.CheckoutByID(ctx, s.db, c.Param("checkout_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return notFound("Checkout session not found.")
+	}
+	if err != nil {
+		return err
+	}
+	view, err := s.renderCheckout(c, co)
+	if err != nil {
+		return err
+	}
+	phone := ""
+	if co.Email != nil {
+		if phone, err = storage.PreviousPayer(ctx, s.db, co.MerchantID, *co.Email); err != nil {
+			return err
+		}
+	}
+	data := map[string]any{"ID": co.CheckoutID, "Currency": co.Currency, "Paid": co.Paid, "Signature": view.Signature,
+		"Phone": phone, "APIRef": ""}
+	if co.Amount != nil && co.Amount.Sign() > 0 {
+		data["Amount"] = co.Amount.String()
+	}
+	if co.APIRef != nil {
+		data["APIRef"] = *co.APIRef
+	}
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(http.StatusOK)
+	return checkoutPage.Execute(c.Response(), data)
+}

@@ -1,0 +1,96 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	create := func(body map[string]any, headers ...string) map[string]any {
+		t.Helper()
+		r := b.env.Do("POST", "/api/v1/checkout/", body, append([]string{"X-SERVICE-PUBLIC-API-KEY", b.public}, headers...)...)
+		if r.Status != 200 {
+			t.Fatalf("create checkout: %d %s", r.Status, r.Body)
+		}
+		return r.Map(t)
+	}
+	co := create(map[string]any{"amount": 250, "currency": "KES", "email": "payer@example.com", "api_ref": "order-77", "unique_api_ref": true})
+	id := co["id"].(string)
+	if co["paid"] != false || co["amount"] != "250.00" || co["signature"] == "" || !strings.HasSuffix(co["url"].(string), "/checkout/"+id+"/") ||
+		co["card_tarrif"] != "BUSINESS-PAYS" || co["email"] != "payer@example.com" {
+		t.Fatalf("checkout: %v", co)
+	}
+
+	t.Run("Refusals", func(t *testing.T) {
+		r := b.env.Do("POST", "/api/v1/payment/collection/checkout/", map[string]any{"amount": 10, "currency": "KES", "public_key": b.public},
+			"Authorization", "Bearer "+b.secret)
+		if r.Status != 401 {
+			t.Fatalf("secret key on checkout: %d %s", r.Status, r.Body)
+		}
+		live := strings.Replace(b.public, "_test_", "_live_", 1)
+		r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 10, "currency": "KES", "public_key": live})
+		if _, _, attr := errorBody(t, r); r.Status != 400 || attr != "public_key" {
+			t.Fatalf("wrong-environment public key: %d %s", r.Status, r.Body)
+		}
+		r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 100, "currency": "UGX", "public_key": b.public})
+		if _, _, attr := errorBody(t, r); r.Status != 400 || attr != "amount" {
+			t.Fatalf("UGX under 500: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("HostedPage", func(t *testing.T) {
+		r := b.env.Do("GET", "/checkout/"+id+"/", nil)
+		page := string(r.Body)
+		if r.Status != 200 || !strings.Contains(r.Header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(page, "KES 250.00") || !strings.Contains(page, "Pay with M-Pesa") || strings.Contains(page, b.public) {
+			t.Fatalf("page: %d %s", r.Status, page)
+		}
+		if r := b.env.Do("GET", "/checkout/00000000-0000-0000-0000-000000000000/", nil); r.Status != 404 {
+			t.Fatalf("unknown checkout page: %d", r.Status)
+		}
+	})
+	t.Run("PayFromThePageThenPaid", func(t *testing.T) {
+		// What the page's form sends: the session's signature, no key.
+		r := b.env.Do("POST", "/api/v1/payment/collection/", map[string]any{"method": "M-PESA", "currency": "KES", "amount": "250.00",
+			"api_ref": "order-77", "phone_number": "254777777777", "checkout_id": id, "signature": co["signature"]})
+		if r.Status != 200 {
+			t.Fatalf("pay: %d %s", r.Status, r.Body)
+		}
+		inv := r.Map(t)["invoice"].(map[string]any)["id"].(string)
+		// The page polls with the checkout's signature and id.
+		deadline := 200
+		for ; deadline > 0; deadline-- {
+			st := b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv, "checkout_id": id, "signature": co["signature"]})
+			if st.Status != 200 {
+				t.Fatalf("status by checkout signature: %d %s", st.Status, st.Body)
+			}
+			if st.Map(t)["invoice"].(map[string]any)["state"] == "COMPLETE" {
+				break
+			}
+			b.env.Do("GET", "/healthz", nil)
+		}
+		again := create(map[string]any{"amount": 250, "currency": "KES", "api_ref": "order-77", "unique_api_ref": true})
+		if again["id"] != id || again["paid"] != true {
+			t.Fatalf("unique_api_ref should return the paid session: %v", again)
+		}
+		// A new session for the same payer's email pre-fills their phone on the page.
+		next := create(map[string]any{"amount": 5, "currency": "KES", "email": "payer@example.com"})
+		page := string(b.env.Do("GET", "/checkout/"+next["id"].(string)+"/", nil).Body)
+		if !strings.Contains(page, `value="254777777777"`) {
+			t.Fatalf("phone not pre-filled for a returning payer:\n%s", page)
+		}
+		// A payment with the wrong amount for a fixed-amount session is refused.
+		r = b.env.Do("POST", "/api/v1/payment/collection/", map[string]any{"method": "M-PESA", "currency": "KES", "amount": "10",
+			"api_ref": "x", "phone_number": "254777777777", "checkout_id": next["id"], "signature": next["signature"]})
+		if r.Status != 400 {
+			t.Fatalf("wrong amount: %d %s", r.Status, r.Body)
+		}
+		// The first session's signature does not pay the second.
+		r = b.env.Do("POST", "/api/v1/payment/collection/", map[string]any{"method": "M-PESA", "currency": "KES", "amount": "5",
+			"api_ref": "x", "phone_number": "254777777777", "checkout_id": next["id"], "signature": co["signature"]})
+		if r.Status != 401 {
+			t.Fatalf("another session's signature: %d %s", r.Status, r.Body)
+		}
+	})
+}

@@ -1,0 +1,89 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"paysvc/actors/money"
+)
+
+// Checkout is a checkout session; Paid is derived from its invoices.
+type Checkout struct {
+	CheckoutID   string        `db:"checkout_id"`
+	MerchantID   string        `db:"merchant_id"`
+	Amount       *money.Amount `db:"amount"`
+	Currency     string        `db:"currency"`
+	Email        *string       `db:"email"`
+	APIRef       *string       `db:"api_ref"`
+	CardTarrif   string        `db:"card_tarrif"`
+	MobileTarrif string        `db:"mobile_tarrif"`
+	CreatedAt    time.Time     `db:"created_at"`
+	UpdatedAt    time.Time     `db:"updated_at"`
+	Paid         bool          `db:"paid"`
+}
+
+const checkoutColumns = `c.checkout_id, c.merchant_id, c.amount, c.currency, c.email, c.api_ref, c.card_tarrif,
+	c.mobile_tarrif, c.created_at, c.updated_at,
+	EXISTS (SELECT 1 FROM invoices i WHERE i.data ? 'checkout_id' AND i.data ->> 'checkout_id' = c.checkout_id::text
+		AND i.state = 'COMPLETE') AS paid`
+
+// InsertCheckout stores a new session.
+func InsertCheckout(ctx context.Context, ext sqlx.ExtContext, c Checkout) error {
+	_, err := ext.ExecContext(ctx, `INSERT INTO checkouts (checkout_id, merchant_id, amount, currency, email, api_ref,
+		card_tarrif, mobile_tarrif, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
+		c.CheckoutID, c.MerchantID, c.Amount, c.Currency, c.Email, c.APIRef, c.CardTarrif, c.MobileTarrif, c.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert checkout: %w", err)
+	}
+	return nil
+}
+
+// GetCheckout reads one of the merchant's sessions; another merchant's is ErrNotFound.
+func GetCheckout(ctx context.Context, q sqlx.QueryerContext, merchantID, checkoutID string) (Checkout, error) {
+	var c Checkout
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkoutColumns+` FROM checkouts c
+		WHERE c.merchant_id = $1 AND c.checkout_id::text = $2`, merchantID, checkoutID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// CheckoutByID reads a session for its hosted page (the id is the capability).
+func CheckoutByID(ctx context.Context, q sqlx.QueryerContext, checkoutID string) (Checkout, error) {
+	var c Checkout
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkoutColumns+` FROM checkouts c WHERE c.checkout_id::text = $1`, checkoutID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// CheckoutByAPIRef returns the merchant's latest session with that api_ref.
+func CheckoutByAPIRef(ctx context.Context, q sqlx.QueryerContext, merchantID, apiRef string) (Checkout, error) {
+	var c Checkout
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkoutColumns+` FROM checkouts c
+		WHERE c.merchant_id = $1 AND c.api_ref = $2 ORDER BY c.created_at DESC LIMIT 1`, merchantID, apiRef)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// PreviousPayer returns the phone number of the merchant's latest completed invoice
+// paid with that email (to pre-fill the checkout page), or "".
+func PreviousPayer(ctx context.Context, q sqlx.QueryerContext, merchantID, email string) (string, error) {
+	var phone string
+	err := sqlx.GetContext(ctx, q, &phone, `SELECT data ->> 'account' FROM invoices
+		WHERE merchant_id = $1 AND data ? 'email' AND data ->> 'email' = $2 AND state = 'COMPLETE'
+		ORDER BY created_at DESC LIMIT 1`, merchantID, email)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return phone, err
+}
