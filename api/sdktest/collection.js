@@ -9,6 +9,8 @@
 //   status      collection().status(invoice_id)  (the SDK drops the Bearer here: public key only)
 //   statusLater the same object, polled until the invoice is final (up to ~10 s)
 //   stkPushPub  the same object again: its STK push carries the public key alone
+//   charge      a fresh collection().charge({amount, currency, email, api_ref}): a checkout session
+//   statusSig   status(invoice, checkout, signature) with the checkout's signature (no key needed)
 // Output and exit codes: see harness.js.
 
 const IntaSend = require('intasend-node');
@@ -36,5 +38,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   await call('stkPushPub', () => collection.mpesaStkPush({
     phone_number: process.env.PAYSVC_PHONE, amount: 10, api_ref: 'sdk-order-2',
   }));
+  const charge = await call('charge', () => intasend.collection().charge({
+    amount: 150, currency: 'KES', email: 'sdk@example.com', api_ref: 'sdk-checkout-1',
+  }));
+  await call('statusSig', async () => {
+    // Pay the session as its hosted page does, then ask with the SDK's signature form.
+    const r = await fetch(`${process.env.PAYSVC_BASE_URL}/api/v1/payment/collection/`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ method: 'M-PESA', currency: 'KES', amount: '150', api_ref: 'sdk-checkout-1',
+        phone_number: process.env.PAYSVC_PHONE, checkout_id: charge.id, signature: charge.signature }),
+    });
+    const paid = await r.json();
+    if (!r.ok) throw new Error(JSON.stringify(paid));
+    return intasend.collection().status(paid.invoice.id, charge.id, charge.signature);
+  });
   finish(0);
 })();
