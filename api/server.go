@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/ids"
+	"paysvc/actors/mail"
 	"paysvc/actors/replies"
 	"paysvc/actors/tariff"
 )
@@ -37,6 +38,11 @@ type Config struct {
 	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
 	Fees           *tariff.Schedule
 	Rates          *tariff.Rates // converts collections in other currencies to KES
+	// ReminderDay is how long a "day" of autosend_reminder is (24h; shorter only to
+	// exercise reminders in tests and sandbox demos).
+	ReminderDay time.Duration
+	// MailFrom is the sender address of pay-request emails.
+	MailFrom string
 	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
 	// Daraja; empty: no callback endpoint.
 	DarajaCallbackToken string
@@ -70,6 +76,12 @@ func (c *Config) defaults() {
 	if c.Rates == nil {
 		c.Rates = tariff.DefaultRates()
 	}
+	if c.ReminderDay <= 0 {
+		c.ReminderDay = 24 * time.Hour
+	}
+	if c.MailFrom == "" {
+		c.MailFrom = "payments@paysvc.local"
+	}
 }
 
 // Deps are what the API talks to.
@@ -81,6 +93,8 @@ type Deps struct {
 	IdempotencyDB *sqlx.DB
 	Kafka         *kgo.Client // produces commands
 	Hub           *replies.Hub
+	Mailer        mail.Sender // pay-request emails; nil: they fail with sent_status FAILED
+	Sink          *mail.Sink  // the embedded SMTP sink, when the service runs one
 	Log           *slog.Logger
 	Ready         func() bool
 }
@@ -99,6 +113,8 @@ type Server struct {
 	echo     *echo.Echo
 	ready    func() bool
 	sig      *signer
+	mailer   mail.Sender
+	sink     *mail.Sink
 }
 
 // New builds the API.
@@ -114,6 +130,8 @@ func New(cfg Config, d Deps) *Server {
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		ready:    d.Ready,
 		sig:      &signer{db: d.DB},
+		mailer:   d.Mailer,
+		sink:     d.Sink,
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -147,6 +165,9 @@ func (s *Server) routes(e *echo.Echo) {
 	v1.POST("/payment/collection/checkout", s.createCheckout, s.authPublicOnly, s.idempotent)
 	v1.POST("/checkout", s.createCheckout, s.authPublicOnly, s.idempotent)
 	e.GET("/checkout/:checkout_id", s.checkoutPage)
+	v1.POST("/payment/collection/pay-requests", s.createPayRequest, s.authSecret, s.idempotent)
+	v1.GET("/payment/collection/pay-requests/:request_id", s.getPayRequest, s.authSecret)
+	v1.GET("/sandbox/mail", s.sandboxMail, s.authSandboxSecret)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }

@@ -57,6 +57,13 @@ type Config struct {
 	// Daraja is the live M-Pesa adapter's configuration (ConsumerKey empty: none).
 	Daraja           mpesa.DarajaConfig
 	DarajaQueryAfter time.Duration // a prompt with no callback for this long is queried
+	// SMTPURL is the mail server of pay-request emails; empty runs the embedded
+	// SMTP sink on SMTPSinkAddr instead.
+	SMTPURL, SMTPSinkAddr string
+	// PublicBaseURL is how customers reach this service (links in emails).
+	PublicBaseURL string
+	// ReminderInterval is how often due pay-request reminders are looked for.
+	ReminderInterval time.Duration
 }
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
@@ -131,6 +138,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
 	}
 	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
+	c.SMTPURL = get("PAYSVC_SMTP_URL", "")
+	c.SMTPSinkAddr = get("PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:2525")
+	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", "http://"+c.HTTPAddr), "/")
+	c.ReminderInterval = dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
+	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
+	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/engine"
+	"paysvc/actors/mail"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/replies"
@@ -31,6 +33,7 @@ type Service struct {
 	Config  Config
 	DB      *sqlx.DB
 	idemDB  *sqlx.DB
+	sink    *mail.Sink
 	Brokers []string
 	Addr    string // the HTTP listener's address
 	Log     *slog.Logger
@@ -150,7 +153,28 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			return nil, err
 		}
 		s.goRun(func() error { return pruneIdempotency(runCtx, s.idemDB, cfg.API.IdempotencyTTL, log) })
-		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Hub: s.hub, Log: log, Ready: s.ready.Load})
+		var mailer mail.Sender
+		if cfg.SMTPURL != "" {
+			mc, err := mail.ParseURL(cfg.SMTPURL)
+			if err != nil {
+				return nil, fmt.Errorf("PAYSVC_SMTP_URL: %w", err)
+			}
+			if mc.From != "" {
+				cfg.API.MailFrom = mc.From
+			}
+			mailer = mail.NewSMTPSender(mc)
+		} else {
+			if s.sink, err = mail.NewSink(cfg.SMTPSinkAddr); err != nil {
+				return nil, fmt.Errorf("embedded SMTP sink on %s (PAYSVC_SMTP_SINK_ADDR): %w", cfg.SMTPSinkAddr, err)
+			}
+			host, port, _ := net.SplitHostPort(s.sink.Addr())
+			p, _ := strconv.Atoi(port)
+			mailer = mail.NewSMTPSender(mail.Config{Host: host, Port: p, From: cfg.API.MailFrom, StartTLS: mail.StartTLSOff})
+			log.Info("embedded SMTP sink started", "addr", s.sink.Addr())
+		}
+		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Hub: s.hub, Log: log,
+			Ready: s.ready.Load, Mailer: mailer, Sink: s.sink})
+		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval, cfg.PublicBaseURL) })
 		mux.Handle("/", a.Handler())
 	} else {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -223,6 +247,9 @@ func (s *Service) Close() {
 	}
 	if s.producer != nil {
 		s.producer.Close()
+	}
+	if s.sink != nil {
+		s.sink.Close()
 	}
 	if s.cluster != nil {
 		s.cluster.Close()

@@ -46,6 +46,8 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.API.ReplyTimeout = 15 * time.Second
 	cfg.CommandPartitions = 4
 	cfg.SimAcceptDelay, cfg.SimFinalDelay = 20*time.Millisecond, 40*time.Millisecond
+	cfg.SMTPSinkAddr = "127.0.0.1:0"
+	cfg.ReminderInterval = 50 * time.Millisecond
 	return cfg
 }
 

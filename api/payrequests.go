@@ -1,0 +1,222 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/mail"
+	"paysvc/actors/wallet"
+	"paysvc/storage"
+)
+
+var reminderDays = map[int]bool{0: true, 1: true, 2: true, 3: true, 7: true}
+
+type payRequestCheckout struct {
+	ID        string  `json:"id"`
+	URL       string  `json:"url"`
+	Amount    *string `json:"amount"`
+	Currency  string  `json:"currency"`
+	Email     string  `json:"email"`
+	FirstName string  `json:"first_name"`
+	LastName  string  `json:"last_name"`
+	Paid      bool    `json:"paid"`
+}
+
+type payRequestJSON struct {
+	RequestID                string             `json:"request_id"`
+	Checkout                 payRequestCheckout `json:"checkout"`
+	PaymentStatus            string             `json:"payment_status"`
+	SentStatus               string             `json:"sent_status"`
+	Reason                   string             `json:"reason"`
+	AutosendReminder         int                `json:"autosend_reminder"`
+	AutosendReminderDatetime *time.Time         `json:"autosend_reminder_datetime"`
+	ReminderSent             bool               `json:"reminder_sent"`
+	Archived                 bool               `json:"archived"`
+	FailedDetails            *string            `json:"failed_details"`
+	CreatedAt                time.Time          `json:"created_at"`
+	UpdatedAt                time.Time          `json:"updated_at"`
+}
+
+func (s *Server) checkoutURL(c echo.Context, id string) string {
+	return c.Scheme() + "://" + c.Request().Host + "/checkout/" + id + "/"
+}
+
+func renderPayRequest(pr storage.PayRequest, co storage.Checkout, url string) payRequestJSON {
+	status := "Pending"
+	if co.Paid {
+		status = "Paid"
+	}
+	var amount *string
+	if co.Amount != nil && co.Amount.Sign() > 0 {
+		a := co.Amount.String()
+		amount = &a
+	}
+	return payRequestJSON{RequestID: pr.RequestID, PaymentStatus: status, SentStatus: pr.SentStatus, Reason: pr.Reason,
+		AutosendReminder: pr.AutosendReminder, AutosendReminderDatetime: pr.ReminderDueAt, ReminderSent: pr.ReminderSent,
+		Archived: pr.Archived, FailedDetails: pr.FailedDetails, CreatedAt: pr.CreatedAt, UpdatedAt: pr.UpdatedAt,
+		Checkout: payRequestCheckout{ID: co.CheckoutID, URL: url, Amount: amount, Currency: co.Currency, Email: pr.Email,
+			FirstName: pr.FirstName, LastName: pr.LastName, Paid: co.Paid}}
+}
+
+// createPayRequest makes a checkout session for a customer and emails its link at
+// once. A failed email is recorded (sent_status FAILED, failed_details), the request
+// itself is kept.
+func (s *Server) createPayRequest(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	first, err := b.str("first_name", true, 45, namePattern)
+	if err != nil {
+		return err
+	}
+	last, err := b.str("last_name", true, 45, namePattern)
+	if err != nil {
+		return err
+	}
+	email, err := b.str("email", true, 254, emailPattern)
+	if err != nil {
+		return err
+	}
+	currency, err := b.str("currency", true, 3, nil)
+	if err != nil {
+		return err
+	}
+	if !wallet.Currencies[currency] {
+		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+	}
+	amount, hasAmount, err := b.amount("amount", false)
+	if err != nil {
+		return err
+	}
+	if hasAmount && amount.Sign() <= 0 {
+		return invalid("amount", "Amount must be greater than 0.")
+	}
+	reason, err := b.str("reason", false, 500, nil)
+	if err != nil {
+		return err
+	}
+	days := 0
+	if raw, ok := b["autosend_reminder"]; ok && string(raw) != "null" {
+		d, err := strconv.Atoi(strings.Trim(string(raw), `"`))
+		if err != nil || !reminderDays[d] {
+			return invalid("autosend_reminder", "autosend_reminder must be 0, 1, 2, 3 or 7.")
+		}
+		days = d
+	}
+	cardTarrif, err := b.str("card_tarrif", false, 20, nil)
+	if err != nil {
+		return err
+	}
+	if cardTarrif != "" && cardTarrif != "BUSINESS-PAYS" && cardTarrif != "CUSTOMER-PAYS" {
+		return invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	}
+	p := principal(c)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: p.MerchantID, Currency: currency, Email: &email,
+		CardTarrif: tarOrDefault(cardTarrif), MobileTarrif: "BUSINESS-PAYS", CreatedAt: now, UpdatedAt: now}
+	if hasAmount {
+		co.Amount = &amount
+	}
+	pr := storage.PayRequest{RequestID: "PR" + ids.Alias(10), MerchantID: p.MerchantID, CheckoutID: co.CheckoutID,
+		FirstName: first, LastName: last, Email: email, Reason: reason, AutosendReminder: days, SentStatus: "PENDING",
+		CreatedAt: now, UpdatedAt: now}
+	if days > 0 {
+		due := now.Add(time.Duration(days) * s.cfg.ReminderDay)
+		pr.ReminderDueAt = &due
+	}
+	ctx := c.Request().Context()
+	if err := storage.InsertPayRequest(ctx, s.db, co, pr); err != nil {
+		return err
+	}
+	url := s.checkoutURL(c, co.CheckoutID)
+	pr.SentStatus, pr.FailedDetails = "SENT", nil
+	if err := s.sendPayRequestMail(ctx, pr, co, url, false); err != nil {
+		details := err.Error()
+		pr.SentStatus, pr.FailedDetails = "FAILED", &details
+	}
+	if err := storage.SetPayRequestSent(context.WithoutCancel(ctx), s.db, pr.RequestID, pr.SentStatus, pr.FailedDetails); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"detail": renderPayRequest(pr, co, url)})
+}
+
+func (s *Server) getPayRequest(c echo.Context) error {
+	ctx := c.Request().Context()
+	p := principal(c)
+	pr, err := storage.GetPayRequest(ctx, s.db, p.MerchantID, c.Param("request_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return notFound("Pay request not found.")
+	}
+	if err != nil {
+		return err
+	}
+	co, err := storage.GetCheckout(ctx, s.db, p.MerchantID, pr.CheckoutID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"detail": renderPayRequest(pr, co, s.checkoutURL(c, co.CheckoutID))})
+}
+
+// sendPayRequestMail emails the payment link; the error text is safe to store and
+// show (it describes the SMTP refusal, never a credential).
+func (s *Server) sendPayRequestMail(ctx context.Context, pr storage.PayRequest, co storage.Checkout, url string, reminder bool) error {
+	if s.mailer == nil {
+		return errors.New("email is not configured")
+	}
+	what := "a payment"
+	if co.Amount != nil && co.Amount.Sign() > 0 {
+		what = co.Currency + " " + co.Amount.String()
+	}
+	subject := "Payment request: " + what
+	if reminder {
+		subject = "Reminder: " + subject
+	}
+	text := fmt.Sprintf("Hello %s,\n\nYou have a payment request for %s.\n%s\n\nPay here: %s\n", pr.FirstName, what, pr.Reason, url)
+	htmlBody := fmt.Sprintf("<p>Hello %s,</p><p>You have a payment request for %s.</p><p>%s</p><p><a href=\"%s\">Pay now</a></p>",
+		html.EscapeString(pr.FirstName), html.EscapeString(what), html.EscapeString(pr.Reason), html.EscapeString(url))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return s.mailer.Send(sctx, mail.Message{From: s.cfg.MailFrom, To: pr.Email, Subject: subject, Text: text, HTML: htmlBody,
+		Headers: map[string]string{"X-Paysvc-Merchant": pr.MerchantID, "X-Paysvc-Pay-Request": pr.RequestID}})
+}
+
+// RunReminders sends due pay-request reminders, once each, until ctx ends.
+func (s *Server) RunReminders(ctx context.Context, interval time.Duration, baseURL string) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	log := s.log.With("component", "reminders")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		due, err := storage.ClaimDueReminders(ctx, s.db, time.Now(), 50)
+		if err != nil {
+			log.Warn("claim reminders", "err", err)
+			continue
+		}
+		for _, pr := range due {
+			co, err := storage.GetCheckout(ctx, s.db, pr.MerchantID, pr.CheckoutID)
+			if err == nil {
+				err = s.sendPayRequestMail(ctx, pr, co, baseURL+"/checkout/"+co.CheckoutID+"/", true)
+			}
+			if err != nil {
+				log.Warn("reminder not sent", "request_id", pr.RequestID, "err", err)
+				if rerr := storage.ReleaseReminder(ctx, s.db, pr.RequestID, err.Error(), !mail.IsPermanent(err)); rerr != nil {
+					log.Error("release reminder", "request_id", pr.RequestID, "err", rerr)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+)
+
+func TestPayRequests(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) { c.API.ReminderDay = 200 * time.Millisecond })
+	b := newBundle(t, env, "Acme")
+	mails := func() []map[string]any {
+		var l struct{ Results []map[string]any }
+		b.get("/api/v1/sandbox/mail/").JSON(t, &l)
+		return l.Results
+	}
+
+	r := b.post("/api/v1/payment/collection/pay-requests/", map[string]any{"first_name": "Jane", "last_name": "Doe",
+		"email": "jane@example.com", "currency": "KES", "amount": 300, "reason": "Invoice 42", "autosend_reminder": 1})
+	if r.Status != 200 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	pr := r.Map(t)["detail"].(map[string]any)
+	co := pr["checkout"].(map[string]any)
+	if pr["sent_status"] != "SENT" || pr["payment_status"] != "Pending" || pr["failed_details"] != nil || pr["reminder_sent"] != false ||
+		co["amount"] != "300.00" || co["email"] != "jane@example.com" || co["paid"] != false || pr["autosend_reminder_datetime"] == nil {
+		t.Fatalf("pay request: %s", r.Body)
+	}
+	id := pr["request_id"].(string)
+	got := mails()
+	if len(got) != 1 || !strings.Contains(got[0]["subject"].(string), "KES 300.00") || got[0]["pay_request_id"] != id ||
+		!strings.Contains(got[0]["text"].(string), co["url"].(string)) || !strings.Contains(got[0]["text"].(string), "Invoice 42") {
+		t.Fatalf("mail: %v", got)
+	}
+
+	t.Run("ReminderOnce", func(t *testing.T) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			g := b.get("/api/v1/payment/collection/pay-requests/" + id + "/").Map(t)["detail"].(map[string]any)
+			if g["reminder_sent"] == true {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the reminder was never sent")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // several more scheduler rounds
+		reminders := 0
+		for _, m := range mails() {
+			if strings.HasPrefix(m["subject"].(string), "Reminder:") {
+				reminders++
+			}
+		}
+		if reminders != 1 {
+			t.Fatalf("%d reminders, want exactly 1", reminders)
+		}
+	})
+	t.Run("RefusedRecipient", func(t *testing.T) {
+		r := b.post("/api/v1/payment/collection/pay-requests/", map[string]any{"first_name": "No", "last_name": "Body",
+			"email": "nobody@refused.example", "currency": "KES"})
+		d := r.Map(t)["detail"].(map[string]any)
+		if r.Status != 200 || d["sent_status"] != "FAILED" || !strings.Contains(d["failed_details"].(string), "550") {
+			t.Fatalf("refused: %d %s", r.Status, r.Body)
+		}
+		// Nothing else is lost: the request and its checkout exist.
+		g := b.get("/api/v1/payment/collection/pay-requests/" + d["request_id"].(string) + "/")
+		if g.Status != 200 || g.Map(t)["detail"].(map[string]any)["sent_status"] != "FAILED" {
+			t.Fatalf("get refused: %d %s", g.Status, g.Body)
+		}
+	})
+	t.Run("PaidShowsOnTheRequest", func(t *testing.T) {
+		r := b.post("/api/v1/payment/collection/", map[string]any{"method": "M-PESA", "currency": "KES", "amount": "300",
+			"api_ref": "pr", "phone_number": "254788888888", "checkout_id": co["id"]})
+		if r.Status != 200 {
+			t.Fatalf("pay: %d %s", r.Status, r.Body)
+		}
+		b.waitInvoice(t, r.Map(t)["invoice"].(map[string]any)["id"].(string))
+		g := b.get("/api/v1/payment/collection/pay-requests/" + id).Map(t)["detail"].(map[string]any)
+		if g["payment_status"] != "Paid" || g["checkout"].(map[string]any)["paid"] != true {
+			t.Fatalf("after payment: %v", g)
+		}
+	})
+	t.Run("Validation", func(t *testing.T) {
+		for _, tc := range []struct {
+			body map[string]any
+			attr string
+		}{
+			{map[string]any{"last_name": "D", "email": "a@b.co", "currency": "KES"}, "first_name"},
+			{map[string]any{"first_name": "J", "last_name": "D", "currency": "KES"}, "email"},
+			{map[string]any{"first_name": "J", "last_name": "D", "email": "bad", "currency": "KES"}, "email"},
+			{map[string]any{"first_name": "J", "last_name": "D", "email": "a@b.co", "currency": "XXX"}, "currency"},
+			{map[string]any{"first_name": "J", "last_name": "D", "email": "a@b.co", "currency": "KES", "autosend_reminder": 5}, "autosend_reminder"},
+			{map[string]any{"first_name": "J", "last_name": "D", "email": "a@b.co", "currency": "KES", "amount": -1}, "amount"},
+		} {
+			r := b.post("/api/v1/payment/collection/pay-requests/", tc.body)
+			if _, _, attr := errorBody(t, r); r.Status != 400 || attr != tc.attr {
+				t.Errorf("%v: %d %s (want 400 on %s)", tc.body, r.Status, r.Body, tc.attr)
+			}
+		}
+		other := newBundle(t, b.env, "Other")
+		if r := other.get("/api/v1/payment/collection/pay-requests/" + id + "/"); r.Status != 404 {
+			t.Fatalf("another merchant's pay request: %d", r.Status)
+		}
+	})
+}
