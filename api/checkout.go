@@ -143,23 +143,32 @@ var checkoutPage = template.Must(template.New("checkout").Parse(`<!doctype html>
 <form id="mpesa" method="post" action="/api/v1/payment/collection/">
   <input type="hidden" name="checkout_id" value="{{.ID}}">
   <input type="hidden" name="signature" value="{{.Signature}}">
-  <input type="hidden" name="method" value="M-PESA">
   <label>M-Pesa phone number <input name="phone_number" value="{{.Phone}}" placeholder="2547XXXXXXXX" pattern="254[0-9]{9}" required></label>
   {{if not .Amount}}<label>Amount <input name="amount" required></label>{{end}}
   <button type="submit">Pay with M-Pesa</button>
 </form>
+<form id="card" method="post" action="/api/v1/payment/card/">
+  <input type="hidden" name="checkout_id" value="{{.ID}}">
+  <input type="hidden" name="signature" value="{{.Signature}}">
+  <label>Card number <input name="card_number" autocomplete="cc-number" inputmode="numeric" required></label>
+  <label>Expiry (MM/YY) <input name="expiry" autocomplete="cc-exp" pattern="[0-9]{2}/[0-9]{2}" required></label>
+  <label>CVV <input name="cvv" autocomplete="cc-csc" inputmode="numeric" required></label>
+  {{if not .Amount}}<label>Amount <input name="amount" required></label>{{end}}
+  <button type="submit">Pay by card</button>
+</form>
 <p id="status" aria-live="polite"></p>
 <script>
-document.getElementById('mpesa').addEventListener('submit', async (ev) => {
+for (const id of ['mpesa', 'card']) document.getElementById(id).addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const f = new FormData(ev.target), body = Object.fromEntries(f.entries());
+  if (id === 'mpesa') body.method = 'M-PESA';
   {{if .Amount}}body.amount = "{{.Amount}}";{{end}}
   body.currency = "{{.Currency}}"; body.api_ref = "{{.APIRef}}" || "checkout";
   const out = document.getElementById('status');
   const r = await fetch(ev.target.action, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
   const j = await r.json();
   if (!r.ok) { out.textContent = j.detail; return; }
-  out.textContent = 'Check your phone and enter your M-Pesa PIN.';
+  out.textContent = id === 'mpesa' ? 'Check your phone and enter your M-Pesa PIN.' : 'Processing your card payment.';
   for (let i = 0; i < 120; i++) {
     await new Promise(res => setTimeout(res, 1000));
     const s = await (await fetch('/api/v1/payment/status/', {method: 'POST', headers: {'Content-Type': 'application/json'},

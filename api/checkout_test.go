@@ -43,7 +43,7 @@ func TestCheckout(t *testing.T) {
 		r := b.env.Do("GET", "/checkout/"+id+"/", nil)
 		page := string(r.Body)
 		if r.Status != 200 || !strings.Contains(r.Header.Get("Content-Type"), "text/html") ||
-			!strings.Contains(page, "KES 250.00") || !strings.Contains(page, "Pay with M-Pesa") || strings.Contains(page, b.public) {
+			!strings.Contains(page, "KES 250.00") || !strings.Contains(page, "Pay with M-Pesa") || !strings.Contains(page, "Pay by card") || strings.Contains(page, b.public) {
 			t.Fatalf("page: %d %s", r.Status, page)
 		}
 		if r := b.env.Do("GET", "/checkout/00000000-0000-0000-0000-000000000000/", nil); r.Status != 404 {

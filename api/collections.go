@@ -230,9 +230,10 @@ func optional(v string) *string {
 
 // renderSession is the Payment session of the interface for an invoice.
 func renderSession(s invoice.State) sessionJSON {
-	clearing := "AVAILABLE" // collected M-Pesa funds are cleared at once (docs/api-decisions.md)
-	if s.State != invoice.StateComplete {
-		clearing = "PENDING"
+	// Collected M-Pesa funds clear at once, card funds later (docs/api-decisions.md).
+	clearing := "PENDING"
+	if s.State == invoice.StateComplete && s.Cleared {
+		clearing = "AVAILABLE"
 	}
 	inv := invoiceJSON{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: s.Provider, Charges: s.Charges,
 		NetAmount: s.NetAmount, Currency: s.Currency, Value: s.Value, Account: s.Account, APIRef: s.APIRef,

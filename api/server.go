@@ -162,6 +162,7 @@ func (s *Server) routes(e *echo.Echo) {
 	v1.POST("/payment/mpesa-stk-push", s.stkPush, s.authPublicOrSecret, s.idempotent)
 	v1.POST("/payment/status", s.paymentStatus, s.authStatus)
 	v1.POST("/payment/collection", s.collection, s.authCollection, s.idempotent)
+	v1.POST("/payment/card", s.cardPayment, s.authCollection, s.idempotent)
 	v1.POST("/payment/collection/checkout", s.createCheckout, s.authPublicOnly, s.idempotent)
 	v1.POST("/checkout", s.createCheckout, s.authPublicOnly, s.idempotent)
 	e.GET("/checkout/:checkout_id", s.checkoutPage)

@@ -78,3 +78,14 @@ func StalePrompts(ctx context.Context, q sqlx.QueryerContext, olderThan time.Tim
 		ORDER BY updated_at LIMIT $2`, olderThan, limit)
 	return out, err
 }
+
+// UnclearedCardInvoices lists completed card collections whose funds are not
+// available yet and that completed before completedBefore.
+func UnclearedCardInvoices(ctx context.Context, q sqlx.QueryerContext, completedBefore time.Time, limit int) ([]InvoiceRef, error) {
+	var out []InvoiceRef
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, coalesce(checkout_request_id, '') AS checkout_request_id
+		FROM invoices WHERE state = 'COMPLETE' AND data ->> 'provider' = 'CARD'
+		AND coalesce((data ->> 'cleared')::boolean, false) = false AND updated_at < $1
+		ORDER BY updated_at LIMIT $2`, completedBefore, limit)
+	return out, err
+}

@@ -12,6 +12,31 @@ const (
 	CmdInvoiceProviderResult = "invoice.provider_result"
 )
 
+// RailsCardTopic carries card charges to the rails role (the sandbox card
+// simulator). Records carry no card number: only its last four digits, its network
+// and, in the sandbox, the outcome its test number stands for.
+const RailsCardTopic = "paysvc.rails.card.v1"
+
+// CmdInvoiceClear releases a completed card collection's funds to the available
+// balance once they have cleared.
+const CmdInvoiceClear = "invoice.clear"
+
+// InvoiceClear is the payload of CmdInvoiceClear.
+type InvoiceClear struct {
+	InvoiceID string `json:"invoice_id"`
+}
+
+// CardRequest is a record of RailsCardTopic.
+type CardRequest struct {
+	InvoiceID   string       `json:"invoice_id"`
+	MerchantID  string       `json:"merchant_id"`
+	Amount      money.Amount `json:"amount"`
+	Currency    string       `json:"currency"`
+	Last4       string       `json:"last4"`
+	Network     string       `json:"network"`
+	TestOutcome string       `json:"test_outcome"` // sandbox: success, declined, insufficient_funds
+}
+
 // RailsMpesaSTKTopic carries STK push requests from the engine's outbox to the rails
 // role, which calls the M-Pesa rail (the sandbox simulator or Daraja). Keyed by
 // merchant. Internal: not a webhook topic.
@@ -32,6 +57,12 @@ type InvoiceSTKPush struct {
 	// payer's, remembered to pre-fill their next checkout.
 	CheckoutID string `json:"checkout_id,omitempty"`
 	Email      string `json:"email,omitempty"`
+	// Provider is M-PESA (default) or CARD; card charges carry the card's last four
+	// digits and network (never the number) and the sandbox outcome.
+	Provider    string `json:"provider,omitempty"`
+	CardLast4   string `json:"card_last4,omitempty"`
+	CardNetwork string `json:"card_network,omitempty"`
+	TestOutcome string `json:"test_outcome,omitempty"`
 }
 
 // ProviderResult is a rail's outcome for an invoice, fed back as a command. Its

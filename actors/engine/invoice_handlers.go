@@ -30,8 +30,62 @@ func invoiceIDs(payload any) []string {
 		return []string{p.InvoiceID}
 	case *topics.ProviderResult:
 		return []string{p.InvoiceID}
+	case *topics.InvoiceClear:
+		return []string{p.InvoiceID}
 	}
 	return nil
+}
+
+// isCard reports whether a live invoice actor holds a card invoice (known without a
+// round trip: the provider is fixed at creation and kept on the ref).
+func isCard(ref *actorRef) bool { return ref.provider == "CARD" }
+
+// clearInvoice makes a completed card collection's funds available.
+func (e *Engine) clearInvoice(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.InvoiceClear) (topics.Reply, error) {
+	ref := p.invoices[in.InvoiceID]
+	if ref == nil {
+		return refuse(CodeNotFound, "Invoice not found.", "invoice_id"), nil
+	}
+	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
+		return invoice.Request{CorrID: corr, Reply: reply, Cmd: invoice.Clear{At: b.at}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if errors.Is(resp.Err, invoice.ErrDuplicate) {
+		return topics.Reply{Result: mustJSON(resp.After)}, nil
+	}
+	if resp.Err != nil {
+		return refuse(CodeInvalid, resp.Err.Error(), ""), nil
+	}
+	inv := resp.After
+	wref := p.wallets[inv.WalletID]
+	if wref == nil {
+		found, err := storage.LoadWallets(ctx, e.db, inv.MerchantID, []string{inv.WalletID})
+		if err != nil {
+			return topics.Reply{}, err
+		}
+		s, ok := found[inv.WalletID]
+		if !ok {
+			return topics.Reply{}, errors.New("engine: wallet of invoice " + inv.InvoiceID + " is gone")
+		}
+		wref = e.spawn(p, s)
+	}
+	wresp, err := e.ask(p, wref, func(corr uint64, reply chan<- wallet.Response) any {
+		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Release{MerchantID: inv.MerchantID, Amount: inv.NetAmount, At: b.at}}
+	})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if wresp.Err != nil {
+		if rerr := e.restoreInvoice(p, ref, resp.Before); rerr != nil {
+			return topics.Reply{}, rerr
+		}
+		return topics.Reply{}, wresp.Err
+	}
+	b.touch(wresp.Before, wresp.Result.State)
+	b.touchInvoice(resp.Before, inv)
+	return topics.Reply{Result: mustJSON(inv)}, nil
 }
 
 // stkPush opens a PENDING invoice, and in the same transaction queues the prompt for
@@ -59,12 +113,17 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 	if tw.Result.State.Currency != "KES" {
 		return refuse(CodeWalletNotKES, "M-Pesa collections settle in KES: wallet_id must be a KES wallet.", "wallet_id"), nil
 	}
+	provider := "M-PESA"
+	if in.Provider == "CARD" {
+		provider = "CARD"
+	}
 	ref := e.spawnInvoice(p, invoice.State{InvoiceID: in.InvoiceID})
 	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
 		return invoice.Request{CorrID: corr, Reply: reply, Cmd: invoice.Create{
-			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: "M-PESA",
+			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: provider,
 			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
-			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email, At: b.at,
+			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
+			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, At: b.at,
 		}}
 	})
 	if err != nil {
@@ -73,11 +132,19 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 	if resp.Err != nil {
 		return refuse(CodeInvalid, "Invalid invoice: "+resp.Err.Error(), ""), nil
 	}
+	ref.provider = provider
 	b.touchInvoice(resp.Before, resp.After)
 	b.outbox = append(b.outbox, e.collectionEvent(c, b.at, resp.After))
-	req := topics.STKRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Phone: in.Phone, Amount: in.Value, AccountRef: in.APIRef}
-	b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "stk"), Topic: topics.RailsMpesaSTKTopic,
-		Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
+	if provider == "CARD" {
+		req := topics.CardRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Amount: in.Value, Currency: "KES",
+			Last4: in.CardLast4, Network: in.CardNetwork, TestOutcome: in.TestOutcome}
+		b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "card"), Topic: topics.RailsCardTopic,
+			Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
+	} else {
+		req := topics.STKRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Phone: in.Phone, Amount: in.Value, AccountRef: in.APIRef}
+		b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "stk"), Topic: topics.RailsMpesaSTKTopic,
+			Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
+	}
 	return topics.Reply{Result: mustJSON(resp.After)}, nil
 }
 
@@ -120,7 +187,8 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	case in.Stage == "ACCEPTED":
 		cmd = invoice.Accept{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	case in.Code == 0:
-		cmd = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, At: b.at}
+		// M-Pesa funds clear at once; card funds when the acquirer settles (invoice.clear).
+		cmd = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, Cleared: !isCard(ref), At: b.at}
 	default:
 		cmd = invoice.Fail{Code: strconv.Itoa(in.Code), Reason: in.Description, CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	}
@@ -169,10 +237,14 @@ func (e *Engine) creditCollection(ctx context.Context, p *partition, b *batch, c
 		ref = e.spawn(p, s)
 	}
 	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
+		clearing, narrative := ledger.MpesaClearing, "M-Pesa payment "+inv.MpesaReference+" "+inv.APIRef
+		if inv.Provider == "CARD" {
+			clearing, narrative = ledger.CardClearing, "Card payment "+inv.CardNetwork+" "+inv.CardLast4+" "+inv.APIRef
+		}
 		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Collect{
 			MerchantID: inv.MerchantID, TransactionID: ids.Derive(10, inv.InvoiceID, "collect"), Value: inv.Value,
-			Charges: inv.Charges, NetAmount: inv.NetAmount, Clearing: ledger.MpesaClearing,
-			Narrative: "M-Pesa payment " + inv.MpesaReference + " " + inv.APIRef, At: b.at,
+			Charges: inv.Charges, NetAmount: inv.NetAmount, Clearing: clearing, Narrative: narrative,
+			Uncleared: !inv.Cleared, At: b.at,
 		}}
 	})
 	if err != nil {

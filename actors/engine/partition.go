@@ -62,6 +62,7 @@ type inflightCommit struct {
 type actorRef struct {
 	pid      *actor.PID
 	lastUsed time.Time
+	provider string // invoices: fixed at creation
 }
 
 func newPartition(id int32, epoch, next int64) *partition {
@@ -97,7 +98,8 @@ func (e *Engine) spawn(p *partition, s wallet.State) *actorRef {
 // spawnInvoice starts an invoice actor hydrated from s.
 func (e *Engine) spawnInvoice(p *partition, s invoice.State) *actorRef {
 	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.InvoiceID, p.id, p.epoch, p.gen)
-	ref := &actorRef{pid: e.actors.Spawn(invoice.Producer(s), "invoice", actor.WithID(id), actor.WithInboxSize(16)), lastUsed: time.Now()}
+	ref := &actorRef{pid: e.actors.Spawn(invoice.Producer(s), "invoice", actor.WithID(id), actor.WithInboxSize(16)),
+		lastUsed: time.Now(), provider: s.Provider}
 	p.invoices[s.InvoiceID] = ref
 	e.live.Add(1)
 	liveActors.Set(float64(e.live.Load()))

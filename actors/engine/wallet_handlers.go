@@ -43,6 +43,8 @@ func decodePayload(c *topics.Command) any {
 		v = &topics.InvoiceSTKPush{}
 	case topics.CmdInvoiceProviderResult:
 		v = &topics.ProviderResult{}
+	case topics.CmdInvoiceClear:
+		v = &topics.InvoiceClear{}
 	default:
 		return nil
 	}
@@ -86,9 +88,11 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 		return e.stkPush(ctx, p, b, c, *in)
 	case *topics.ProviderResult:
 		return e.providerResult(ctx, p, b, c, *in)
+	case *topics.InvoiceClear:
+		return e.clearInvoice(ctx, p, b, c, *in)
 	}
 	switch c.Type {
-	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer, topics.CmdInvoiceSTKPush, topics.CmdInvoiceProviderResult:
+	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer, topics.CmdInvoiceSTKPush, topics.CmdInvoiceProviderResult, topics.CmdInvoiceClear:
 		return refuse(CodeInvalid, "malformed "+c.Type+" payload", ""), nil
 	}
 	return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil

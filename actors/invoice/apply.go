@@ -20,6 +20,7 @@ func Apply(s State, cmd any) (State, error) {
 			InvoiceID: c.InvoiceID, MerchantID: c.MerchantID, WalletID: c.WalletID, State: StatePending,
 			Provider: c.Provider, Currency: c.Currency, Value: c.Value, Charges: c.Charges, NetAmount: c.NetAmount,
 			Tariff: c.Tariff, Account: c.Account, APIRef: c.APIRef, CheckoutID: c.CheckoutID, Email: c.Email,
+			CardLast4: c.CardLast4, CardNetwork: c.CardNetwork,
 			Version: 1, CreatedAt: c.At, UpdatedAt: c.At,
 		}, nil
 	case Sent:
@@ -48,6 +49,19 @@ func Apply(s State, cmd any) (State, error) {
 		}
 		n.MpesaReference = c.Receipt
 		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
+		n.Cleared = c.Cleared
+		return n, nil
+	case Clear:
+		if !s.Exists() {
+			return s, ErrNotFound
+		}
+		if s.State != StateComplete || s.Cleared {
+			return s, ErrDuplicate
+		}
+		n := s
+		n.Cleared = true
+		n.Version++
+		n.UpdatedAt = c.At
 		return n, nil
 	case Fail:
 		n, err := move(s, StateFailed, c.At)

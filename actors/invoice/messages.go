@@ -15,7 +15,13 @@ type Create struct {
 	Value, Charges, NetAmount       money.Amount
 	Account, APIRef                 string
 	CheckoutID, Email               string
+	CardLast4, CardNetwork          string
 	At                              time.Time
+}
+
+// Clear records that a completed collection's funds cleared.
+type Clear struct {
+	At time.Time
 }
 
 // Sent records the rail's reference for the prompt (Daraja's CheckoutRequestID), so
@@ -31,9 +37,11 @@ type Accept struct {
 	At                time.Time
 }
 
-// Settle records the provider's success (-> COMPLETE).
+// Settle records the provider's success (-> COMPLETE). Cleared says whether the
+// funds are available at once.
 type Settle struct {
 	Receipt, CheckoutRequestID string
+	Cleared                    bool
 	At                         time.Time
 }
 

@@ -53,10 +53,15 @@ type State struct {
 	FailedCode        string       `json:"failed_code,omitempty"`
 	CheckoutRequestID string       `json:"checkout_request_id,omitempty"`
 	CheckoutID        string       `json:"checkout_id,omitempty"`
-	Email             string       `json:"email,omitempty"`
-	Version           int64        `json:"version"`
-	CreatedAt         time.Time    `json:"created_at"`
-	UpdatedAt         time.Time    `json:"updated_at"`
+	CardLast4         string       `json:"card_last4,omitempty"`
+	CardNetwork       string       `json:"card_network,omitempty"`
+	// Cleared: the collected funds are in the wallet's available balance. M-Pesa
+	// funds clear on completion; card funds later (docs/api-decisions.md).
+	Cleared   bool      `json:"cleared,omitempty"`
+	Email     string    `json:"email,omitempty"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Exists reports whether the invoice was created.

@@ -15,6 +15,8 @@ const (
 	SandboxFunding = "system:sandbox_funding"
 	// MpesaClearing is what M-Pesa owes (collections) or is owed (payouts).
 	MpesaClearing = "system:mpesa_clearing"
+	// CardClearing is what the card acquirer owes for card collections.
+	CardClearing = "system:card_clearing"
 	// Fees is the service's fee income.
 	Fees = "system:fees"
 )

@@ -188,3 +188,80 @@ func Recover(ctx context.Context, db *sqlx.DB, q Querier, sink mpesa.Sink, after
 type Querier interface {
 	Query(ctx context.Context, checkoutRequestID string) (mpesa.Result, bool, error)
 }
+
+// CardRail charges cards (the sandbox simulator).
+type CardRail interface {
+	Charge(ctx context.Context, req topics.CardRequest) error
+}
+
+// RunCards consumes card charges and hands them to the card rail until ctx ends.
+func RunCards(ctx context.Context, brokers []string, rail CardRail, log *slog.Logger) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-rails-card"),
+		kgo.ConsumeTopics(topics.RailsCardTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-rails-card"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	log = log.With("component", "rails-card")
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			var req topics.CardRequest
+			if err := json.Unmarshal(rec.Value, &req); err != nil {
+				log.Error("undecodable card charge skipped", "offset", rec.Offset, "err", err)
+				return
+			}
+			for ctx.Err() == nil {
+				if err := rail.Charge(ctx, req); err == nil {
+					requests.WithLabelValues("card", "ok").Inc()
+					return
+				} else {
+					requests.WithLabelValues("card", "error").Inc()
+					log.Warn("card rail refused, retrying", "invoice_id", req.InvoiceID, "err", err)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		})
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("commit card offsets", "err", err)
+		}
+	}
+}
+
+// ClearCards releases completed card collections to the available balance once
+// they have cleared (after delay), by producing invoice.clear commands whose ids are
+// derived from the invoice: however often this runs, an invoice clears once.
+func ClearCards(ctx context.Context, db *sqlx.DB, cl *kgo.Client, delay, interval time.Duration, log *slog.Logger) error {
+	log = log.With("component", "card-clearing")
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		due, err := storage.UnclearedCardInvoices(ctx, db, time.Now().Add(-delay), 500)
+		if err != nil {
+			log.Warn("list uncleared card collections", "err", err)
+			continue
+		}
+		for _, inv := range due {
+			payload, _ := json.Marshal(topics.InvoiceClear{InvoiceID: inv.InvoiceID})
+			b, err := topics.EncodeCommand(topics.Command{ID: ids.DeriveUUID("clear", inv.InvoiceID), Type: topics.CmdInvoiceClear,
+				Version: 1, MerchantID: inv.MerchantID, IssuedAt: time.Now().UTC(), Payload: payload})
+			if err != nil {
+				continue
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(inv.MerchantID), Value: b}).FirstErr(); err != nil {
+				log.Warn("produce invoice.clear", "invoice_id", inv.InvoiceID, "err", err)
+			}
+		}
+	}
+}

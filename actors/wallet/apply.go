@@ -21,6 +21,8 @@ func Apply(s State, cmd any) (Result, error) {
 		return applyTransferIn(s, c)
 	case Collect:
 		return applyCollect(s, c)
+	case Release:
+		return applyRelease(s, c)
 	default:
 		return Result{}, fmt.Errorf("wallet: unknown command %T", cmd)
 	}
@@ -161,6 +163,9 @@ func applyCollect(s State, c Collect) (Result, error) {
 		return Result{}, ErrInvalidAmount
 	}
 	n := credit(s, c.NetAmount)
+	if c.Uncleared {
+		n.AvailableBalance = s.AvailableBalance
+	}
 	n.UpdatedAt = c.At
 	entries := []ledger.Entry{
 		entry(n, c.TransactionID, c.NetAmount, TransTypeSale, c.Narrative),
@@ -172,4 +177,18 @@ func applyCollect(s State, c Collect) (Result, error) {
 			Currency: s.Currency, Amount: c.Charges, TransType: TransTypeCharge, Narrative: c.Narrative})
 	}
 	return Result{State: n, Entries: entries}, nil
+}
+
+func applyRelease(s State, c Release) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	if !validAmount(c.Amount, nil) || s.AvailableBalance.Add(c.Amount).Cmp(s.CurrentBalance) > 0 {
+		return Result{}, ErrInvalidAmount
+	}
+	n := s
+	n.AvailableBalance = s.AvailableBalance.Add(c.Amount)
+	n.Version++
+	n.UpdatedAt = c.At
+	return Result{State: n}, nil
 }

@@ -66,7 +66,17 @@ type Collect struct {
 	NetAmount      money.Amount
 	Clearing       string // the provider's clearing account, e.g. ledger.MpesaClearing
 	Narrative      string
-	At             time.Time
+	// Uncleared funds count in current_balance only, until Release.
+	Uncleared bool
+	At        time.Time
+}
+
+// Release makes cleared collection funds available (no ledger entry: they were
+// booked when collected; only their availability changes).
+type Release struct {
+	MerchantID string
+	Amount     money.Amount
+	At         time.Time
 }
 
 // Statement transaction types.

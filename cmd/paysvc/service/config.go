@@ -64,6 +64,11 @@ type Config struct {
 	PublicBaseURL string
 	// ReminderInterval is how often due pay-request reminders are looked for.
 	ReminderInterval time.Duration
+	// CardClearingDelay is how long card collections take to clear (their funds
+	// count in current_balance at once, in available_balance after this).
+	CardClearingDelay, CardClearingInterval time.Duration
+	// SimCardDelay paces the sandbox card simulator.
+	SimCardDelay time.Duration
 }
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
@@ -142,6 +147,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.SMTPSinkAddr = get("PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:2525")
 	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", "http://"+c.HTTPAddr), "/")
 	c.ReminderInterval = dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
+	c.CardClearingDelay = dur("PAYSVC_CARD_CLEARING_DELAY", 48*time.Hour)
+	c.CardClearingInterval = dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)
+	c.SimCardDelay = dur("PAYSVC_SIM_CARD_DELAY", time.Second)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	if err := errors.Join(errs...); err != nil {

@@ -20,6 +20,7 @@ import (
 	"paysvc/actors/engine"
 	"paysvc/actors/mail"
 	"paysvc/actors/rails"
+	"paysvc/actors/rails/card"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/replies"
 	"paysvc/api"
@@ -129,6 +130,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			log.Info("rails role: M-Pesa through Daraja", "daraja", cfg.Daraja.String())
 		case cfg.Environment == "sandbox":
 			sim := mpesa.NewSimulator(rails.Sink(s.producer), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
+			cards := card.NewSimulator(rails.Sink(s.producer), cfg.SimCardDelay)
+			s.goRun(func() error { defer cards.Close(); return rails.RunCards(runCtx, s.Brokers, cards, log) })
 			s.goRun(func() error {
 				defer sim.Close()
 				return rails.Run(runCtx, s.Brokers, sim, rails.Options{RetryUnavailable: true}, log)
@@ -138,6 +141,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			// live adapter consumes them.
 			log.Error("rails role: no M-Pesa adapter configured (PAYSVC_DARAJA_*); STK requests wait in " + topics.RailsMpesaSTKTopic)
 		}
+	}
+
+	if cfg.Has(RoleRails) {
+		s.goRun(func() error {
+			return rails.ClearCards(runCtx, s.DB, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
+		})
 	}
 
 	mux := http.NewServeMux()

@@ -48,6 +48,8 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.SimAcceptDelay, cfg.SimFinalDelay = 20*time.Millisecond, 40*time.Millisecond
 	cfg.SMTPSinkAddr = "127.0.0.1:0"
 	cfg.ReminderInterval = 50 * time.Millisecond
+	cfg.SimCardDelay = 20 * time.Millisecond
+	cfg.CardClearingInterval = 50 * time.Millisecond
 	return cfg
 }
 
