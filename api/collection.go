@@ -10,12 +10,15 @@ import (
 
 	"paysvc/actors/ids"
 	"paysvc/actors/invoice"
+	"paysvc/actors/money"
+	"paysvc/actors/rails/card"
 	"paysvc/actors/tariff"
 	"paysvc/actors/wallet"
 	"paysvc/topics"
 )
 
 var (
+	pesalinkMax    = money.MustParse("999999.00")
 	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
 	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 	countryPattern = regexp.MustCompile(`^[a-zA-Z]{2}$`)
@@ -33,11 +36,7 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	switch method {
-	case "M-PESA":
-	case "PESALINK":
-		return invalid("method", "PESALINK collections are not available yet; use M-PESA.")
-	default:
+	if method != "M-PESA" && method != "PESALINK" {
 		return invalid("method", "method must be M-PESA or PESALINK.")
 	}
 	currency, err := b.str("currency", true, 3, nil)
@@ -58,11 +57,11 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.str("phone_number", true, 20, nil)
+	phone, err := b.str("phone_number", method == "M-PESA", 20, nil)
 	if err != nil {
 		return err
 	}
-	if !phonePattern.MatchString(phone) {
+	if phone != "" && !phonePattern.MatchString(phone) {
 		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
 	for _, f := range []struct {
@@ -109,22 +108,44 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kes = tariff.RoundUpShillings(kes)
-	if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
-		return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
+	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, APIRef: apiRef,
+		CheckoutID: checkoutID, Email: email}
+	if method == "PESALINK" {
+		if kes.Cmp(pesalinkMax) > 0 {
+			return invalid("amount", "PesaLink amount must be at most KES 999,999 (after conversion to KES).")
+		}
+		tar, err := b.str("bank_tarrif", false, 20, nil)
+		if err != nil {
+			return err
+		}
+		q, err := s.cfg.Fees.Quote(tariff.MethodPesalink, tar, kes)
+		if errors.Is(err, tariff.ErrUnknownTariff) {
+			return invalid("bank_tarrif", "bank_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		}
+		if errors.Is(err, tariff.ErrFeeExceedsAmount) {
+			return invalid("amount", "The amount does not cover the PesaLink fee.")
+		}
+		if err != nil {
+			return err
+		}
+		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
+		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
+	} else {
+		kes = tariff.RoundUpShillings(kes)
+		if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
+			return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
+		}
+		tar, err := b.str("mobile_tarrif", false, 20, nil)
+		if err != nil {
+			return err
+		}
+		q, err := s.stkQuote(tar, kes)
+		if err != nil {
+			return err
+		}
+		cmd.Tariff, cmd.Value, cmd.Charges, cmd.NetAmount = tarOrDefault(tar), q.Value, q.Charges, q.NetAmount
 	}
-	tar, err := b.str("mobile_tarrif", false, 20, nil)
-	if err != nil {
-		return err
-	}
-	q, err := s.stkQuote(tar, kes)
-	if err != nil {
-		return err
-	}
-	r, err := s.issue(c, topics.CmdInvoiceSTKPush, topics.InvoiceSTKPush{
-		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
-		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, CheckoutID: checkoutID, Email: email,
-	})
+	r, err := s.issue(c, topics.CmdInvoiceSTKPush, cmd)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/storage"
@@ -300,6 +301,29 @@ func TestCollection(t *testing.T) {
 			t.Fatalf("%v", inv)
 		}
 	})
+	t.Run("PesaLink", func(t *testing.T) {
+		before, _ := b.balance(t, b.settlement)
+		r := b.post("/api/v1/payment/collection/", body(map[string]any{"method": "PESALINK", "amount": "10000", "phone_number": nil}))
+		if r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		inv := r.Map(t)["invoice"].(map[string]any)
+		// PesaLink: 0.5% with a KES 10 minimum and KES 200 cap: 50.00 on 10,000.
+		if inv["provider"] != "PESALINK" || inv["charges"] != "50.00" || inv["net_amount"] != "9950.00" {
+			t.Fatalf("%v", inv)
+		}
+		if final := b.waitInvoice(t, inv["id"].(string)); final["state"] != "COMPLETE" || final["clearing_status"] != "AVAILABLE" {
+			t.Fatalf("%v", final)
+		}
+		after, _ := b.balance(t, b.settlement)
+		if !money.MustParse(after).Sub(money.MustParse(before)).Equal(money.MustParse("9950.00")) {
+			t.Fatalf("PesaLink credited %s -> %s, want +9950.00", before, after)
+		}
+		r = b.post("/api/v1/payment/collection/", body(map[string]any{"method": "PESALINK", "phone_number": "254700000003"}))
+		if final := b.waitInvoice(t, r.Map(t)["invoice"].(map[string]any)["id"].(string)); final["state"] != "FAILED" || final["failed_code"] != "51" {
+			t.Fatalf("insufficient funds: %v", final)
+		}
+	})
 	t.Run("Refusals", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
@@ -307,7 +331,8 @@ func TestCollection(t *testing.T) {
 			attr string
 		}{
 			{"BothCredentials", body(map[string]any{"public_key": b.public}), "public_key"},
-			{"Pesalink", body(map[string]any{"method": "PESALINK"}), "method"},
+			{"PesalinkBadTariff", body(map[string]any{"method": "PESALINK", "bank_tarrif": "X"}), "bank_tarrif"},
+			{"PesalinkOverMax", body(map[string]any{"method": "PESALINK", "amount": "1000000"}), "amount"},
 			{"UnknownMethod", body(map[string]any{"method": "CASH"}), "method"},
 			{"NoAPIRef", body(map[string]any{"api_ref": nil}), "api_ref"},
 			{"NoPhone", body(map[string]any{"phone_number": nil}), "phone_number"},

@@ -14,7 +14,7 @@ import (
 // commandPartitions bounds how many engine instances can share the work.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) error {
 	adm := kadm.NewClient(cl)
-	want := map[string]int32{CommandsTopic: commandPartitions, RepliesTopic: 4, RailsMpesaSTKTopic: 4, RailsCardTopic: 4}
+	want := map[string]int32{CommandsTopic: commandPartitions, RepliesTopic: 4, RailsMpesaSTKTopic: 4, RailsCardTopic: 4, RailsPesalinkTopic: 4}
 	for _, t := range EventTopics {
 		want[t] = 4
 	}

@@ -17,6 +17,10 @@ const (
 // and, in the sandbox, the outcome its test number stands for.
 const RailsCardTopic = "paysvc.rails.card.v1"
 
+// RailsPesalinkTopic carries PesaLink collection requests to the rails role (the
+// sandbox PesaLink simulator); records are CardRequest-shaped (no card fields).
+const RailsPesalinkTopic = "paysvc.rails.pesalink.v1"
+
 // CmdInvoiceClear releases a completed card collection's funds to the available
 // balance once they have cleared.
 const CmdInvoiceClear = "invoice.clear"

@@ -114,8 +114,8 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 		return refuse(CodeWalletNotKES, "M-Pesa collections settle in KES: wallet_id must be a KES wallet.", "wallet_id"), nil
 	}
 	provider := "M-PESA"
-	if in.Provider == "CARD" {
-		provider = "CARD"
+	if in.Provider == "CARD" || in.Provider == "PESALINK" {
+		provider = in.Provider
 	}
 	ref := e.spawnInvoice(p, invoice.State{InvoiceID: in.InvoiceID})
 	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
@@ -135,10 +135,14 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 	ref.provider = provider
 	b.touchInvoice(resp.Before, resp.After)
 	b.outbox = append(b.outbox, e.collectionEvent(c, b.at, resp.After))
-	if provider == "CARD" {
+	if provider == "CARD" || provider == "PESALINK" {
+		topic := topics.RailsCardTopic
+		if provider == "PESALINK" {
+			topic = topics.RailsPesalinkTopic
+		}
 		req := topics.CardRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Amount: in.Value, Currency: "KES",
 			Last4: in.CardLast4, Network: in.CardNetwork, TestOutcome: in.TestOutcome}
-		b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "card"), Topic: topics.RailsCardTopic,
+		b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "rail"), Topic: topic,
 			Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
 	} else {
 		req := topics.STKRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Phone: in.Phone, Amount: in.Value, AccountRef: in.APIRef}
@@ -238,8 +242,11 @@ func (e *Engine) creditCollection(ctx context.Context, p *partition, b *batch, c
 	}
 	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
 		clearing, narrative := ledger.MpesaClearing, "M-Pesa payment "+inv.MpesaReference+" "+inv.APIRef
-		if inv.Provider == "CARD" {
+		switch inv.Provider {
+		case "CARD":
 			clearing, narrative = ledger.CardClearing, "Card payment "+inv.CardNetwork+" "+inv.CardLast4+" "+inv.APIRef
+		case "PESALINK":
+			clearing, narrative = ledger.PesalinkClearing, "PesaLink payment "+inv.MpesaReference+" "+inv.APIRef
 		}
 		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Collect{
 			MerchantID: inv.MerchantID, TransactionID: ids.Derive(10, inv.InvoiceID, "collect"), Value: inv.Value,

@@ -17,6 +17,8 @@ const (
 	MpesaClearing = "system:mpesa_clearing"
 	// CardClearing is what the card acquirer owes for card collections.
 	CardClearing = "system:card_clearing"
+	// PesalinkClearing is what the banks owe for PesaLink collections.
+	PesalinkClearing = "system:pesalink_clearing"
 	// Fees is the service's fee income.
 	Fees = "system:fees"
 )

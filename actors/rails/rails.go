@@ -194,10 +194,11 @@ type CardRail interface {
 	Charge(ctx context.Context, req topics.CardRequest) error
 }
 
-// RunCards consumes card charges and hands them to the card rail until ctx ends.
-func RunCards(ctx context.Context, brokers []string, rail CardRail, log *slog.Logger) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-rails-card"),
-		kgo.ConsumeTopics(topics.RailsCardTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-rails-card"))
+// RunCards consumes charges of a push rail (card or PesaLink: topic) and hands them
+// to the rail until ctx ends.
+func RunCards(ctx context.Context, brokers []string, topic string, rail CardRail, log *slog.Logger) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-rails-"+topic),
+		kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-rails-"+topic))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package card
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ const (
 	OutcomeSuccess           = "success"
 	OutcomeDeclined          = "declined"
 	OutcomeInsufficientFunds = "insufficient_funds"
+	OutcomeExpired           = "expired" // PesaLink: the customer did not complete the transfer in time
 )
 
 // Result codes, as ISO 8583 response codes.
@@ -27,6 +29,7 @@ const (
 	CodeApproved          = 0
 	CodeDoNotHonour       = 5
 	CodeInsufficientFunds = 51
+	CodeExpired           = 91
 )
 
 // TestOutcome maps a sandbox test card number to its outcome; any other valid
@@ -50,15 +53,38 @@ type Simulator struct {
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 	slots chan struct{}
+
+	receiptPrefix string
 }
 
 // NewSimulator makes a card rail answering after delay (realistic: about a second).
 func NewSimulator(sink mpesa.Sink, delay time.Duration) *Simulator {
+	return newSimulator(sink, delay, "CRD")
+}
+
+// NewPesalinkSimulator makes the sandbox PesaLink rail: the same asynchronous
+// behaviour, for bank transfers (outcomes by phone number, docs/sandbox.md).
+func NewPesalinkSimulator(sink mpesa.Sink, delay time.Duration) *Simulator {
+	return newSimulator(sink, delay, "PSL")
+}
+
+func newSimulator(sink mpesa.Sink, delay time.Duration, receiptPrefix string) *Simulator {
 	if delay <= 0 {
 		delay = time.Second
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Simulator{sink: sink, delay: delay, ctx: ctx, stop: stop, slots: make(chan struct{}, 1024)}
+	return &Simulator{sink: sink, delay: delay, ctx: ctx, stop: stop, slots: make(chan struct{}, 1024), receiptPrefix: receiptPrefix}
+}
+
+// PesalinkTestOutcome maps a sandbox phone number to a PesaLink outcome.
+func PesalinkTestOutcome(phone string) string {
+	switch {
+	case strings.HasSuffix(phone, "0003"):
+		return OutcomeInsufficientFunds
+	case strings.HasSuffix(phone, "0002"):
+		return OutcomeExpired
+	}
+	return OutcomeSuccess
 }
 
 // Charge accepts a charge; the outcome follows through the sink.
@@ -85,9 +111,11 @@ func (s *Simulator) Charge(ctx context.Context, req topics.CardRequest) error {
 		case OutcomeDeclined:
 			r.Code, r.Description = CodeDoNotHonour, "Card declined by the issuer (do not honour)"
 		case OutcomeInsufficientFunds:
-			r.Code, r.Description = CodeInsufficientFunds, "Insufficient funds on the card"
+			r.Code, r.Description = CodeInsufficientFunds, "Insufficient funds"
+		case OutcomeExpired:
+			r.Code, r.Description = CodeExpired, "The payment was not completed in time"
 		default:
-			r.Code, r.Description, r.Receipt = CodeApproved, "Approved", "CRD"+ids.Alias(9)
+			r.Code, r.Description, r.Receipt = CodeApproved, "Approved", s.receiptPrefix+ids.Alias(9)
 		}
 		for backoff := 100 * time.Millisecond; s.sink(s.ctx, r) != nil; backoff = min(2*backoff, 10*time.Second) {
 			select {

@@ -131,7 +131,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		case cfg.Environment == "sandbox":
 			sim := mpesa.NewSimulator(rails.Sink(s.producer), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
 			cards := card.NewSimulator(rails.Sink(s.producer), cfg.SimCardDelay)
-			s.goRun(func() error { defer cards.Close(); return rails.RunCards(runCtx, s.Brokers, cards, log) })
+			s.goRun(func() error {
+				defer cards.Close()
+				return rails.RunCards(runCtx, s.Brokers, topics.RailsCardTopic, cards, log)
+			})
+			pesalink := card.NewPesalinkSimulator(rails.Sink(s.producer), cfg.SimCardDelay)
+			s.goRun(func() error {
+				defer pesalink.Close()
+				return rails.RunCards(runCtx, s.Brokers, topics.RailsPesalinkTopic, pesalink, log)
+			})
 			s.goRun(func() error {
 				defer sim.Close()
 				return rails.Run(runCtx, s.Brokers, sim, rails.Options{RetryUnavailable: true}, log)
