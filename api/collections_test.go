@@ -352,3 +352,40 @@ func TestCollection(t *testing.T) {
 		}
 	})
 }
+
+// Every sandbox M-Pesa outcome, through HTTP: the final state, the result code, and
+// money only on success.
+func TestSTKPush_EverySandboxOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		phone, state, code string
+	}{
+		{"254711110001", "FAILED", "1032"}, // cancelled by the customer
+		{"254711110002", "FAILED", "1037"}, // timeout: the phone cannot be reached
+		{"254711110003", "FAILED", "1"},    // insufficient funds, after the PIN
+		{"254711110004", "FAILED", "2001"}, // wrong PIN
+		{"254711110005", "FAILED", "1001"}, // subscriber busy
+		{"254711110006", "FAILED", "1019"}, // expired
+		{"254711119999", "COMPLETE", ""},   // any other number: approved
+	} {
+		t.Run(tc.phone, func(t *testing.T) {
+			before, _ := b.balance(t, b.settlement)
+			r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": tc.phone, "amount": "100"})
+			if r.Status != 200 {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+			final := b.waitInvoice(t, id)
+			code, _ := final["failed_code"].(string)
+			if final["state"] != tc.state || code != tc.code {
+				t.Fatalf("final %v, want %s %s", final, tc.state, tc.code)
+			}
+			after, _ := b.balance(t, b.settlement)
+			moved := !money.MustParse(after).Equal(money.MustParse(before))
+			if moved != (tc.state == "COMPLETE") {
+				t.Fatalf("balance %s -> %s for a %s invoice", before, after, tc.state)
+			}
+		})
+	}
+}
