@@ -58,6 +58,10 @@ func cardNetwork(pan string) string {
 // go further, and nothing logs the request body. Card funds count in current_balance
 // on completion and in available_balance once cleared.
 func (s *Server) cardPayment(c echo.Context) error {
+	if s.cfg.Environment != "sandbox" {
+		// No live card acquirer is connected: refuse rather than leave invoices pending.
+		return clientError(http.StatusBadRequest, "method_unavailable", "Card payments are not available on this server yet.")
+	}
 	b, err := readBody(c)
 	if err != nil {
 		return err

@@ -39,6 +39,10 @@ func (s *Server) collection(c echo.Context) error {
 	if method != "M-PESA" && method != "PESALINK" {
 		return invalid("method", "method must be M-PESA or PESALINK.")
 	}
+	if method == "PESALINK" && s.cfg.Environment != "sandbox" {
+		// No live PesaLink connection: refuse rather than leave invoices pending.
+		return invalid("method", "PESALINK collections are not available on this server yet.")
+	}
 	currency, err := b.str("currency", true, 3, nil)
 	if err != nil {
 		return err
