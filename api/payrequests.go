@@ -141,7 +141,8 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	url := s.checkoutURL(c, co.CheckoutID)
 	pr.SentStatus, pr.FailedDetails = "SENT", nil
 	if err := s.sendPayRequestMail(ctx, pr, co, url, false); err != nil {
-		details := err.Error()
+		s.log.Warn("pay request email not sent", "request_id", pr.RequestID, "err", err)
+		details := mailFailure(err)
 		pr.SentStatus, pr.FailedDetails = "FAILED", &details
 	}
 	if err := storage.SetPayRequestSent(context.WithoutCancel(ctx), s.db, pr.RequestID, pr.SentStatus, pr.FailedDetails); err != nil {
@@ -213,10 +214,23 @@ func (s *Server) RunReminders(ctx context.Context, interval time.Duration, baseU
 			}
 			if err != nil {
 				log.Warn("reminder not sent", "request_id", pr.RequestID, "err", err)
-				if rerr := storage.ReleaseReminder(ctx, s.db, pr.RequestID, err.Error(), !mail.IsPermanent(err)); rerr != nil {
+				if rerr := storage.ReleaseReminder(ctx, s.db, pr.RequestID, mailFailure(err), !mail.IsPermanent(err)); rerr != nil {
 					log.Error("release reminder", "request_id", pr.RequestID, "err", rerr)
 				}
 			}
 		}
 	}
+}
+
+// mailFailure is what a merchant may see of a failed email: the mail server's own
+// refusal, or a generic text (a network error would show internal addresses).
+func mailFailure(err error) string {
+	var se *mail.SMTPError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	if errors.Is(err, mail.ErrInvalidMessage) {
+		return "The email could not be built (invalid address or content)."
+	}
+	return "The mail server could not be reached; the email was not sent."
 }
