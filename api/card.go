@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -12,10 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/ids"
-	"paysvc/actors/invoice"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/tariff"
-	"paysvc/actors/wallet"
 	"paysvc/topics"
 )
 
@@ -92,29 +89,11 @@ func (s *Server) cardPayment(c echo.Context) error {
 	} else if !cvvPattern.MatchString(cvv) {
 		return invalid("cvv", "Enter the 3 or 4 digit security code.")
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	target, err := s.readPaymentTarget(c, b)
 	if err != nil {
 		return err
-	}
-	if !wallet.Currencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
-	}
-	amount, _, err := b.amount("amount", true)
-	if err != nil {
-		return err
-	}
-	if amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
 	}
 	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
-	if err != nil {
-		return err
-	}
-	email, err := b.str("email", false, 254, emailPattern)
-	if err != nil {
-		return err
-	}
-	checkoutID, err := b.str("checkout_id", false, 64, nil)
 	if err != nil {
 		return err
 	}
@@ -122,27 +101,12 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if checkoutID != "" {
-		co, err := s.checkoutFor(c.Request().Context(), principal(c).MerchantID, checkoutID)
-		if err != nil {
-			return err
-		}
-		if co.Currency != currency {
-			return invalid("currency", "The checkout session is in "+co.Currency+".")
-		}
-		if co.Amount != nil && co.Amount.Sign() > 0 && !co.Amount.Equal(amount) {
-			return invalid("amount", "The checkout session asks for "+co.Amount.String()+".")
-		}
-		if tar == "" {
-			tar = co.CardTarrif
-		}
-		if email == "" && co.Email != nil {
-			email = *co.Email
-		}
+	if tar == "" && target.checkout != nil {
+		tar = target.checkout.CardTarrif
 	}
-	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
+	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+currency+".")
+		return invalid("currency", "No exchange rate is configured for "+target.currency+".")
 	}
 	if err != nil {
 		return err
@@ -157,22 +121,11 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.issue(c, topics.CmdInvoiceSTKPush, topics.InvoiceSTKPush{
+	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
 		InvoiceID: ids.Alias(8), Value: q.Value, Charges: q.Charges, NetAmount: q.NetAmount, Tariff: tarOrDefault(tar),
-		APIRef: apiRef, CheckoutID: checkoutID, Email: email, Provider: "CARD", CardLast4: pan[len(pan)-4:],
+		APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email, Provider: "CARD", CardLast4: pan[len(pan)-4:],
 		CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
 	})
-	if err != nil {
-		return err
-	}
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var inv invoice.State
-	if err := json.Unmarshal(r.Result, &inv); err != nil {
-		return err
-	}
-	sig, err := s.signInvoice(c.Request().Context(), inv)
 	if err != nil {
 		return err
 	}

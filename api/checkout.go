@@ -12,6 +12,7 @@ import (
 	"paysvc/actors/ids"
 	"paysvc/actors/money"
 	"paysvc/actors/tariff"
+	"paysvc/actors/wallet"
 	"paysvc/storage"
 )
 
@@ -213,4 +214,53 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(http.StatusOK)
 	return checkoutPage.Execute(c.Response(), data)
+}
+
+// paymentTarget is what a payment names: currency, amount, and (optionally) the
+// checkout session it pays, whose currency and fixed amount it must match.
+type paymentTarget struct {
+	currency   string
+	amount     money.Amount
+	checkoutID string
+	email      string
+	checkout   *storage.Checkout
+}
+
+// readPaymentTarget reads and checks currency, amount, email and checkout_id.
+func (s *Server) readPaymentTarget(c echo.Context, b body) (paymentTarget, error) {
+	var t paymentTarget
+	var err error
+	if t.currency, err = b.str("currency", true, 3, nil); err != nil {
+		return t, err
+	}
+	if !wallet.Currencies[t.currency] {
+		return t, invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+	}
+	if t.amount, _, err = b.amount("amount", true); err != nil {
+		return t, err
+	}
+	if t.amount.Sign() <= 0 {
+		return t, invalid("amount", "Amount must be greater than 0.")
+	}
+	if t.email, err = b.str("email", false, 254, emailPattern); err != nil {
+		return t, err
+	}
+	if t.checkoutID, err = b.str("checkout_id", false, 64, nil); err != nil || t.checkoutID == "" {
+		return t, err
+	}
+	co, err := s.checkoutFor(c.Request().Context(), principal(c).MerchantID, t.checkoutID)
+	if err != nil {
+		return t, err
+	}
+	if co.Currency != t.currency {
+		return t, invalid("currency", "The checkout session is in "+co.Currency+".")
+	}
+	if co.Amount != nil && co.Amount.Sign() > 0 && !co.Amount.Equal(t.amount) {
+		return t, invalid("amount", "The checkout session asks for "+co.Amount.String()+".")
+	}
+	if t.email == "" && co.Email != nil {
+		t.email = *co.Email
+	}
+	t.checkout = &co
+	return t, nil
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -9,11 +8,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/ids"
-	"paysvc/actors/invoice"
 	"paysvc/actors/money"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/tariff"
-	"paysvc/actors/wallet"
 	"paysvc/topics"
 )
 
@@ -43,19 +40,9 @@ func (s *Server) collection(c echo.Context) error {
 		// No live PesaLink connection: refuse rather than leave invoices pending.
 		return invalid("method", "PESALINK collections are not available on this server yet.")
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	target, err := s.readPaymentTarget(c, b)
 	if err != nil {
 		return err
-	}
-	if !wallet.Currencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
-	}
-	amount, _, err := b.amount("amount", true)
-	if err != nil {
-		return err
-	}
-	if amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
 	}
 	apiRef, err := b.str("api_ref", true, 140, apiRefPattern)
 	if err != nil {
@@ -73,7 +60,7 @@ func (s *Server) collection(c echo.Context) error {
 		max     int
 		pattern *regexp.Regexp
 	}{
-		{"email", 254, emailPattern}, {"first_name", 45, namePattern}, {"last_name", 45, namePattern},
+		{"first_name", 45, namePattern}, {"last_name", 45, namePattern},
 		{"country", 2, countryPattern}, {"zipcode", 10, namePattern}, {"city", 100, nil}, {"state", 100, nil},
 		{"address", 140, nil}, {"bank_tarrif", 20, nil},
 	} {
@@ -85,35 +72,15 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	checkoutID, err := b.str("checkout_id", false, 64, nil)
-	if err != nil {
-		return err
-	}
-	email, _ := b.str("email", false, 254, emailPattern)
-	if checkoutID != "" {
-		co, err := s.checkoutFor(c.Request().Context(), principal(c).MerchantID, checkoutID)
-		if err != nil {
-			return err
-		}
-		if co.Currency != currency {
-			return invalid("currency", "The checkout session is in "+co.Currency+".")
-		}
-		if co.Amount != nil && co.Amount.Sign() > 0 && !co.Amount.Equal(amount) {
-			return invalid("amount", "The checkout session asks for "+co.Amount.String()+".")
-		}
-		if email == "" && co.Email != nil {
-			email = *co.Email
-		}
-	}
-	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
+	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+currency+".")
+		return invalid("currency", "No exchange rate is configured for "+target.currency+".")
 	}
 	if err != nil {
 		return err
 	}
 	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, APIRef: apiRef,
-		CheckoutID: checkoutID, Email: email}
+		CheckoutID: target.checkoutID, Email: target.email}
 	if method == "PESALINK" {
 		if kes.Cmp(pesalinkMax) > 0 {
 			return invalid("amount", "PesaLink amount must be at most KES 999,999 (after conversion to KES).")
@@ -149,18 +116,7 @@ func (s *Server) collection(c echo.Context) error {
 		}
 		cmd.Tariff, cmd.Value, cmd.Charges, cmd.NetAmount = tarOrDefault(tar), q.Value, q.Charges, q.NetAmount
 	}
-	r, err := s.issue(c, topics.CmdInvoiceSTKPush, cmd)
-	if err != nil {
-		return err
-	}
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var inv invoice.State
-	if err := json.Unmarshal(r.Result, &inv); err != nil {
-		return err
-	}
-	sig, err := s.signInvoice(c.Request().Context(), inv)
+	inv, sig, err := s.openInvoice(c, cmd)
 	if err != nil {
 		return err
 	}

@@ -84,21 +84,10 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.issue(c, topics.CmdInvoiceSTKPush, topics.InvoiceSTKPush{
+	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
 		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
 		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef,
 	})
-	if err != nil {
-		return err
-	}
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var inv invoice.State
-	if err := json.Unmarshal(r.Result, &inv); err != nil {
-		return err
-	}
-	sig, err := s.signInvoice(c.Request().Context(), inv)
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/invoice"
 	"paysvc/storage"
+	"paysvc/topics"
 )
 
 // signatureTTL is how long a client-side status token stays valid.
@@ -101,4 +103,22 @@ func (s *signer) verify(ctx context.Context, token string, now time.Time) (signa
 func (s *Server) signInvoice(ctx context.Context, inv invoice.State) (string, error) {
 	return s.sig.sign(ctx, signatureClaims{Merchant: inv.MerchantID, Invoice: inv.InvoiceID,
 		Expires: time.Now().Add(signatureTTL).Unix()})
+}
+
+// openInvoice issues an invoice-opening command and returns the opened invoice with
+// its status token.
+func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, string, error) {
+	r, err := s.issue(c, topics.CmdInvoiceSTKPush, cmd)
+	if err != nil {
+		return invoice.State{}, "", err
+	}
+	if r.Error != nil {
+		return invoice.State{}, "", refusal(r.Error)
+	}
+	var inv invoice.State
+	if err := json.Unmarshal(r.Result, &inv); err != nil {
+		return inv, "", err
+	}
+	sig, err := s.signInvoice(c.Request().Context(), inv)
+	return inv, sig, err
 }
