@@ -16,6 +16,7 @@ import (
 	"paysvc/actors/mail"
 	"paysvc/actors/replies"
 	"paysvc/actors/tariff"
+	"paysvc/actors/webhooks/outbound"
 )
 
 // Context keys.
@@ -43,6 +44,9 @@ type Config struct {
 	ReminderDay time.Duration
 	// MailFrom is the sender address of pay-request emails.
 	MailFrom string
+	// WebhookAllowPrivate lets webhook endpoints be plain HTTP and private or
+	// loopback addresses (sandbox only, for local development).
+	WebhookAllowPrivate bool
 	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
 	// Daraja; empty: no callback endpoint.
 	DarajaCallbackToken string
@@ -115,6 +119,8 @@ type Server struct {
 	sig      *signer
 	mailer   mail.Sender
 	sink     *mail.Sink
+	// validateEndpoint checks a webhook endpoint at configuration time.
+	validateEndpoint func(string) error
 }
 
 // New builds the API.
@@ -133,6 +139,7 @@ func New(cfg Config, d Deps) *Server {
 		mailer:   d.Mailer,
 		sink:     d.Sink,
 	}
+	s.validateEndpoint = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox"}).ValidateEndpoint
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -169,6 +176,13 @@ func (s *Server) routes(e *echo.Echo) {
 	v1.POST("/payment/collection/pay-requests", s.createPayRequest, s.authSecret, s.idempotent)
 	v1.GET("/payment/collection/pay-requests/:request_id", s.getPayRequest, s.authSecret)
 	v1.GET("/sandbox/mail", s.sandboxMail, s.authSandboxSecret)
+	wh := v1.Group("/webhooks", s.authSecret)
+	wh.GET("", s.listWebhooks)
+	wh.POST("", s.createWebhook, s.idempotent)
+	wh.GET("/:webhook_id", s.getWebhook)
+	wh.PATCH("/:webhook_id", s.updateWebhook)
+	wh.DELETE("/:webhook_id", s.deleteWebhook)
+	wh.POST("/:webhook_id/rotate-secret", s.rotateWebhookSecret)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }

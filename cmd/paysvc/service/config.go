@@ -152,6 +152,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.SimCardDelay = dur("PAYSVC_SIM_CARD_DELAY", time.Second)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
+	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

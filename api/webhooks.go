@@ -1,0 +1,183 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/storage"
+)
+
+// webhookJSON is the Webhook configuration of the interface. The challenge (the
+// signing secret) is never part of it.
+type webhookJSON struct {
+	ID                  string    `json:"id"`
+	Endpoint            string    `json:"endpoint"`
+	IsActive            bool      `json:"is_active"`
+	CollectionEvent     bool      `json:"collection_event"`
+	SendMoneyEvent      bool      `json:"send_money_event"`
+	ReversalEvent       bool      `json:"reversal_event"`
+	WalletTransferEvent bool      `json:"wallet_transfer_event"`
+	SubscriptionEvent   bool      `json:"subscription_event"`
+	FailuresCount       int       `json:"failures_count"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+}
+
+func renderWebhook(w storage.Webhook) webhookJSON {
+	return webhookJSON{ID: w.WebhookID, Endpoint: w.Endpoint, IsActive: w.IsActive, CollectionEvent: w.CollectionEvent,
+		SendMoneyEvent: w.SendMoneyEvent, ReversalEvent: w.ReversalEvent, WalletTransferEvent: w.WalletTransferEvent,
+		SubscriptionEvent: w.SubscriptionEvent, FailuresCount: w.FailuresCount, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+}
+
+// applyWebhookFields reads the editable fields present in the body onto w.
+func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) error {
+	if b.has("endpoint") || creating {
+		ep, err := b.str("endpoint", true, 500, nil)
+		if err != nil {
+			return err
+		}
+		if err := s.validateEndpoint(ep); err != nil {
+			return invalid("endpoint", err.Error())
+		}
+		w.Endpoint = ep
+	}
+	if b.has("challenge") || creating {
+		ch, err := b.str("challenge", true, 200, nil)
+		if err != nil {
+			return err
+		}
+		if len(ch) < 8 {
+			return invalid("challenge", "The challenge (signing secret) must be at least 8 characters.")
+		}
+		w.Challenge = ch
+	}
+	flags := map[string]*bool{"collection_event": &w.CollectionEvent, "send_money_event": &w.SendMoneyEvent,
+		"reversal_event": &w.ReversalEvent, "wallet_transfer_event": &w.WalletTransferEvent, "subscription_event": &w.SubscriptionEvent}
+	for name, dst := range flags {
+		v, err := b.boolean(name, *dst)
+		if err != nil {
+			return err
+		}
+		*dst = v
+	}
+	return nil
+}
+
+func (s *Server) listWebhooks(c echo.Context) error {
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, total, err := storage.ListWebhooks(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	if err != nil {
+		return err
+	}
+	out := make([]webhookJSON, len(rows))
+	for i, w := range rows {
+		out[i] = renderWebhook(w)
+	}
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
+}
+
+func (s *Server) createWebhook(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	w := storage.Webhook{WebhookID: "WH" + ids.Alias(10), MerchantID: principal(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
+	if err := s.applyWebhookFields(b, &w, true); err != nil {
+		return err
+	}
+	if err := storage.InsertWebhook(c.Request().Context(), s.db, w); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, renderWebhook(w))
+}
+
+func (s *Server) pathWebhook(c echo.Context) (storage.Webhook, error) {
+	w, err := storage.GetWebhook(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("webhook_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return w, notFound("Webhook not found.")
+	}
+	return w, err
+}
+
+func (s *Server) getWebhook(c echo.Context) error {
+	w, err := s.pathWebhook(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderWebhook(w))
+}
+
+// updateWebhook changes the fields given (PATCH); is_active true re-enables a
+// disabled webhook and clears its failure count.
+func (s *Server) updateWebhook(c echo.Context) error {
+	w, err := s.pathWebhook(c)
+	if err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := s.applyWebhookFields(b, &w, false); err != nil {
+		return err
+	}
+	if b.has("is_active") {
+		active, err := b.boolean("is_active", w.IsActive)
+		if err != nil {
+			return err
+		}
+		if active && !w.IsActive {
+			w.FailuresCount = 0
+		}
+		w.IsActive = active
+	}
+	if err := storage.UpdateWebhook(c.Request().Context(), s.db, w); err != nil {
+		return err
+	}
+	w, err = s.pathWebhook(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderWebhook(w))
+}
+
+// rotateWebhookSecret replaces the signing secret with the given challenge.
+func (s *Server) rotateWebhookSecret(c echo.Context) error {
+	w, err := s.pathWebhook(c)
+	if err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if !b.has("challenge") {
+		return invalid("challenge", "This field is required.")
+	}
+	if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
+		return err
+	}
+	if err := storage.UpdateWebhook(c.Request().Context(), s.db, w); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderWebhook(w))
+}
+
+func (s *Server) deleteWebhook(c echo.Context) error {
+	err := storage.DeleteWebhook(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("webhook_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return notFound("Webhook not found.")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"id": c.Param("webhook_id"), "deleted": true})
+}

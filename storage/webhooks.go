@@ -1,0 +1,94 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Webhook is a merchant's endpoint configuration. Challenge is the signing secret:
+// callers must never return it.
+type Webhook struct {
+	WebhookID           string    `db:"webhook_id"`
+	MerchantID          string    `db:"merchant_id"`
+	Endpoint            string    `db:"endpoint"`
+	Challenge           string    `db:"challenge"`
+	IsActive            bool      `db:"is_active"`
+	CollectionEvent     bool      `db:"collection_event"`
+	SendMoneyEvent      bool      `db:"send_money_event"`
+	ReversalEvent       bool      `db:"reversal_event"`
+	WalletTransferEvent bool      `db:"wallet_transfer_event"`
+	SubscriptionEvent   bool      `db:"subscription_event"`
+	FailuresCount       int       `db:"failures_count"`
+	CreatedAt           time.Time `db:"created_at"`
+	UpdatedAt           time.Time `db:"updated_at"`
+}
+
+const webhookColumns = `webhook_id, merchant_id, endpoint, challenge, is_active, collection_event, send_money_event,
+	reversal_event, wallet_transfer_event, subscription_event, failures_count, created_at, updated_at`
+
+// InsertWebhook stores a new webhook.
+func InsertWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
+	_, err := sqlx.NamedExecContext(ctx, ext, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (:webhook_id, :merchant_id,
+		:endpoint, :challenge, :is_active, :collection_event, :send_money_event, :reversal_event, :wallet_transfer_event,
+		:subscription_event, :failures_count, :created_at, :updated_at)`, w)
+	if err != nil {
+		return fmt.Errorf("insert webhook: %w", err)
+	}
+	return nil
+}
+
+// ListWebhooks returns one page of the merchant's webhooks and the total.
+func ListWebhooks(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]Webhook, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM webhooks WHERE merchant_id = $1`, merchantID); err != nil {
+		return nil, 0, err
+	}
+	out := []Webhook{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+webhookColumns+` FROM webhooks WHERE merchant_id = $1
+		ORDER BY created_at, webhook_id LIMIT $2 OFFSET $3`, merchantID, limit, offset)
+	return out, total, err
+}
+
+// GetWebhook reads one of the merchant's webhooks.
+func GetWebhook(ctx context.Context, q sqlx.QueryerContext, merchantID, webhookID string) (Webhook, error) {
+	var w Webhook
+	err := sqlx.GetContext(ctx, q, &w, `SELECT `+webhookColumns+` FROM webhooks WHERE merchant_id = $1 AND webhook_id = $2`,
+		merchantID, webhookID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, ErrNotFound
+	}
+	return w, err
+}
+
+// UpdateWebhook writes a webhook's editable fields (scoped by merchant).
+func UpdateWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
+	res, err := sqlx.NamedExecContext(ctx, ext, `UPDATE webhooks SET endpoint = :endpoint, challenge = :challenge,
+		is_active = :is_active, collection_event = :collection_event, send_money_event = :send_money_event,
+		reversal_event = :reversal_event, wallet_transfer_event = :wallet_transfer_event,
+		subscription_event = :subscription_event, failures_count = :failures_count, updated_at = now()
+		WHERE webhook_id = :webhook_id AND merchant_id = :merchant_id`, w)
+	if err != nil {
+		return fmt.Errorf("update webhook: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// DeleteWebhook removes one of the merchant's webhooks.
+func DeleteWebhook(ctx context.Context, ext sqlx.ExtContext, merchantID, webhookID string) error {
+	res, err := ext.ExecContext(ctx, `DELETE FROM webhooks WHERE merchant_id = $1 AND webhook_id = $2`, merchantID, webhookID)
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
