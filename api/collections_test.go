@@ -302,8 +302,10 @@ func TestCollection(t *testing.T) {
 		}
 	})
 	t.Run("PesaLink", func(t *testing.T) {
-		before, _ := b.balance(t, b.settlement)
-		r := b.post("/api/v1/payment/collection/", body(map[string]any{"method": "PESALINK", "amount": "10000", "phone_number": nil}))
+		// Its own wallet: earlier subtests' collections may still land in the settlement one.
+		pw := b.wallet(t, "KES", "PesaLink in")
+		before, _ := b.balance(t, pw)
+		r := b.post("/api/v1/payment/collection/", body(map[string]any{"method": "PESALINK", "amount": "10000", "phone_number": nil, "wallet_id": pw}))
 		if r.Status != 200 {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
@@ -315,7 +317,7 @@ func TestCollection(t *testing.T) {
 		if final := b.waitInvoice(t, inv["id"].(string)); final["state"] != "COMPLETE" || final["clearing_status"] != "AVAILABLE" {
 			t.Fatalf("%v", final)
 		}
-		after, _ := b.balance(t, b.settlement)
+		after, _ := b.balance(t, pw)
 		if !money.MustParse(after).Sub(money.MustParse(before)).Equal(money.MustParse("9950.00")) {
 			t.Fatalf("PesaLink credited %s -> %s, want +9950.00", before, after)
 		}

@@ -121,6 +121,7 @@ type Server struct {
 	sink     *mail.Sink
 	// validateEndpoint checks a webhook endpoint at configuration time.
 	validateEndpoint func(string) error
+	webhookClient    *outbound.Client // replays
 }
 
 // New builds the API.
@@ -139,7 +140,8 @@ func New(cfg Config, d Deps) *Server {
 		mailer:   d.Mailer,
 		sink:     d.Sink,
 	}
-	s.validateEndpoint = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox"}).ValidateEndpoint
+	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox"})
+	s.validateEndpoint = s.webhookClient.ValidateEndpoint
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -178,6 +180,8 @@ func (s *Server) routes(e *echo.Echo) {
 	v1.GET("/sandbox/mail", s.sandboxMail, s.authSandboxSecret)
 	wh := v1.Group("/webhooks", s.authSecret)
 	wh.GET("", s.listWebhooks)
+	wh.GET("/events", s.listWebhookEvents)
+	wh.POST("/events/:event_id/replay", s.replayWebhookEvent)
 	wh.POST("", s.createWebhook, s.idempotent)
 	wh.GET("/:webhook_id", s.getWebhook)
 	wh.PATCH("/:webhook_id", s.updateWebhook)

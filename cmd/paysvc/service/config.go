@@ -15,6 +15,7 @@ import (
 	"paysvc/actors/ids"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/tariff"
+	"paysvc/actors/webhooks/dispatch"
 	"paysvc/api"
 )
 
@@ -24,10 +25,12 @@ const (
 	RoleEngine = "engine"
 	RoleRelay  = "relay"
 	RoleRails  = "rails"
+	// RoleDispatcher delivers webhooks.
+	RoleDispatcher = "dispatcher"
 )
 
 // AllRoles is what `paysvc serve` runs by default.
-var AllRoles = []string{RoleAPI, RoleEngine, RoleRelay, RoleRails}
+var AllRoles = []string{RoleAPI, RoleEngine, RoleRelay, RoleRails, RoleDispatcher}
 
 // DefaultDatabaseURL is the private cluster that `make run` starts, so admin
 // commands find the same database with no flags.
@@ -64,6 +67,8 @@ type Config struct {
 	PublicBaseURL string
 	// ReminderInterval is how often due pay-request reminders are looked for.
 	ReminderInterval time.Duration
+	// Webhooks tunes the dispatcher role.
+	Webhooks dispatch.Config
 	// CardClearingDelay is how long card collections take to clear (their funds
 	// count in current_balance at once, in available_balance after this).
 	CardClearingDelay, CardClearingInterval time.Duration
@@ -153,6 +158,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"
+	c.Webhooks = dispatch.Config{MaxAttempts: int(num("PAYSVC_WEBHOOK_MAX_ATTEMPTS", 8)),
+		RetryBase: dur("PAYSVC_WEBHOOK_RETRY_BASE", 10*time.Second), RetryMax: dur("PAYSVC_WEBHOOK_RETRY_MAX", time.Hour),
+		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

@@ -23,6 +23,8 @@ import (
 	"paysvc/actors/rails/card"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/replies"
+	"paysvc/actors/webhooks/dispatch"
+	"paysvc/actors/webhooks/outbound"
 	"paysvc/api"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -115,6 +117,27 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error { return e.Run(runCtx) })
 	}
 
+	var mailer mail.Sender
+	sendsMail := cfg.Has(RoleAPI) || cfg.Has(RoleDispatcher)
+	if sendsMail && cfg.SMTPURL != "" {
+		mc, err := mail.ParseURL(cfg.SMTPURL)
+		if err != nil {
+			return nil, fmt.Errorf("PAYSVC_SMTP_URL: %w", err)
+		}
+		if mc.From != "" {
+			cfg.API.MailFrom = mc.From
+		}
+		mailer = mail.NewSMTPSender(mc)
+	} else if sendsMail {
+		if s.sink, err = mail.NewSink(cfg.SMTPSinkAddr); err != nil {
+			return nil, fmt.Errorf("embedded SMTP sink on %s (PAYSVC_SMTP_SINK_ADDR): %w", cfg.SMTPSinkAddr, err)
+		}
+		host, port, _ := net.SplitHostPort(s.sink.Addr())
+		p, _ := strconv.Atoi(port)
+		mailer = mail.NewSMTPSender(mail.Config{Host: host, Port: p, From: cfg.API.MailFrom, StartTLS: mail.StartTLSOff})
+		log.Info("embedded SMTP sink started", "addr", s.sink.Addr())
+	}
+
 	if cfg.Has(RoleRails) {
 		switch {
 		case cfg.Daraja.ConsumerKey != "":
@@ -151,6 +174,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		}
 	}
 
+	if cfg.Has(RoleDispatcher) {
+		client := outbound.New(outbound.Options{AllowPrivate: cfg.API.WebhookAllowPrivate && cfg.Environment == "sandbox"})
+		cfg.Webhooks.MailFrom = cfg.API.MailFrom
+		dsp := dispatch.New(cfg.Webhooks, s.DB, client, mailer, log)
+		s.goRun(func() error { return dsp.Run(runCtx, s.Brokers) })
+	}
 	if cfg.Has(RoleRails) {
 		s.goRun(func() error {
 			return rails.ClearCards(runCtx, s.DB, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
@@ -170,25 +199,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			return nil, err
 		}
 		s.goRun(func() error { return pruneIdempotency(runCtx, s.idemDB, cfg.API.IdempotencyTTL, log) })
-		var mailer mail.Sender
-		if cfg.SMTPURL != "" {
-			mc, err := mail.ParseURL(cfg.SMTPURL)
-			if err != nil {
-				return nil, fmt.Errorf("PAYSVC_SMTP_URL: %w", err)
-			}
-			if mc.From != "" {
-				cfg.API.MailFrom = mc.From
-			}
-			mailer = mail.NewSMTPSender(mc)
-		} else {
-			if s.sink, err = mail.NewSink(cfg.SMTPSinkAddr); err != nil {
-				return nil, fmt.Errorf("embedded SMTP sink on %s (PAYSVC_SMTP_SINK_ADDR): %w", cfg.SMTPSinkAddr, err)
-			}
-			host, port, _ := net.SplitHostPort(s.sink.Addr())
-			p, _ := strconv.Atoi(port)
-			mailer = mail.NewSMTPSender(mail.Config{Host: host, Port: p, From: cfg.API.MailFrom, StartTLS: mail.StartTLSOff})
-			log.Info("embedded SMTP sink started", "addr", s.sink.Addr())
-		}
 		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Hub: s.hub, Log: log,
 			Ready: s.ready.Load, Mailer: mailer, Sink: s.sink})
 		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval, cfg.PublicBaseURL) })

@@ -1,0 +1,165 @@
+package api_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paysvc/actors/webhooks"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+)
+
+// receiver is a webhook endpoint the test runs: it answers from a script and keeps
+// every request it got.
+type receiver struct {
+	mu     sync.Mutex
+	script []int
+	got    []recorded
+	srv    *httptest.Server
+	always int
+}
+
+type recorded struct {
+	headers map[string]string
+	body    []byte
+}
+
+func newReceiver(t *testing.T, always int, script ...int) *receiver {
+	r := &receiver{script: script, always: always}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		h := map[string]string{}
+		for _, k := range []string{"X-SERVICE-Signature", "webhook-id", "webhook-timestamp", "webhook-signature"} {
+			h[k] = req.Header.Get(k)
+		}
+		r.mu.Lock()
+		r.got = append(r.got, recorded{h, b})
+		status := r.always
+		if len(r.script) > 0 {
+			status, r.script = r.script[0], r.script[1:]
+		}
+		r.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) requests() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.got...)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestWebhookDelivery(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.API.WebhookAllowPrivate = true
+		c.Webhooks.RetryBase, c.Webhooks.MaxAttempts, c.Webhooks.Threshold = 20*time.Millisecond, 4, 4
+		c.Webhooks.Poll = 20 * time.Millisecond
+	})
+	b := newBundle(t, env, "Hooks")
+	flaky := newReceiver(t, 200, 500, 500, 200)
+	down := newReceiver(t, 500)
+	hook := func(url, secret string) string {
+		r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": url, "challenge": secret, "wallet_transfer_event": true})
+		if r.Status != 201 {
+			t.Fatalf("webhook: %d %s", r.Status, r.Body)
+		}
+		return r.Map(t)["id"].(string)
+	}
+	hook(flaky.srv.URL+"/hook", "flaky-secret")
+	downID := hook(down.srv.URL+"/hook", "down-secret")
+	w := b.wallet(t, "KES", "W")
+	b.deposit(t, b.settlement, "10.00")
+	if r := b.transfer(b.settlement, w, "1.00"); r.Status != 200 {
+		t.Fatalf("transfer: %d %s", r.Status, r.Body)
+	}
+
+	t.Run("RetriedUntilDelivered", func(t *testing.T) {
+		waitUntil(t, "three attempts on the flaky receiver", func() bool { return len(flaky.requests()) >= 3 })
+		got := flaky.requests()
+		id := got[0].headers["webhook-id"]
+		for i, r := range got[:3] {
+			if r.headers["webhook-id"] != id || string(r.body) != string(got[0].body) {
+				t.Fatalf("attempt %d: another id or body", i)
+			}
+			if !webhooks.Verify("flaky-secret", r.headers, r.body, time.Now(), 5*time.Minute) {
+				t.Fatalf("attempt %d does not verify with either scheme", i)
+			}
+		}
+		if !strings.Contains(string(got[0].body), `"topic":"wallet_transfer_event"`) || !strings.Contains(string(got[0].body), `"challenge":"flaky-secret"`) {
+			t.Fatalf("body %s", got[0].body)
+		}
+		waitUntil(t, "the event record DELIVERED", func() bool {
+			var l struct{ Results []map[string]any }
+			b.get("/api/v1/webhooks/events/?status=DELIVERED").JSON(t, &l)
+			return len(l.Results) == 1 && l.Results[0]["attempts"] == float64(3) && l.Results[0]["id"] == id
+		})
+
+		r := b.post("/api/v1/webhooks/events/"+id+"/replay/", nil)
+		if r.Status != 200 {
+			t.Fatalf("replay: %d %s", r.Status, r.Body)
+		}
+		waitUntil(t, "the replay", func() bool { return len(flaky.requests()) >= 4 })
+		if rep := flaky.requests()[3]; string(rep.body) != string(got[0].body) || rep.headers["webhook-id"] != id {
+			t.Fatal("the replay did not resend the exact original bytes")
+		}
+		var records int
+		if err := env.Schema.DB.Get(&records, `SELECT count(DISTINCT event_id) FROM webhook_deliveries`); err != nil || records != 1 {
+			t.Fatalf("replay created event records: %d %v", records, err)
+		}
+	})
+	t.Run("FailingEndpointDisabledWithWarning", func(t *testing.T) {
+		waitUntil(t, "the delivery to FAILED", func() bool {
+			var l struct{ Results []map[string]any }
+			b.get("/api/v1/webhooks/events/?status=FAILED").JSON(t, &l)
+			return len(l.Results) == 1 && l.Results[0]["webhook_id"] == downID
+		})
+		// The schedule made 4 attempts (the replay above went to every webhook of the
+		// event, this one included, and is recorded as a replay).
+		var scheduled int
+		if err := env.Schema.DB.Get(&scheduled, `SELECT count(*) FROM webhook_attempts WHERE webhook_id = $1 AND NOT replay`, downID); err != nil || scheduled != 4 {
+			t.Fatalf("%d scheduled attempts on the down receiver, want 4 (%v)", scheduled, err)
+		}
+		wh := b.get("/api/v1/webhooks/" + downID + "/").Map(t)
+		if wh["is_active"] != false || wh["failures_count"] != float64(4) {
+			t.Fatalf("webhook after 4 failures: %v", wh)
+		}
+		var l struct{ Results []map[string]any }
+		b.get("/api/v1/sandbox/mail/").JSON(t, &l)
+		warned := false
+		for _, m := range l.Results {
+			if strings.Contains(m["subject"].(string), downID) && strings.Contains(m["subject"].(string), "failing (2 of 4)") {
+				warned = true
+			}
+		}
+		if !warned {
+			t.Fatalf("no warning email at half the threshold: %v", l.Results)
+		}
+	})
+	t.Run("EventsAreMerchantScoped", func(t *testing.T) {
+		other := newBundle(t, env, "Other")
+		var l struct{ Count int }
+		other.get("/api/v1/webhooks/events/").JSON(t, &l)
+		if l.Count != 0 {
+			t.Fatalf("another merchant sees %d events", l.Count)
+		}
+	})
+}
