@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -47,6 +48,8 @@ type Config struct {
 	// WebhookAllowPrivate lets webhook endpoints be plain HTTP and private or
 	// loopback addresses (sandbox only, for local development).
 	WebhookAllowPrivate bool
+	// WebhookRootCAs is the trust for webhook endpoints (nil: the system roots).
+	WebhookRootCAs *x509.CertPool
 	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
 	// Daraja; empty: no callback endpoint.
 	DarajaCallbackToken string
@@ -140,7 +143,8 @@ func New(cfg Config, d Deps) *Server {
 		mailer:   d.Mailer,
 		sink:     d.Sink,
 	}
-	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox"})
+	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
+		RootCAs: cfg.WebhookRootCAs})
 	s.validateEndpoint = s.webhookClient.ValidateEndpoint
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -162,4 +165,44 @@ func TestWebhookDelivery(t *testing.T) {
 			t.Fatalf("another merchant sees %d events", l.Count)
 		}
 	})
+}
+
+// A real HTTPS receiver whose certificate is trusted through PAYSVC_WEBHOOK_CA_FILE:
+// the delivery verifies TLS and both signature schemes.
+func TestWebhookDelivery_HTTPS(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []recorded
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		mu.Lock()
+		got = append(got, recorded{map[string]string{"X-SERVICE-Signature": req.Header.Get("X-SERVICE-Signature"),
+			"webhook-id": req.Header.Get("webhook-id"), "webhook-timestamp": req.Header.Get("webhook-timestamp"),
+			"webhook-signature": req.Header.Get("webhook-signature")}, b})
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.API.WebhookAllowPrivate = true // the receiver is on loopback; TLS is still verified
+		c.WebhookCAFile = caFile
+		c.Webhooks.Poll = 20 * time.Millisecond
+	})
+	b := newBundle(t, env, "TLS")
+	if r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": srv.URL + "/hook", "challenge": "tls-secret-1",
+		"wallet_transfer_event": true}); r.Status != 201 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	w := b.wallet(t, "KES", "W")
+	b.deposit(t, b.settlement, "5.00")
+	b.transfer(b.settlement, w, "1.00")
+	waitUntil(t, "the HTTPS delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !webhooks.Verify("tls-secret-1", got[0].headers, got[0].body, time.Now(), 5*time.Minute) {
+		t.Fatal("the HTTPS delivery does not verify")
+	}
 }

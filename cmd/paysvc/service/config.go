@@ -69,6 +69,9 @@ type Config struct {
 	ReminderInterval time.Duration
 	// Webhooks tunes the dispatcher role.
 	Webhooks dispatch.Config
+	// WebhookCAFile holds PEM certificates trusted for webhook endpoints in addition
+	// to the system roots (a private CA, or a test receiver's).
+	WebhookCAFile string
 	// CardClearingDelay is how long card collections take to clear (their funds
 	// count in current_balance at once, in available_balance after this).
 	CardClearingDelay, CardClearingInterval time.Duration
@@ -161,6 +164,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.Webhooks = dispatch.Config{MaxAttempts: int(num("PAYSVC_WEBHOOK_MAX_ATTEMPTS", 8)),
 		RetryBase: dur("PAYSVC_WEBHOOK_RETRY_BASE", 10*time.Second), RetryMax: dur("PAYSVC_WEBHOOK_RETRY_MAX", time.Hour),
 		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom}
+	c.WebhookCAFile = get("PAYSVC_WEBHOOK_CA_FILE", "")
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

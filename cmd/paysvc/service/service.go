@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -174,8 +176,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		}
 	}
 
+	if cfg.WebhookCAFile != "" {
+		if cfg.API.WebhookRootCAs, err = webhookRoots(cfg.WebhookCAFile); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Has(RoleDispatcher) {
-		client := outbound.New(outbound.Options{AllowPrivate: cfg.API.WebhookAllowPrivate && cfg.Environment == "sandbox"})
+		client := outbound.New(outbound.Options{AllowPrivate: cfg.API.WebhookAllowPrivate && cfg.Environment == "sandbox",
+			RootCAs: cfg.API.WebhookRootCAs})
 		cfg.Webhooks.MailFrom = cfg.API.MailFrom
 		dsp := dispatch.New(cfg.Webhooks, s.DB, client, mailer, log)
 		s.goRun(func() error { return dsp.Run(runCtx, s.Brokers) })
@@ -287,4 +295,20 @@ func (s *Service) Close() {
 	if s.DB != nil {
 		s.DB.Close()
 	}
+}
+
+// webhookRoots is the system trust plus the PEM certificates of file.
+func webhookRoots(file string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("PAYSVC_WEBHOOK_CA_FILE: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("PAYSVC_WEBHOOK_CA_FILE: no PEM certificate in %s", file)
+	}
+	return pool, nil
 }
