@@ -54,6 +54,8 @@ type Config struct {
 	Lease       time.Duration // how long a claimed delivery is ours (default 1m)
 	Poll        time.Duration // how often due deliveries are looked for (default 100ms)
 	MailFrom    string
+	// SessionTimeout is how soon a dead dispatcher's event partitions move (default 10s).
+	SessionTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -77,6 +79,9 @@ func (c *Config) defaults() {
 	}
 	if c.Poll <= 0 {
 		c.Poll = 100 * time.Millisecond
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
 	}
 }
 
@@ -113,7 +118,8 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		ts = append(ts, t)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-dispatcher"), kgo.ConsumeTopics(ts...),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("paysvc-dispatcher"))
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("paysvc-dispatcher"),
+		kgo.SessionTimeout(d.cfg.SessionTimeout), kgo.HeartbeatInterval(d.cfg.SessionTimeout/5))
 	if err != nil {
 		return err
 	}

@@ -163,7 +163,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"
 	c.Webhooks = dispatch.Config{MaxAttempts: int(num("PAYSVC_WEBHOOK_MAX_ATTEMPTS", 8)),
 		RetryBase: dur("PAYSVC_WEBHOOK_RETRY_BASE", 10*time.Second), RetryMax: dur("PAYSVC_WEBHOOK_RETRY_MAX", time.Hour),
-		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom}
+		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom,
+		Lease: dur("PAYSVC_WEBHOOK_LEASE", time.Minute)}
 	c.WebhookCAFile = get("PAYSVC_WEBHOOK_CA_FILE", "")
 	if err := errors.Join(errs...); err != nil {
 		return c, err

@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,4 +296,86 @@ func TestDatabaseConnectionsKilledMidLoad(t *testing.T) {
 		t.Fatal("no connection was killed: the test proved nothing")
 	}
 	fb.verify(t, model)
+}
+
+// Two dispatcher processes share the event topics; one is SIGKILLed mid-stream.
+// Every event is delivered; a duplicate can only repeat a webhook-id.
+func TestDispatcherProcessKilled(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "paysvc")
+	if out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+	}))
+	defer receiver.Close()
+
+	schema := storagetest.New(t)
+	cfg := servicetest.Config(t, schema)
+	cfg.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay}
+	cfg.API.WebhookAllowPrivate = true
+	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	env := &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+	m := env.Merchant("Hooks")
+	if r := env.Do("POST", "/api/v1/webhooks/", map[string]any{"endpoint": receiver.URL + "/hook", "challenge": "secret-123",
+		"wallet_transfer_event": true}, servicetest.Bearer(m.SecretKey)...); r.Status != 201 {
+		t.Fatalf("webhook: %d %s", r.Status, r.Body)
+	}
+	spawn := func(id string) *exec.Cmd {
+		cmd := exec.Command(bin, "serve", "--roles", "dispatcher")
+		cmd.Env = append(os.Environ(), "PAYSVC_DATABASE_URL="+schema.URL, "PAYSVC_KAFKA_BROKERS="+svc.Brokers[0],
+			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_INSTANCE_ID="+id, "PAYSVC_LOG_LEVEL=warn", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
+			"PAYSVC_WEBHOOK_ALLOW_PRIVATE=true", "PAYSVC_WEBHOOK_LEASE=2s", "PAYSVC_ENGINE_SESSION_TIMEOUT=2s")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	d1 := spawn("dispatcher-1")
+	spawn("dispatcher-2")
+
+	var list struct{ Results []map[string]any }
+	env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(m.SecretKey)...).JSON(t, &list)
+	settlement := list.Results[0]["wallet_id"].(string)
+	r := env.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "label": "Dest"}, servicetest.Bearer(m.SecretKey)...)
+	dest := r.Map(t)["wallet_id"].(string)
+	env.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "1000.00"}, servicetest.Bearer(m.SecretKey)...)
+	const n = 150
+	for i := 0; i < n; i++ {
+		if i == n/3 {
+			_ = d1.Process.Signal(syscall.SIGKILL)
+		}
+		r := env.Do("POST", "/api/v1/wallets/"+settlement+"/intra_transfer/", map[string]any{"wallet_id": dest, "amount": "1.00",
+			"narrative": "hook"}, servicetest.Bearer(m.SecretKey)...)
+		if r.Status != 200 {
+			t.Fatalf("transfer %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		distinct := len(seen)
+		mu.Unlock()
+		if distinct == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered", distinct, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var delivered int
+	if err := schema.DB.Get(&delivered, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`); err != nil || delivered != n {
+		t.Fatalf("%d deliveries DELIVERED, want %d (%v)", delivered, n, err)
+	}
 }

@@ -185,6 +185,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		client := outbound.New(outbound.Options{AllowPrivate: cfg.API.WebhookAllowPrivate && cfg.Environment == "sandbox",
 			RootCAs: cfg.API.WebhookRootCAs})
 		cfg.Webhooks.MailFrom = cfg.API.MailFrom
+		cfg.Webhooks.SessionTimeout = cfg.SessionTimeout
 		dsp := dispatch.New(cfg.Webhooks, s.DB, client, mailer, log)
 		s.goRun(func() error { return dsp.Run(runCtx, s.Brokers) })
 	}
