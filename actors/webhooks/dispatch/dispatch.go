@@ -129,14 +129,22 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return nil
 		}
-		ok := true
+		// A record that cannot be recorded (database down) stops its partition here:
+		// the consumer is sought back to it, so it and what follows come again.
+		failed := map[string]map[int32]kgo.EpochOffset{}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if ok && d.record(ctx, r) != nil {
-				ok = false
+			if _, stopped := failed[r.Topic][r.Partition]; stopped {
+				return
+			}
+			if d.record(ctx, r) != nil {
+				if failed[r.Topic] == nil {
+					failed[r.Topic] = map[int32]kgo.EpochOffset{}
+				}
+				failed[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
 			}
 		})
-		if !ok {
-			// Not committed: the records come again after a rebalance or restart.
+		if len(failed) > 0 {
+			cl.SetOffsets(failed)
 			time.Sleep(time.Second)
 			continue
 		}
