@@ -192,6 +192,7 @@ func (e *Engine) onAssigned(ctx context.Context, offsets map[string]map[int32]kg
 			ownedPartitions.Set(float64(len(e.parts)))
 			e.mu.Unlock()
 			parts[part] = kgo.NewOffset().At(next).WithEpoch(-1)
+			consumerLag.WithLabelValues(strconv.Itoa(int(part))).Set(0) // present from assignment, not from the first commit
 			e.log.Info("partition assigned", "partition", part, "epoch", epoch, "resume_offset", next)
 		}
 	}
