@@ -88,66 +88,51 @@ type Options struct {
 // committed after the rail took each request (at least once: a redelivered request
 // is sent again, and its outcome still applies once).
 func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, log *slog.Logger) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-rails"),
-		kgo.ConsumeTopics(topics.RailsMpesaSTKTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-rails"))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	log = log.With("component", "rails")
-	for {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			return nil
+	return consume(ctx, brokers, "paysvc-rails", topics.RailsMpesaSTKTopic, log, func(cl *kgo.Client, rec *kgo.Record) {
+		var req topics.STKRequest
+		if err := json.Unmarshal(rec.Value, &req); err != nil {
+			log.Error("undecodable rail request skipped", "offset", rec.Offset, "err", err)
+			return
 		}
-		fetches.EachRecord(func(rec *kgo.Record) {
-			var req topics.STKRequest
-			if err := json.Unmarshal(rec.Value, &req); err != nil {
-				log.Error("undecodable rail request skipped", "offset", rec.Offset, "err", err)
-				return
+		for attempt := 0; ctx.Err() == nil; attempt++ {
+			ref, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
+				Phone: req.Phone, Amount: req.Amount, AccountRef: req.AccountRef, Description: "Payment"})
+			if err != nil && errors.Is(err, mpesa.ErrUnavailable) && !opt.RetryUnavailable {
+				err = fmt.Errorf("%w (not retried: the prompt may have been sent)", mpesa.ErrRejected)
 			}
-			for attempt := 0; ctx.Err() == nil; attempt++ {
-				ref, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
-					Phone: req.Phone, Amount: req.Amount, AccountRef: req.AccountRef, Description: "Payment"})
-				if err != nil && errors.Is(err, mpesa.ErrUnavailable) && !opt.RetryUnavailable {
-					err = fmt.Errorf("%w (not retried: the prompt may have been sent)", mpesa.ErrRejected)
-				}
-				switch {
-				case err == nil:
-					requests.WithLabelValues("mpesa_stk", "ok").Inc()
-					if opt.RecordSent && ref != "" {
-						sent := mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID, Stage: StageSent, CheckoutRequestID: ref}
-						for ctx.Err() == nil {
-							if err := Sink(cl)(ctx, sent); err == nil {
-								break
-							}
-							time.Sleep(time.Second)
+			switch {
+			case err == nil:
+				requests.WithLabelValues("mpesa_stk", "ok").Inc()
+				if opt.RecordSent && ref != "" {
+					sent := mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID, Stage: StageSent, CheckoutRequestID: ref}
+					for ctx.Err() == nil {
+						if err := Sink(cl)(ctx, sent); err == nil {
+							break
 						}
-					}
-					return
-				case errors.Is(err, mpesa.ErrInvalidRequest) || errors.Is(err, mpesa.ErrRejected):
-					// The rail refused: the invoice fails, as M-Pesa would report it.
-					requests.WithLabelValues("mpesa_stk", "refused").Inc()
-					if err := Sink(cl)(ctx, mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
-						Stage: mpesa.StageFinal, Code: -1, Description: "The payment request was refused by M-Pesa."}); err != nil {
-						log.Error("record refused prompt", "invoice_id", req.InvoiceID, "err", err)
-						continue
-					}
-					return
-				default:
-					requests.WithLabelValues("mpesa_stk", "error").Inc()
-					log.Warn("rail unavailable, retrying", "invoice_id", req.InvoiceID, "attempt", attempt+1, "err", err)
-					select {
-					case <-ctx.Done():
-					case <-time.After(min(time.Second<<min(attempt, 5), 30*time.Second)):
+						time.Sleep(time.Second)
 					}
 				}
+				return
+			case errors.Is(err, mpesa.ErrInvalidRequest) || errors.Is(err, mpesa.ErrRejected):
+				// The rail refused: the invoice fails, as M-Pesa would report it.
+				requests.WithLabelValues("mpesa_stk", "refused").Inc()
+				if err := Sink(cl)(ctx, mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
+					Stage: mpesa.StageFinal, Code: -1, Description: "The payment request was refused by M-Pesa."}); err != nil {
+					log.Error("record refused prompt", "invoice_id", req.InvoiceID, "err", err)
+					continue
+				}
+				return
+			default:
+				requests.WithLabelValues("mpesa_stk", "error").Inc()
+				log.Warn("rail unavailable, retrying", "invoice_id", req.InvoiceID, "attempt", attempt+1, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(min(time.Second<<min(attempt, 5), 30*time.Second)):
+				}
 			}
-		})
-		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("commit rail offsets", "err", err)
 		}
-	}
+	})
 }
 
 // Recover asks the rail about prompts whose outcome never came (a lost callback),
@@ -197,42 +182,27 @@ type CardRail interface {
 // RunCards consumes charges of a push rail (card or PesaLink: topic) and hands them
 // to the rail until ctx ends.
 func RunCards(ctx context.Context, brokers []string, topic string, rail CardRail, log *slog.Logger) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-rails-"+topic),
-		kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-rails-"+topic))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	log = log.With("component", "rails-card")
-	for {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			return nil
+	return consume(ctx, brokers, "paysvc-rails-"+topic, topic, log, func(_ *kgo.Client, rec *kgo.Record) {
+		var req topics.CardRequest
+		if err := json.Unmarshal(rec.Value, &req); err != nil {
+			log.Error("undecodable card charge skipped", "offset", rec.Offset, "err", err)
+			return
 		}
-		fetches.EachRecord(func(rec *kgo.Record) {
-			var req topics.CardRequest
-			if err := json.Unmarshal(rec.Value, &req); err != nil {
-				log.Error("undecodable card charge skipped", "offset", rec.Offset, "err", err)
+		for ctx.Err() == nil {
+			if err := rail.Charge(ctx, req); err == nil {
+				requests.WithLabelValues("card", "ok").Inc()
 				return
+			} else {
+				requests.WithLabelValues("card", "error").Inc()
+				log.Warn("card rail refused, retrying", "invoice_id", req.InvoiceID, "err", err)
 			}
-			for ctx.Err() == nil {
-				if err := rail.Charge(ctx, req); err == nil {
-					requests.WithLabelValues("card", "ok").Inc()
-					return
-				} else {
-					requests.WithLabelValues("card", "error").Inc()
-					log.Warn("card rail refused, retrying", "invoice_id", req.InvoiceID, "err", err)
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
 			}
-		})
-		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("commit card offsets", "err", err)
 		}
-	}
+	})
 }
 
 // ClearCards releases completed card collections to the available balance once
@@ -263,6 +233,27 @@ func ClearCards(ctx context.Context, db *sqlx.DB, cl *kgo.Client, delay, interva
 			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(inv.MerchantID), Value: b}).FirstErr(); err != nil {
 				log.Warn("produce invoice.clear", "invoice_id", inv.InvoiceID, "err", err)
 			}
+		}
+	}
+}
+
+// consume runs handle over every record of topic in a consumer group until ctx ends,
+// committing offsets after each poll's records were handled (at least once).
+func consume(ctx context.Context, brokers []string, group, topic string, log *slog.Logger, handle func(*kgo.Client, *kgo.Record)) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ClientID(group))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachRecord(func(rec *kgo.Record) { handle(cl, rec) })
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("commit offsets", "topic", topic, "err", err)
 		}
 	}
 }

@@ -216,16 +216,7 @@ func (d *Dispatcher) deliver(ctx context.Context, dl storage.Delivery) {
 		return
 	}
 	resp, err := d.client.Post(ctx, dl.Endpoint, webhooks.Headers(dl.Challenge, dl.EventID, time.Now(), dl.Body), dl.Body)
-	var status *int
-	var errText *string
-	if resp.Status != 0 {
-		s := resp.Status
-		status = &s
-	}
-	if err != nil {
-		e := err.Error()
-		errText = &e
-	}
+	status, errText := outcome(resp, err)
 	_ = storage.RecordAttempt(context.WithoutCancel(ctx), d.db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, false)
 	if err == nil && resp.Status == 200 {
 		attempts.WithLabelValues("delivered").Inc()
@@ -290,6 +281,16 @@ func (d *Dispatcher) warn(ctx context.Context, dl storage.Delivery, failures int
 // records the attempt, and creates no new event record.
 func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storage.Delivery) (outbound.Response, error) {
 	resp, err := client.Post(ctx, dl.Endpoint, webhooks.Headers(dl.Challenge, dl.EventID, time.Now(), dl.Body), dl.Body)
+	status, errText := outcome(resp, err)
+	if rerr := storage.RecordAttempt(ctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, true); rerr != nil {
+		return resp, rerr
+	}
+	return resp, err
+}
+
+// outcome is what an attempt records: the HTTP status if one came back, and the
+// transport error (the dispatcher's own words, not a receiver's body).
+func outcome(resp outbound.Response, err error) (*int, *string) {
 	var status *int
 	var errText *string
 	if resp.Status != 0 {
@@ -300,8 +301,5 @@ func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storag
 		e := err.Error()
 		errText = &e
 	}
-	if rerr := storage.RecordAttempt(ctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, true); rerr != nil {
-		return resp, rerr
-	}
-	return resp, err
+	return status, errText
 }
