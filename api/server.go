@@ -99,6 +99,7 @@ type Deps struct {
 	// correctness, since the command id derived from the key is still applied once.
 	IdempotencyDB *sqlx.DB
 	Kafka         *kgo.Client // produces commands
+	Brokers       []string    // the Kafka cluster, for sandbox listen streams
 	Hub           *replies.Hub
 	Mailer        mail.Sender // pay-request emails; nil: they fail with sent_status FAILED
 	Sink          *mail.Sink  // the embedded SMTP sink, when the service runs one
@@ -125,6 +126,7 @@ type Server struct {
 	// validateEndpoint checks a webhook endpoint at configuration time.
 	validateEndpoint func(string) error
 	webhookClient    *outbound.Client // replays
+	listen           *listenHub       // sandbox listen streams (listen.go)
 }
 
 // New builds the API.
@@ -142,6 +144,7 @@ func New(cfg Config, d Deps) *Server {
 		sig:      &signer{db: d.DB},
 		mailer:   d.Mailer,
 		sink:     d.Sink,
+		listen:   newListenHub(d.Brokers),
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
 		RootCAs: cfg.WebhookRootCAs})
@@ -191,6 +194,7 @@ func (s *Server) routes(e *echo.Echo) {
 	wh.PATCH("/:webhook_id", s.updateWebhook)
 	wh.DELETE("/:webhook_id", s.deleteWebhook)
 	wh.POST("/:webhook_id/rotate-secret", s.rotateWebhookSecret)
+	s.registerListen(v1)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }

@@ -62,3 +62,20 @@ func DeadLetter(ctx context.Context, ext Execer, outboxID int64, reason string) 
 	}
 	return nil
 }
+
+// InsertOutbox queues events outside an engine batch (the sandbox's sample events)
+// in one statement; the relay publishes them like any other.
+func InsertOutbox(ctx context.Context, ext Execer, events []OutboxEvent) error {
+	n := len(events)
+	id, topic, key, merchant, body := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
+		make(pq.StringArray, n), make(pq.ByteaArray, n)
+	for i, o := range events {
+		id[i], topic[i], key[i], merchant[i], body[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
+	}
+	_, err := ext.ExecContext(ctx, `INSERT INTO outbox (event_id, topic, record_key, merchant_id, body)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])`, id, topic, key, merchant, body)
+	if err != nil {
+		return fmt.Errorf("insert outbox: %w", err)
+	}
+	return nil
+}

@@ -49,6 +49,8 @@ commands:
   key revoke KEYPREFIX
   ledger check                             verify the ledger balances and wallet snapshots
   bench [flags]                            run the load generator (see paysvc bench -h)
+  listen --forward-to URL [--events T,...] stream the sandbox's events to a local URL, signed
+  trigger TOPIC                            send a sample event of a topic (sandbox)
 
 Configuration comes from PAYSVC_* environment variables (see README.md).`
 
@@ -92,6 +94,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return ledgerCheck(ctx, cfg, stdout)
 	case "bench":
 		return benchCmd(ctx, cfg, log, rest, stdout)
+	case "listen":
+		return listenCmd(ctx, cfg, rest, getenv, stdout, stderr)
+	case "trigger":
+		return triggerCmd(ctx, cfg, rest, getenv, stdout, stderr)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}

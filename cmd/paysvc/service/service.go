@@ -208,7 +208,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			return nil, err
 		}
 		s.goRun(func() error { return pruneIdempotency(runCtx, s.idemDB, cfg.API.IdempotencyTTL, log) })
-		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Hub: s.hub, Log: log,
+		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Hub: s.hub, Log: log,
 			Ready: s.ready.Load, Mailer: mailer, Sink: s.sink})
 		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval, cfg.PublicBaseURL) })
 		mux.Handle("/", a.Handler())

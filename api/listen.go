@@ -1,0 +1,290 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/webhooks"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// The sandbox's webhook developer tools, behind `paysvc listen` and `paysvc trigger`:
+// a Server-Sent Events stream of the merchant's events with the exact bodies a
+// webhook would get, and sample events that take the real path (outbox, relay,
+// event topics, dispatcher, listen streams). Neither exists on a live server.
+
+const (
+	// listenPerMerchant and listenTotal bound open streams: each one is a Kafka
+	// consumer reading every merchant's events.
+	listenPerMerchant = 5
+	listenTotal       = 200
+	// listenHeartbeat is how often an idle stream gets a comment line, so proxies
+	// and the client can tell a quiet stream from a dead one.
+	listenHeartbeat = 15 * time.Second
+	// listenBacklog is how far back `since` may reach (a reconnecting client
+	// catches up on what it missed while the stream was down).
+	listenBacklog = 5 * time.Minute
+	// ListenChallengeHeader carries the client's session secret; it becomes the
+	// `challenge` of the bodies streamed, as a webhook's challenge does.
+	ListenChallengeHeader = "X-Paysvc-Listen-Challenge"
+)
+
+// listenHub counts the open listen streams.
+type listenHub struct {
+	brokers []string
+	mu      sync.Mutex
+	open    map[string]int
+	total   int
+}
+
+func newListenHub(brokers []string) *listenHub {
+	return &listenHub{brokers: brokers, open: map[string]int{}}
+}
+
+func (h *listenHub) acquire(merchant string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open[merchant] >= listenPerMerchant || h.total >= listenTotal {
+		return false
+	}
+	h.open[merchant]++
+	h.total++
+	return true
+}
+
+func (h *listenHub) release(merchant string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.total--
+	if h.open[merchant]--; h.open[merchant] <= 0 {
+		delete(h.open, merchant)
+	}
+}
+
+func (s *Server) registerListen(v1 *echo.Group) {
+	v1.GET("/events/listen", s.listenEvents, s.authSandboxSecret)
+	v1.POST("/events/trigger", s.triggerEvent, s.authSandboxSecret, s.idempotent)
+}
+
+// listenTopics reads ?events= (comma-separated webhook topics; empty: all five).
+func listenTopics(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		kt, ok := topics.EventTopics[t]
+		if !ok {
+			return nil, invalid("events", "events must be a comma-separated list of "+strings.Join(webhooks.Topics, ", ")+".")
+		}
+		out[t] = kt
+	}
+	if len(out) == 0 {
+		return topics.EventTopics, nil
+	}
+	return out, nil
+}
+
+// listenEvents streams the merchant's events from the moment of connection (or from
+// ?since=, Unix milliseconds, at most listenBacklog ago) as Server-Sent Events:
+// `id` the event id, `event` its topic, `data` the exact body a webhook delivery of
+// it carries, with the X-Paysvc-Listen-Challenge header as its challenge. Records
+// come from a consumer without a group, so streams do not disturb each other or the
+// dispatcher; another merchant's records are never sent.
+func (s *Server) listenEvents(c echo.Context) error {
+	p := principal(c)
+	want, err := listenTopics(c.QueryParam("events"))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	from := now
+	if v := c.QueryParam("since"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return invalid("since", "since must be a Unix time in milliseconds.")
+		}
+		from = time.UnixMilli(ms)
+		if oldest := now.Add(-listenBacklog); from.Before(oldest) {
+			from = oldest
+		}
+		if from.After(now) {
+			from = now
+		}
+	}
+	challenge := c.Request().Header.Get(ListenChallengeHeader)
+	if len(challenge) > 200 {
+		return invalid(ListenChallengeHeader, "The challenge must be at most 200 characters.")
+	}
+	if len(s.listen.brokers) == 0 {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+			Detail: "Listen streams are not available on this server."}
+	}
+	if !s.listen.acquire(p.MerchantID) {
+		return &Error{Status: http.StatusTooManyRequests, Type: "client_error", Code: "too_many_streams", RetryAfter: 5,
+			Detail: fmt.Sprintf("At most %d listen streams may be open at once; close one first.", listenPerMerchant)}
+	}
+	defer s.listen.release(p.MerchantID)
+
+	kts := make([]string, 0, len(want))
+	for _, kt := range want {
+		kts = append(kts, kt)
+	}
+	// AfterMilli, not AtEnd: the end offset is only looked up at the first fetch, and
+	// an event committed between the answer below and that lookup would be lost.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.ConsumeTopics(kts...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(from.UnixMilli())), kgo.ClientID("paysvc-listen"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.WriteString(w, ": listening\n\n"); err != nil {
+		return nil
+	}
+	w.Flush()
+	ctx := c.Request().Context()
+	last := time.Now()
+	for ctx.Err() == nil {
+		if s.ready != nil && !s.ready() {
+			return nil // shutting down: the client reconnects to another instance
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
+		var werr error
+		fetches.EachRecord(func(r *kgo.Record) {
+			if werr != nil {
+				return
+			}
+			if msg, ok := sseMessage(r, p.MerchantID, want, challenge); ok {
+				_, werr = w.Write(msg)
+				last = time.Now()
+			}
+		})
+		if werr == nil && time.Since(last) >= listenHeartbeat {
+			_, werr = io.WriteString(w, ": heartbeat\n\n")
+			last = time.Now()
+		}
+		if werr != nil {
+			return nil // the client went away
+		}
+		w.Flush()
+	}
+	return nil
+}
+
+// sseMessage is the stream's message for an event record, if it is the merchant's.
+func sseMessage(r *kgo.Record, merchant string, want map[string]string, challenge string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == "merchant_id" && string(h.Value) != merchant {
+			return nil, false // cheap refusal before decoding; the envelope decides below
+		}
+	}
+	var ev topics.Event
+	if err := json.Unmarshal(r.Value, &ev); err != nil || ev.ID == "" || ev.MerchantID != merchant {
+		return nil, false
+	}
+	if _, ok := want[ev.Type]; !ok {
+		return nil, false
+	}
+	body, err := webhooks.Body(ev.Type, ev.Payload, challenge)
+	if err != nil {
+		return nil, false
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "id: %s\nevent: %s\n", sseField(ev.ID), sseField(ev.Type))
+	for _, line := range bytes.Split(body, []byte("\n")) { // a reader joins data lines with \n
+		b.WriteString("data: ")
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), true
+}
+
+func sseField(v string) string { return strings.NewReplacer("\r", "", "\n", "").Replace(v) }
+
+// triggerEvent queues a sample event of a topic for the merchant, body {"topic"}.
+// It goes through the outbox like a real event, so subscribed webhooks and listen
+// streams get it; ids start with evt_sample_ (event) and sample_ (data).
+func (s *Server) triggerEvent(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	topic, err := b.str("topic", true, 50, nil)
+	if err != nil {
+		return err
+	}
+	kt, ok := topics.EventTopics[topic]
+	if !ok {
+		return invalid("topic", "topic must be one of "+strings.Join(webhooks.Topics, ", ")+".")
+	}
+	p := principal(c)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	dataID := "sample_" + ids.Alias(12)
+	payload, err := json.Marshal(samplePayload(topic, dataID, now))
+	if err != nil {
+		return err
+	}
+	ev := topics.Event{ID: "evt_sample_" + ids.Alias(16), Type: topic, Version: 1, OccurredAt: now, MerchantID: p.MerchantID,
+		Key: dataID, Payload: payload}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if err := storage.InsertOutbox(c.Request().Context(), s.db, []storage.OutboxEvent{{EventID: ev.ID, Topic: kt, Key: dataID,
+		MerchantID: p.MerchantID, Body: body}}); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]string{"event_id": ev.ID, "topic": topic})
+}
+
+// samplePayload is a plausible `data` of a topic with the fields the interface's
+// Events table shows (and, for the two topics the service emits already, the same
+// shape as the real ones).
+func samplePayload(topic, id string, now time.Time) any {
+	ref := "SAMPLE" + ids.Alias(4)
+	switch topic {
+	case topics.CollectionEvent:
+		return topics.Collection{ID: id, InvoiceID: id, State: "COMPLETE", Provider: "MPESA", Value: "100.00", Charges: "1.50",
+			NetAmount: "98.50", Currency: "KES", Account: "254712345678", APIRef: "sample-trigger", MpesaReference: &ref,
+			CreatedAt: now, UpdatedAt: now}
+	case topics.SendMoneyEvent:
+		return map[string]any{"id": id, "state": "PREVIEW-AND-APPROVE", "provider": "MPESA-B2C", "currency": "KES",
+			"total_amount": "1000.00", "transactions_count": 2, "batch_reference": "sample-batch", "created_at": now, "updated_at": now}
+	case topics.ReversalEvent:
+		return map[string]any{"id": id, "amount": "100.00", "currency": "KES", "status": "PENDING", "reason": "Duplicate payment",
+			"original_invoice_id": "sample_invoice", "created_at": now, "updated_at": now}
+	case topics.SubscriptionEvent:
+		return map[string]any{"id": id, "status": "ACTIVE",
+			"plan":             map[string]any{"name": "SamplePlan", "amount": "500.00", "currency": "KES", "frequency": 1, "frequency_unit": "M"},
+			"customer":         map[string]any{"email": "sample.customer@example.com", "first_name": "Sample", "last_name": "Customer"},
+			"completed_cycles": 1, "next_date": now.AddDate(0, 1, 0).Format(time.DateOnly), "fail_reason": nil,
+			"created_at": now, "updated_at": now}
+	default: // wallet_transfer_event
+		return topics.WalletTransfer{ID: id, FromCurrency: "KES", ToCurrency: "KES", AmountSent: "100.00", AmountReceived: "100.00",
+			ExchangeRate: "1.00", Status: "COMPLETE", OriginWallet: "sample_wallet_from", DestinationWallet: "sample_wallet_to",
+			Narrative: "Sample transfer", CreatedAt: now}
+	}
+}
