@@ -87,6 +87,10 @@ var replyStatus = map[string]int{
 	"same_wallet":           http.StatusBadRequest,
 	"label_taken":           http.StatusBadRequest,
 	"wallet_not_kes":        http.StatusBadRequest,
+	"not_awaiting_approval": http.StatusBadRequest,
+	"not_cancellable":       http.StatusBadRequest,
+	"cannot_disburse":       http.StatusBadRequest,
+	"nonce_mismatch":        http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.

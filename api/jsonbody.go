@@ -128,3 +128,19 @@ func (b body) amount(field string, required bool) (money.Amount, bool, error) {
 	}
 	return a, true, nil
 }
+
+// text reads a string field that clients may also send as a JSON number (account
+// numbers, bank codes, references: the SDKs' own examples send `account: 247247`).
+// The number is taken as written, never through a float.
+func (b body) text(field string, required bool, maxLen int, pattern *regexp.Regexp) (string, error) {
+	v, ok := b[field]
+	if ok && len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+		var n json.Number
+		if err := json.Unmarshal(v, &n); err != nil {
+			return "", invalid(field, "Must be a string.")
+		}
+		q, _ := json.Marshal(n.String())
+		b[field] = q
+	}
+	return b.str(field, required, maxLen, pattern)
+}

@@ -261,8 +261,8 @@ func (s *Server) triggerEvent(c echo.Context) error {
 }
 
 // samplePayload is a plausible `data` of a topic with the fields the interface's
-// Events table shows (and, for the two topics the service emits already, the same
-// shape as the real ones).
+// Events table shows (and, for the topics the service emits already, the same
+// shape as the real ones: collections, payouts, wallet transfers).
 func samplePayload(topic, id string, now time.Time) any {
 	ref := "SAMPLE" + ids.Alias(4)
 	switch topic {
@@ -271,8 +271,10 @@ func samplePayload(topic, id string, now time.Time) any {
 			NetAmount: "98.50", Currency: "KES", Account: "254712345678", APIRef: "sample-trigger", MpesaReference: &ref,
 			CreatedAt: now, UpdatedAt: now}
 	case topics.SendMoneyEvent:
-		return map[string]any{"id": id, "state": "PREVIEW-AND-APPROVE", "provider": "MPESA-B2C", "currency": "KES",
-			"total_amount": "1000.00", "transactions_count": 2, "batch_reference": "sample-batch", "created_at": now, "updated_at": now}
+		batch := "sample-batch"
+		return topics.SendMoney{ID: id, FileID: id, TrackingID: ids.UUID(), State: "PREVIEW-AND-APPROVE", StatusCode: "BP103",
+			Provider: "MPESA-B2C", Currency: "KES", TotalAmount: "1000.00", ChargeEstimate: "20.00", PaidAmount: "0.00",
+			FailedAmount: "0.00", ActualCharges: "0.00", TransactionsCount: 2, BatchReference: &batch, CreatedAt: now, UpdatedAt: now}
 	case topics.ReversalEvent:
 		return map[string]any{"id": id, "amount": "100.00", "currency": "KES", "status": "PENDING", "reason": "Duplicate payment",
 			"original_invoice_id": "sample_invoice", "created_at": now, "updated_at": now}

@@ -471,3 +471,192 @@ func TestNodeSDK_Collection(t *testing.T) {
 		t.Fatalf("ledger: %+v %v", rep, err)
 	}
 }
+
+// TestSDKPayouts runs the official SDK's payouts() calls (sdktest/payouts.js): an
+// M-Pesa B2C file approved by posting the initiation response back, with mixed
+// outcomes (an account ending 0011 fails, one ending 0014 answers late), a second
+// approval that must be refused, and PesaLink, B2B, P2P (INTASEND) and airtime files
+// paid without approval. Then it checks the money over HTTP to the cent.
+func TestSDKPayouts(t *testing.T) {
+	t.Parallel()
+	dir := sdkDir(t)
+	const funds = "100000.00"
+	f := sdkStart(t, funds)
+	payer := &bundle{env: f.env, secret: f.secret, public: f.public, settlement: f.settlement}
+	recipient := newBundle(t, f.env, "SDK Recipient")
+
+	res := f.run(t, dir, "payouts.js", map[string]string{"PAYSVC_RECIPIENT_WALLET": recipient.settlement})
+
+	dec := func(s string) money.Amount { return money.MustParse(s) }
+	wantAmount := func(t *testing.T, obj map[string]any, field, want string) {
+		t.Helper()
+		if got := sdkAmount(t, obj, field); !got.Equal(dec(want)) {
+			t.Errorf("%s = %s, want %s", field, got, want)
+		}
+	}
+	txns := func(t *testing.T, file map[string]any) map[string]map[string]any {
+		t.Helper()
+		raw, _ := file["transactions"].([]any)
+		out := map[string]map[string]any{}
+		for _, x := range raw {
+			tx, _ := x.(map[string]any)
+			acc, _ := tx["account"].(string)
+			out[acc] = tx
+		}
+		if len(out) != len(raw) || len(raw) == 0 {
+			t.Fatalf("transactions: %v", file["transactions"])
+		}
+		return out
+	}
+	// final checks a file the SDK polled to the end, and that the service says the
+	// same over HTTP.
+	final := func(t *testing.T, name, provider, paid, failed, charges string) map[string]any {
+		t.Helper()
+		done := sdkOK(t, res, name)
+		sdkWant(t, done, "status", "COMPLETE")
+		sdkWant(t, done, "status_code", "BC100")
+		sdkWant(t, done, "provider", provider)
+		wantAmount(t, done, "paid_amount", paid)
+		wantAmount(t, done, "failed_amount", failed)
+		wantAmount(t, done, "actual_charges", charges)
+		again := payer.waitFile(t, done["tracking_id"].(string))
+		for _, k := range []string{"status", "status_code", "paid_amount", "failed_amount", "actual_charges"} {
+			if again[k] != done[k] {
+				t.Errorf("HTTP status %s = %v, the SDK saw %v", k, again[k], done[k])
+			}
+		}
+		return done
+	}
+	paidOK := func(t *testing.T, tx map[string]any) {
+		t.Helper()
+		if tx["status"] != "COMPLETE" || tx["status_code"] != "TS100" || tx["provider_reference"] == nil {
+			t.Errorf("paid transaction: %v", tx)
+		}
+	}
+
+	t.Run("MpesaInitiate", func(t *testing.T) {
+		m := sdkOK(t, res, "mpesa")
+		sdkWant(t, m, "status", "PREVIEW-AND-APPROVE")
+		sdkWant(t, m, "status_code", "BP103")
+		sdkWant(t, m, "provider", "MPESA-B2C")
+		sdkWant(t, m, "requires_approval", "YES")
+		sdkWant(t, m, "transactions_count", float64(4))
+		if n, _ := m["nonce"].(string); n == "" {
+			t.Errorf("no nonce in the initiation response: %v", m)
+		}
+		// 1% with minimum 10 and cap 100: 10 + 10 + 15 + 100.
+		wantAmount(t, m, "total_amount", "21850")
+		wantAmount(t, m, "charge_estimate", "135")
+		wantAmount(t, m, "total_amount_estimate", "21985")
+		sdkWant(t, txns(t, m)["254712340011"], "amount", "250.00") // sent as a JSON number
+	})
+
+	t.Run("Approve", func(t *testing.T) {
+		a := sdkOK(t, res, "approve")
+		sdkWant(t, a, "status", "PROCESSING")
+		sdkWant(t, a, "tracking_id", sdkOK(t, res, "mpesa")["tracking_id"])
+	})
+
+	t.Run("ApproveTwice", func(t *testing.T) {
+		body := sdkRejected(t, res, "approveAgain", 400)
+		if body.Code != "not_awaiting_approval" {
+			t.Errorf("code = %q, want not_awaiting_approval (detail %q)", body.Code, body.Detail)
+		}
+	})
+
+	t.Run("MpesaMixedOutcomes", func(t *testing.T) {
+		done := final(t, "mpesaStatus", "MPESA-B2C", "21600", "250", "125")
+		tx := txns(t, done)
+		bad := tx["254712340011"]
+		if bad["status"] != "FAILED" || bad["status_code"] != "TF106" || bad["status_description"] == "" || bad["provider_reference"] != nil {
+			t.Errorf("invalid account: %v", bad)
+		}
+		for _, acc := range []string{"254708374149", "254712340014", "254711223344"} {
+			paidOK(t, tx[acc])
+		}
+		wantAmount(t, tx["254711223344"], "charge", "100") // the cap
+		wantAmount(t, tx["254712340014"], "charge", "15")
+	})
+
+	t.Run("Bank", func(t *testing.T) {
+		sdkWant(t, sdkOK(t, res, "bank"), "status", "PROCESSING")
+		done := final(t, "bankStatus", "PESALINK", "2500.50", "0", "50")
+		tx := txns(t, done)["1234567890"]
+		paidOK(t, tx)
+		sdkWant(t, tx, "bank_code", "11")
+	})
+
+	t.Run("B2B", func(t *testing.T) {
+		sdkWant(t, sdkOK(t, res, "b2b"), "status", "PROCESSING")
+		done := final(t, "b2bStatus", "MPESA-B2B", "35000", "0", "250") // 50 + 200 (the cap)
+		tx := txns(t, done)
+		paidOK(t, tx["888880"])
+		sdkWant(t, tx["888880"], "account_type", "PayBill")
+		sdkWant(t, tx["888880"], "account_reference", "ACC-778899")
+		paidOK(t, tx["512345"])
+		sdkWant(t, tx["512345"], "account_type", "TillNumber")
+	})
+
+	// The SDK README's body, account 247247 as a JSON number (SDK-NOTES.md section 6:
+	// accept numbers and strings for account and amount).
+	t.Run("B2BReadmeExample", func(t *testing.T) {
+		m := sdkOK(t, res, "b2bExample")
+		sdkWant(t, m, "status", "PREVIEW-AND-APPROVE")
+		sdkWant(t, txns(t, m)["247247"], "account_reference", "11111111")
+	})
+
+	t.Run("P2P", func(t *testing.T) {
+		sdkWant(t, sdkOK(t, res, "p2p"), "status", "PROCESSING")
+		done := final(t, "p2pStatus", "P2P", "750.25", "0", "0")
+		paidOK(t, txns(t, done)[recipient.settlement])
+	})
+
+	t.Run("Airtime", func(t *testing.T) {
+		sdkWant(t, sdkOK(t, res, "airtime"), "status", "PROCESSING")
+		done := final(t, "airtimeStatus", "AIRTIME", "50", "0", "0")
+		paidOK(t, txns(t, done)["254722000111"])
+	})
+
+	t.Run("Summary", func(t *testing.T) {
+		var summary map[string]struct {
+			Status string `json:"status"`
+			Polls  int    `json:"polls"`
+		}
+		if err := json.Unmarshal(res["summary"], &summary); err != nil {
+			t.Fatalf("summary: %v: %s", err, res["summary"])
+		}
+		for _, name := range []string{"mpesaStatus", "bankStatus", "b2bStatus", "p2pStatus", "airtimeStatus"} {
+			if s := summary[name]; s.Status != "COMPLETE" || s.Polls < 1 {
+				t.Errorf("summary %s: %+v", name, s)
+			}
+		}
+	})
+
+	t.Run("Money", func(t *testing.T) {
+		// Paid amounts plus charges of every file; the 0011 transaction's 250 (and its
+		// fee) is released, and the unapproved README file holds nothing.
+		var out money.Amount
+		for _, a := range []string{
+			"21600", "125", // B2C
+			"2500.50", "50", // PesaLink
+			"35000", "250", // B2B
+			"750.25", // P2P, free
+			"50",     // airtime, free
+		} {
+			out = out.Add(dec(a))
+		}
+		want := dec(funds).Sub(out)
+		if want.String() != "39674.25" {
+			t.Fatalf("arithmetic: %s", want)
+		}
+		if cur, av := payer.balance(t, f.settlement); cur != want.String() || av != want.String() {
+			t.Errorf("payer settlement: current %s available %s, want %s for both", cur, av, want)
+		}
+		if cur, av := recipient.balance(t, recipient.settlement); cur != "750.25" || av != "750.25" {
+			t.Errorf("recipient settlement: current %s available %s, want 750.25", cur, av)
+		}
+		if rep, err := storage.CheckLedger(context.Background(), f.env.Schema.DB); err != nil || !rep.OK {
+			t.Errorf("ledger: %+v %v", rep, err)
+		}
+	})
+}

@@ -85,6 +85,7 @@ type Batch struct {
 	Processed  []Processed
 	Outbox     []OutboxEvent
 	Invoices   []InvoiceWrite
+	Payouts    []PayoutWrite
 }
 
 // InvoiceWrite is an invoice snapshot to store; PrevVersion 0 inserts it.
@@ -134,6 +135,10 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 	if err != nil {
 		return err
 	}
+	pf, pt, err := payoutJSON(b.Payouts)
+	if err != nil {
+		return err
+	}
 	_, err = db.ExecContext(ctx, commitBatchSQL,
 		b.Topic, b.Partition, b.Epoch, b.NextOffset, b.At,
 		nw.ids, nw.merchants, nw.currencies, nw.types, nw.labels, nw.disburse, nw.current, nw.available, nw.versions, nw.created, nw.updated,
@@ -141,7 +146,8 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 		e.txn, e.cmd, e.merchant, e.account, e.wallet, e.currency, e.amount, e.running, e.transType, e.narrative,
 		cID, cMerchant, cType, cOffset, cReply,
 		oID, oTopic, oKey, oMerchant, oBody,
-		iv.ids, iv.merchants, iv.states, iv.refs, iv.checkouts, iv.versions, iv.prev, iv.data, iv.created, iv.updated)
+		iv.ids, iv.merchants, iv.states, iv.refs, iv.checkouts, iv.versions, iv.prev, iv.data, iv.created, iv.updated,
+		string(pf), string(pt))
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
@@ -163,7 +169,8 @@ const commitBatchSQL = `SELECT paysvc_commit_batch($1, $2, $3, $4, $5,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
 	$35, $36, $37, $38, $39,
 	$40, $41, $42, $43, $44,
-	$45, $46, $47, $48, $49, $50, $51, $52, $53, $54)`
+	$45, $46, $47, $48, $49, $50, $51, $52, $53, $54,
+	$55::jsonb, $56::jsonb)`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated pq.StringArray

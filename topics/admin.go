@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,12 +15,19 @@ import (
 // commandPartitions bounds how many engine instances can share the work.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) error {
 	adm := kadm.NewClient(cl)
-	want := map[string]int32{CommandsTopic: commandPartitions, RepliesTopic: 4, RailsMpesaSTKTopic: 4, RailsCardTopic: 4, RailsPesalinkTopic: 4}
+	want := map[string]int32{CommandsTopic: commandPartitions, RepliesTopic: 4, RailsMpesaSTKTopic: 4, RailsCardTopic: 4, RailsPesalinkTopic: 4,
+		RailsPayoutTopic: 4, CallbackTopic: 4}
 	for _, t := range EventTopics {
 		want[t] = 4
 	}
+	maxBytes := strconv.Itoa(MaxRecordBytes)
+	large := map[string]bool{CommandsTopic: true, RepliesTopic: true}
 	for topic, parts := range want {
-		resp, err := adm.CreateTopic(ctx, parts, -1, nil, topic)
+		var cfg map[string]*string
+		if large[topic] {
+			cfg = map[string]*string{"max.message.bytes": &maxBytes}
+		}
+		resp, err := adm.CreateTopic(ctx, parts, -1, cfg, topic)
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("create topic %s: %w", topic, err)
 		}
@@ -27,5 +35,22 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) 
 			return fmt.Errorf("create topic %s: %w", topic, resp.Err)
 		}
 	}
+	// Topics made before the limit was raised get it too.
+	var alter []kadm.AlterConfig
+	alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &maxBytes})
+	res, err := adm.AlterTopicConfigs(ctx, alter, CommandsTopic, RepliesTopic)
+	if err != nil {
+		return fmt.Errorf("set max.message.bytes: %w", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("set max.message.bytes of %s: %w", r.Name, r.Err)
+		}
+	}
 	return nil
 }
+
+// MaxRecordBytes is the largest command or reply record: a payment file of 10,000
+// transactions is one command of a few megabytes (and its reply as large). Producers
+// of those topics raise their batch limit to it, and the topics accept it.
+const MaxRecordBytes = 16 << 20

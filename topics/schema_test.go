@@ -42,6 +42,12 @@ var schemaFiles = []struct {
 	{"wallet_deposit.schema.json", topics.WalletDeposit{}},
 	{"wallet_transfer_command.schema.json", topics.WalletTransferCmd{}},
 	{"reply.schema.json", topics.Reply{}},
+	{"collection_event.schema.json", topics.Collection{}},
+	{"send_money_event.schema.json", topics.SendMoney{}},
+	{"payout_initiate_command.schema.json", topics.PayoutInitiate{}},
+	{"payout_results_command.schema.json", topics.PayoutResults{}},
+	{"payout_rail_request.schema.json", topics.PayoutRailRequest{}},
+	{"payout_callback.schema.json", topics.Callback{}},
 }
 
 func TestSchemas(t *testing.T) {
@@ -136,6 +142,9 @@ func schemaOf(t *testing.T, typ reflect.Type) map[string]any {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return map[string]any{"type": "integer"}
+	case reflect.Slice:
+		// A nil slice encodes as null; the types here always send arrays.
+		return map[string]any{"type": "array", "items": schemaOf(t, typ.Elem())}
 	case reflect.Pointer:
 		s := schemaOf(t, typ.Elem())
 		if tp, ok := s["type"].(string); ok {

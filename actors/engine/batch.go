@@ -10,6 +10,7 @@ import (
 
 	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
+	"paysvc/actors/payoutfile"
 	"paysvc/actors/wallet"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -25,6 +26,42 @@ type batch struct {
 	newLabels map[string]bool // merchant/currency/label of wallets opened in this batch
 	invoices  map[string]*storage.InvoiceWrite
 	invOrder  []string
+	payouts   map[string]*payoutAcc
+	payOrder  []string
+	newKeys   []string // payout idempotency keys claimed in this batch
+}
+
+// payoutAcc gathers one file's changes across the batch's commands.
+type payoutAcc struct {
+	prev    int64
+	state   payoutfile.State
+	changed map[int]bool
+	final   bool
+}
+
+// touchPayout records a file's new state and which of its transactions changed.
+func (b *batch) touchPayout(before, after payoutfile.State, changed []int) {
+	a, ok := b.payouts[after.FileID]
+	if !ok {
+		a = &payoutAcc{prev: before.Version, changed: map[int]bool{}}
+		b.payouts[after.FileID] = a
+		b.payOrder = append(b.payOrder, after.FileID)
+	}
+	a.state = after
+	a.final = after.Status == payoutfile.StatusComplete || after.Status == payoutfile.StatusCancelled || after.Status == payoutfile.StatusFailed
+	for _, i := range changed {
+		a.changed[i] = true
+	}
+}
+
+func (a *payoutAcc) write() storage.PayoutWrite {
+	w := storage.PayoutWrite{Header: a.state.Header, PrevVersion: a.prev, Txns: make([]storage.PayoutTxnWrite, 0, len(a.changed))}
+	for i := range a.state.Txns {
+		if a.changed[i] {
+			w.Txns = append(w.Txns, storage.PayoutTxnWrite{Seq: i, Txn: a.state.Txns[i]})
+		}
+	}
+	return w
 }
 
 // touchInvoice is touch for invoices.
@@ -64,6 +101,8 @@ type prepared struct {
 	issued    []time.Time
 	replies   map[string]topics.Reply // of the commands this batch applied
 	newLabels map[string]bool
+	newKeys   []string
+	finished  []string // payment files this batch made final
 }
 
 // applyBatch applies the records through the actors and returns what to commit.
@@ -73,7 +112,7 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 	// Postgres keeps microseconds: truncating here makes replies, events and later
 	// reads show the same timestamps.
 	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{},
-		invoices: map[string]*storage.InvoiceWrite{}}
+		invoices: map[string]*storage.InvoiceWrite{}, payouts: map[string]*payoutAcc{}}
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
 	var ids []string
@@ -159,7 +198,15 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 	for _, id := range b.invOrder {
 		sb.Invoices = append(sb.Invoices, *b.invoices[id])
 	}
-	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels}
+	for _, id := range b.payOrder {
+		sb.Payouts = append(sb.Payouts, b.payouts[id].write())
+	}
+	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels, newKeys: b.newKeys}
+	for _, id := range b.payOrder {
+		if b.payouts[id].final {
+			pr.finished = append(pr.finished, id)
+		}
+	}
 	for _, c := range cmds {
 		if c != nil && !c.IssuedAt.IsZero() {
 			pr.issued = append(pr.issued, c.IssuedAt)
@@ -220,6 +267,30 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 				continue
 			}
 			wantInv[c.MerchantID] = append(wantInv[c.MerchantID], id)
+		}
+	}
+	wantFiles := map[string][]string{}
+	for i, c := range cmds {
+		if c == nil || done[c.ID] != nil {
+			continue
+		}
+		for _, id := range payoutFileIDs(payloads[i]) {
+			if ref, live := p.payouts[id]; live {
+				ref.lastUsed = time.Now()
+				continue
+			}
+			wantFiles[c.MerchantID] = append(wantFiles[c.MerchantID], id)
+		}
+	}
+	for merchant, list := range wantFiles {
+		found, err := storage.LoadPayoutFiles(ctx, e.db, merchant, list)
+		if err != nil {
+			return err
+		}
+		for _, s := range found {
+			if _, live := p.payouts[s.FileID]; !live {
+				e.spawnFile(p, s)
+			}
 		}
 	}
 	for merchant, list := range wantInv {

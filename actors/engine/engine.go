@@ -90,6 +90,8 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 		kgo.OnPartitionsLost(e.onRevoked),
 		kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
+		kgo.FetchMaxPartitionBytes(topics.MaxRecordBytes),
 		kgo.ClientID("paysvc-engine-"+cfg.Owner),
 	)
 	if err != nil {
@@ -145,6 +147,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		wg.Wait()
 		e.settleAll(ctx)
+		e.dropFinishedFiles()
 		e.cl.AllowRebalance()
 		if time.Since(lastSweep) > e.cfg.ActorIdle/4 {
 			e.passivate(time.Now().Add(-e.cfg.ActorIdle))
@@ -253,6 +256,27 @@ func (e *Engine) settleAll(ctx context.Context) {
 	}
 }
 
+// dropFinishedFiles stops the actors of payment files that reached a final status
+// in a committed batch: nothing changes them any more (a late report rehydrates
+// one from its snapshot and is ignored), and a large file's actor is megabytes.
+func (e *Engine) dropFinishedFiles() {
+	for _, p := range e.owned() {
+		p.mu.Lock()
+		if p.inflight == nil && len(p.finished) > 0 {
+			for _, id := range p.finished {
+				if ref := p.payouts[id]; ref != nil {
+					e.actors.Poison(ref.pid)
+					delete(p.payouts, id)
+					e.live.Add(-1)
+				}
+			}
+			p.finished = p.finished[:0]
+			liveActors.Set(float64(e.live.Load()))
+		}
+		p.mu.Unlock()
+	}
+}
+
 func (e *Engine) passivate(idleSince time.Time) {
 	parts := e.owned()
 	for _, p := range parts {
@@ -262,7 +286,7 @@ func (e *Engine) passivate(idleSince time.Time) {
 			p.mu.Unlock()
 			continue
 		}
-		for _, m := range []map[string]*actorRef{p.wallets, p.invoices} {
+		for _, m := range []map[string]*actorRef{p.wallets, p.invoices, p.payouts} {
 			for id, ref := range m {
 				if ref.lastUsed.Before(idleSince) {
 					e.actors.Poison(ref.pid)

@@ -157,13 +157,18 @@ func (e *Engine) receivingWallet(ctx context.Context, p *partition, c *topics.Co
 	if walletID != "" {
 		return p.wallets[walletID], nil
 	}
-	key := c.MerchantID + "/KES"
+	return e.settlementWallet(ctx, p, c.MerchantID, "KES")
+}
+
+// settlementWallet is the merchant's settlement wallet of currency (nil if none).
+func (e *Engine) settlementWallet(ctx context.Context, p *partition, merchantID, currency string) (*actorRef, error) {
+	key := merchantID + "/" + currency
 	if id, ok := p.settlements[key]; ok {
 		if ref := p.wallets[id]; ref != nil {
 			return ref, nil
 		}
 	}
-	s, err := storage.SettlementWallet(ctx, e.db, c.MerchantID, "KES")
+	s, err := storage.SettlementWallet(ctx, e.db, merchantID, currency)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}

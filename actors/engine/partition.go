@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/invoice"
+	"paysvc/actors/payoutfile"
 	"paysvc/actors/replies"
 	"paysvc/actors/wallet"
 	"paysvc/storage"
@@ -43,6 +44,14 @@ type partition struct {
 	replyCh     chan wallet.Response
 	invoices    map[string]*actorRef
 	invReplyCh  chan invoice.Response
+	payouts     map[string]*actorRef
+	fileReplyCh chan payoutfile.Response
+	// payoutKeys are idempotency keys (merchant\x00key -> transaction) claimed by
+	// batches applied but not committed yet: the table does not show them.
+	payoutKeys map[string]string
+	// finished are files that reached a final status: their actors (up to 10,000
+	// transactions each) are dropped as soon as no commit is in flight.
+	finished    []string
 	inflight    *inflightCommit
 	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
 	// labels of wallets opened by the batch in flight: not in the table yet, but taken
@@ -53,10 +62,12 @@ type partition struct {
 
 // inflightCommit is a batch whose commit is running.
 type inflightCommit struct {
-	done chan struct{}
-	err  error
-	next int64
-	ids  []string
+	done     chan struct{}
+	err      error
+	next     int64
+	ids      []string
+	keys     []string // payout keys claimed by the batch
+	finished []string // payment files the batch made final
 }
 
 type actorRef struct {
@@ -68,19 +79,22 @@ type actorRef struct {
 func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1,
 		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{},
-		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{}}
+		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{},
+		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{}}
 }
 
 // resetActors throws away the partition's actors; they rehydrate from Postgres on
 // next use. Called with p.mu held.
 func (e *Engine) resetActors(p *partition) {
-	for _, m := range []map[string]*actorRef{p.wallets, p.invoices} {
+	for _, m := range []map[string]*actorRef{p.wallets, p.invoices, p.payouts} {
 		for id, ref := range m {
 			e.actors.Poison(ref.pid)
 			delete(m, id)
 			e.live.Add(-1)
 		}
 	}
+	clear(p.payoutKeys)
+	p.finished = p.finished[:0]
 	p.gen++
 	liveActors.Set(float64(e.live.Load()))
 }
@@ -104,6 +118,60 @@ func (e *Engine) spawnInvoice(p *partition, s invoice.State) *actorRef {
 	e.live.Add(1)
 	liveActors.Set(float64(e.live.Load()))
 	return ref
+}
+
+// spawnFile starts a payment-file actor hydrated from s.
+func (e *Engine) spawnFile(p *partition, s payoutfile.State) *actorRef {
+	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.FileID, p.id, p.epoch, p.gen)
+	ref := &actorRef{pid: e.actors.Spawn(payoutfile.Producer(s), "payoutfile", actor.WithID(id), actor.WithInboxSize(16)),
+		lastUsed: time.Now()}
+	p.payouts[s.FileID] = ref
+	e.live.Add(1)
+	liveActors.Set(float64(e.live.Load()))
+	return ref
+}
+
+// dropFile stops a file actor that was spawned for a file that did not come to be.
+func (e *Engine) dropFile(p *partition, fileID string, ref *actorRef) {
+	e.actors.Poison(ref.pid)
+	delete(p.payouts, fileID)
+	e.live.Add(-1)
+	liveActors.Set(float64(e.live.Load()))
+}
+
+// askFile applies one command to a payment-file actor.
+func (e *Engine) askFile(p *partition, ref *actorRef, cmd any) (payoutfile.Response, error) {
+	return e.fileRoundTrip(p, ref, func(corr uint64) any { return payoutfile.Request{CorrID: corr, Reply: p.fileReplyCh, Cmd: cmd} })
+}
+
+// getFile reads a payment-file actor's state.
+func (e *Engine) getFile(p *partition, ref *actorRef) (payoutfile.Response, error) {
+	return e.fileRoundTrip(p, ref, func(corr uint64) any { return payoutfile.Get{CorrID: corr, Reply: p.fileReplyCh} })
+}
+
+// restoreFile puts back a file's earlier state.
+func (e *Engine) restoreFile(p *partition, ref *actorRef, s payoutfile.State) error {
+	_, err := e.fileRoundTrip(p, ref, func(corr uint64) any { return payoutfile.Restore{CorrID: corr, Reply: p.fileReplyCh, State: s} })
+	return err
+}
+
+func (e *Engine) fileRoundTrip(p *partition, ref *actorRef, build func(corr uint64) any) (payoutfile.Response, error) {
+	corr := e.corr.Add(1)
+	ref.lastUsed = time.Now()
+	e.actors.Send(ref.pid, build(corr))
+	timer := time.NewTimer(e.cfg.ActorTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-p.fileReplyCh:
+			if r.CorrID != corr {
+				continue
+			}
+			return r, nil
+		case <-timer.C:
+			return payoutfile.Response{}, errActorTimeout
+		}
+	}
 }
 
 // askInvoice is ask for invoice actors.
@@ -197,6 +265,7 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 	for id := range pr.replies {
 		ic.ids = append(ic.ids, id)
 	}
+	ic.keys, ic.finished = pr.newKeys, pr.finished
 	p.inflight = ic
 	p.inflightLabels = pr.newLabels
 	lag := float64(max(hw-p.next, 0))
@@ -232,6 +301,12 @@ func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
 	p.inflight = nil
 	for _, id := range ic.ids {
 		delete(p.uncommitted, id)
+	}
+	if ic.err == nil {
+		for _, k := range ic.keys {
+			delete(p.payoutKeys, k) // stored now: the table answers for it
+		}
+		p.finished = append(p.finished, ic.finished...)
 	}
 	if ic.err == nil {
 		p.committed = ic.next

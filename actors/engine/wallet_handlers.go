@@ -45,6 +45,16 @@ func decodePayload(c *topics.Command) any {
 		v = &topics.ProviderResult{}
 	case topics.CmdInvoiceClear:
 		v = &topics.InvoiceClear{}
+	case topics.CmdPayoutInitiate:
+		v = &topics.PayoutInitiate{}
+	case topics.CmdPayoutApprove:
+		v = &topics.PayoutApprove{}
+	case topics.CmdPayoutCancel:
+		v = &topics.PayoutCancel{}
+	case topics.CmdPayoutResults:
+		v = &topics.PayoutResults{}
+	case topics.CmdPayoutP2PCredit:
+		v = &topics.PayoutP2PCredit{}
 	default:
 		return nil
 	}
@@ -67,6 +77,12 @@ func walletIDs(payload any) []string {
 		if p.WalletID != "" {
 			return []string{p.WalletID}
 		}
+	case *topics.PayoutInitiate:
+		if p.WalletID != "" {
+			return []string{p.WalletID}
+		}
+	case *topics.PayoutP2PCredit:
+		return []string{p.WalletID}
 	}
 	return nil
 }
@@ -90,9 +106,20 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 		return e.providerResult(ctx, p, b, c, *in)
 	case *topics.InvoiceClear:
 		return e.clearInvoice(ctx, p, b, c, *in)
+	case *topics.PayoutInitiate:
+		return e.initiatePayout(ctx, p, b, c, *in)
+	case *topics.PayoutApprove:
+		return e.approvePayout(ctx, p, b, c, *in)
+	case *topics.PayoutCancel:
+		return e.cancelPayout(ctx, p, b, c, *in)
+	case *topics.PayoutResults:
+		return e.payoutResults(ctx, p, b, c, *in)
+	case *topics.PayoutP2PCredit:
+		return e.p2pCredit(ctx, p, b, c, *in)
 	}
 	switch c.Type {
-	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer, topics.CmdInvoiceSTKPush, topics.CmdInvoiceProviderResult, topics.CmdInvoiceClear:
+	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer, topics.CmdInvoiceSTKPush, topics.CmdInvoiceProviderResult, topics.CmdInvoiceClear,
+		topics.CmdPayoutInitiate, topics.CmdPayoutApprove, topics.CmdPayoutCancel, topics.CmdPayoutResults, topics.CmdPayoutP2PCredit:
 		return refuse(CodeInvalid, "malformed "+c.Type+" payload", ""), nil
 	}
 	return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil
@@ -162,7 +189,7 @@ func (e *Engine) ensureSettlement(ctx context.Context, p *partition, b *batch, c
 	resp, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
 		return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Open{
 			WalletID: id, MerchantID: c.MerchantID, Currency: currency, WalletType: wallet.TypeSettlement,
-			Label: SettlementLabel(currency), At: b.at,
+			Label: SettlementLabel(currency), CanDisburse: true, At: b.at,
 		}}
 	})
 	if err != nil {

@@ -19,6 +19,14 @@ const (
 	CardClearing = "system:card_clearing"
 	// PesalinkClearing is what the banks owe for PesaLink collections.
 	PesalinkClearing = "system:pesalink_clearing"
+	// AirtimeClearing is what is owed to the airtime aggregator for airtime payouts.
+	AirtimeClearing = "system:airtime_clearing"
+	// RTGSClearing is what is owed to the banks for RTGS payouts.
+	RTGSClearing = "system:rtgs_clearing"
+	// P2PClearing carries wallet-to-wallet payouts between merchants: the
+	// recipient's credit and the payer's payout each post against it (in two
+	// partitions, so two transactions), and it nets to zero per completed payout.
+	P2PClearing = "system:p2p_clearing"
 	// Fees is the service's fee income.
 	Fees = "system:fees"
 )

@@ -17,6 +17,7 @@ func ConsumeRemote(ctx context.Context, brokers []string, h *Hub, log *slog.Logg
 		kgo.ConsumeTopics(topics.RepliesTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 		kgo.ClientID("paysvc-replies-"+h.instance),
+		kgo.FetchMaxPartitionBytes(topics.MaxRecordBytes),
 	)
 	if err != nil {
 		return err

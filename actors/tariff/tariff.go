@@ -25,10 +25,25 @@ const (
 	MethodCard     = "CARD"
 )
 
+// Payout methods: "PAYOUT-" and the payout provider, so a bank payout and a bank
+// collection are priced apart.
+const (
+	PayoutB2C      = "PAYOUT-MPESA-B2C"
+	PayoutB2B      = "PAYOUT-MPESA-B2B"
+	PayoutPesalink = "PAYOUT-PESALINK"
+	PayoutAirtime  = "PAYOUT-AIRTIME"
+	PayoutRTGS     = "PAYOUT-RTGS"
+	PayoutP2P      = "PAYOUT-P2P"
+)
+
+// PayoutMethod is the schedule's name for a payout provider.
+func PayoutMethod(provider string) string { return "PAYOUT-" + provider }
+
 // knownMethods are the only names a Schedule may price, so that a typo in
 // configuration ("MPESA=") fails at start-up instead of leaving M-Pesa
-// unpriced. Payout methods join this list when payouts are priced.
-var knownMethods = []string{MethodCard, MethodMpesa, MethodPesalink}
+// unpriced.
+var knownMethods = []string{MethodCard, MethodMpesa, MethodPesalink,
+	PayoutB2C, PayoutB2B, PayoutPesalink, PayoutAirtime, PayoutRTGS, PayoutP2P}
 
 // Sentinel errors; every error from this package wraps exactly one.
 var (
@@ -85,11 +100,26 @@ type Schedule struct {
 //	M-PESA    1.5%, no minimum, no cap
 //	PESALINK  0.5%, minimum KES 10.00, cap KES 200.00
 //	CARD      3.5%, no minimum, no cap
+//
+// and payouts (the fee is added to what the wallet pays):
+//
+//	PAYOUT-MPESA-B2C  1%, minimum KES 10.00, cap KES 100.00
+//	PAYOUT-MPESA-B2B  1%, minimum KES 10.00, cap KES 200.00
+//	PAYOUT-PESALINK   KES 50.00
+//	PAYOUT-AIRTIME    free
+//	PAYOUT-RTGS       KES 500.00
+//	PAYOUT-P2P        free
 func DefaultSchedule() *Schedule {
 	s, err := NewSchedule(map[string]Rule{
 		MethodMpesa:    {Percent: "0.015"},
 		MethodPesalink: {Percent: "0.005", Min: money.MustParse("10.00"), Max: money.MustParse("200.00")},
 		MethodCard:     {Percent: "0.035"},
+		PayoutB2C:      {Percent: "0.01", Min: money.MustParse("10.00"), Max: money.MustParse("100.00")},
+		PayoutB2B:      {Percent: "0.01", Min: money.MustParse("10.00"), Max: money.MustParse("200.00")},
+		PayoutPesalink: {Percent: "0", Fixed: money.MustParse("50.00")},
+		PayoutAirtime:  {Percent: "0"},
+		PayoutRTGS:     {Percent: "0", Fixed: money.MustParse("500.00")},
+		PayoutP2P:      {Percent: "0"},
 	})
 	if err != nil {
 		panic(err) // the literals above are wrong; a test catches this
@@ -307,7 +337,7 @@ func (s *Schedule) String() string {
 func (s *Schedule) Fee(method string, amount money.Amount) (money.Amount, error) {
 	r, ok := s.Rule(method)
 	if !ok {
-		return money.Amount{}, fmt.Errorf("%w %s (priced: %s)", ErrUnknownMethod, clip(method), strings.Join(s.Methods(), ", "))
+		return money.Amount{}, fmt.Errorf("%w %s", ErrUnknownMethod, clip(method))
 	}
 	if amount.Sign() <= 0 {
 		return money.Amount{}, fmt.Errorf("%w: got %s", ErrInvalidAmount, amount)

@@ -15,7 +15,9 @@ var m = money.MustParse
 func TestDefaultSchedule(t *testing.T) {
 	t.Parallel()
 	s := DefaultSchedule()
-	const want = "CARD=3.5%;M-PESA=1.5%;PESALINK=0.5%,min=10.00,max=200.00"
+	const want = "CARD=3.5%;M-PESA=1.5%;PAYOUT-AIRTIME=0%;PAYOUT-MPESA-B2B=1%,min=10.00,max=200.00;" +
+		"PAYOUT-MPESA-B2C=1%,min=10.00,max=100.00;PAYOUT-P2P=0%;PAYOUT-PESALINK=0%+50.00;PAYOUT-RTGS=0%+500.00;" +
+		"PESALINK=0.5%,min=10.00,max=200.00"
 	if got := s.String(); got != want {
 		t.Fatalf("DefaultSchedule().String() = %q, want %q", got, want)
 	}
@@ -91,7 +93,7 @@ func TestFeeErrors(t *testing.T) {
 	}{
 		{"unknown method", DefaultSchedule(), "MPESA", m("100"), ErrUnknownMethod, `"MPESA"`},
 		{"lower case method", DefaultSchedule(), "m-pesa", m("100"), ErrUnknownMethod, `"m-pesa"`},
-		{"method not configured", pesalinkOnly, MethodMpesa, m("100"), ErrUnknownMethod, `"M-PESA" (priced: PESALINK)`},
+		{"method not configured", pesalinkOnly, MethodMpesa, m("100"), ErrUnknownMethod, `"M-PESA"`},
 		{"nil schedule", nil, MethodMpesa, m("100"), ErrUnknownMethod, `"M-PESA"`},
 		{"zero amount", DefaultSchedule(), MethodMpesa, money.Zero(), ErrInvalidAmount, "0.00"},
 		{"zero value amount", DefaultSchedule(), MethodMpesa, money.Amount{}, ErrInvalidAmount, "0.00"},

@@ -23,6 +23,10 @@ func Apply(s State, cmd any) (Result, error) {
 		return applyCollect(s, c)
 	case Release:
 		return applyRelease(s, c)
+	case Hold:
+		return applyHold(s, c)
+	case Disburse:
+		return applyDisburse(s, c)
 	default:
 		return Result{}, fmt.Errorf("wallet: unknown command %T", cmd)
 	}
@@ -167,10 +171,14 @@ func applyCollect(s State, c Collect) (Result, error) {
 		n.AvailableBalance = s.AvailableBalance
 	}
 	n.UpdatedAt = c.At
+	tt := c.TransType
+	if tt == "" {
+		tt = TransTypeSale
+	}
 	entries := []ledger.Entry{
-		entry(n, c.TransactionID, c.NetAmount, TransTypeSale, c.Narrative),
+		entry(n, c.TransactionID, c.NetAmount, tt, c.Narrative),
 		{TransactionID: c.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
-			Amount: c.Value.Neg(), TransType: TransTypeSale, Narrative: c.Narrative},
+			Amount: c.Value.Neg(), TransType: tt, Narrative: c.Narrative},
 	}
 	if c.Charges.Sign() > 0 {
 		entries = append(entries, ledger.Entry{TransactionID: c.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
@@ -191,4 +199,58 @@ func applyRelease(s State, c Release) (Result, error) {
 	n.Version++
 	n.UpdatedAt = c.At
 	return Result{State: n}, nil
+}
+
+func applyHold(s State, c Hold) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	if !validAmount(c.Amount, nil) {
+		return Result{}, ErrInvalidAmount
+	}
+	if s.AvailableBalance.Cmp(c.Amount) < 0 {
+		return Result{}, InsufficientFundsError{WalletID: s.WalletID, Requested: c.Amount, Available: s.AvailableBalance}
+	}
+	n := s
+	n.AvailableBalance = s.AvailableBalance.Sub(c.Amount)
+	n.Version++
+	n.UpdatedAt = c.At
+	return Result{State: n}, nil
+}
+
+func applyDisburse(s State, c Disburse) (Result, error) {
+	if !s.Exists() || s.MerchantID != c.MerchantID {
+		return Result{}, ErrNotFound
+	}
+	if len(c.Items) == 0 || c.Clearing == "" {
+		return Result{}, ErrInvalidAmount
+	}
+	total := money.Zero()
+	for _, it := range c.Items {
+		if !validAmount(it.Amount, nil) || it.Charge.Sign() < 0 || it.TransactionID == "" {
+			return Result{}, ErrInvalidAmount
+		}
+		total = total.Add(it.Amount).Add(it.Charge)
+	}
+	// Held funds are the part of current not available (with uncleared card funds):
+	// a disbursement larger than that would spend money never held.
+	if s.CurrentBalance.Sub(s.AvailableBalance).Cmp(total) < 0 {
+		return Result{}, InsufficientFundsError{WalletID: s.WalletID, Requested: total, Available: s.CurrentBalance.Sub(s.AvailableBalance)}
+	}
+	n := s
+	entries := make([]ledger.Entry, 0, 3*len(c.Items))
+	for _, it := range c.Items {
+		out := it.Amount.Add(it.Charge)
+		n.CurrentBalance = n.CurrentBalance.Sub(out)
+		entries = append(entries, entry(n, it.TransactionID, out.Neg(), TransTypePayout, it.Narrative),
+			ledger.Entry{TransactionID: it.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
+				Amount: it.Amount, TransType: TransTypePayout, Narrative: it.Narrative})
+		if it.Charge.Sign() > 0 {
+			entries = append(entries, ledger.Entry{TransactionID: it.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
+				Currency: s.Currency, Amount: it.Charge, TransType: TransTypeCharge, Narrative: it.Narrative})
+		}
+	}
+	n.Version++
+	n.UpdatedAt = c.At
+	return Result{State: n, Entries: entries}, nil
 }

@@ -68,7 +68,37 @@ type Collect struct {
 	Narrative      string
 	// Uncleared funds count in current_balance only, until Release.
 	Uncleared bool
+	// TransType of the wallet's entry; default SALE (a P2P credit is P2P).
+	TransType string
 	At        time.Time
+}
+
+// Hold sets Amount of the available balance aside for a payment file (no ledger
+// entry: the money is still the merchant's until each transaction is paid). It is
+// refused if the available balance cannot cover it.
+type Hold struct {
+	MerchantID string
+	Amount     money.Amount
+	At         time.Time
+}
+
+// Disbursement is one paid payout transaction.
+type Disbursement struct {
+	TransactionID string
+	Amount        money.Amount
+	Charge        money.Amount
+	Narrative     string
+}
+
+// Disburse pays payout transactions out of held funds: each leaves the wallet
+// (amount plus charge), its amount goes to the rail's clearing account and its
+// charge to the fees account. Held funds are already out of the available
+// balance, so only the current balance moves.
+type Disburse struct {
+	MerchantID string
+	Items      []Disbursement
+	Clearing   string
+	At         time.Time
 }
 
 // Release makes cleared collection funds available (no ledger entry: they were
@@ -85,6 +115,8 @@ const (
 	TransTypeTransfer = "TRANSFER"
 	TransTypeSale     = "SALE"
 	TransTypeCharge   = "CHARGE"
+	TransTypePayout   = "PAYOUT"
+	TransTypeP2P      = "P2P"
 )
 
 // Errors of Apply. The engine maps them to stable reply codes.

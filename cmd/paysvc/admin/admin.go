@@ -93,7 +93,7 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 	now := time.Now().UTC()
 	if err := storage.InsertWallet(ctx, tx, wallet.State{
 		WalletID: ids.Alias(10), MerchantID: m.MerchantID, Currency: "KES", WalletType: wallet.TypeSettlement,
-		Label: "SETTLEMENT KES", CurrentBalance: money.Zero(), AvailableBalance: money.Zero(), Version: 1,
+		Label: "SETTLEMENT KES", CanDisburse: true, CurrentBalance: money.Zero(), AvailableBalance: money.Zero(), Version: 1,
 		CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
 		return Created{}, err

@@ -77,6 +77,11 @@ type Config struct {
 	CardClearingDelay, CardClearingInterval time.Duration
 	// SimCardDelay paces the sandbox card simulator.
 	SimCardDelay time.Duration
+	// SimPayoutDelay is the sandbox payout rails' time from submission to outcome.
+	SimPayoutDelay time.Duration
+	// PayoutRecoverAfter is how long a payout waits for its outcome before the
+	// rails role submits it again (a rails process died holding it).
+	PayoutRecoverAfter time.Duration
 }
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
@@ -158,6 +163,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.CardClearingDelay = dur("PAYSVC_CARD_CLEARING_DELAY", 48*time.Hour)
 	c.CardClearingInterval = dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)
 	c.SimCardDelay = dur("PAYSVC_SIM_CARD_DELAY", time.Second)
+	c.SimPayoutDelay = dur("PAYSVC_SIM_PAYOUT_DELAY", 2*time.Second)
+	c.PayoutRecoverAfter = dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"

@@ -24,7 +24,9 @@ import (
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/payout"
 	"paysvc/actors/replies"
+	"paysvc/actors/webhooks/callback"
 	"paysvc/actors/webhooks/dispatch"
 	"paysvc/actors/webhooks/outbound"
 	"paysvc/api"
@@ -84,7 +86,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.Brokers = s.cluster.ListenAddrs()
 		log.Info("embedded kafka started", "brokers", s.Brokers, "data_dir", cfg.KafkaDir())
 	}
-	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerLinger(0),
+	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
 		kgo.ClientID("paysvc-"+cfg.InstanceID), kgo.ProduceRequestTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
@@ -141,6 +143,22 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 
 	if cfg.Has(RoleRails) {
+		// Payouts: the sandbox simulates every provider; a live server has no payout
+		// adapter yet, so each transaction fails at once, saying so, and its hold
+		// is released (never a silent success).
+		var payoutRail rails.PayoutRail = rails.Unconfigured{Sink: rails.PayoutSink(s.producer)}
+		closeRail := func() error { return nil }
+		if cfg.Environment == "sandbox" {
+			sim := payout.NewSimulator(rails.PayoutSink(s.producer), payout.Options{Delay: cfg.SimPayoutDelay})
+			payoutRail, closeRail = sim, sim.Close
+		}
+		s.goRun(func() error {
+			defer closeRail()
+			return rails.RunPayouts(runCtx, s.Brokers, payoutRail, rails.PayoutSink(s.producer), log)
+		})
+		s.goRun(func() error {
+			return rails.RecoverPayouts(runCtx, s.DB, payoutRail, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)
+		})
 		switch {
 		case cfg.Daraja.ConsumerKey != "":
 			d, err := mpesa.NewDaraja(cfg.Daraja, &http.Client{Timeout: 30 * time.Second})
@@ -188,6 +206,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		cfg.Webhooks.SessionTimeout = cfg.SessionTimeout
 		dsp := dispatch.New(cfg.Webhooks, s.DB, client, mailer, log)
 		s.goRun(func() error { return dsp.Run(runCtx, s.Brokers) })
+		s.goRun(func() error { return callback.Run(runCtx, s.Brokers, s.DB, client, log) })
 	}
 	if cfg.Has(RoleRails) {
 		s.goRun(func() error {

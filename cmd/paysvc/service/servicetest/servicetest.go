@@ -49,6 +49,8 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.SMTPSinkAddr = "127.0.0.1:0"
 	cfg.ReminderInterval = 50 * time.Millisecond
 	cfg.SimCardDelay = 20 * time.Millisecond
+	cfg.SimPayoutDelay = 40 * time.Millisecond
+	cfg.PayoutRecoverAfter = 5 * time.Second
 	cfg.CardClearingInterval = 50 * time.Millisecond
 	return cfg
 }
@@ -111,6 +113,16 @@ func (e *Env) Merchant(name string) admin.Created {
 		e.T.Fatalf("create merchant: %v", err)
 	}
 	return m
+}
+
+// Key issues a secret key of the merchant restricted to perms.
+func (e *Env) Key(merchantID string, perms ...string) string {
+	e.T.Helper()
+	k, err := admin.CreateKey(context.Background(), e.Schema.DB, merchantID, perms)
+	if err != nil {
+		e.T.Fatalf("create key: %v", err)
+	}
+	return k.Key
 }
 
 // Response is a decoded HTTP answer.

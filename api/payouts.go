@@ -1,0 +1,460 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+	"paysvc/actors/payoutfile"
+	"paysvc/actors/rails/payout"
+	"paysvc/actors/tariff"
+	"paysvc/actors/wallet"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// MaxFileTransactions is the most transactions one payment file may carry.
+const MaxFileTransactions = 10_000
+
+// payoutLimits are the per-transaction amount limits of each provider (in the
+// file's currency; every provider but P2P pays KES). docs/payouts.md lists them.
+var payoutLimits = map[string][2]money.Amount{
+	payoutfile.ProviderB2C:      {money.MustParse("10"), money.MustParse("150000")},
+	payoutfile.ProviderB2B:      {money.MustParse("10"), money.MustParse("999999")},
+	payoutfile.ProviderPesalink: {money.MustParse("10"), money.MustParse("999999")},
+	payoutfile.ProviderAirtime:  {money.MustParse("10"), money.MustParse("10000")},
+	payoutfile.ProviderRTGS:     {money.MustParse("1"), money.MustParse("100000000")},
+	payoutfile.ProviderP2P:      {money.MustParse("0.01"), money.MustParse("999999")},
+}
+
+var (
+	trackingPattern = regexp.MustCompile(`^[0-9a-fA-F-]{36}$`)
+	fileIDPattern   = regexp.MustCompile(`^[A-Z0-9-]{1,40}$`)
+	textPattern     = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
+)
+
+// requirePermission refuses a key without perm with 403, naming it.
+func requirePermission(c echo.Context, perm, what string) error {
+	if principal(c).Can(perm) {
+		return nil
+	}
+	return &Error{Status: http.StatusForbidden, Type: "client_error", Code: "permission_denied",
+		Detail: fmt.Sprintf("This API key does not have the %s permission, which is required to %s.", perm, what)}
+}
+
+// providerOf reads and normalises the provider (INTASEND is the SDKs' name for P2P).
+func providerOf(b body) (string, error) {
+	p, err := b.str("provider", true, 20, nil)
+	if err != nil {
+		return "", err
+	}
+	p = strings.ToUpper(p)
+	if p == "INTASEND" {
+		p = payoutfile.ProviderP2P
+	}
+	for _, known := range payoutfile.Providers {
+		if p == known {
+			return p, nil
+		}
+	}
+	return "", invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
+}
+
+// initiatePayoutFile creates a payment file: POST /send-money/initiation/ answers
+// 201 and /send-money/initiate 200 (the spec's two spellings of the operation).
+func (s *Server) initiatePayoutFile(status int) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := requirePermission(c, "add_files", "create payment files"); err != nil {
+			return err
+		}
+		in, err := s.readPaymentFile(c)
+		if err != nil {
+			return err
+		}
+		r, err := s.issue(c, topics.CmdPayoutInitiate, in)
+		if err != nil {
+			return err
+		}
+		return s.walletReply(c, r, status)
+	}
+}
+
+// readPaymentFile validates a payment file and prices its transactions. Every
+// refusal names its field (transactions[i].field for a transaction's).
+func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) {
+	var in topics.PayoutInitiate
+	b, err := readBody(c)
+	if err != nil {
+		return in, err
+	}
+	if in.Currency, err = b.str("currency", true, 3, nil); err != nil {
+		return in, err
+	}
+	if !wallet.Currencies[in.Currency] {
+		return in, invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
+	}
+	if in.Provider, err = providerOf(b); err != nil {
+		return in, err
+	}
+	if in.Provider != payoutfile.ProviderP2P && in.Currency != "KES" {
+		return in, invalid("currency", in.Provider+" pays out in KES only; only P2P files can be in "+in.Currency+".")
+	}
+	approval, err := b.str("requires_approval", false, 3, nil)
+	if err != nil {
+		return in, err
+	}
+	switch strings.ToUpper(approval) {
+	case "", "YES":
+		in.RequiresApproval = true
+	case "NO":
+	default:
+		return in, invalid("requires_approval", `requires_approval must be "YES" or "NO".`)
+	}
+	if in.WalletID, err = b.str("wallet_id", false, 40, walletIDPattern); err != nil {
+		return in, err
+	}
+	if in.BatchReference, err = b.str("batch_reference", false, 70, textPattern); err != nil {
+		return in, err
+	}
+	if in.DeviceID, err = b.str("device_id", false, 100, textPattern); err != nil {
+		return in, err
+	}
+	if in.CallbackURL, err = b.str("callback_url", false, 400, nil); err != nil {
+		return in, err
+	}
+	if in.CallbackURL != "" {
+		u, perr := url.Parse(in.CallbackURL)
+		secure := perr == nil && u.Scheme == "https"
+		plainOK := perr == nil && u.Scheme == "http" && s.cfg.Environment == "sandbox"
+		if perr != nil || u.Host == "" || !(secure || plainOK) {
+			return in, invalid("callback_url", "callback_url must be an absolute HTTPS URL.")
+		}
+	}
+	raw, ok := b["transactions"]
+	if !ok || string(raw) == "null" {
+		return in, invalid("transactions", "This field is required.")
+	}
+	var txns []json.RawMessage
+	if err := json.Unmarshal(raw, &txns); err != nil {
+		return in, invalid("transactions", "transactions must be an array of transactions.")
+	}
+	if len(txns) == 0 {
+		return in, invalid("transactions", "A payment file needs at least one transaction.")
+	}
+	if len(txns) > MaxFileTransactions {
+		return in, invalid("transactions", fmt.Sprintf("A payment file carries at most %d transactions; split it.", MaxFileTransactions))
+	}
+	in.FileID, in.TrackingID, in.Nonce = ids.Alias(8), ids.UUID(), strings.ToLower(ids.Alias(8))
+	in.Transactions = make([]topics.PayoutTxnIn, len(txns))
+	recipients := map[string]storage.Recipient{} // P2P wallets seen in this file
+	for i, rawTxn := range txns {
+		t, err := s.readPayoutTxn(c, in, rawTxn, recipients)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				at := fmt.Sprintf("transactions[%d]", i)
+				if e.Attr != "" {
+					at += "." + e.Attr
+				}
+				return in, &Error{Status: e.Status, Type: e.Type, Code: e.Code, Detail: at + ": " + e.Detail, Attr: at}
+			}
+			return in, err
+		}
+		in.Transactions[i] = t
+	}
+	return in, nil
+}
+
+func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json.RawMessage, recipients map[string]storage.Recipient) (topics.PayoutTxnIn, error) {
+	var t topics.PayoutTxnIn
+	var tb body
+	if err := json.Unmarshal(raw, &tb); err != nil || tb == nil {
+		return t, invalid("", "Each transaction must be a JSON object.")
+	}
+	var err error
+	if t.Account, err = tb.text("account", true, 64, textPattern); err != nil {
+		return t, err
+	}
+	t.Account = strings.TrimSpace(t.Account)
+	amount, _, err := tb.amount("amount", true)
+	if err != nil {
+		return t, err
+	}
+	lim := payoutLimits[f.Provider]
+	if amount.Cmp(lim[0]) < 0 || amount.Cmp(lim[1]) > 0 {
+		return t, invalid("amount", fmt.Sprintf("%s amounts must be between %s and %s.", f.Provider, lim[0], lim[1]))
+	}
+	if f.Provider == payoutfile.ProviderB2C || f.Provider == payoutfile.ProviderB2B || f.Provider == payoutfile.ProviderAirtime {
+		if !tariff.RoundUpShillings(amount).Equal(amount) {
+			return t, invalid("amount", "M-Pesa and airtime amounts are whole shillings.")
+		}
+	}
+	t.Amount = amount
+	fields := []struct {
+		name string
+		dst  *string
+		max  int
+	}{
+		{"name", &t.Name, 100}, {"id_number", &t.IDNumber, 30}, {"category_name", &t.CategoryName, 60},
+		{"narrative", &t.Narrative, 100}, {"account_type", &t.AccountType, 20}, {"account_reference", &t.AccountReference, 40},
+		{"bank_code", &t.BankCode, 10}, {"idempotency_key", &t.IdempotencyKey, 255},
+	}
+	for _, fl := range fields {
+		if *fl.dst, err = tb.text(fl.name, false, fl.max, textPattern); err != nil {
+			return t, err
+		}
+	}
+	switch f.Provider {
+	case payoutfile.ProviderP2P:
+		rec, seen := recipients[t.Account]
+		if !seen {
+			var err error
+			rec, err = storage.WalletRecipient(c.Request().Context(), s.db, t.Account)
+			if errors.Is(err, storage.ErrNotFound) {
+				return t, invalid("account", "No wallet "+t.Account+" exists to receive this P2P payout.")
+			}
+			if err != nil {
+				return t, err
+			}
+			recipients[t.Account] = rec
+		}
+		if rec.Currency != f.Currency {
+			return t, invalid("account", "Wallet "+t.Account+" holds "+rec.Currency+"; this file pays "+f.Currency+".")
+		}
+		if f.WalletID != "" && t.Account == f.WalletID {
+			return t, invalid("account", "A P2P payout cannot go to the wallet that pays it.")
+		}
+		t.RecipientMerchantID = rec.MerchantID
+	default:
+		if f.Provider == payoutfile.ProviderB2B && t.AccountType == "" {
+			return t, invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
+		}
+		if f.Provider == payoutfile.ProviderB2B && t.AccountType == "PayBill" && t.AccountReference == "" {
+			return t, invalid("account_reference", "account_reference is required for PayBill payments.")
+		}
+		if (f.Provider == payoutfile.ProviderPesalink || f.Provider == payoutfile.ProviderRTGS) && t.BankCode == "" {
+			return t, invalid("bank_code", "bank_code is required for every "+f.Provider+" transaction.")
+		}
+		if err := payout.ValidAccount(f.Provider, t.Account, t.AccountType, t.BankCode); err != nil {
+			var ae *payout.AccountError
+			if errors.As(err, &ae) {
+				return t, invalid(ae.Field, ae.Message)
+			}
+			return t, invalid("account", "The account is not valid for "+f.Provider+".")
+		}
+	}
+	if t.Charge, err = s.payoutFee(f.Provider, amount); err != nil {
+		return t, err
+	}
+	t.TransactionID, t.RequestReferenceID = ids.Alias(10), ids.UUID()
+	return t, nil
+}
+
+// payoutFee prices one payout; a provider missing from PAYSVC_FEES uses its default.
+func (s *Server) payoutFee(provider string, amount money.Amount) (money.Amount, error) {
+	method := tariff.PayoutMethod(provider)
+	fee, err := s.cfg.Fees.Fee(method, amount)
+	if errors.Is(err, tariff.ErrUnknownMethod) {
+		fee, err = tariff.DefaultSchedule().Fee(method, amount)
+	}
+	return fee, err
+}
+
+// fileRef reads the file of an approve/cancel/status body: file_id or tracking_id,
+// checked against the merchant's files (another merchant's is 404).
+func (s *Server) fileRef(c echo.Context, b body, fileRequired bool) (string, error) {
+	fileID, err := b.str("file_id", false, 40, nil)
+	if err != nil {
+		return "", err
+	}
+	tracking := ""
+	if !fileRequired {
+		if tracking, err = b.str("tracking_id", false, 36, nil); err != nil {
+			return "", err
+		}
+	}
+	if fileID == "" && tracking == "" {
+		if fileRequired {
+			return "", invalid("file_id", "This field is required.")
+		}
+		return "", invalid("tracking_id", "tracking_id (or file_id) is required.")
+	}
+	if (fileID != "" && !fileIDPattern.MatchString(fileID)) || (tracking != "" && !trackingPattern.MatchString(tracking)) {
+		return "", notFound("Payment file not found.")
+	}
+	id, err := storage.PayoutFileID(c.Request().Context(), s.db, principal(c).MerchantID, fileID, tracking)
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", notFound("Payment file not found.")
+	}
+	return id, err
+}
+
+// approvePayoutFile approves a file (COMPAT.md: by tracking_id or file_id, nonce
+// checked when given, other fields ignored: SDKs post the whole initiation reply).
+func (s *Server) approvePayoutFile(c echo.Context) error {
+	if err := requirePermission(c, "change_files", "approve payment files"); err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	id, err := s.fileRef(c, b, false)
+	if err != nil {
+		return err
+	}
+	nonce, err := b.str("nonce", false, 64, nil)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, topics.CmdPayoutApprove, topics.PayoutApprove{FileID: id, Nonce: nonce})
+	if err != nil {
+		return err
+	}
+	return s.walletReply(c, r, http.StatusOK)
+}
+
+// cancelPayoutFile cancels a file awaiting approval.
+func (s *Server) cancelPayoutFile(c echo.Context) error {
+	if err := requirePermission(c, "change_files", "cancel payment files"); err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	id, err := s.fileRef(c, b, true)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, topics.CmdPayoutCancel, topics.PayoutCancel{FileID: id})
+	if err != nil {
+		return err
+	}
+	return s.walletReply(c, r, http.StatusOK)
+}
+
+// payoutStatus returns the whole file, read from its stored snapshot.
+func (s *Server) payoutStatus(c echo.Context) error {
+	if err := requirePermission(c, "view_files", "view payment files"); err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	id, err := s.fileRef(c, b, false)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	merchant := principal(c).MerchantID
+	f, err := storage.GetPayoutFile(ctx, s.db, merchant, id)
+	if err != nil {
+		return err
+	}
+	w, err := storage.GetWallet(ctx, s.db, merchant, f.WalletID)
+	if err != nil {
+		return err
+	}
+	v := w.View()
+	return c.JSON(http.StatusOK, f.View(&v, nil))
+}
+
+// validateAccount answers synchronously from the rail (the sandbox simulator);
+// P2P destinations are wallets of this service, checked here.
+func (s *Server) validateAccount(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	provider, err := providerOf(b)
+	if err != nil {
+		return err
+	}
+	account, err := b.text("account", true, 64, textPattern)
+	if err != nil {
+		return err
+	}
+	accountType, err := b.str("account_type", false, 20, nil)
+	if err != nil {
+		return err
+	}
+	bankCode, err := b.text("bank_code", false, 10, nil)
+	if err != nil {
+		return err
+	}
+	switch {
+	case provider == payoutfile.ProviderB2B && accountType == "":
+		return invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
+	case (provider == payoutfile.ProviderPesalink || provider == payoutfile.ProviderRTGS) && bankCode == "":
+		return invalid("bank_code", "bank_code is required for bank accounts.")
+	}
+	if provider == payoutfile.ProviderP2P {
+		v := payout.Validation{Account: account, Status: payout.StatusSuccess}
+		rec, err := storage.WalletRecipient(c.Request().Context(), s.db, account)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			v.Status, v.Description = payout.StatusInvalidAccount, "No such wallet"
+		case err != nil:
+			return err
+		default:
+			v.Name = rec.MerchantName
+		}
+		return c.JSON(http.StatusOK, v)
+	}
+	return c.JSON(http.StatusOK, payout.Validate(provider, account, accountType, bankCode))
+}
+
+// bankCodes is public: the list changes, so clients fetch it.
+func (s *Server) bankCodes(c echo.Context) error {
+	return c.JSON(http.StatusOK, payout.Banks())
+}
+
+type beneficiaryJSON struct {
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	Account          string `json:"account"`
+	Provider         string `json:"provider"`
+	AccountReference string `json:"account_reference"`
+	BankCode         string `json:"bank_code,omitempty"`
+	IsActive         bool   `json:"is_active"`
+}
+
+// beneficiaries lists the recipients of the merchant's completed payouts.
+func (s *Server) beneficiaries(c echo.Context) error {
+	provider := strings.ToUpper(c.QueryParam("provider"))
+	if provider == "INTASEND" {
+		provider = payoutfile.ProviderP2P
+	}
+	if provider != "" {
+		known := false
+		for _, p := range payoutfile.Providers {
+			known = known || p == provider
+		}
+		if !known {
+			return invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
+		}
+	}
+	rows, err := storage.FrequentBeneficiaries(c.Request().Context(), s.db, principal(c).MerchantID, provider, 50)
+	if err != nil {
+		return err
+	}
+	out := make([]beneficiaryJSON, len(rows))
+	for i, r := range rows {
+		sum := sha256.Sum256([]byte(r.Provider + "\x00" + r.Account + "\x00" + r.AccountReference + "\x00" + r.BankCode))
+		out[i] = beneficiaryJSON{ID: hex.EncodeToString(sum[:8]), Name: r.Name, Account: r.Account, Provider: r.Provider,
+			AccountReference: r.AccountReference, BankCode: r.BankCode, IsActive: true}
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,432 @@
+package api_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paysvc/actors/money"
+	"paysvc/actors/webhooks"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+)
+
+// waitFile polls the status endpoint until the file is COMPLETE, CANCELLED or FAILED.
+func (b *bundle) waitFile(t *testing.T, trackingID string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": trackingID})
+		if r.Status != 200 {
+			t.Fatalf("status: %d %s", r.Status, r.Body)
+		}
+		f := r.Map(t)
+		if s := f["status"]; s == "COMPLETE" || s == "FAILED" || s == "CANCELLED" {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file %s stuck in %v", trackingID, f["status"])
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func amt(t *testing.T, v any) money.Amount {
+	t.Helper()
+	s, ok := v.(string)
+	if !ok {
+		t.Fatalf("amount %v (%T) is not a string", v, v)
+	}
+	return money.MustParse(s)
+}
+
+func b2cFile(approval string, accounts ...string) map[string]any {
+	txns := make([]map[string]any, len(accounts))
+	for i, a := range accounts {
+		txns[i] = map[string]any{"account": a, "amount": "100", "name": "Jane Doe", "narrative": "Salary"}
+	}
+	return map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": approval,
+		"batch_reference": "batch-1", "transactions": txns}
+}
+
+// TestPayoutFileLife walks a file through preview, approval and mixed outcomes, and
+// checks the hold and the final money to the cent.
+func TestPayoutFileLife(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "10000")
+
+	r := b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254708374149", "254712340011", "254712340014"))
+	if r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	f := r.Map(t)
+	if f["status"] != "PREVIEW-AND-APPROVE" || f["status_code"] != "BP103" || f["transactions_count"] != float64(3) {
+		t.Fatalf("new file: %s", r.Body)
+	}
+	// 3 x 100 with the B2C fee of 1% (minimum 10): 10 each.
+	if !amt(t, f["total_amount"]).Equal(money.MustParse("300")) || !amt(t, f["charge_estimate"]).Equal(money.MustParse("30")) ||
+		!amt(t, f["total_amount_estimate"]).Equal(money.MustParse("330")) {
+		t.Fatalf("estimates: %s", r.Body)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "10000.00" || av != "10000.00" {
+		t.Fatalf("nothing is held before approval: %s / %s", cur, av)
+	}
+	// The SDK posts the whole initiation response back.
+	r = b.post("/api/v1/send-money/approve/", f)
+	if r.Status != 200 || r.Map(t)["status"] != "PROCESSING" {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "10000.00" || av != "9670.00" {
+		t.Fatalf("after approval the file's 330 is held: %s / %s", cur, av)
+	}
+	r = b.post("/api/v1/send-money/approve/", map[string]any{"tracking_id": f["tracking_id"]})
+	if r.Status != 400 {
+		t.Fatalf("second approval: %d %s", r.Status, r.Body)
+	}
+	done := b.waitFile(t, f["tracking_id"].(string))
+	if done["status"] != "COMPLETE" || done["status_code"] != "BC100" {
+		t.Fatalf("final: %v", done)
+	}
+	// Two paid (one late, after a timeout), one invalid account.
+	if !amt(t, done["paid_amount"]).Equal(money.MustParse("200")) || !amt(t, done["failed_amount"]).Equal(money.MustParse("100")) ||
+		!amt(t, done["actual_charges"]).Equal(money.MustParse("20")) {
+		t.Fatalf("amounts: paid %v failed %v charges %v", done["paid_amount"], done["failed_amount"], done["actual_charges"])
+	}
+	for _, x := range done["transactions"].([]any) {
+		tx := x.(map[string]any)
+		switch tx["account"] {
+		case "254712340011":
+			if tx["status"] != "FAILED" || tx["status_code"] != "TF106" || tx["status_description"] == "" || tx["provider_reference"] != nil {
+				t.Fatalf("invalid account: %v", tx)
+			}
+		default:
+			if tx["status"] != "COMPLETE" || tx["status_code"] != "TS100" || tx["provider_reference"] == nil || tx["provider_account_name"] == nil {
+				t.Fatalf("paid: %v", tx)
+			}
+		}
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "9780.00" || av != "9780.00" {
+		t.Fatalf("after the file: 220 paid out, the failure's 110 released, no hold left: %s / %s", cur, av)
+	}
+	if r := b.post("/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}); r.Status != 400 {
+		t.Fatalf("cancel of a COMPLETE file: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestPayoutNoApprovalAndCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "1000")
+
+	// requires_approval NO: PROCESSING at once, through /initiate (200).
+	r := b.post("/api/v1/send-money/initiate", b2cFile("NO", "254708374149"))
+	if r.Status != 200 || r.Map(t)["status"] != "PROCESSING" {
+		t.Fatalf("initiate NO: %d %s", r.Status, r.Body)
+	}
+	if r := b.post("/api/v1/send-money/cancel", map[string]any{"file_id": r.Map(t)["file_id"]}); r.Status != 400 {
+		t.Fatalf("cancel of a PROCESSING file: %d %s", r.Status, r.Body)
+	}
+	b.waitFile(t, r.Map(t)["tracking_id"].(string))
+
+	// Cancel: nothing held, transactions stay PENDING.
+	r = b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254708374149", "254708374150"))
+	f := r.Map(t)
+	before, _ := b.balance(t, b.settlement)
+	r = b.post("/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]})
+	if r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	c := r.Map(t)
+	if c["status"] != "CANCELLED" || c["status_code"] != "BE111" || c["paid_amount"] != "0.00" || c["actual_charges"] != "0.00" {
+		t.Fatalf("cancelled: %s", r.Body)
+	}
+	for _, x := range c["transactions"].([]any) {
+		if tx := x.(map[string]any); tx["status"] != "PENDING" || tx["status_code"] != "TC108" {
+			t.Fatalf("cancelled transaction: %v", tx)
+		}
+	}
+	if cur, av := b.balance(t, b.settlement); cur != before || av != before {
+		t.Fatalf("cancel moved money: %s/%s, was %s", cur, av, before)
+	}
+	if r := b.post("/api/v1/send-money/approve/", map[string]any{"file_id": f["file_id"]}); r.Status != 400 {
+		t.Fatalf("approve of a cancelled file: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestPayoutInsufficientFunds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "100") // the file needs 110
+	r := b.post("/api/v1/send-money/initiation/", b2cFile("NO", "254708374149"))
+	if r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	f := r.Map(t)
+	if f["status"] != "FAILED" || f["failed_reason"] == nil || f["failed_amount"] != "100.00" {
+		t.Fatalf("an unfunded file fails at once with its reason: %s", r.Body)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "100.00" || av != "100.00" {
+		t.Fatalf("nothing held: %s / %s", cur, av)
+	}
+}
+
+func TestPayoutValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	long := make([]byte, 71)
+	for i := range long {
+		long[i] = 'x'
+	}
+	usd := b.wallet(t, "USD", "Dollars")
+	cases := []struct {
+		name string
+		body map[string]any
+		attr string
+	}{
+		{"no currency", map[string]any{"provider": "MPESA-B2C", "transactions": []any{}}, "currency"},
+		{"bad provider", map[string]any{"currency": "KES", "provider": "MPESA", "transactions": []any{}}, "provider"},
+		{"no transactions", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "transactions": []any{}}, "transactions"},
+		{"batch_reference too long", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "batch_reference": string(long),
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": 100}}}, "batch_reference"},
+		{"requires_approval", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": "maybe",
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": 100}}}, "requires_approval"},
+		{"pesalink without bank_code", map[string]any{"currency": "KES", "provider": "PESALINK",
+			"transactions": []any{map[string]any{"account": "1234567890", "amount": 100}}}, "transactions[0].bank_code"},
+		{"paybill without reference", map[string]any{"currency": "KES", "provider": "MPESA-B2B",
+			"transactions": []any{map[string]any{"account": "888880", "amount": 100, "account_type": "PayBill"}}}, "transactions[0].account_reference"},
+		{"b2b without type", map[string]any{"currency": "KES", "provider": "MPESA-B2B",
+			"transactions": []any{map[string]any{"account": "888880", "amount": 100}}}, "transactions[0].account_type"},
+		{"bad phone", map[string]any{"currency": "KES", "provider": "MPESA-B2C",
+			"transactions": []any{map[string]any{"account": "0712", "amount": 100}}}, "transactions[0].account"},
+		{"amount over limit", map[string]any{"currency": "KES", "provider": "MPESA-B2C",
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": "150001"}}}, "transactions[0].amount"},
+		{"float-looking amount", map[string]any{"currency": "KES", "provider": "MPESA-B2C",
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": "100.001"}}}, "transactions[0].amount"},
+		{"usd b2c", map[string]any{"currency": "USD", "provider": "MPESA-B2C",
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": 100}}}, "currency"},
+		{"unknown p2p wallet", map[string]any{"currency": "KES", "provider": "INTASEND",
+			"transactions": []any{map[string]any{"account": "NOSUCHWALLET", "amount": 100}}}, "transactions[0].account"},
+		{"p2p currency", map[string]any{"currency": "KES", "provider": "P2P",
+			"transactions": []any{map[string]any{"account": usd, "amount": 100}}}, "transactions[0].account"},
+	}
+	for _, tc := range cases {
+		r := b.post("/api/v1/send-money/initiation/", tc.body)
+		if r.Status != 400 {
+			t.Fatalf("%s: %d %s", tc.name, r.Status, r.Body)
+		}
+		if _, _, attr := errorBody(t, r); attr != tc.attr {
+			t.Fatalf("%s: attr %q, want %q (%s)", tc.name, attr, tc.attr, r.Body)
+		}
+	}
+	// A wallet that cannot disburse.
+	w := b.wallet(t, "KES", "No payouts")
+	r := b.post("/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "wallet_id": w,
+		"transactions": []any{map[string]any{"account": "254708374149", "amount": 100}}})
+	if r.Status != 400 {
+		t.Fatalf("can_disburse false: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestPayoutPermissionsAndIsolation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "1000")
+	other := newBundle(t, b.env, "Other")
+	r := b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"))
+	f := r.Map(t)
+	for _, path := range []string{"/api/v1/send-money/status/", "/api/v1/send-money/approve/", "/api/v1/send-money/cancel/"} {
+		if r := other.post(path, map[string]any{"tracking_id": f["tracking_id"], "file_id": f["file_id"]}); r.Status != 404 {
+			t.Fatalf("%s of another merchant's file: %d %s", path, r.Status, r.Body)
+		}
+	}
+	viewOnly := b.env.Key(b.merchant, "view_files")
+	if r := b.env.Do("POST", "/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"), servicetest.Bearer(viewOnly)...); r.Status != 403 {
+		t.Fatalf("initiation without add_files: %d %s", r.Status, r.Body)
+	}
+	if r := b.env.Do("POST", "/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}, servicetest.Bearer(viewOnly)...); r.Status != 403 {
+		t.Fatalf("cancel without change_files: %d %s", r.Status, r.Body)
+	}
+	if r := b.env.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, servicetest.Bearer(viewOnly)...); r.Status != 200 {
+		t.Fatalf("status with view_files: %d %s", r.Status, r.Body)
+	}
+	adder := b.env.Key(b.merchant, "add_files")
+	if r := b.env.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, servicetest.Bearer(adder)...); r.Status != 403 {
+		t.Fatalf("status without view_files: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestPayoutP2P pays another merchant's wallet through the command path: the
+// recipient's partition credits it, and the outcome comes back to the payer's file.
+func TestPayoutP2P(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "1000")
+	other := newBundle(t, b.env, "Recipient")
+	r := b.post("/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "INTASEND", "requires_approval": "NO",
+		"transactions": []any{map[string]any{"account": other.settlement, "amount": "250.50", "narrative": "refund"}}})
+	if r.Status != 201 {
+		t.Fatalf("p2p: %d %s", r.Status, r.Body)
+	}
+	done := b.waitFile(t, r.Map(t)["tracking_id"].(string))
+	if done["status"] != "COMPLETE" || done["paid_amount"] != "250.50" || done["actual_charges"] != "0.00" {
+		t.Fatalf("p2p file: %v", done)
+	}
+	if cur, av := other.balance(t, other.settlement); cur != "250.50" || av != "250.50" {
+		t.Fatalf("recipient: %s / %s", cur, av)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "749.50" || av != "749.50" {
+		t.Fatalf("payer: %s / %s", cur, av)
+	}
+}
+
+// TestPayoutIdempotencyKey: a transaction whose key was already paid is not paid again.
+func TestPayoutIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "1000")
+	file := func() map[string]any {
+		return map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": "NO",
+			"transactions": []any{
+				map[string]any{"account": "254708374149", "amount": "100", "idempotency_key": "salary-2026-11-jane"},
+				map[string]any{"account": "254708374149", "amount": "100", "idempotency_key": "salary-2026-11-jane"},
+			}}
+	}
+	first := b.waitFile(t, b.post("/api/v1/send-money/initiation/", file()).Map(t)["tracking_id"].(string))
+	if first["paid_amount"] != "100.00" || first["failed_amount"] != "100.00" {
+		t.Fatalf("a key twice in one file pays once: %v", first)
+	}
+	second := b.waitFile(t, b.post("/api/v1/send-money/initiation/", file()).Map(t)["tracking_id"].(string))
+	if second["paid_amount"] != "0.00" || second["failed_amount"] != "200.00" {
+		t.Fatalf("a key paid before is not paid again: %v", second)
+	}
+	if cur, _ := b.balance(t, b.settlement); cur != "890.00" {
+		t.Fatalf("balance: %s, want 890.00 (one payment of 100 plus 10 charge)", cur)
+	}
+}
+
+func TestPayoutReferenceEndpoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.env.Do("GET", "/api/v1/send-money/bank-codes/ke/", nil)
+	if r.Status != 200 {
+		t.Fatalf("bank codes without auth: %d %s", r.Status, r.Body)
+	}
+	var banks []map[string]string
+	r.JSON(t, &banks)
+	if len(banks) < 20 || banks[0]["bank_code"] == "" || banks[0]["bank_name"] == "" {
+		t.Fatalf("banks: %s", r.Body)
+	}
+	v := b.post("/api/v1/send-money/validate-account/", map[string]any{"provider": "MPESA-B2C", "account": "254708374149"}).Map(t)
+	if v["status"] != "SUCCESS" || v["name"] == "" {
+		t.Fatalf("validate: %v", v)
+	}
+	v = b.post("/api/v1/send-money/validate-account/", map[string]any{"provider": "PESALINK", "account": "1234560011", "bank_code": "68"}).Map(t)
+	if v["status"] == "SUCCESS" {
+		t.Fatalf("validate of an invalid account: %v", v)
+	}
+	if r := b.post("/api/v1/send-money/validate-account/", map[string]any{"provider": "MPESA-B2B", "account": "888880"}); r.Status != 400 {
+		t.Fatalf("b2b without account_type: %d %s", r.Status, r.Body)
+	}
+	b.deposit(t, b.settlement, "1000")
+	b.waitFile(t, b.post("/api/v1/send-money/initiation/", b2cFile("NO", "254708374149", "254708374149", "254711111111")).Map(t)["tracking_id"].(string))
+	r = b.get("/api/v1/send-money/beneficiaries/frequently_used?provider=MPESA-B2C")
+	var bens []map[string]any
+	r.JSON(t, &bens)
+	if len(bens) != 2 || bens[0]["account"] != "254708374149" || bens[0]["provider"] != "MPESA-B2C" || bens[0]["is_active"] != true {
+		t.Fatalf("beneficiaries: %s", r.Body)
+	}
+	if r := b.get("/api/v1/send-money/beneficiaries/frequently_used?provider=PESALINK"); r.Status != 200 || strings.TrimSpace(string(r.Body)) != "[]" {
+		t.Fatalf("no PesaLink beneficiaries: %d %q", r.Status, r.Body)
+	}
+}
+
+// TestPayoutCallback: callback_url receives the file's changes, signed with the
+// file's nonce like a webhook, in order, ending with COMPLETE.
+func TestPayoutCallback(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		headers map[string]string
+		body    []byte
+	}
+	var mu sync.Mutex
+	var calls []got
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := map[string]string{}
+		for _, k := range []string{"X-SERVICE-Signature", "webhook-id", "webhook-timestamp", "webhook-signature"} {
+			h[k] = r.Header.Get(k)
+		}
+		mu.Lock()
+		calls = append(calls, got{h, body})
+		mu.Unlock()
+	}))
+	defer rcv.Close()
+	env := servicetest.Start(t, func(c *service.Config) { c.API.WebhookAllowPrivate = true })
+	b := newBundle(t, env, "Callbacks")
+	b.deposit(t, b.settlement, "1000")
+	f := b2cFile("NO", "254708374149", "254712340011")
+	f["callback_url"] = rcv.URL + "/payouts"
+	r := b.post("/api/v1/send-money/initiation/", f)
+	file := r.Map(t)
+	nonce := file["nonce"].(string)
+	b.waitFile(t, file["tracking_id"].(string))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(calls)
+		last := got{}
+		if n > 0 {
+			last = calls[n-1]
+		}
+		mu.Unlock()
+		var m struct {
+			Topic string         `json:"topic"`
+			Data  map[string]any `json:"data"`
+		}
+		if n > 0 {
+			if err := json.Unmarshal(last.body, &m); err != nil {
+				t.Fatalf("callback body: %v: %s", err, last.body)
+			}
+		}
+		if n > 0 && m.Data["status"] == "COMPLETE" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no COMPLETE callback; %d received", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if !webhooks.Verify(nonce, c.headers, c.body, time.Now(), time.Minute) {
+			t.Fatalf("callback signature does not verify with the file's nonce: %s", c.body)
+		}
+		if strings.Contains(string(c.body), nonce) {
+			t.Fatalf("a callback carries the nonce that signs it: %s", c.body)
+		}
+		var m struct {
+			Data struct {
+				Status       string           `json:"status"`
+				Transactions []map[string]any `json:"transactions"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(c.body, &m)
+		seen[m.Data.Status] = true
+		for _, tx := range m.Data.Transactions {
+			seen["txn:"+tx["status"].(string)] = true
+		}
+	}
+	for _, want := range []string{"PROCESSING", "COMPLETE", "txn:PROCESSING", "txn:COMPLETE", "txn:FAILED"} {
+		if !seen[want] {
+			t.Fatalf("no callback showed %s; saw %v", want, seen)
+		}
+	}
+}

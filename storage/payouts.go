@@ -1,0 +1,298 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"paysvc/actors/payoutfile"
+	"paysvc/topics"
+)
+
+// PayoutWrite is a payment file to store: its header (PrevVersion 0 inserts it)
+// and the transactions the batch changed.
+type PayoutWrite struct {
+	Header      payoutfile.Header
+	PrevVersion int64
+	Txns        []PayoutTxnWrite
+}
+
+// PayoutTxnWrite is one transaction and its position in the file.
+type PayoutTxnWrite struct {
+	Seq int
+	Txn payoutfile.Txn
+}
+
+type fileRow struct {
+	FileID     string          `json:"file_id"`
+	MerchantID string          `json:"merchant_id"`
+	TrackingID string          `json:"tracking_id"`
+	Status     string          `json:"status"`
+	Version    int64           `json:"version"`
+	Prev       int64           `json:"prev"`
+	Data       json.RawMessage `json:"data"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+type txnRow struct {
+	TransactionID  string          `json:"transaction_id"`
+	FileID         string          `json:"file_id"`
+	MerchantID     string          `json:"merchant_id"`
+	Seq            int             `json:"seq"`
+	Status         string          `json:"status"`
+	Provider       string          `json:"provider"`
+	Account        string          `json:"account"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	ClaimsKey      bool            `json:"claims_key"`
+	Data           json.RawMessage `json:"data"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// ClaimsKey reports whether a transaction holds its idempotency key: its file was
+// approved and it did not fail, so no other transaction with the key is paid.
+func ClaimsKey(h payoutfile.Header, t payoutfile.Txn) bool {
+	return t.IdempotencyKey != "" && t.Status != payoutfile.TxnFailed &&
+		(h.Status == payoutfile.StatusProcessing || h.Status == payoutfile.StatusComplete)
+}
+
+// payoutJSON lays the files and transactions out as the two jsonb arguments of
+// paysvc_commit_batch (never null: an empty batch is "[]").
+func payoutJSON(ws []PayoutWrite) (files, txns []byte, err error) {
+	fr := make([]fileRow, 0, len(ws))
+	var tr []txnRow
+	for _, w := range ws {
+		h := w.Header
+		data, err := json.Marshal(h)
+		if err != nil {
+			return nil, nil, fmt.Errorf("batch: file %s: %w", h.FileID, err)
+		}
+		fr = append(fr, fileRow{FileID: h.FileID, MerchantID: h.MerchantID, TrackingID: h.TrackingID, Status: h.Status,
+			Version: h.Version, Prev: w.PrevVersion, Data: data, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
+		for _, t := range w.Txns {
+			data, err := json.Marshal(t.Txn)
+			if err != nil {
+				return nil, nil, fmt.Errorf("batch: transaction %s: %w", t.Txn.TransactionID, err)
+			}
+			tr = append(tr, txnRow{TransactionID: t.Txn.TransactionID, FileID: h.FileID, MerchantID: h.MerchantID, Seq: t.Seq,
+				Status: t.Txn.Status, Provider: h.Provider, Account: t.Txn.Account, IdempotencyKey: t.Txn.IdempotencyKey,
+				ClaimsKey: ClaimsKey(h, t.Txn), Data: data, CreatedAt: t.Txn.CreatedAt, UpdatedAt: t.Txn.UpdatedAt})
+		}
+	}
+	if tr == nil {
+		tr = []txnRow{}
+	}
+	if files, err = json.Marshal(fr); err != nil {
+		return nil, nil, err
+	}
+	txns, err = json.Marshal(tr)
+	return files, txns, err
+}
+
+// LoadPayoutFiles reads whole files (header and transactions in file order) of one
+// merchant, for the engine to hydrate actors.
+func LoadPayoutFiles(ctx context.Context, q sqlx.QueryerContext, merchantID string, fileIDs []string) (map[string]payoutfile.State, error) {
+	var heads [][]byte
+	if err := sqlx.SelectContext(ctx, q, &heads, `SELECT data FROM payout_files WHERE merchant_id = $1 AND file_id = ANY($2)`,
+		merchantID, pq.StringArray(fileIDs)); err != nil {
+		return nil, fmt.Errorf("load payment files: %w", err)
+	}
+	out := make(map[string]payoutfile.State, len(heads))
+	found := make([]string, 0, len(heads))
+	for _, d := range heads {
+		var h payoutfile.Header
+		if err := json.Unmarshal(d, &h); err != nil {
+			return nil, fmt.Errorf("decode payment file: %w", err)
+		}
+		out[h.FileID] = payoutfile.State{Header: h, Txns: make([]payoutfile.Txn, 0, h.Count)}
+		found = append(found, h.FileID)
+	}
+	if len(found) == 0 {
+		return out, nil
+	}
+	rows, err := q.QueryxContext(ctx, `SELECT file_id, data FROM payout_transactions
+		WHERE file_id = ANY($1) AND merchant_id = $2 ORDER BY file_id, seq`, pq.StringArray(found), merchantID)
+	if err != nil {
+		return nil, fmt.Errorf("load payment transactions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fileID string
+		var data []byte
+		if err := rows.Scan(&fileID, &data); err != nil {
+			return nil, err
+		}
+		var t payoutfile.Txn
+		if err := json.Unmarshal(data, &t); err != nil {
+			return nil, fmt.Errorf("decode payment transaction: %w", err)
+		}
+		s := out[fileID]
+		s.Txns = append(s.Txns, t)
+		out[fileID] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for id, s := range out {
+		if len(s.Txns) != s.Count {
+			return nil, fmt.Errorf("payment file %s: %d of %d transactions stored", id, len(s.Txns), s.Count)
+		}
+	}
+	return out, nil
+}
+
+// PayoutFileID finds one of the merchant's files by file id or tracking id (either
+// may be empty); another merchant's file is ErrNotFound.
+func PayoutFileID(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID, trackingID string) (string, error) {
+	var id string
+	var err error
+	switch {
+	case fileID != "":
+		err = sqlx.GetContext(ctx, q, &id, `SELECT file_id FROM payout_files WHERE merchant_id = $1 AND file_id = $2`, merchantID, fileID)
+	case trackingID != "":
+		err = sqlx.GetContext(ctx, q, &id, `SELECT file_id FROM payout_files WHERE merchant_id = $1 AND tracking_id::text = $2`, merchantID, trackingID)
+	default:
+		return "", ErrNotFound
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("find payment file: %w", err)
+	}
+	return id, nil
+}
+
+// GetPayoutFile reads one of the merchant's whole files.
+func GetPayoutFile(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (payoutfile.State, error) {
+	m, err := LoadPayoutFiles(ctx, q, merchantID, []string{fileID})
+	if err != nil {
+		return payoutfile.State{}, err
+	}
+	s, ok := m[fileID]
+	if !ok {
+		return s, ErrNotFound
+	}
+	return s, nil
+}
+
+// ClaimedPayoutKeys returns which of the keys a transaction of the merchant holds
+// already (key -> that transaction's id).
+func ClaimedPayoutKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string, keys []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	rows, err := q.QueryxContext(ctx, `SELECT idempotency_key, transaction_id FROM payout_transactions
+		WHERE merchant_id = $1 AND claims_key AND idempotency_key = ANY($2)`, merchantID, pq.StringArray(keys))
+	if err != nil {
+		return nil, fmt.Errorf("claimed payout keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, id string
+		if err := rows.Scan(&k, &id); err != nil {
+			return nil, err
+		}
+		out[k] = id
+	}
+	return out, rows.Err()
+}
+
+// Beneficiary is a recipient the merchant paid successfully.
+type Beneficiary struct {
+	Account          string    `db:"account"`
+	Provider         string    `db:"provider"`
+	Name             string    `db:"name"`
+	AccountReference string    `db:"account_reference"`
+	BankCode         string    `db:"bank_code"`
+	Payments         int       `db:"payments"`
+	LastPaid         time.Time `db:"last_paid"`
+}
+
+// FrequentBeneficiaries lists the recipients of the merchant's completed payouts,
+// most paid first (then most recent). provider "" means every provider.
+func FrequentBeneficiaries(ctx context.Context, q sqlx.QueryerContext, merchantID, provider string, limit int) ([]Beneficiary, error) {
+	var out []Beneficiary
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT account, provider,
+			coalesce(max(data ->> 'name'), '') AS name,
+			coalesce(data ->> 'account_reference', '') AS account_reference,
+			coalesce(data ->> 'bank_code', '') AS bank_code,
+			count(*) AS payments, max(updated_at) AS last_paid
+		  FROM payout_transactions
+		 WHERE merchant_id = $1 AND status = 'COMPLETE' AND ($2 = '' OR provider = $2)
+		 GROUP BY account, provider, data ->> 'account_reference', data ->> 'bank_code'
+		 ORDER BY payments DESC, last_paid DESC
+		 LIMIT $3`, merchantID, provider, limit)
+	if err != nil {
+		return nil, fmt.Errorf("frequent beneficiaries: %w", err)
+	}
+	return out, nil
+}
+
+// Recipient is the owner of a wallet that a P2P payout pays.
+type Recipient struct {
+	MerchantID   string `db:"merchant_id"`
+	MerchantName string `db:"name"`
+	Currency     string `db:"currency"`
+}
+
+// WalletRecipient returns who owns any wallet (P2P payouts pay another
+// merchant's wallet by its id); a wallet of a disabled merchant is ErrNotFound.
+func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID string) (Recipient, error) {
+	var r Recipient
+	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.currency FROM wallets w
+		JOIN merchants m ON m.merchant_id = w.merchant_id WHERE w.wallet_id = $1 AND m.enabled`, walletID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("wallet recipient: %w", err)
+	}
+	return r, nil
+}
+
+// StalePayout is a transaction of a file being paid that has no outcome yet.
+type StalePayout struct {
+	FileID, MerchantID, Provider, Currency string
+	Txn                                    topics.PayoutRailTxn
+}
+
+// StalePayouts lists transactions (not P2P: those are commands, never lost) of
+// files being paid that have been waiting for their outcome since before, in
+// file order.
+func StalePayouts(ctx context.Context, q sqlx.QueryerContext, before time.Time, limit int) ([]StalePayout, error) {
+	rows, err := q.QueryxContext(ctx, `SELECT t.file_id, t.merchant_id, t.provider, f.data ->> 'currency', t.data
+		  FROM payout_transactions t JOIN payout_files f ON f.file_id = t.file_id
+		 WHERE t.status IN ('PENDING', 'PROCESSING') AND f.status = 'PROCESSING' AND t.provider <> 'P2P'
+		   AND t.updated_at < $1
+		 ORDER BY t.file_id, t.seq LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("stale payouts: %w", err)
+	}
+	defer rows.Close()
+	var out []StalePayout
+	for rows.Next() {
+		var s StalePayout
+		var data []byte
+		if err := rows.Scan(&s.FileID, &s.MerchantID, &s.Provider, &s.Currency, &data); err != nil {
+			return nil, err
+		}
+		var t payoutfile.Txn
+		if err := json.Unmarshal(data, &t); err != nil {
+			return nil, fmt.Errorf("decode payment transaction: %w", err)
+		}
+		s.Txn = topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount, Name: t.Name,
+			IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference,
+			BankCode: t.BankCode}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

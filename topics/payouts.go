@@ -1,0 +1,192 @@
+package topics
+
+import (
+	"encoding/json"
+	"time"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+)
+
+// Payout command types on paysvc.commands.v1. A payment file is one aggregate; its
+// transactions live inside it and move only through these commands.
+const (
+	CmdPayoutInitiate = "payout.initiate"
+	CmdPayoutApprove  = "payout.approve"
+	CmdPayoutCancel   = "payout.cancel"
+	// CmdPayoutResults carries a rail's outcomes for some of a file's transactions.
+	// Its id is derived from the file, the stage and the rail's batch label, so a
+	// repeated report applies once; and a transaction already final ignores any
+	// later outcome, so even a differently grouped repeat moves no money twice.
+	CmdPayoutResults = "payout.results"
+	// CmdPayoutP2PCredit credits another merchant's wallet with a P2P (INTASEND)
+	// payout. It is keyed by the recipient merchant, so it runs in the recipient's
+	// partition; its outcome returns to the payer's file as a payout.results.
+	CmdPayoutP2PCredit = "payout.p2p_credit"
+)
+
+// RailsPayoutTopic carries payout requests from the engine's outbox to the rails
+// role: one record per chunk of a file's transactions (at most PayoutChunk), keyed
+// by the file so one file's chunks keep their order. Internal: not a webhook topic.
+const RailsPayoutTopic = "paysvc.rails.payout.v1"
+
+// PayoutChunk is the most transactions one rail request (and one result command)
+// carries: large enough that a 10,000-transaction file is a few dozen commands,
+// small enough that one command's batch stays a few hundred kilobytes.
+const PayoutChunk = 500
+
+// Payout result stages.
+const (
+	PayoutStageSubmitted = "SUBMITTED" // the rail took the transactions: PENDING -> PROCESSING
+	PayoutStageFinal     = "FINAL"     // COMPLETE or FAILED
+)
+
+// PayoutTxnIn is one transaction of a payout.initiate, validated and priced by the API.
+type PayoutTxnIn struct {
+	TransactionID      string       `json:"transaction_id"`
+	RequestReferenceID string       `json:"request_reference_id"`
+	Account            string       `json:"account"`
+	Amount             money.Amount `json:"amount"`
+	Charge             money.Amount `json:"charge"`
+	Name               string       `json:"name,omitempty"`
+	IDNumber           string       `json:"id_number,omitempty"`
+	CategoryName       string       `json:"category_name,omitempty"`
+	Narrative          string       `json:"narrative,omitempty"`
+	AccountType        string       `json:"account_type,omitempty"`
+	AccountReference   string       `json:"account_reference,omitempty"`
+	BankCode           string       `json:"bank_code,omitempty"`
+	IdempotencyKey     string       `json:"idempotency_key,omitempty"`
+	// RecipientMerchantID is, for P2P, the merchant owning the destination wallet
+	// (Account); the API looks it up so the credit can be keyed to that merchant.
+	RecipientMerchantID string `json:"recipient_merchant_id,omitempty"`
+}
+
+// PayoutInitiate opens a payment file.
+type PayoutInitiate struct {
+	FileID           string        `json:"file_id"`
+	TrackingID       string        `json:"tracking_id"`
+	Nonce            string        `json:"nonce"`
+	WalletID         string        `json:"wallet_id,omitempty"` // empty: the settlement wallet of Currency
+	Provider         string        `json:"provider"`
+	Currency         string        `json:"currency"`
+	RequiresApproval bool          `json:"requires_approval"`
+	BatchReference   string        `json:"batch_reference,omitempty"`
+	DeviceID         string        `json:"device_id,omitempty"`
+	CallbackURL      string        `json:"callback_url,omitempty"`
+	Transactions     []PayoutTxnIn `json:"transactions"`
+}
+
+// PayoutApprove approves a file waiting for approval. Nonce, when not empty, must
+// match the file's.
+type PayoutApprove struct {
+	FileID     string `json:"file_id,omitempty"`
+	TrackingID string `json:"tracking_id,omitempty"`
+	Nonce      string `json:"nonce,omitempty"`
+}
+
+// PayoutCancel cancels a file waiting for approval.
+type PayoutCancel struct {
+	FileID string `json:"file_id"`
+}
+
+// PayoutRailTxn is one transaction as a rail needs it.
+type PayoutRailTxn struct {
+	TransactionID    string       `json:"transaction_id"`
+	Account          string       `json:"account"`
+	Amount           money.Amount `json:"amount"`
+	Name             string       `json:"name,omitempty"`
+	IDNumber         string       `json:"id_number,omitempty"`
+	Narrative        string       `json:"narrative,omitempty"`
+	AccountType      string       `json:"account_type,omitempty"`
+	AccountReference string       `json:"account_reference,omitempty"`
+	BankCode         string       `json:"bank_code,omitempty"`
+}
+
+// PayoutRailRequest is a record of RailsPayoutTopic.
+type PayoutRailRequest struct {
+	FileID       string          `json:"file_id"`
+	MerchantID   string          `json:"merchant_id"`
+	Provider     string          `json:"provider"`
+	Currency     string          `json:"currency"`
+	Chunk        int             `json:"chunk"`
+	Transactions []PayoutRailTxn `json:"transactions"`
+}
+
+// PayoutTxnResult is a rail's outcome for one transaction.
+type PayoutTxnResult struct {
+	TransactionID string `json:"transaction_id"`
+	// Success is meaningful at the FINAL stage only.
+	Success             bool   `json:"success"`
+	Description         string `json:"description,omitempty"`
+	ProviderReference   string `json:"provider_reference,omitempty"`
+	ProviderAccountName string `json:"provider_account_name,omitempty"`
+}
+
+// PayoutResults is the payload of CmdPayoutResults. Batch labels the group of
+// outcomes within the stage (the rail's chunk and outcome group); with FileID and
+// Stage it derives the command id.
+type PayoutResults struct {
+	FileID string `json:"file_id"`
+	// MerchantID is the payer (the rail request's MerchantID): the command is
+	// keyed by it, so the outcome reaches the partition that owns the file.
+	MerchantID string            `json:"merchant_id"`
+	Stage      string            `json:"stage"`
+	Batch      string            `json:"batch"`
+	Results    []PayoutTxnResult `json:"results"`
+}
+
+// PayoutP2PCredit is the payload of CmdPayoutP2PCredit.
+type PayoutP2PCredit struct {
+	PayerMerchantID string       `json:"payer_merchant_id"`
+	FileID          string       `json:"file_id"`
+	TransactionID   string       `json:"transaction_id"`
+	WalletID        string       `json:"wallet_id"` // the recipient's wallet
+	Amount          money.Amount `json:"amount"`
+	Currency        string       `json:"currency"`
+	Narrative       string       `json:"narrative,omitempty"`
+}
+
+// SendMoney is the payload of a send_money_event: the file at the time of the
+// change, with the fields the spec shows plus the amounts a consumer reconciles on.
+type SendMoney struct {
+	ID                string    `json:"id"`
+	FileID            string    `json:"file_id"`
+	TrackingID        string    `json:"tracking_id"`
+	State             string    `json:"state"`
+	StatusCode        string    `json:"status_code"`
+	Provider          string    `json:"provider"`
+	Currency          string    `json:"currency"`
+	TotalAmount       string    `json:"total_amount"`
+	ChargeEstimate    string    `json:"charge_estimate"`
+	PaidAmount        string    `json:"paid_amount"`
+	FailedAmount      string    `json:"failed_amount"`
+	ActualCharges     string    `json:"actual_charges"`
+	TransactionsCount int       `json:"transactions_count"`
+	BatchReference    *string   `json:"batch_reference"`
+	FailedReason      *string   `json:"failed_reason"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// CallbackTopic carries the callback_url notifications of payment files from the
+// engine's outbox to the dispatcher role, which signs and delivers them. Keyed by
+// file, so one file's notifications keep their order. Internal: not a webhook topic.
+const CallbackTopic = "paysvc.callbacks.v1"
+
+// Callback is a record of CallbackTopic. Body is the exact bytes to POST; the
+// signing key is the file's nonce, looked up by FileID when delivering (it never
+// travels in a record).
+type Callback struct {
+	ID         string          `json:"id"`
+	MerchantID string          `json:"merchant_id"`
+	URL        string          `json:"url"`
+	FileID     string          `json:"file_id"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	Body       json.RawMessage `json:"body"`
+}
+
+// PayoutResultCommandID is the id of the command carrying one group of a rail's
+// outcomes: the same group reported again is the same command.
+func PayoutResultCommandID(fileID, stage, batch string) string {
+	return ids.DeriveUUID("payout-result", fileID, stage, batch)
+}
