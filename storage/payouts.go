@@ -170,6 +170,19 @@ func PayoutFileID(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID
 	return id, nil
 }
 
+// PayoutIDsTaken reports whether a file id or any of the transaction ids is in
+// use by any merchant (ids come from the API; a clash must be a refusal, not a
+// primary-key failure of the engine's batch).
+func PayoutIDsTaken(ctx context.Context, q sqlx.QueryerContext, fileID string, txnIDs []string) (bool, error) {
+	var taken bool
+	err := sqlx.GetContext(ctx, q, &taken, `SELECT EXISTS (SELECT 1 FROM payout_files WHERE file_id = $1)
+		OR EXISTS (SELECT 1 FROM payout_transactions WHERE transaction_id = ANY($2))`, fileID, pq.StringArray(txnIDs))
+	if err != nil {
+		return false, fmt.Errorf("payout ids taken: %w", err)
+	}
+	return taken, nil
+}
+
 // GetPayoutFile reads one of the merchant's whole files.
 func GetPayoutFile(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (payoutfile.State, error) {
 	m, err := LoadPayoutFiles(ctx, q, merchantID, []string{fileID})
@@ -295,4 +308,26 @@ func StalePayouts(ctx context.Context, q sqlx.QueryerContext, before time.Time, 
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// PayoutRef locates a payout transaction by its id alone (a provider's result
+// names only the transaction).
+type PayoutRef struct {
+	FileID     string `db:"file_id"`
+	MerchantID string `db:"merchant_id"`
+	Provider   string `db:"provider"`
+}
+
+// PayoutTxnRef returns the file, merchant and provider of a transaction, or
+// ErrNotFound.
+func PayoutTxnRef(ctx context.Context, q sqlx.QueryerContext, transactionID string) (PayoutRef, error) {
+	var r PayoutRef
+	err := sqlx.GetContext(ctx, q, &r, `SELECT file_id, merchant_id, provider FROM payout_transactions WHERE transaction_id = $1`, transactionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("find payout transaction: %w", err)
+	}
+	return r, nil
 }

@@ -64,6 +64,15 @@ func (e *Engine) initiatePayout(ctx context.Context, p *partition, b *batch, c *
 	if p.payouts[in.FileID] != nil {
 		return refuse(CodeInvalid, "File id is already in use; retry the request.", ""), nil
 	}
+	txnIDs := make([]string, len(in.Transactions))
+	for i, t := range in.Transactions {
+		txnIDs[i] = t.TransactionID
+	}
+	if taken, err := storage.PayoutIDsTaken(ctx, e.db, in.FileID, txnIDs); err != nil {
+		return topics.Reply{}, err
+	} else if taken {
+		return refuse(CodeInvalid, "File or transaction id is already in use; retry the request.", ""), nil
+	}
 	wref, err := e.payingWallet(ctx, p, c.MerchantID, in.WalletID, in.Currency)
 	if err != nil {
 		return topics.Reply{}, err
