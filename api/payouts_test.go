@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"paysvc/actors/money"
+	"paysvc/actors/rails"
 	"paysvc/actors/webhooks"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/topics"
 )
 
 // waitFile polls the status endpoint until the file is COMPLETE, CANCELLED or FAILED.
@@ -428,5 +433,103 @@ func TestPayoutCallback(t *testing.T) {
 		if !seen[want] {
 			t.Fatalf("no callback showed %s; saw %v", want, seen)
 		}
+	}
+}
+
+// TestPayoutEventsAndRepeats: one send_money_event per file status change on the
+// Kafka topic (read with a plain franz-go consumer); a rail report produced again
+// (same command) and a regrouped one (new command, same outcomes) move nothing.
+func TestPayoutEventsAndRepeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "1000")
+	r := b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"))
+	f := r.Map(t)
+	b.post("/api/v1/send-money/approve/", map[string]any{"file_id": f["file_id"], "nonce": f["nonce"]})
+	done := b.waitFile(t, f["tracking_id"].(string))
+	txn := done["transactions"].([]any)[0].(map[string]any)
+	after, _ := b.balance(t, b.settlement)
+	if after != "890.00" {
+		t.Fatalf("after the file: %s, want 890.00", after)
+	}
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	// The same FINAL report again, and regrouped under a new batch label.
+	for _, batch := range []string{"c0", "regrouped"} {
+		res := topics.PayoutResults{FileID: f["file_id"].(string), MerchantID: b.merchant, Stage: topics.PayoutStageFinal, Batch: batch,
+			Results: []topics.PayoutTxnResult{{TransactionID: txn["transaction_id"].(string), Success: true, ProviderReference: "AGAIN"}}}
+		cmd, err := rails.PayoutResultsCommand(b.merchant, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := topics.EncodeCommand(cmd)
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
+			Key: topics.CommandKey(b.merchant), Value: body}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := b.env.Schema.DB.Get(&n, `SELECT count(*) FROM processed_commands WHERE command_type = 'payout.results'
+			AND merchant_id = $1 AND convert_from(reply, 'UTF8') LIKE '%"ignored":1%'`, b.merchant); err != nil {
+			t.Fatal(err)
+		}
+		if n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the regrouped report was not applied (ignored) in time")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "890.00" || av != "890.00" {
+		t.Fatalf("a repeated report moved money: %s / %s", cur, av)
+	}
+	again := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}).Map(t)
+	if ref := again["transactions"].([]any)[0].(map[string]any)["provider_reference"]; ref == "AGAIN" {
+		t.Fatal("a repeated report overwrote the transaction")
+	}
+
+	// Events on the Kafka topic, for downstream consumers.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
+		kgo.ConsumeTopics(topics.EventTopics[topics.SendMoneyEvent]), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	states := map[string]int{}
+	for states["COMPLETE"] == 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+			var ev topics.Event
+			var p topics.SendMoney
+			if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
+				t.Errorf("bad event %s", rec.Value)
+				return
+			}
+			if p.FileID == f["file_id"] {
+				if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
+					t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
+				}
+				states[p.State]++
+			}
+		})
+	}
+	if states["PREVIEW-AND-APPROVE"] != 1 || states["PROCESSING"] != 1 || states["COMPLETE"] != 1 || len(states) != 3 {
+		t.Fatalf("send_money_events by state: %v", states)
+	}
+
+	// Another merchant's wallet cannot pay a file.
+	other := newBundle(t, b.env, "Other")
+	r = other.post("/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "wallet_id": b.settlement,
+		"transactions": []any{map[string]any{"account": "254708374149", "amount": 100}}})
+	if r.Status != 404 {
+		t.Fatalf("a file paid from another merchant's wallet: %d %s", r.Status, r.Body)
 	}
 }
