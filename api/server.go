@@ -205,6 +205,7 @@ func (s *Server) routes(e *echo.Echo) {
 	sm.GET("/bank-codes/ke", s.bankCodes)
 	sm.GET("/beneficiaries/frequently_used", s.beneficiaries, s.authSecret)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
+	s.routeB2CResults(e) // POST /api/v1/send-money/mpesa/{result,timeout}/:token
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }
 

@@ -54,14 +54,23 @@ type DarajaConfig struct {
 	// TransactionType defaults to CustomerPayBillOnline; PartyB defaults to
 	// ShortCode (set it to the till number for CustomerBuyGoodsOnline).
 	TransactionType, PartyB string
+	// B2CInitiatorName and B2CSecurityCredential (the initiator's password
+	// encrypted with M-Pesa's public key) authorise B2C payouts from the
+	// B2CShortcode. Both are secrets. Daraja posts B2C outcomes to B2CResultURL
+	// and queue timeouts to B2CTimeoutURL. Used by NewB2C only.
+	B2CInitiatorName, B2CSecurityCredential string
+	B2CShortcode                            string
+	B2CResultURL, B2CTimeoutURL             string
 	// Now is the clock for timestamps and token expiry. Default time.Now.
 	Now func() time.Time
 }
 
 // String masks the secrets so a logged config leaks nothing.
 func (c DarajaConfig) String() string {
-	return fmt.Sprintf("DarajaConfig{BaseURL:%s ConsumerKey:%s ConsumerSecret:%s ShortCode:%s Passkey:%s CallbackURL:%s TransactionType:%s PartyB:%s}",
-		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), c.CallbackURL, c.TransactionType, c.PartyB)
+	return fmt.Sprintf("DarajaConfig{BaseURL:%s ConsumerKey:%s ConsumerSecret:%s ShortCode:%s Passkey:%s CallbackURL:%s TransactionType:%s PartyB:%s"+
+		" B2CInitiatorName:%s B2CSecurityCredential:%s B2CShortcode:%s B2CResultURL:%s B2CTimeoutURL:%s}",
+		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), c.CallbackURL, c.TransactionType, c.PartyB,
+		mask(c.B2CInitiatorName), mask(c.B2CSecurityCredential), c.B2CShortcode, maskToken(c.B2CResultURL), maskToken(c.B2CTimeoutURL))
 }
 
 // GoString masks the secrets for %#v too.
@@ -72,6 +81,14 @@ func mask(s string) string {
 		return `""`
 	}
 	return "***"
+}
+
+// maskToken hides the last path segment of a callback URL: the secret token.
+func maskToken(u string) string {
+	if i := strings.LastIndexByte(u, '/'); i >= 0 && i < len(u)-1 && strings.Contains(u[:i], "://") {
+		return u[:i+1] + "***"
+	}
+	return u
 }
 
 // Daraja is the live M-Pesa Express rail over Safaricom's Daraja API. It is
@@ -148,7 +165,7 @@ func (d *Daraja) String() string { return "mpesa.Daraja(" + d.cfg.String() + ")"
 // ({requestId, errorCode, errorMessage}) or a ResponseCode other than "0".
 // It wraps ErrRejected (or ErrAuth for the token endpoint).
 type APIError struct {
-	Op         string // "token", "push" or "query"
+	Op         string // "token", "push", "query" or "b2c"
 	HTTPStatus int
 	Code       string // errorCode or ResponseCode
 	Message    string // errorMessage or ResponseDescription (secrets removed)
@@ -190,7 +207,7 @@ func (d *Daraja) redact(s string) string {
 	tok := d.token
 	d.mu.Unlock()
 	basic := base64.StdEncoding.EncodeToString([]byte(d.cfg.ConsumerKey + ":" + d.cfg.ConsumerSecret))
-	for _, secret := range []string{basic, d.cfg.ConsumerSecret, d.cfg.Passkey, tok} {
+	for _, secret := range []string{basic, d.cfg.ConsumerSecret, d.cfg.Passkey, d.cfg.B2CSecurityCredential, tok} {
 		if len(secret) >= 4 {
 			s = strings.ReplaceAll(s, secret, "[redacted]")
 		}
@@ -314,6 +331,9 @@ func (d *Daraja) call(ctx context.Context, op, path string, payload any) (int, [
 		req.Header.Set("Accept", "application/json")
 		resp, err := d.hc.Do(req)
 		if err != nil {
+			if notSent(err) {
+				return 0, nil, fmt.Errorf("%w: %w: daraja %s: %s", ErrUnavailable, ErrNotSent, op, d.redact(err.Error()))
+			}
 			return 0, nil, fmt.Errorf("%w: daraja %s: %s", ErrUnavailable, op, d.redact(err.Error()))
 		}
 		body, err := readBody(resp)

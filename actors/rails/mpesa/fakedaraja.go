@@ -21,6 +21,12 @@ const (
 	FakeConsumerSecret = "fake-consumer-secret"
 	FakeShortCode      = "174379"
 	FakePasskey        = "bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919"
+	// B2C: the initiator, its security credential and the paying shortcode,
+	// and the name M-Pesa reports for every recipient.
+	FakeB2CInitiator          = "fake-initiator"
+	FakeB2CSecurityCredential = "fake-b2c-security-credential-0123456789"
+	FakeB2CShortcode          = "600998"
+	FakeB2CRecipientName      = "JANE DOE"
 )
 
 // FakeDaraja is a local HTTP server speaking Daraja's M-Pesa Express wire
@@ -41,6 +47,10 @@ type FakeDaraja struct {
 	pushes        []FakeSTKRequest
 	txns          map[string]*fakeTxn
 	failures      []fakeFailure
+
+	b2cRequests []FakeB2CRequest    // every B2C request taken, repeats included
+	b2c         map[string]*fakeB2C // by OriginatorConversationID (the first request)
+	b2cFailures []fakeFailure
 }
 
 // FakeSTKRequest is one STK push FakeDaraja accepted.
@@ -73,11 +83,13 @@ func NewFakeDaraja() *FakeDaraja {
 		tokenTTL: 3599,
 		tokens:   map[string]time.Time{},
 		txns:     map[string]*fakeTxn{},
+		b2c:      map[string]*fakeB2C{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathOAuth, f.handleOAuth)
 	mux.HandleFunc(PathSTKPush, f.handlePush)
 	mux.HandleFunc(PathSTKQuery, f.handleQuery)
+	mux.HandleFunc(PathB2C, f.handleB2C)
 	f.srv = httptest.NewServer(mux)
 	return f
 }
@@ -166,6 +178,12 @@ func (f *FakeDaraja) Complete(checkoutRequestID string, code int, receipt string
 	if err != nil {
 		return err
 	}
+	return f.postJSON(cbURL, body)
+}
+
+// postJSON POSTs a callback as Daraja does; the error reports a transport
+// failure or a non-2xx answer.
+func (f *FakeDaraja) postJSON(cbURL string, body []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cbURL, bytes.NewReader(body))
@@ -488,4 +506,225 @@ func (f *FakeDaraja) handleQuery(w http.ResponseWriter, r *http.Request) {
 			"ResultDesc":          ResultDesc(snapshot.code),
 		})
 	}
+}
+
+// ---- B2C ----
+
+// FakeB2CRequest is one B2C payment request FakeDaraja took.
+type FakeB2CRequest struct {
+	OriginatorConversationID, ConversationID string
+
+	InitiatorName, SecurityCredential, CommandID string
+	Amount                                       string // the JSON token's text, as sent
+	PartyA, PartyB, Remarks, Occassion           string
+	QueueTimeOutURL, ResultURL                   string
+	Raw                                          []byte // the request body
+}
+
+type fakeB2C struct {
+	req     FakeB2CRequest
+	done    bool
+	code    int
+	receipt string
+}
+
+// B2CConfig is Config plus the fake B2C credentials and the two B2C URLs.
+func (f *FakeDaraja) B2CConfig(callbackURL, resultURL, timeoutURL string) DarajaConfig {
+	c := f.Config(callbackURL)
+	c.B2CInitiatorName, c.B2CSecurityCredential, c.B2CShortcode = FakeB2CInitiator, FakeB2CSecurityCredential, FakeB2CShortcode
+	c.B2CResultURL, c.B2CTimeoutURL = resultURL, timeoutURL
+	return c
+}
+
+// B2CRequests returns every B2C request taken, oldest first, repeats of an
+// OriginatorConversationID included (a real Daraja may pay a repeat).
+func (f *FakeDaraja) B2CRequests() []FakeB2CRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]FakeB2CRequest(nil), f.b2cRequests...)
+}
+
+// FailNextB2C makes the next valid B2C request fail: status 0 takes the
+// request (M-Pesa will pay it) and drops the connection without an answer;
+// status 200 answers a non-zero ResponseCode errorCode with errorMessage;
+// otherwise as FailNextPush. Calls queue up.
+func (f *FakeDaraja) FailNextB2C(status int, errorCode, errorMessage string) {
+	f.mu.Lock()
+	f.b2cFailures = append(f.b2cFailures, fakeFailure{status: status, code: errorCode, message: errorMessage})
+	f.mu.Unlock()
+}
+
+// CompleteB2C decides the outcome of a B2C payment and POSTs the result to its
+// ResultURL, as Daraja does. code 0 is success, with a generated receipt.
+// Completing again with the same code resends the same result; another code is
+// an error.
+func (f *FakeDaraja) CompleteB2C(originatorConversationID string, code int) error {
+	body, err := f.B2CResultBody(originatorConversationID, code)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	u := f.b2c[originatorConversationID].req.ResultURL
+	f.mu.Unlock()
+	return f.postJSON(u, body)
+}
+
+// B2CResultBody decides the outcome like CompleteB2C and returns the result
+// body without sending it.
+func (f *FakeDaraja) B2CResultBody(originatorConversationID string, code int) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.b2c[originatorConversationID]
+	if !ok {
+		return nil, fmt.Errorf("fakedaraja: unknown OriginatorConversationID %q", originatorConversationID)
+	}
+	if t.done && t.code != code {
+		return nil, fmt.Errorf("fakedaraja: %s already has outcome %d", originatorConversationID, t.code)
+	}
+	if !t.done {
+		t.done, t.code, t.receipt = true, code, randomString(10, receipts)
+	}
+	res := map[string]any{
+		"ResultType":               0,
+		"ResultCode":               code,
+		"ResultDesc":               ResultDesc(code),
+		"OriginatorConversationID": t.req.OriginatorConversationID,
+		"ConversationID":           t.req.ConversationID,
+		"TransactionID":            t.receipt,
+		"ReferenceData": map[string]any{"ReferenceItem": map[string]string{
+			"Key": "QueueTimeoutURL", "Value": "https://internalsandbox.safaricom.co.ke/mpesa/b2cresults/v1/submit"}},
+	}
+	if code == CodeSuccess {
+		res["ResultParameters"] = map[string]any{"ResultParameter": []map[string]any{
+			{"Key": "TransactionAmount", "Value": json.Number(t.req.Amount)},
+			{"Key": "TransactionReceipt", "Value": t.receipt},
+			{"Key": "B2CRecipientIsRegisteredCustomer", "Value": "Y"},
+			{"Key": "B2CChargesPaidAccountAvailableFunds", "Value": json.Number("-4510.00")},
+			{"Key": "ReceiverPartyPublicName", "Value": t.req.PartyB + " - " + FakeB2CRecipientName},
+			{"Key": "TransactionCompletedDateTime", "Value": time.Now().In(eat).Format("02.01.2006 15:04:05")},
+			{"Key": "B2CUtilityAccountAvailableFunds", "Value": json.Number("10116.00")},
+			{"Key": "B2CWorkingAccountAvailableFunds", "Value": json.Number("900000.00")},
+		}}
+	}
+	return json.Marshal(map[string]any{"Result": res})
+}
+
+// TimeoutB2C POSTs a queue timeout notice to the payment's QueueTimeOutURL.
+func (f *FakeDaraja) TimeoutB2C(originatorConversationID string) error {
+	f.mu.Lock()
+	t, ok := f.b2c[originatorConversationID]
+	f.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fakedaraja: unknown OriginatorConversationID %q", originatorConversationID)
+	}
+	body, err := json.Marshal(map[string]any{"Result": map[string]any{
+		"ResultType": 1, "ResultCode": "SVC0001", "ResultDesc": "The service request timed out.",
+		"OriginatorConversationID": t.req.OriginatorConversationID, "ConversationID": t.req.ConversationID}})
+	if err != nil {
+		return err
+	}
+	return f.postJSON(t.req.QueueTimeOutURL, body)
+}
+
+func (f *FakeDaraja) handleB2C(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	ff, raw, ok := readFields(w, r)
+	if !ok {
+		return
+	}
+	req := FakeB2CRequest{
+		OriginatorConversationID: ff.get("OriginatorConversationID"),
+		InitiatorName:            ff.get("InitiatorName"),
+		SecurityCredential:       ff.get("SecurityCredential"),
+		CommandID:                ff.get("CommandID"),
+		Amount:                   ff.get("Amount"),
+		PartyA:                   ff.get("PartyA"),
+		PartyB:                   ff.get("PartyB"),
+		Remarks:                  ff.get("Remarks"),
+		QueueTimeOutURL:          ff.get("QueueTimeOutURL"),
+		ResultURL:                ff.get("ResultURL"),
+		Raw:                      raw,
+	}
+	if _, present := ff.m["Occassion"]; !present {
+		ff.fail("Occassion")
+	}
+	req.Occassion, _ = scalarToken(ff.m["Occassion"])
+	if req.InitiatorName != FakeB2CInitiator {
+		ff.fail("InitiatorName")
+	}
+	if req.SecurityCredential != FakeB2CSecurityCredential {
+		ff.fail("SecurityCredential")
+	}
+	switch req.CommandID {
+	case CommandBusinessPayment, "SalaryPayment", "PromotionPayment":
+	default:
+		ff.fail("CommandID")
+	}
+	if n, err := strconv.ParseInt(req.Amount, 10, 64); err != nil || n < 1 || !intRE.MatchString(req.Amount) {
+		ff.fail("Amount")
+	}
+	if req.PartyA != FakeB2CShortcode {
+		ff.fail("PartyA")
+	}
+	if !phoneRE.MatchString(req.PartyB) {
+		ff.fail("PartyB")
+	}
+	for name, v := range map[string]string{"ResultURL": req.ResultURL, "QueueTimeOutURL": req.QueueTimeOutURL} {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			ff.fail(name)
+		}
+	}
+	if utf8.RuneCountInString(req.Remarks) > maxRemarks || utf8.RuneCountInString(req.Occassion) > maxRemarks {
+		ff.fail("Remarks")
+	}
+	if ff.bad != "" {
+		fakeError(w, http.StatusBadRequest, "400.002.02", "Bad Request - Invalid "+ff.bad)
+		return
+	}
+
+	f.mu.Lock()
+	var fl *fakeFailure
+	if len(f.b2cFailures) > 0 {
+		fl = &f.b2cFailures[0]
+		f.b2cFailures = f.b2cFailures[1:]
+	}
+	if fl != nil && fl.status != 0 {
+		f.mu.Unlock()
+		switch {
+		case fl.status == http.StatusOK:
+			fakeJSON(w, map[string]string{"OriginatorConversationID": req.OriginatorConversationID,
+				"ResponseCode": fl.code, "ResponseDescription": fl.message})
+		case fl.code == "":
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(fl.status)
+			_, _ = w.Write([]byte("<html><body>" + http.StatusText(fl.status) + "</body></html>"))
+		default:
+			fakeError(w, fl.status, fl.code, fl.message)
+		}
+		return
+	}
+	req.ConversationID = "AG_" + time.Now().In(eat).Format("20060102") + "_" + randomString(20, receipts)
+	f.b2cRequests = append(f.b2cRequests, req)
+	if _, seen := f.b2c[req.OriginatorConversationID]; !seen {
+		f.b2c[req.OriginatorConversationID] = &fakeB2C{req: req}
+	}
+	f.mu.Unlock()
+
+	if fl != nil { // taken, but the answer is lost
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	fakeJSON(w, map[string]string{
+		"ConversationID":           req.ConversationID,
+		"OriginatorConversationID": req.OriginatorConversationID,
+		"ResponseCode":             "0",
+		"ResponseDescription":      "Accept the service request successfully.",
+	})
 }

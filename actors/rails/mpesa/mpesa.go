@@ -10,6 +10,9 @@
 //     STK push, STK query). Its outcomes arrive as HTTP callbacks that the API
 //     decodes with ParseCallback, or through Query when a callback never came.
 //
+// B2C (b2c.go) is the live payout side: Daraja's B2C payment request, one per
+// payout transaction, whose result the API decodes with ParseB2CResult.
+//
 // FakeDaraja is a local server speaking Daraja's wire format, used to test
 // the Daraja adapter (here and in other packages) with real HTTP.
 package mpesa

@@ -149,11 +149,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.Daraja = mpesa.DarajaConfig{
 		BaseURL: get("PAYSVC_DARAJA_BASE_URL", "https://sandbox.safaricom.co.ke"), ConsumerKey: get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
 		ConsumerSecret: get("PAYSVC_DARAJA_CONSUMER_SECRET", ""), ShortCode: get("PAYSVC_DARAJA_SHORTCODE", ""),
-		Passkey: get("PAYSVC_DARAJA_PASSKEY", ""),
+		Passkey: get("PAYSVC_DARAJA_PASSKEY", ""), B2CInitiatorName: get("PAYSVC_DARAJA_B2C_INITIATOR", ""),
+		B2CSecurityCredential: get("PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", ""), B2CShortcode: get("PAYSVC_DARAJA_B2C_SHORTCODE", ""),
 	}
 	c.API.DarajaCallbackToken = get("PAYSVC_DARAJA_CALLBACK_TOKEN", "")
 	if base := get("PAYSVC_DARAJA_CALLBACK_BASE_URL", ""); base != "" && c.API.DarajaCallbackToken != "" {
 		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
+		c.Daraja.B2CResultURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/result/" + c.API.DarajaCallbackToken
+		c.Daraja.B2CTimeoutURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/timeout/" + c.API.DarajaCallbackToken
 	}
 	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
 	c.SMTPURL = get("PAYSVC_SMTP_URL", "")

@@ -144,13 +144,23 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 
 	if cfg.Has(RoleRails) {
 		// Payouts: the sandbox simulates every provider; a live server has no payout
-		// adapter yet, so each transaction fails at once, saying so, and its hold
-		// is released (never a silent success).
+		// adapter but MPESA-B2C through Daraja (when configured, below), so each other
+		// transaction fails at once, saying so, and its hold is released (never a
+		// silent success).
 		var payoutRail rails.PayoutRail = rails.Unconfigured{Sink: rails.PayoutSink(s.producer)}
 		closeRail := func() error { return nil }
 		if cfg.Environment == "sandbox" {
 			sim := payout.NewSimulator(rails.PayoutSink(s.producer), payout.Options{Delay: cfg.SimPayoutDelay})
 			payoutRail, closeRail = sim, sim.Close
+		}
+		if d := cfg.Daraja; d.ConsumerKey != "" && d.B2CInitiatorName+d.B2CSecurityCredential+d.B2CShortcode != "" {
+			// MPESA-B2C through Daraja (sandbox or live); other providers as above.
+			b2c, err := mpesa.NewB2C(d, &http.Client{Timeout: 30 * time.Second})
+			if err != nil {
+				return nil, fmt.Errorf("PAYSVC_DARAJA_B2C_*: %w", err)
+			}
+			payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: rails.PayoutSink(s.producer), Others: payoutRail, Log: log}
+			log.Info("rails role: MPESA-B2C payouts through Daraja", "daraja", b2c.String())
 		}
 		s.goRun(func() error {
 			defer closeRail()

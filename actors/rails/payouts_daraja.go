@@ -1,0 +1,202 @@
+package rails
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/payout"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// B2CPayer sends one M-Pesa B2C payment (mpesa.B2C).
+type B2CPayer interface {
+	Pay(ctx context.Context, req mpesa.B2CRequest) (mpesa.B2CAccepted, error)
+}
+
+// DarajaB2C is the live payout rail of MPESA-B2C through Safaricom Daraja. Each
+// transaction of a chunk is one B2C request whose OriginatorConversationID is the
+// transaction id; Daraja's result comes back to the API's result URL, which turns
+// it into the transaction's FINAL outcome.
+//
+// No transaction is ever sent twice. Before a request leaves, the transaction is
+// claimed in payout_sends (one row per transaction, in Postgres, so the claim
+// survives restarts and is shared by every rails process); a transaction already
+// claimed is never sent again, whoever resubmits it (a redelivered chunk,
+// RecoverPayouts, another process). What comes of a send:
+//
+//   - accepted (ResponseCode "0"): SUBMITTED, the transaction is PROCESSING until
+//     the result callback.
+//   - refused (HTTP 4xx with Daraja's error, a non-zero ResponseCode, or a request
+//     M-Pesa cannot take): FINAL failure with Daraja's description; the hold is
+//     released. A resubmission reports the same refusal.
+//   - not sent (Daraja unreachable, no OAuth token): the claim is dropped and the
+//     chunk stops with an error, so RunPayouts tries it again later.
+//   - unknown (a timeout, a dropped connection, a 5xx, an unreadable answer):
+//     M-Pesa may pay it. It is reported SUBMITTED (PROCESSING) and never sent
+//     again: its result callback, if M-Pesa took it, finishes it; otherwise an
+//     operator reconciles it with the M-Pesa portal. The chunk stops with an error
+//     and the rail sends nothing for Pause, so an outage costs at most one
+//     transaction per Pause rather than a whole chunk.
+//
+// Transactions of other providers go to Others (nil: Unconfigured).
+type DarajaB2C struct {
+	Payer B2CPayer
+	DB    *sqlx.DB
+	Sink  func(ctx context.Context, r topics.PayoutResults) error
+	// Others pays the transactions of every other provider.
+	Others PayoutRail
+	// Pause is how long nothing is sent after an unknown outcome. Default 30s.
+	Pause time.Duration
+	Log   *slog.Logger
+
+	mu          sync.Mutex
+	pausedUntil time.Time
+}
+
+var _ PayoutRail = (*DarajaB2C)(nil)
+
+// errPaused: the rail is waiting after an unknown outcome; nothing was sent.
+var errPaused = errors.New("rails: b2c paused after an unknown outcome")
+
+// Submit sends the chunk's transactions one by one (see DarajaB2C).
+func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) error {
+	if req.Provider != payout.ProviderMpesaB2C {
+		others := r.Others
+		if others == nil {
+			others = Unconfigured{Sink: r.Sink}
+		}
+		return others.Submit(ctx, req)
+	}
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("file_id", req.FileID, "chunk", req.Chunk)
+	var submitted, refused []topics.PayoutTxnResult
+	var stop error
+	for _, t := range req.Transactions {
+		if stop = r.ready(ctx); stop != nil {
+			break
+		}
+		prior, claimed, err := storage.ClaimPayoutSend(ctx, r.DB, t.TransactionID, req.Provider)
+		if err != nil {
+			stop = err
+			break
+		}
+		if !claimed {
+			if prior.State == storage.PayoutSendRefused {
+				refused = append(refused, topics.PayoutTxnResult{TransactionID: t.TransactionID, Description: prior.Description})
+				continue
+			}
+			// Sent before, or maybe sent: never again. Its result callback finishes it.
+			log.Warn("B2C payout already sent or maybe sent: not sent again", "transaction_id", t.TransactionID,
+				"send_state", prior.State, "sent_at", prior.CreatedAt)
+			submitted = append(submitted, topics.PayoutTxnResult{TransactionID: t.TransactionID})
+			continue
+		}
+		acc, err := r.Payer.Pay(ctx, mpesa.B2CRequest{TransactionID: t.TransactionID, Phone: t.Account, Amount: t.Amount,
+			Remarks: t.Narrative, Occasion: t.TransactionID})
+		var state, reference, desc string
+		switch {
+		case err == nil:
+			requests.WithLabelValues("mpesa-b2c", "ok").Inc()
+			state, reference = storage.PayoutSendAccepted, acc.ConversationID
+			submitted = append(submitted, topics.PayoutTxnResult{TransactionID: t.TransactionID})
+		case errors.Is(err, mpesa.ErrRejected), errors.Is(err, mpesa.ErrInvalidRequest):
+			requests.WithLabelValues("mpesa-b2c", "refused").Inc()
+			state, desc = storage.PayoutSendRefused, refusal(err)
+			refused = append(refused, topics.PayoutTxnResult{TransactionID: t.TransactionID, Description: desc})
+			log.Warn("B2C payout refused", "transaction_id", t.TransactionID, "err", err)
+		case errors.Is(err, mpesa.ErrAuth), errors.Is(err, mpesa.ErrNotSent):
+			requests.WithLabelValues("mpesa-b2c", "error").Inc()
+			if rerr := storage.ReleasePayoutSend(context.WithoutCancel(ctx), r.DB, t.TransactionID); rerr != nil {
+				// The claim stays: the transaction is never sent and waits for an operator.
+				log.Error("B2C payout not sent, and its claim could not be released", "transaction_id", t.TransactionID, "err", rerr)
+			}
+			stop = fmt.Errorf("b2c %s not sent: %w", t.TransactionID, err)
+		default:
+			requests.WithLabelValues("mpesa-b2c", "error").Inc()
+			state, desc = storage.PayoutSendUnknown, err.Error()
+			submitted = append(submitted, topics.PayoutTxnResult{TransactionID: t.TransactionID})
+			log.Error("B2C payout outcome unknown: it is not sent again; its result callback or an operator finishes it",
+				"transaction_id", t.TransactionID, "err", err)
+			r.pause()
+			stop = fmt.Errorf("b2c %s outcome unknown: %w", t.TransactionID, err)
+		}
+		if state != "" {
+			if err := storage.SetPayoutSend(context.WithoutCancel(ctx), r.DB, t.TransactionID, state, reference, desc); err != nil {
+				// The claim stays SENDING, which is treated as unknown: never sent again.
+				log.Error("record B2C payout send", "transaction_id", t.TransactionID, "state", state, "err", err)
+			}
+		}
+		if stop != nil {
+			break
+		}
+	}
+	// The labels derive from the transactions they carry, so a chunk submitted again
+	// with the same outcomes is the same commands, and different groups differ.
+	report := func(stage, prefix string, results []topics.PayoutTxnResult) error {
+		if len(results) == 0 {
+			return nil
+		}
+		idsOf := make([]string, len(results))
+		for i, x := range results {
+			idsOf[i] = x.TransactionID
+		}
+		return r.Sink(ctx, topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: stage,
+			Batch: prefix + ids.Derive(16, idsOf...), Results: results})
+	}
+	if err := errors.Join(report(topics.PayoutStageSubmitted, "b2c-sub-", submitted),
+		report(topics.PayoutStageFinal, "b2c-ref-", refused)); err != nil {
+		// Submitted again, the chunk sends nothing twice and reports the same.
+		return fmt.Errorf("rails: report b2c outcomes: %w", err)
+	}
+	if stop != nil {
+		return fmt.Errorf("rails: b2c chunk stopped: %w", stop)
+	}
+	return nil
+}
+
+// ready returns an error when nothing may be sent now.
+func (r *DarajaB2C) ready(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Now().Before(r.pausedUntil) {
+		return errPaused
+	}
+	return nil
+}
+
+func (r *DarajaB2C) pause() {
+	d := r.Pause
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	r.mu.Lock()
+	r.pausedUntil = time.Now().Add(d)
+	r.mu.Unlock()
+}
+
+// refusal is the failure description of a refused payout, fit for the merchant.
+func refusal(err error) string {
+	var ae *mpesa.APIError
+	if errors.As(err, &ae) && ae.Message != "" {
+		return "M-Pesa refused the payout: " + ae.Message
+	}
+	if errors.Is(err, mpesa.ErrInvalidRequest) {
+		return "M-Pesa cannot take this payout: " + err.Error()
+	}
+	return "M-Pesa refused the payout."
+}

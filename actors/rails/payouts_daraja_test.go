@@ -1,0 +1,228 @@
+package rails_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paysvc/actors/money"
+	"paysvc/actors/rails"
+	"paysvc/actors/rails/mpesa"
+	"paysvc/storage"
+	"paysvc/storage/storagetest"
+	"paysvc/topics"
+)
+
+// sink records what a rail reports.
+type sink struct {
+	mu  sync.Mutex
+	got []topics.PayoutResults
+}
+
+func (s *sink) put(_ context.Context, r topics.PayoutResults) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, r)
+	return nil
+}
+
+func (s *sink) take() []topics.PayoutResults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.got
+	s.got = nil
+	return out
+}
+
+type b2cBundle struct {
+	fake *mpesa.FakeDaraja
+	rail *rails.DarajaB2C
+	sink *sink
+	db   storagetest.Schema
+}
+
+func setupB2C(t *testing.T) *b2cBundle {
+	t.Helper()
+	fake := mpesa.NewFakeDaraja()
+	t.Cleanup(fake.Close)
+	payer, err := mpesa.NewB2C(fake.B2CConfig("", "https://pay.example/r/tok", "https://pay.example/t/tok"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	db := storagetest.New(t)
+	return &b2cBundle{fake: fake, sink: s, db: db,
+		rail: &rails.DarajaB2C{Payer: payer, DB: db.DB, Sink: s.put, Pause: time.Millisecond}}
+}
+
+func chunk(provider string, ids ...string) topics.PayoutRailRequest {
+	req := topics.PayoutRailRequest{FileID: "F1", MerchantID: "M1", Provider: provider, Currency: "KES"}
+	for i, id := range ids {
+		req.Transactions = append(req.Transactions, topics.PayoutRailTxn{TransactionID: id,
+			Account: "25471234000" + string(rune('0'+i)), Amount: money.MustParse("100"), Narrative: "Salary"})
+	}
+	return req
+}
+
+// sent counts the B2C requests Daraja received for each transaction.
+func (b *b2cBundle) sent() map[string]int {
+	n := map[string]int{}
+	for _, r := range b.fake.B2CRequests() {
+		n[r.OriginatorConversationID]++
+	}
+	return n
+}
+
+// outcomes flattens reports into transaction -> "STAGE" or "FINAL:description".
+func outcomes(rs []topics.PayoutResults) map[string]string {
+	out := map[string]string{}
+	for _, r := range rs {
+		if r.FileID != "F1" || r.MerchantID != "M1" || r.Batch == "" {
+			panic("report without file, merchant or batch")
+		}
+		for _, x := range r.Results {
+			v := r.Stage
+			if r.Stage == topics.PayoutStageFinal {
+				v += ":" + x.Description
+			}
+			out[x.TransactionID] = v
+		}
+	}
+	return out
+}
+
+func TestDarajaB2C(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("SendsEachOnce_RedeliveryReportsTheSame", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		req := chunk("MPESA-B2C", "T1", "T2")
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		first := b.sink.take()
+		if got := outcomes(first); got["T1"] != "SUBMITTED" || got["T2"] != "SUBMITTED" || len(first) != 1 {
+			t.Fatalf("reports %+v", first)
+		}
+		if err := b.rail.Submit(ctx, req); err != nil { // redelivered, or resubmitted by recovery
+			t.Fatal(err)
+		}
+		again := b.sink.take()
+		if len(again) != 1 || again[0].Batch != first[0].Batch {
+			t.Fatalf("a resubmission reports differently: %+v vs %+v", again, first)
+		}
+		if n := b.sent(); n["T1"] != 1 || n["T2"] != 1 || len(n) != 2 {
+			t.Fatalf("sent %v, want each once", n)
+		}
+	})
+
+	t.Run("Refusal_FailsWithDarajasDescription", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		b.fake.FailNextB2C(http.StatusBadRequest, "400.002.02", "Bad Request - Invalid PartyB")
+		req := chunk("MPESA-B2C", "T1", "T2")
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		got := outcomes(b.sink.take())
+		if got["T1"] != "FINAL:M-Pesa refused the payout: Bad Request - Invalid PartyB" || got["T2"] != "SUBMITTED" {
+			t.Fatalf("outcomes %v", got)
+		}
+		// Submitted again: the same refusal, nothing sent.
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if again := outcomes(b.sink.take()); again["T1"] != got["T1"] || len(b.fake.B2CRequests()) != 1 {
+			t.Fatalf("resubmission: %v, %d requests", again, len(b.fake.B2CRequests()))
+		}
+	})
+
+	t.Run("TransportError_NeverSentAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		b.fake.FailNextB2C(0, "", "") // Daraja takes T1, the answer is lost
+		req := chunk("MPESA-B2C", "T1", "T2")
+		err := b.rail.Submit(ctx, req)
+		if !errors.Is(err, mpesa.ErrUnavailable) {
+			t.Fatalf("Submit = %v, want the unknown outcome", err)
+		}
+		if got := outcomes(b.sink.take()); got["T1"] != "SUBMITTED" || got["T2"] != "" {
+			t.Fatalf("after the lost answer: %v (T1 stays PROCESSING, T2 waits)", got)
+		}
+		var st storage.PayoutSend
+		if err := b.db.DB.Get(&st, `SELECT * FROM payout_sends WHERE transaction_id = 'T1'`); err != nil || st.State != storage.PayoutSendUnknown {
+			t.Fatalf("T1 send %+v, %v", st, err)
+		}
+		time.Sleep(5 * time.Millisecond) // the pause after an unknown outcome
+		for range 3 {                    // RunPayouts retrying, RecoverPayouts resubmitting
+			if err := b.rail.Submit(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := b.sent(); n["T1"] != 1 || n["T2"] != 1 {
+			t.Fatalf("sent %v: T1 must never be sent again", n)
+		}
+	})
+
+	t.Run("PausedAfterUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		b.rail.Pause = time.Hour
+		b.fake.FailNextB2C(http.StatusBadGateway, "", "")
+		if err := b.rail.Submit(ctx, chunk("MPESA-B2C", "T1")); err == nil {
+			t.Fatal("unknown outcome not reported as an error")
+		}
+		before := len(b.fake.B2CRequests())
+		if err := b.rail.Submit(ctx, chunk("MPESA-B2C", "T2")); err == nil || len(b.fake.B2CRequests()) != before {
+			t.Fatalf("sent during the pause: %v", err)
+		}
+		var n int
+		if err := b.db.DB.Get(&n, `SELECT count(*) FROM payout_sends WHERE transaction_id = 'T2'`); err != nil || n != 0 {
+			t.Fatalf("T2 claimed during the pause: %d, %v", n, err)
+		}
+	})
+
+	t.Run("Unreachable_ReleasedAndSentLater", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		dead := mpesa.NewFakeDaraja()
+		dead.Close()
+		payer, err := mpesa.NewB2C(dead.B2CConfig("", "https://pay.example/r/tok", "https://pay.example/t/tok"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := b.rail.Payer
+		b.rail.Payer = payer
+		req := chunk("MPESA-B2C", "T1")
+		if err := b.rail.Submit(ctx, req); err == nil {
+			t.Fatal("Submit with Daraja unreachable succeeded")
+		}
+		if got := b.sink.take(); len(got) != 0 {
+			t.Fatalf("reported %+v though nothing was sent", got)
+		}
+		b.rail.Payer = live
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.sent(); n["T1"] != 1 {
+			t.Fatalf("sent %v", n)
+		}
+	})
+
+	t.Run("OtherProviders_NotConfigured", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		if err := b.rail.Submit(ctx, chunk("PESALINK", "T1")); err != nil {
+			t.Fatal(err)
+		}
+		if got := outcomes(b.sink.take()); !strings.Contains(got["T1"], "PESALINK is not configured") || len(b.fake.B2CRequests()) != 0 {
+			t.Fatalf("outcomes %v", got)
+		}
+	})
+}

@@ -1,0 +1,237 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"paysvc/actors/money"
+	"paysvc/actors/rails/mpesa"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
+)
+
+// A live server with Daraja B2C credentials pays MPESA-B2C files through Daraja (here
+// its local fake, over real HTTP): each transaction is sent once, however often the
+// rails role resubmits it, and Daraja's result callbacks finish the file.
+func TestPayoutB2C_LiveDaraja(t *testing.T) {
+	t.Parallel()
+	fake := mpesa.NewFakeDaraja()
+	defer fake.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const token = "cb-secret-b2c"
+	base := "http://" + addr
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.Environment, c.API.Environment = "live", "live"
+		c.HTTPAddr = addr
+		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
+			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
+		c.API.DarajaCallbackToken = token
+		// Recovery resubmits the PROCESSING transactions many times before their
+		// results come: none may reach Daraja twice.
+		c.PayoutRecoverAfter = 300 * time.Millisecond
+	})
+	b := newBundle(t, env, "Live Payer")
+	fundByDaraja(t, env, b, fake, "254712000099", "1000") // 985.00 after the collection fee
+
+	r := b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254712000011", "254712000012"))
+	if r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	f := r.Map(t)
+	tracking := f["tracking_id"].(string)
+	if r := b.post("/api/v1/send-money/approve/", f); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "985.00" || av != "765.00" {
+		t.Fatalf("after approval 2 x (100 + 10) is held: %s / %s", cur, av)
+	}
+	txnOf := map[string]string{} // account -> transaction id
+	for _, x := range f["transactions"].([]any) {
+		tx := x.(map[string]any)
+		txnOf[tx["account"].(string)] = tx["transaction_id"].(string)
+	}
+	paid, refused := txnOf["254712000011"], txnOf["254712000012"]
+
+	// Both requests reach Daraja and both transactions are PROCESSING.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		file := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
+		processing := 0
+		for _, x := range file["transactions"].([]any) {
+			if x.(map[string]any)["status"] == "PROCESSING" {
+				processing++
+			}
+		}
+		if processing == 2 && len(fake.B2CRequests()) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B2C requests %d, file %v", len(fake.B2CRequests()), file)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, req := range fake.B2CRequests() {
+		want := map[string]string{paid: "254712000011", refused: "254712000012"}[req.OriginatorConversationID]
+		if req.PartyB != want || req.Amount != "100" || req.CommandID != "BusinessPayment" ||
+			req.InitiatorName != mpesa.FakeB2CInitiator || req.SecurityCredential != mpesa.FakeB2CSecurityCredential ||
+			req.PartyA != mpesa.FakeB2CShortcode || req.ResultURL != base+"/api/v1/send-money/mpesa/result/"+token ||
+			req.QueueTimeOutURL != base+"/api/v1/send-money/mpesa/timeout/"+token {
+			t.Fatalf("B2C request %+v", req)
+		}
+	}
+
+	// A forged success at a wrong token is not found and changes nothing; a malformed
+	// result is refused; a queue timeout is acknowledged and changes nothing.
+	forged := successBody(t, fake, paid, refused)
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/result/wrong-token", forged); r.Status != 404 {
+		t.Fatalf("wrong token: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/timeout/wrong-token", `{"Result":{}}`); r.Status != 404 {
+		t.Fatalf("wrong token (timeout): %d %s", r.Status, r.Body)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/result/"+token, `{"Result":{"ResultCode":0}}`); r.Status != 400 {
+		t.Fatalf("malformed result: %d %s", r.Status, r.Body)
+	} else {
+		errorBody(t, r)
+	}
+	if err := fake.TimeoutB2C(paid); err != nil {
+		t.Fatal(err)
+	}
+	unknown := bytes.ReplaceAll(forged, []byte(refused), []byte("NOT-OURS-1"))
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/result/"+token, unknown); r.Status != 200 {
+		t.Fatalf("result for an unknown transaction: %d %s", r.Status, r.Body)
+	}
+
+	// Recovery has resubmitted both (the rail logs each refusal to send again).
+	for !strings.Contains(env.Logs.String(), "not sent again") {
+		if time.Now().After(deadline) {
+			t.Fatal("recovery never resubmitted the PROCESSING transactions")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if err := fake.CompleteB2C(paid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.CompleteB2C(refused, mpesa.CodeWrongPIN); err != nil {
+		t.Fatal(err)
+	}
+	done := b.waitFile(t, tracking)
+	if done["status"] != "COMPLETE" || !amt(t, done["paid_amount"]).Equal(money.MustParse("100")) ||
+		!amt(t, done["failed_amount"]).Equal(money.MustParse("100")) || !amt(t, done["actual_charges"]).Equal(money.MustParse("10")) {
+		t.Fatalf("final file: %v", done)
+	}
+	receipt := resultOf(t, fake, paid).Receipt
+	for _, x := range done["transactions"].([]any) {
+		tx := x.(map[string]any)
+		switch tx["transaction_id"] {
+		case paid:
+			if tx["status"] != "COMPLETE" || tx["provider_reference"] != receipt || tx["provider_account_name"] != mpesa.FakeB2CRecipientName {
+				t.Fatalf("paid: %v", tx)
+			}
+		case refused:
+			if tx["status"] != "FAILED" || tx["status_description"] != "The initiator information is invalid." {
+				t.Fatalf("refused: %v", tx)
+			}
+		}
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "875.00" {
+		t.Fatalf("after the file: 110 paid out, 110 released: %s / %s", cur, av)
+	}
+
+	// Daraja delivers both results again: one effect.
+	if err := fake.CompleteB2C(paid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.CompleteB2C(refused, mpesa.CodeWrongPIN); err != nil {
+		t.Fatal(err)
+	}
+	b.wallet(t, "KES", "Marker") // a later command of the merchant, applied after the repeats
+	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "875.00" {
+		t.Fatalf("a repeated result moved money: %s / %s", cur, av)
+	}
+	again := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
+	if again["paid_amount"] != done["paid_amount"] || again["failed_amount"] != done["failed_amount"] {
+		t.Fatalf("a repeated result changed the file: %v", again)
+	}
+
+	// However often recovery resubmitted, Daraja saw each transaction once.
+	n := map[string]int{}
+	for _, req := range fake.B2CRequests() {
+		n[req.OriginatorConversationID]++
+	}
+	if len(n) != 2 || n[paid] != 1 || n[refused] != 1 {
+		t.Fatalf("B2C requests per transaction: %v", n)
+	}
+}
+
+// successBody is the success result of txn with its OriginatorConversationID
+// replaced by as (a forged result).
+func successBody(t *testing.T, fake *mpesa.FakeDaraja, txn, as string) []byte {
+	t.Helper()
+	body, err := fake.B2CResultBody(txn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.ReplaceAll(body, []byte(`"`+txn+`"`), []byte(`"`+as+`"`))
+}
+
+func resultOf(t *testing.T, fake *mpesa.FakeDaraja, txn string) mpesa.B2CResult {
+	t.Helper()
+	body, err := fake.B2CResultBody(txn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := mpesa.ParseB2CResult(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// fundByDaraja collects amount into the merchant's settlement wallet with an STK
+// push through the fake Daraja (a live server has no sandbox deposits).
+func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesa.FakeDaraja, phone, amount string) {
+	t.Helper()
+	r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": phone, "amount": amount})
+	if r.Status != 200 {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
+	}
+	inv := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, req := range fake.Requests() {
+			if req.PhoneNumber != phone {
+				continue
+			}
+			ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
+			if err != nil && !errors.Is(err, storage.ErrNotFound) {
+				t.Fatal(err)
+			}
+			if err == nil && ref.InvoiceID == inv {
+				if err := fake.Complete(req.CheckoutRequestID, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				if final := b.waitInvoice(t, inv); final["state"] != "COMPLETE" {
+					t.Fatalf("funding collection: %v", final)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the funding prompt never reached Daraja")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

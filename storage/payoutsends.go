@@ -1,0 +1,78 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// States of a payout send (table payout_sends).
+const (
+	// PayoutSendSending: claimed; the request may be on its way.
+	PayoutSendSending = "SENDING"
+	// PayoutSendAccepted: the provider took the payment; its outcome follows.
+	PayoutSendAccepted = "ACCEPTED"
+	// PayoutSendRefused: the provider refused it; nothing was paid.
+	PayoutSendRefused = "REFUSED"
+	// PayoutSendUnknown: no usable answer; the payment may have been made.
+	PayoutSendUnknown = "UNKNOWN"
+)
+
+// PayoutSend is what a live payout rail did with one transaction.
+type PayoutSend struct {
+	TransactionID string    `db:"transaction_id"`
+	Provider      string    `db:"provider"`
+	State         string    `db:"state"`
+	Reference     string    `db:"reference"`
+	Description   string    `db:"description"`
+	CreatedAt     time.Time `db:"created_at"`
+	UpdatedAt     time.Time `db:"updated_at"`
+}
+
+// ClaimPayoutSend records, before a payment request leaves, that it is being sent.
+// claimed is false when the transaction was claimed before (by this process or
+// another): prior is then that claim, and the request must not be sent again.
+func ClaimPayoutSend(ctx context.Context, q sqlx.ExtContext, transactionID, provider string) (prior PayoutSend, claimed bool, err error) {
+	res, err := q.ExecContext(ctx, `INSERT INTO payout_sends (transaction_id, provider, state) VALUES ($1, $2, $3)
+		ON CONFLICT (transaction_id) DO NOTHING`, transactionID, provider, PayoutSendSending)
+	if err != nil {
+		return PayoutSend{}, false, fmt.Errorf("claim payout send: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return PayoutSend{}, false, fmt.Errorf("claim payout send: %w", err)
+	} else if n == 1 {
+		return PayoutSend{}, true, nil
+	}
+	err = sqlx.GetContext(ctx, q, &prior, `SELECT * FROM payout_sends WHERE transaction_id = $1`, transactionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Released between the insert and the select: the caller may try again.
+		return PayoutSend{}, false, fmt.Errorf("claim payout send %s: released concurrently", transactionID)
+	}
+	if err != nil {
+		return PayoutSend{}, false, fmt.Errorf("read payout send: %w", err)
+	}
+	return prior, false, nil
+}
+
+// SetPayoutSend records what came of a claimed send.
+func SetPayoutSend(ctx context.Context, q sqlx.ExecerContext, transactionID, state, reference, description string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE payout_sends SET state = $2, reference = $3, description = $4, updated_at = now()
+		WHERE transaction_id = $1`, transactionID, state, reference, description); err != nil {
+		return fmt.Errorf("record payout send: %w", err)
+	}
+	return nil
+}
+
+// ReleasePayoutSend drops a claim whose request certainly never left (the
+// connection could not be made), so a later submission sends it.
+func ReleasePayoutSend(ctx context.Context, q sqlx.ExecerContext, transactionID string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM payout_sends WHERE transaction_id = $1 AND state = $2`,
+		transactionID, PayoutSendSending); err != nil {
+		return fmt.Errorf("release payout send: %w", err)
+	}
+	return nil
+}
