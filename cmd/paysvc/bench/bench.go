@@ -28,10 +28,11 @@ const (
 	ScenarioSpread = "transfer-spread"
 	ScenarioHot    = "transfer-hot"
 	ScenarioSTK    = "stk-collect" // M-Pesa STK collections; only when named (see stk.go)
+	ScenarioPayout = "payout-file" // payment files end to end (see payout.go)
 )
 
 // Scenarios is the default run, in run order (`make bench`).
-var Scenarios = []string{ScenarioSpread, ScenarioHot}
+var Scenarios = []string{ScenarioSpread, ScenarioHot, ScenarioPayout}
 
 // OptionalScenarios run only when --scenario names them: they are not part of the
 // default run, so `make bench` keeps its runtime.
@@ -148,6 +149,7 @@ type runner struct {
 	phaseN   int
 	child    *child
 	stk      *stkResult        // the stk-collect scenario's end-to-end figures and checks
+	payout   *payoutResult     // the payout-file scenario's figures and reconciliation
 	childEnv map[string]string // what the bench set in the child's environment beyond isolation
 }
 
@@ -239,6 +241,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	for _, name := range o.Scenarios {
 		var s *scenarioSetup
 		switch name {
+		case ScenarioPayout:
+			continue // sets itself up when it runs (runPayoutFile)
 		case ScenarioSpread:
 			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
 		case ScenarioSTK:
@@ -291,6 +295,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 
+	if slices.Contains(o.Scenarios, ScenarioPayout) {
+		if r.payout, err = r.runPayoutFile(ctx); err != nil {
+			return fmt.Errorf("%s: %w", ScenarioPayout, err)
+		}
+	}
+
 	// Conservation.
 	checksOK, err := r.printChecks(ctx)
 	if err != nil {
@@ -312,6 +322,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	r.printTargets(results, half, plain)
+	if r.payout != nil {
+		r.printPayoutTargets(r.payout)
+		if !r.payout.Reconciled {
+			return errors.New("bench: payout-file reconciliation FAILED (see above)")
+		}
+	}
 	if !checksOK {
 		return errors.New("bench: conservation check FAILED (see above)")
 	}
@@ -644,6 +660,9 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 	hot, hasHot := res[ScenarioHot]
 	for _, name := range r.o.Scenarios {
 		p := res[name]
+		if name == ScenarioPayout {
+			continue // its own lines follow (printPayoutTargets)
+		}
 		if name == ScenarioSTK {
 			r.printf("  %-16s paysvc %7.0f STK pushes/s, %.0f collections completed/s end to end\n", name, p.throughput(), r.stk.rate())
 			continue
