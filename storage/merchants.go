@@ -115,3 +115,27 @@ func RevokeKey(ctx context.Context, db *sqlx.DB, prefix string) (string, error) 
 	}
 	return ids[0], tx.Commit()
 }
+
+// SetMerchantEmail sets (or, with "", clears) the address that receives the
+// merchant's operational mail. It reports whether the merchant exists.
+func SetMerchantEmail(ctx context.Context, ext sqlx.ExecerContext, merchantID, email string) (bool, error) {
+	res, err := ext.ExecContext(ctx, `UPDATE merchants SET email = NULLIF($2, '') WHERE merchant_id = $1`, merchantID, email)
+	if err != nil {
+		return false, fmt.Errorf("set merchant email: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// MerchantEmail returns the merchant's operational address ("" when none is set).
+func MerchantEmail(ctx context.Context, q sqlx.QueryerContext, merchantID string) (string, error) {
+	var email sql.NullString
+	err := sqlx.GetContext(ctx, q, &email, `SELECT email FROM merchants WHERE merchant_id = $1`, merchantID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("merchant email: %w", err)
+	}
+	return email.String, nil
+}

@@ -36,7 +36,7 @@ func openMigrated(ctx context.Context, cfg service.Config) (*sqlx.DB, error) {
 // Arguments are checked before the database is touched: a usage error changes nothing.
 func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"usage: paysvc merchant create|disable|enable ..."}
+		return usageError{"usage: paysvc merchant create|disable|enable|email ..."}
 	}
 	switch args[0] {
 	case "create":
@@ -44,8 +44,12 @@ func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout,
 		fs.SetOutput(stderr)
 		name := fs.String("name", "", "merchant name")
 		env := fs.String("environment", cfg.Environment, "sandbox or live (keys are bound to it)")
+		email := fs.String("email", "", "where the merchant's operational mail goes (webhook failure warnings)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return usageError{err.Error()}
+		}
+		if *email != "" && !validEmail(*email) {
+			return usageError{"--email: not an email address"}
 		}
 		db, err := openMigrated(ctx, cfg)
 		if err != nil {
@@ -56,7 +60,29 @@ func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout,
 		if err != nil {
 			return err
 		}
+		if *email != "" {
+			if _, err := storage.SetMerchantEmail(ctx, db, created.MerchantID, *email); err != nil {
+				return err
+			}
+		}
 		return printJSON(stdout, created)
+	case "email":
+		if len(args) != 3 || (args[2] != "" && !validEmail(args[2])) {
+			return usageError{"usage: paysvc merchant email MERCHANT_ID ADDRESS (\"\" clears it)"}
+		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		ok, err := storage.SetMerchantEmail(ctx, db, args[1], args[2])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("merchant %q not found", args[1])
+		}
+		return printJSON(stdout, map[string]any{"merchant_id": args[1], "email": args[2]})
 	case "disable", "enable":
 		if len(args) != 2 {
 			return usageError{"usage: paysvc merchant " + args[0] + " MERCHANT_ID"}
@@ -75,7 +101,15 @@ func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout,
 		}
 		return printJSON(stdout, map[string]any{"merchant_id": args[1], "enabled": args[0] == "enable"})
 	}
-	return usageError{"usage: paysvc merchant create|disable|enable ..."}
+	return usageError{"usage: paysvc merchant create|disable|enable|email ..."}
+}
+
+// validEmail is a sanity check (one @, a dot in the domain, no spaces or angle
+// brackets), not RFC 5322: the mail server has the last word.
+func validEmail(s string) bool {
+	at := strings.Index(s, "@")
+	return len(s) <= 254 && at > 0 && at == strings.LastIndex(s, "@") && strings.Contains(s[at:], ".") &&
+		!strings.ContainsAny(s, " \t\r\n<>,;")
 }
 
 func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stderr io.Writer) error {

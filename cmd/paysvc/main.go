@@ -43,8 +43,9 @@ const usage = `usage: paysvc <command> [flags]
 commands:
   serve [--roles api,engine,relay]        run the service (all roles by default)
   migrate                                  apply database migrations
-  merchant create --name NAME [--environment sandbox|live]
+  merchant create --name NAME [--environment sandbox|live] [--email ADDRESS]
   merchant disable|enable MERCHANT_ID
+  merchant email MERCHANT_ID ADDRESS       where webhook failure warnings go ("" clears)
   key create --merchant ID --permissions add_files,view_files,change_files
   key revoke KEYPREFIX
   ledger check                             verify the ledger balances and wallet snapshots

@@ -19,6 +19,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )
 
@@ -968,5 +969,42 @@ func TestBadConfiguration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The merchant's operational address: set at creation or later, cleared with "",
+// refused when it is not an address (and then nothing changes).
+func TestMerchantEmail(t *testing.T) {
+	t.Parallel()
+	s := storagetest.New(t)
+	stored := func(id string) string {
+		t.Helper()
+		email, err := storage.MerchantEmail(t.Context(), s.DB, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return email
+	}
+	m := createMerchant(t, s, "--email", "ops@acme.example")
+	if got := stored(m.MerchantID); got != "ops@acme.example" {
+		t.Fatalf("after create --email: %q", got)
+	}
+	if r := runCLI(t, envFor(s), "merchant", "email", m.MerchantID, "payments@acme.example"); r.err != nil {
+		t.Fatalf("merchant email: %v", r)
+	}
+	if got := stored(m.MerchantID); got != "payments@acme.example" {
+		t.Fatalf("after merchant email: %q", got)
+	}
+	wantUsage(t, runCLI(t, envFor(s), "merchant", "email", m.MerchantID, "not an address"))
+	wantUsage(t, runCLI(t, envFor(s), "merchant", "create", "--name", "Bad", "--email", "nobody"))
+	if got := stored(m.MerchantID); got != "payments@acme.example" {
+		t.Fatalf("a refused address changed the stored one: %q", got)
+	}
+	wantFailure(t, runCLI(t, envFor(s), "merchant", "email", "MERNOSUCH01", "a@b.example"), "not found")
+	if r := runCLI(t, envFor(s), "merchant", "email", m.MerchantID, ""); r.err != nil {
+		t.Fatalf("clear: %v", r)
+	}
+	if got := stored(m.MerchantID); got != "" {
+		t.Fatalf("after clearing: %q", got)
 	}
 }
