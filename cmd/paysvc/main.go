@@ -52,6 +52,7 @@ commands:
   bench [flags]                            run the load generator (see paysvc bench -h)
   listen --forward-to URL [--events T,...] stream the sandbox's events to a local URL, signed
   trigger TOPIC                            send a sample event of a topic (sandbox)
+  replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
 
 Configuration comes from PAYSVC_* environment variables (see README.md).`
 
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return listenCmd(ctx, cfg, rest, getenv, stdout, stderr)
 	case "trigger":
 		return triggerCmd(ctx, cfg, rest, getenv, stdout, stderr)
+	case "replay":
+		return replayCmd(ctx, cfg, rest, getenv, stdout, stderr)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}
