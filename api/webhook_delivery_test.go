@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/pem"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"paysvc/actors/webhooks"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
 )
 
 // receiver is a webhook endpoint the test runs: it answers from a script and keeps
@@ -78,6 +80,9 @@ func TestWebhookDelivery(t *testing.T) {
 		c.Webhooks.Poll = 20 * time.Millisecond
 	})
 	b := newBundle(t, env, "Hooks")
+	if ok, err := storage.SetMerchantEmail(context.Background(), env.Schema.DB, b.merchant, "ops@hooks.example"); err != nil || !ok {
+		t.Fatalf("set merchant email: %v %v", ok, err)
+	}
 	flaky := newReceiver(t, 200, 500, 500, 200)
 	down := newReceiver(t, 500)
 	hook := func(url, secret string) string {
@@ -150,6 +155,10 @@ func TestWebhookDelivery(t *testing.T) {
 		warned := false
 		for _, m := range l.Results {
 			if strings.Contains(m["subject"].(string), downID) && strings.Contains(m["subject"].(string), "failing (2 of 4)") {
+				to, _ := m["to"].([]any)
+				if len(to) != 1 || to[0] != "ops@hooks.example" {
+					t.Fatalf("the warning went to %v, not the merchant's address", m["to"])
+				}
 				warned = true
 			}
 		}

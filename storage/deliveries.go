@@ -1,11 +1,15 @@
 package storage
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // Delivery is one event to one webhook, with what is needed to send it.
@@ -24,73 +28,421 @@ type Delivery struct {
 	Endpoint   string    `db:"endpoint"`
 	Challenge  string    `db:"challenge"`
 	IsActive   bool      `db:"is_active"`
+	AggKey     string    `db:"agg_key"`
+	Partition  int32     `db:"src_partition"`
+	Offset     int64     `db:"src_offset"`
 }
 
-// SubscribedWebhooks returns the merchant's active webhooks subscribed to a topic.
-func SubscribedWebhooks(ctx context.Context, q sqlx.QueryerContext, merchantID, topic string) ([]Webhook, error) {
-	col := map[string]string{"collection_event": "collection_event", "send_money_event": "send_money_event",
-		"reversal_event": "reversal_event", "wallet_transfer_event": "wallet_transfer_event", "subscription_event": "subscription_event"}[topic]
-	if col == "" {
-		return nil, nil
+// Queue is the queue the delivery waits in.
+func (d Delivery) Queue() QueueKey {
+	return QueueKey{WebhookID: d.WebhookID, Topic: d.Topic, Partition: d.Partition, AggKey: d.AggKey}
+}
+
+// Subscribes says whether the webhook wants events of a topic.
+func (w Webhook) Subscribes(topic string) bool {
+	switch topic {
+	case "collection_event":
+		return w.CollectionEvent
+	case "send_money_event":
+		return w.SendMoneyEvent
+	case "reversal_event":
+		return w.ReversalEvent
+	case "wallet_transfer_event":
+		return w.WalletTransferEvent
+	case "subscription_event":
+		return w.SubscriptionEvent
 	}
+	return false
+}
+
+// ActiveWebhooks returns the active webhooks of the given merchants (the dispatcher
+// reads them once per batch of events).
+func ActiveWebhooks(ctx context.Context, q sqlx.QueryerContext, merchantIDs []string) ([]Webhook, error) {
 	var out []Webhook
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+webhookColumns+` FROM webhooks
-		WHERE merchant_id = $1 AND is_active AND `+col, merchantID)
+		WHERE merchant_id = ANY($1) AND is_active`, pq.StringArray(merchantIDs))
 	return out, err
 }
 
-// InsertDelivery records an event for a webhook once (a redelivered event is ignored).
-func InsertDelivery(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID, merchantID, topic string, body []byte) error {
-	_, err := ext.ExecContext(ctx, `INSERT INTO webhook_deliveries (event_id, webhook_id, merchant_id, topic, body)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, eventID, webhookID, merchantID, topic, body)
-	return err
+// QueueKey names a delivery queue: the deliveries of one aggregate's events (the
+// event record key, read from one partition of one topic) to one webhook. They are
+// sent in offset order, one at a time (migration 0015).
+type QueueKey struct {
+	WebhookID string `db:"webhook_id"`
+	Topic     string `db:"topic"`
+	Partition int32  `db:"src_partition"`
+	AggKey    string `db:"agg_key"`
 }
 
-// ClaimDeliveries leases up to limit due deliveries (status PROCESSING, next attempt
-// pushed out by lease so a dispatcher that dies lets another retry them).
-func ClaimDeliveries(ctx context.Context, db *sqlx.DB, lease time.Duration, limit int) ([]Delivery, error) {
-	var out []Delivery
-	err := sqlx.SelectContext(ctx, db, &out, `WITH due AS (
-			SELECT event_id, webhook_id FROM webhook_deliveries
-			WHERE status IN ('PENDING', 'PROCESSING') AND next_attempt_at <= now()
-			ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-		UPDATE webhook_deliveries d SET status = 'PROCESSING', next_attempt_at = now() + $1 * interval '1 millisecond', updated_at = now()
-		FROM due, webhooks w
-		WHERE d.event_id = due.event_id AND d.webhook_id = due.webhook_id AND w.webhook_id = d.webhook_id
-		RETURNING d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status, d.attempts, d.created_at, d.updated_at,
-			d.last_status, d.last_error, w.endpoint, w.challenge, w.is_active`, lease.Milliseconds(), limit)
-	return out, err
+func (k QueueKey) less(o QueueKey) bool {
+	if k.WebhookID != o.WebhookID {
+		return k.WebhookID < o.WebhookID
+	}
+	if k.Topic != o.Topic {
+		return k.Topic < o.Topic
+	}
+	if k.Partition != o.Partition {
+		return k.Partition < o.Partition
+	}
+	return k.AggKey < o.AggKey
 }
 
-// RecordAttempt stores one attempt.
+// queueArrays are the columns of sorted, distinct queue keys, for unnest: every
+// transaction that locks several queue rows locks them in this order (Go's byte
+// order, through WITH ORDINALITY, not the database's collation).
+func queueArrays(keys []QueueKey) (pq.StringArray, pq.StringArray, pq.Int32Array, pq.StringArray) {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b QueueKey) int {
+		switch {
+		case a.less(b):
+			return -1
+		case b.less(a):
+			return 1
+		}
+		return 0
+	})
+	keys = slices.Compact(keys)
+	w, t, p, a := make(pq.StringArray, len(keys)), make(pq.StringArray, len(keys)), make(pq.Int32Array, len(keys)), make(pq.StringArray, len(keys))
+	for i, k := range keys {
+		w[i], t[i], p[i], a[i] = k.WebhookID, k.Topic, k.Partition, k.AggKey
+	}
+	return w, t, p, a
+}
+
+// NewDelivery is one event for one webhook, as the dispatcher read it.
+type NewDelivery struct {
+	EventID    string
+	WebhookID  string
+	MerchantID string
+	Topic      string
+	AggKey     string // the event record's key: its aggregate
+	Partition  int32  // where the event was read, which orders one aggregate's events
+	Offset     int64
+	Body       []byte
+}
+
+// Inserted is what InsertDeliveries did: the deliveries that were new (a
+// redelivered event's are not), and the queues it created leased to the caller,
+// which must send their new deliveries as it sends a claim's.
+type Inserted struct {
+	New    []NewDelivery
+	Leased []QueueKey
+}
+
+// InsertDeliveries records deliveries in one transaction. A delivery already
+// recorded (a redelivered event) is ignored. A queue that exists (deliveries in
+// flight, or an earlier event of the aggregate waiting for its retry) is left as it
+// is: its new deliveries wait their turn. A queue that did not exist is created,
+// leased to the caller for leaseFor if it is among the first lease queues (in key
+// order), due now otherwise.
+func InsertDeliveries(ctx context.Context, db *sqlx.DB, ds []NewDelivery, lease int, leaseFor time.Duration) (Inserted, error) {
+	var out Inserted
+	if len(ds) == 0 {
+		return out, nil
+	}
+	keys := make([]QueueKey, len(ds))
+	for i, d := range ds {
+		keys[i] = d.queue()
+	}
+	qw, qt, qp, qa := queueArrays(keys)
+	n := len(ds)
+	ev, wh, me, to, ag := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
+	pa, of, bo := make(pq.Int32Array, n), make(pq.Int64Array, n), make(pq.ByteaArray, n)
+	for i, d := range ds {
+		ev[i], wh[i], me[i], to[i], ag[i], pa[i], of[i], bo[i] = d.EventID, d.WebhookID, d.MerchantID, d.Topic, d.AggKey, d.Partition, d.Offset, d.Body
+	}
+	// One statement, so one round trip and its own transaction. Queues first, in key
+	// order (as every writer locks them): the deliveries' insert waits for the
+	// queues' (count(*) reads them all). The no-op update locks an existing row, so
+	// this waits for a sender that is deleting it as empty, and then inserts it
+	// afresh; xmax = 0 marks a row this statement inserted.
+	var rows []struct {
+		Kind      string         `db:"kind"`
+		WebhookID string         `db:"webhook_id"`
+		Topic     sql.NullString `db:"topic"`
+		Partition sql.NullInt32  `db:"src_partition"`
+		AggKey    sql.NullString `db:"agg_key"`
+		EventID   sql.NullString `db:"event_id"`
+	}
+	if err := sqlx.SelectContext(ctx, db, &rows, `WITH q AS (
+			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at)
+			SELECT w, t, p, a, CASE WHEN i <= $5 THEN now() + $6 * interval '1 millisecond' ELSE now() END
+			FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS q(w, t, p, a, i) ORDER BY i
+			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at = webhook_queues.next_attempt_at
+			RETURNING webhook_id, topic, src_partition, agg_key, xmax = 0 AND next_attempt_at > now() AS leased),
+		d AS (
+			INSERT INTO webhook_deliveries (event_id, webhook_id, merchant_id, topic, agg_key, src_partition, src_offset, body)
+			SELECT * FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[], $14::bytea[])
+			WHERE (SELECT count(*) FROM q) >= 0
+			ON CONFLICT DO NOTHING
+			RETURNING event_id, webhook_id)
+		SELECT 'queue' AS kind, webhook_id, topic, src_partition, agg_key, NULL AS event_id FROM q WHERE leased
+		UNION ALL
+		SELECT 'delivery', webhook_id, NULL, NULL, NULL, event_id FROM d`,
+		qw, qt, qp, qa, lease, leaseFor.Milliseconds(), ev, wh, me, to, ag, pa, of, bo); err != nil {
+		return out, fmt.Errorf("insert deliveries: %w", err)
+	}
+	isNew := map[[2]string]bool{}
+	for _, r := range rows {
+		if r.Kind == "queue" {
+			out.Leased = append(out.Leased, QueueKey{WebhookID: r.WebhookID, Topic: r.Topic.String, Partition: r.Partition.Int32, AggKey: r.AggKey.String})
+		} else {
+			isNew[[2]string{r.EventID.String, r.WebhookID}] = true
+		}
+	}
+	for _, d := range ds {
+		if isNew[[2]string{d.EventID, d.WebhookID}] {
+			out.New = append(out.New, d)
+		}
+	}
+	return out, nil
+}
+
+func (d NewDelivery) queue() QueueKey {
+	return QueueKey{WebhookID: d.WebhookID, Topic: d.Topic, Partition: d.Partition, AggKey: d.AggKey}
+}
+
+// Claimed is a leased queue and its unfinished deliveries, oldest first.
+type Claimed struct {
+	Queue      QueueKey
+	Deliveries []Delivery
+}
+
+// ClaimQueues leases up to limit due queues for lease and returns up to perQueue of
+// each one's unfinished deliveries in offset order. A due queue with nothing left is
+// deleted. While leased, a queue is claimed by no one else; a dispatcher that dies
+// lets its leases run out. Deliveries stay PENDING while their queue is leased.
+func ClaimQueues(ctx context.Context, db *sqlx.DB, lease time.Duration, limit, perQueue int) ([]Claimed, error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var keys []QueueKey
+	if err := sqlx.SelectContext(ctx, tx, &keys, `SELECT webhook_id, topic, src_partition, agg_key FROM webhook_queues
+		WHERE next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit); err != nil {
+		return nil, fmt.Errorf("claim queues: %w", err)
+	}
+	out, err := takeChains(ctx, tx, keys, lease, perQueue)
+	if err != nil {
+		return nil, err
+	}
+	return out, tx.Commit()
+}
+
+// takeChains reads, for queues the transaction has locked, up to perQueue unfinished
+// deliveries each, leases the queues that have some and deletes the others. It must
+// be its own statement after the lock: its snapshot then sees every delivery whose
+// insert committed before the lock, and a later insert waits for the transaction.
+func takeChains(ctx context.Context, tx *sqlx.Tx, keys []QueueKey, lease time.Duration, perQueue int) ([]Claimed, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	qw, qt, qp, qa := queueArrays(keys)
+	var rows []Delivery
+	if err := sqlx.SelectContext(ctx, tx, &rows, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status,
+			d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, d.agg_key, d.src_partition, d.src_offset,
+			w.endpoint, w.challenge, w.is_active
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS q(webhook_id, topic, src_partition, agg_key)
+		CROSS JOIN LATERAL (SELECT * FROM webhook_deliveries x
+			WHERE x.webhook_id = q.webhook_id AND x.topic = q.topic AND x.src_partition = q.src_partition AND x.agg_key = q.agg_key
+				AND x.status IN ('PENDING', 'PROCESSING')
+			ORDER BY x.src_offset LIMIT $5) d
+		JOIN webhooks w ON w.webhook_id = d.webhook_id`, qw, qt, qp, qa, perQueue); err != nil {
+		return nil, fmt.Errorf("queued deliveries: %w", err)
+	}
+	byKey := map[QueueKey][]Delivery{}
+	for _, d := range rows {
+		byKey[d.Queue()] = append(byKey[d.Queue()], d)
+	}
+	var out []Claimed
+	var empty, leased []QueueKey
+	for _, k := range keys {
+		ds := byKey[k]
+		if len(ds) == 0 {
+			empty = append(empty, k)
+			continue
+		}
+		slices.SortFunc(ds, func(a, b Delivery) int { return cmp.Compare(a.Offset, b.Offset) })
+		out = append(out, Claimed{Queue: k, Deliveries: ds})
+		leased = append(leased, k)
+	}
+	if len(empty)+len(leased) > 0 {
+		ew, et, ep, ea := queueArrays(empty)
+		lw, lt, lp, la := queueArrays(leased)
+		if _, err := tx.ExecContext(ctx, `WITH gone AS (
+				DELETE FROM webhook_queues q USING unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS e(w, t, p, a)
+				WHERE q.webhook_id = e.w AND q.topic = e.t AND q.src_partition = e.p AND q.agg_key = e.a)
+			UPDATE webhook_queues q SET next_attempt_at = now() + $9 * interval '1 millisecond'
+			FROM unnest($5::text[], $6::text[], $7::int[], $8::text[]) AS l(w, t, p, a)
+			WHERE q.webhook_id = l.w AND q.topic = l.t AND q.src_partition = l.p AND q.agg_key = l.a`,
+			ew, et, ep, ea, lw, lt, lp, la, lease.Milliseconds()); err != nil {
+			return nil, fmt.Errorf("lease or delete queues: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Outcome is what became of one claimed delivery.
+type Outcome struct {
+	EventID   string
+	WebhookID string
+	// Status is DELIVERED, FAILED, PROCESSING (attempted before, due again at Next)
+	// or PENDING (never attempted, due at Next). When not Attempted, the delivery
+	// is released untouched for the next claim of its queue.
+	Status     string
+	Next       time.Time
+	Attempted  bool // counts as an attempt: attempts + 1, last status and error set
+	Recorded   bool // an HTTP attempt was made: a webhook_attempts row
+	HTTPStatus *int
+	Error      *string
+	Latency    time.Duration
+}
+
+// QueueNext is when a leased queue is due again.
+type QueueNext struct {
+	Queue QueueKey
+	Next  time.Time
+}
+
+// FailureCount changes a webhook's consecutive failures after a batch of attempts:
+// Reset when one of them succeeded (the count restarts from the failures after the
+// last success), Add failed attempts.
+type FailureCount struct {
+	WebhookID string
+	Reset     bool
+	Add       int
+}
+
+// Finish is a batch of outcomes for FinishDeliveries.
+type Finish struct {
+	Outcomes []Outcome
+	Due      []QueueNext    // leased queues given back, due again at Next
+	Continue []QueueKey     // leased queues kept: their next deliveries are returned, or they are deleted if none is left
+	Failures []FailureCount // consecutive failures of the webhooks attempted
+	Lease    time.Duration  // for the queues kept
+	PerQueue int
+}
+
+// Finished is what FinishDeliveries did: the webhooks' failure counts after the
+// batch (of those that changed), and the next deliveries of the queues kept.
+type Finished struct {
+	Failures map[string]int
+	Next     []Claimed
+}
+
+// FinishDeliveries stores a batch in one transaction: the outcomes of leased
+// deliveries (with their attempts), the webhooks' consecutive failure counts, and
+// what follows for each leased queue (due again at a time, or kept with its next
+// deliveries, or deleted when it has none left).
+func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, error) {
+	var res Finished
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return res, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	all := slices.Clone(f.Continue)
+	next := map[QueueKey]time.Time{}
+	for _, q := range f.Due {
+		all = append(all, q.Queue)
+		next[q.Queue] = q.Next
+	}
+	// Queue rows first, in key order: a delivery row is written only by the holder
+	// of its queue's lock, so no two writers wait on each other in a cycle.
+	qw, qt, qp, qa := queueArrays(all)
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM webhook_queues q
+		JOIN unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS l(w, t, p, a, i)
+			ON q.webhook_id = l.w AND q.topic = l.t AND q.src_partition = l.p AND q.agg_key = l.a
+		ORDER BY l.i FOR UPDATE OF q`, qw, qt, qp, qa); err != nil {
+		return res, fmt.Errorf("lock queues: %w", err)
+	}
+	n := len(f.Outcomes)
+	ev, wh, st := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
+	nx, at, rec := make([]time.Time, n), make(pq.BoolArray, n), make(pq.BoolArray, n)
+	hs, er, lat := make([]sql.NullInt64, n), make([]sql.NullString, n), make(pq.Int64Array, n)
+	for i, o := range f.Outcomes {
+		ev[i], wh[i], st[i], nx[i], at[i], rec[i], lat[i] = o.EventID, o.WebhookID, o.Status, o.Next, o.Attempted, o.Recorded, o.Latency.Milliseconds()
+		if o.HTTPStatus != nil {
+			hs[i] = sql.NullInt64{Int64: int64(*o.HTTPStatus), Valid: true}
+		}
+		if o.Error != nil {
+			er[i] = sql.NullString{String: *o.Error, Valid: true}
+		}
+	}
+	fails := slices.Clone(f.Failures)
+	slices.SortFunc(fails, func(a, b FailureCount) int { return cmp.Compare(a.WebhookID, b.WebhookID) })
+	fid, freset, fadd := make(pq.StringArray, len(fails)), make(pq.BoolArray, len(fails)), make(pq.Int64Array, len(fails))
+	for i, x := range fails {
+		fid[i], freset[i], fadd[i] = x.WebhookID, x.Reset, int64(x.Add)
+	}
+	dk := make([]QueueKey, len(f.Due))
+	for i, q := range f.Due {
+		dk[i] = q.Queue
+	}
+	dw, dt, dp, da := queueArrays(dk)
+	dts := make([]time.Time, len(dw))
+	for i := range dw {
+		dts[i] = next[QueueKey{dw[i], dt[i], dp[i], da[i]}]
+	}
+	// One statement: the outcomes, their attempts, the webhooks' consecutive failures
+	// (locked in id order first: two dispatchers' batches share webhooks; a count
+	// that would not change is not written), and the queues given back (written even
+	// if one went away meanwhile, a lease that ran out and a claim that found it
+	// empty: it holds deliveries again).
+	rows, err := tx.QueryxContext(ctx, `WITH o AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::bool[], $9::int[])
+				AS o(event_id, webhook_id, status, next, attempted, http_status, error, recorded, latency_ms)),
+		finished AS (
+			UPDATE webhook_deliveries d SET status = o.status, next_attempt_at = o.next,
+				attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END,
+				last_status = CASE WHEN o.attempted THEN o.http_status ELSE d.last_status END,
+				last_error = CASE WHEN o.attempted THEN o.error ELSE d.last_error END, updated_at = now()
+			FROM o WHERE d.event_id = o.event_id AND d.webhook_id = o.webhook_id),
+		attempted AS (
+			INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay)
+			SELECT event_id, webhook_id, http_status, latency_ms, error, false FROM o WHERE recorded),
+		due AS (
+			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at)
+			SELECT w, t, p, a, n FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::timestamptz[])
+				WITH ORDINALITY AS q(w, t, p, a, n, i) ORDER BY i
+			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at = excluded.next_attempt_at),
+		locked AS (
+			SELECT w.webhook_id FROM webhooks w WHERE w.webhook_id = ANY($10) ORDER BY w.webhook_id FOR NO KEY UPDATE)
+		UPDATE webhooks w SET failures_count = CASE WHEN f.reset THEN f.add ELSE w.failures_count + f.add END, updated_at = now()
+		FROM unnest($10::text[], $11::bool[], $12::int[]) AS f(id, reset, add), locked
+		WHERE w.webhook_id = f.id AND locked.webhook_id = f.id AND (f.add > 0 OR w.failures_count <> 0)
+		RETURNING w.webhook_id, w.failures_count`,
+		ev, wh, st, pq.Array(nx), at, pq.Array(hs), pq.Array(er), rec, lat,
+		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts))
+	if err != nil {
+		return res, fmt.Errorf("finish deliveries: %w", err)
+	}
+	res.Failures = map[string]int{}
+	for rows.Next() {
+		var id string
+		var c int
+		if err := rows.Scan(&id, &c); err != nil {
+			rows.Close()
+			return res, err
+		}
+		res.Failures[id] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("finish deliveries: %w", err)
+	}
+	if res.Next, err = takeChains(ctx, tx, f.Continue, f.Lease, f.PerQueue); err != nil {
+		return res, err
+	}
+	return res, tx.Commit()
+}
+
+// RecordAttempt stores one attempt (a replay's).
 func RecordAttempt(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID string, status *int, latency time.Duration, errText *string, replay bool) error {
 	_, err := ext.ExecContext(ctx, `INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay)
 		VALUES ($1, $2, $3, $4, $5, $6)`, eventID, webhookID, status, latency.Milliseconds(), errText, replay)
 	return err
-}
-
-// FinishDelivery sets a delivery's outcome after an attempt: DELIVERED, FAILED, or
-// PENDING again at next. It returns the webhook's consecutive failure count.
-func FinishDelivery(ctx context.Context, db *sqlx.DB, d Delivery, status string, next time.Time, httpStatus *int, errText *string) (int, error) {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, next_attempt_at = $4,
-		last_status = $5, last_error = $6, updated_at = now() WHERE event_id = $1 AND webhook_id = $2`,
-		d.EventID, d.WebhookID, status, next, httpStatus, errText); err != nil {
-		return 0, fmt.Errorf("finish delivery: %w", err)
-	}
-	var failures int
-	q := `UPDATE webhooks SET failures_count = failures_count + 1, updated_at = now() WHERE webhook_id = $1 RETURNING failures_count`
-	if status == "DELIVERED" {
-		q = `UPDATE webhooks SET failures_count = 0, updated_at = now() WHERE webhook_id = $1 RETURNING failures_count`
-	}
-	if err := tx.QueryRowxContext(ctx, q, d.WebhookID).Scan(&failures); err != nil {
-		return 0, fmt.Errorf("webhook failures: %w", err)
-	}
-	return failures, tx.Commit()
 }
 
 // DisableWebhook turns a webhook off (its failure threshold was reached).

@@ -1,31 +1,37 @@
 // Package dispatch is the webhook dispatcher role: a Kafka consumer group over the
 // event topics that records, for each event, one delivery per subscribed webhook
-// (the exact signed bytes, kept for replay), and a delivery loop that sends due
+// (the exact signed bytes, kept for replay), and a delivery pipeline that sends due
 // deliveries, records every attempt, retries with jittered exponential backoff
-// (honouring Retry-After), and disables an endpoint that keeps failing. Deliveries
-// are leased in Postgres, so several dispatchers share the work and one dying loses
-// nothing: its leased deliveries come due again.
+// (honouring Retry-After), and disables an endpoint that keeps failing.
+//
+// Deliveries to one webhook keep the order of one aggregate's events (the event
+// record key): they wait in a queue per webhook and aggregate, which is leased in
+// Postgres as a whole and sent oldest first, one delivery at a time, so a delivery
+// being retried holds back the later events of its aggregate to that webhook and is
+// never overtaken. Several dispatchers share the queues; one dying loses nothing: its
+// leases run out and its queues come due again.
+//
+// Ingestion commits a partition's Kafka offset only after the deliveries of the
+// records before it are in Postgres, and a record that cannot be recorded is read
+// again; a redelivered event is ignored by its id.
 package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/mail"
 	"paysvc/actors/webhooks"
 	"paysvc/actors/webhooks/outbound"
 	"paysvc/storage"
-	"paysvc/topics"
 )
 
 var (
@@ -50,9 +56,10 @@ type Config struct {
 	RetryBase   time.Duration // first retry delay, doubled each time, jittered (default 10s)
 	RetryMax    time.Duration // cap of one delay (default 1h)
 	Threshold   int           // consecutive failures that disable a webhook (default 20; warning email at half)
-	Workers     int           // concurrent deliveries (default 16)
-	Lease       time.Duration // how long a claimed delivery is ours (default 1m)
-	Poll        time.Duration // how often due deliveries are looked for (default 100ms)
+	Workers     int           // queues sent concurrently, each one delivery at a time (default 16)
+	PerQueue    int           // deliveries of one queue taken per claim, sent in order (default 32)
+	Lease       time.Duration // how long a claimed queue is ours (default 1m); a claim stops sending at half of it
+	Poll        time.Duration // how often due queues are looked for when nothing woke the dispatcher (default 100ms)
 	MailFrom    string
 	// SessionTimeout is how soon a dead dispatcher's event partitions move (default 10s).
 	SessionTimeout time.Duration
@@ -74,6 +81,9 @@ func (c *Config) defaults() {
 	if c.Workers <= 0 {
 		c.Workers = 16
 	}
+	if c.PerQueue <= 0 {
+		c.PerQueue = 32
+	}
 	if c.Lease <= 0 {
 		c.Lease = time.Minute
 	}
@@ -92,185 +102,79 @@ type Dispatcher struct {
 	client *outbound.Client
 	mailer mail.Sender
 	log    *slog.Logger
+	wakeCh chan struct{} // new deliveries recorded or queues finished: look for due queues now
+
+	// The delivery pipeline (deliver.go): leased queues go to work; inflight counts
+	// those not yet written back, and bounds them to capacity() so work never blocks.
+	work        chan claim
+	workMu      sync.Mutex // guards sending on work against its close
+	workClosed  bool
+	inflight    atomic.Int64
+	starved     atomic.Bool // the claimer last found no room
+	ingestEnded chan struct{}
 }
 
 // New makes a dispatcher sending with client; mailer (may be nil) sends the warning
 // at half the failure threshold.
 func New(cfg Config, db *sqlx.DB, client *outbound.Client, mailer mail.Sender, log *slog.Logger) *Dispatcher {
 	cfg.defaults()
-	return &Dispatcher{cfg: cfg, db: db, client: client, mailer: mailer, log: log.With("component", "dispatcher")}
+	return &Dispatcher{cfg: cfg, db: db, client: client, mailer: mailer, log: log.With("component", "dispatcher"),
+		wakeCh: make(chan struct{}, 1), work: make(chan claim, pipeline*cfg.Workers), ingestEnded: make(chan struct{})}
 }
 
-// Run ingests events and delivers until ctx ends.
+// Run ingests events and delivers until ctx ends. A Dispatcher runs once.
 func (d *Dispatcher) Run(ctx context.Context, brokers []string) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { d.deliverLoop(ctx) })
 	err := d.ingest(ctx, brokers)
+	close(d.ingestEnded)
 	wg.Wait()
 	return err
 }
 
-// ingest records one delivery per subscribed webhook for every event; offsets are
-// committed after the records are (a redelivered event is ignored by key).
-func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
-	var ts []string
-	for _, t := range topics.EventTopics {
-		ts = append(ts, t)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-dispatcher"), kgo.ConsumeTopics(ts...),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("paysvc-dispatcher"),
-		kgo.SessionTimeout(d.cfg.SessionTimeout), kgo.HeartbeatInterval(d.cfg.SessionTimeout/5))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+// pipeline is how many leased queues per worker may be in the pipeline: waiting for
+// a worker, being sent, or waiting for their outcomes to be written.
+const pipeline = 4
+
+func (d *Dispatcher) capacity() int { return pipeline * d.cfg.Workers }
+
+// reserve takes up to want places in the pipeline; unreserve gives back unused ones.
+func (d *Dispatcher) reserve(want int) int {
 	for {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			return nil
+		cur := d.inflight.Load()
+		n := min(int64(want), int64(d.capacity())-cur)
+		if n <= 0 {
+			return 0
 		}
-		// A record that cannot be recorded (database down) stops its partition here:
-		// the consumer is sought back to it, so it and what follows come again.
-		failed := map[string]map[int32]kgo.EpochOffset{}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if _, stopped := failed[r.Topic][r.Partition]; stopped {
-				return
-			}
-			if d.record(ctx, r) != nil {
-				if failed[r.Topic] == nil {
-					failed[r.Topic] = map[int32]kgo.EpochOffset{}
-				}
-				failed[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
-			}
-		})
-		if len(failed) > 0 {
-			cl.SetOffsets(failed)
-			time.Sleep(time.Second)
-			continue
-		}
-		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
-			d.log.Warn("commit event offsets", "err", err)
+		if d.inflight.CompareAndSwap(cur, cur+n) {
+			return int(n)
 		}
 	}
 }
 
-func (d *Dispatcher) record(ctx context.Context, r *kgo.Record) error {
-	var ev topics.Event
-	if err := json.Unmarshal(r.Value, &ev); err != nil || ev.ID == "" {
-		d.log.Error("undecodable event skipped", "topic", r.Topic, "offset", r.Offset)
-		return nil
-	}
-	hooks, err := storage.SubscribedWebhooks(ctx, d.db, ev.MerchantID, ev.Type)
-	if err != nil {
-		d.log.Warn("find webhooks", "err", err)
-		return err
-	}
-	for _, w := range hooks {
-		body, err := webhooks.Body(ev.Type, ev.Payload, w.Challenge)
-		if err != nil {
-			return err
-		}
-		if err := storage.InsertDelivery(ctx, d.db, ev.ID, w.WebhookID, ev.MerchantID, ev.Type, body); err != nil {
-			d.log.Warn("record delivery", "err", err)
-			return err
-		}
-	}
-	return nil
-}
+func (d *Dispatcher) unreserve(n int) { d.inflight.Add(-int64(n)) }
 
-func (d *Dispatcher) deliverLoop(ctx context.Context) {
-	sem := make(chan struct{}, d.cfg.Workers)
-	t := time.NewTicker(d.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		due, err := storage.ClaimDeliveries(ctx, d.db, d.cfg.Lease, d.cfg.Workers*4)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("claim deliveries", "err", err)
-			}
-			continue
-		}
-		var wg sync.WaitGroup
-		for _, dl := range due {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				d.deliver(ctx, dl)
-			})
-		}
-		wg.Wait()
+func (d *Dispatcher) wake() {
+	select {
+	case d.wakeCh <- struct{}{}:
+	default:
 	}
 }
 
-// deliver makes one attempt and schedules what follows. A slow receiver holds one
-// worker for at most the client's timeout; other merchants' deliveries go on.
-func (d *Dispatcher) deliver(ctx context.Context, dl storage.Delivery) {
-	if !dl.IsActive {
-		msg := "webhook is disabled"
-		d.finish(ctx, dl, "FAILED", time.Now(), nil, &msg)
-		return
-	}
-	resp, err := d.client.Post(ctx, dl.Endpoint, webhooks.Headers(dl.Challenge, dl.EventID, time.Now(), dl.Body), dl.Body)
-	status, errText := outcome(resp, err)
-	_ = storage.RecordAttempt(context.WithoutCancel(ctx), d.db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, false)
-	if err == nil && resp.Status == 200 {
-		attempts.WithLabelValues("delivered").Inc()
-		deliverSeconds.Observe(time.Since(dl.CreatedAt).Seconds())
-		d.finish(ctx, dl, "DELIVERED", time.Now(), status, nil)
-		return
-	}
-	if err != nil {
-		attempts.WithLabelValues("failed_transport").Inc()
-	} else {
-		attempts.WithLabelValues("failed_http").Inc()
-		msg := fmt.Sprintf("endpoint answered HTTP %d", resp.Status)
-		errText = &msg
-	}
-	if dl.Attempts+1 >= d.cfg.MaxAttempts {
-		d.finish(ctx, dl, "FAILED", time.Now(), status, errText)
-		return
-	}
-	delay := min(d.cfg.RetryBase<<min(dl.Attempts, 20), d.cfg.RetryMax)
-	delay = delay/2 + rand.N(delay/2+1) // full jitter on the upper half
-	delay = max(delay, resp.RetryAfter)
-	d.finish(ctx, dl, "PENDING", time.Now().Add(delay), status, errText)
-}
-
-func (d *Dispatcher) finish(ctx context.Context, dl storage.Delivery, status string, next time.Time, httpStatus *int, errText *string) {
-	ctx = context.WithoutCancel(ctx)
-	failures, err := storage.FinishDelivery(ctx, d.db, dl, status, next, httpStatus, errText)
-	if err != nil {
-		d.log.Warn("finish delivery", "event_id", dl.EventID, "err", err)
-		return
-	}
-	if status == "DELIVERED" || !dl.IsActive {
-		return
-	}
-	if failures == d.cfg.Threshold/2 && d.mailer != nil {
-		if err := d.warn(ctx, dl, failures); err != nil {
-			d.log.Warn("webhook warning email", "webhook_id", dl.WebhookID, "err", err)
-		}
-	}
-	if failures >= d.cfg.Threshold {
-		if err := storage.DisableWebhook(ctx, d.db, dl.WebhookID); err == nil {
-			disabled.Inc()
-			d.log.Warn("webhook disabled after consecutive failures", "webhook_id", dl.WebhookID, "failures", failures)
-		}
-	}
-}
-
-// warn emails the merchant's webhook owner at half the threshold. Merchants have no
-// contact address yet, so it goes to the configured operator address (MailFrom) with
-// the merchant named; the sandbox sink shows it.
+// warn emails the merchant at half the threshold: the merchant's own address
+// (`paysvc merchant create --email`, `merchant email`), or, when it has none, the
+// operator's (MailFrom), so the warning still reaches someone who can act.
 func (d *Dispatcher) warn(ctx context.Context, dl storage.Delivery, failures int) error {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return d.mailer.Send(sctx, mail.Message{From: d.cfg.MailFrom, To: d.cfg.MailFrom,
+	to, err := storage.MerchantEmail(sctx, d.db, dl.MerchantID)
+	if err != nil {
+		return err
+	}
+	if to == "" {
+		to = d.cfg.MailFrom
+	}
+	return d.mailer.Send(sctx, mail.Message{From: d.cfg.MailFrom, To: to,
 		Subject: fmt.Sprintf("Webhook %s is failing (%d of %d)", dl.WebhookID, failures, d.cfg.Threshold),
 		Text: fmt.Sprintf("Webhook %s (%s) of merchant %s failed %d times in a row; it is disabled at %d.\n",
 			dl.WebhookID, dl.Endpoint, dl.MerchantID, failures, d.cfg.Threshold),

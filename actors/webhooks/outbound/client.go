@@ -101,15 +101,17 @@ func New(o Options) *Client {
 	tr := &http.Transport{
 		// No proxy: a proxy would resolve and connect on our behalf and the
 		// guard would only ever see the proxy's address.
-		Proxy:                  nil,
-		DialContext:            d.DialContext,
-		ForceAttemptHTTP2:      true,
-		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs},
-		TLSHandshakeTimeout:    tlsHandshake,
-		ResponseHeaderTimeout:  o.Timeout,
-		ExpectContinueTimeout:  0,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    4,
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs},
+		TLSHandshakeTimeout:   tlsHandshake,
+		ResponseHeaderTimeout: o.Timeout,
+		ExpectContinueTimeout: 0,
+		MaxIdleConns:          100,
+		// As many as the dispatcher's workers: a busy receiver keeps its kept-alive
+		// (and TLS-handshaken) connections instead of a new one per burst.
+		MaxIdleConnsPerHost:    16,
 		MaxConnsPerHost:        32,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,

@@ -1,0 +1,454 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/webhooks"
+	"paysvc/actors/webhooks/dispatch"
+	"paysvc/actors/webhooks/outbound"
+	"paysvc/storage"
+	"paysvc/storage/storagetest"
+	"paysvc/topics"
+)
+
+const secret = "hook-secret-1"
+
+// arrival is one request the receiver got: the event, what it answered, and whether
+// both signatures verified.
+type arrival struct {
+	EventID  string
+	Status   int
+	Verified bool
+}
+
+// receiver answers each event from a script (then 200) and keeps every arrival in order.
+type receiver struct {
+	mu     sync.Mutex
+	script map[string][]int
+	got    []arrival
+	srv    *httptest.Server
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{script: map[string][]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		h := map[string]string{}
+		for _, k := range []string{"X-SERVICE-Signature", "webhook-id", "webhook-timestamp", "webhook-signature"} {
+			h[k] = req.Header.Get(k)
+		}
+		id := h["webhook-id"]
+		r.mu.Lock()
+		status := 200
+		if s := r.script[id]; len(s) > 0 {
+			status, r.script[id] = s[0], s[1:]
+		}
+		r.got = append(r.got, arrival{id, status, webhooks.Verify(secret, h, b, time.Now(), time.Minute)})
+		r.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) answer(eventID string, statuses ...int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.script[eventID] = statuses
+}
+
+func (r *receiver) arrivals() []arrival {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// delivered is the events answered 200, in arrival order.
+func (r *receiver) delivered() []string {
+	var out []string
+	for _, a := range r.arrivals() {
+		if a.Status == 200 {
+			out = append(out, a.EventID)
+		}
+	}
+	return out
+}
+
+type bundle struct {
+	t        *testing.T
+	db       storagetest.Schema
+	brokers  []string
+	producer *kgo.Client
+	merchant string
+	webhook  string
+	recv     *receiver
+}
+
+// setup starts Postgres (a schema), kfake with the event topics, one merchant with a
+// webhook on wallet_transfer_event pointing at a receiver, and a dispatcher.
+func setup(t *testing.T, cfg dispatch.Config) *bundle {
+	t.Helper()
+	schema := storagetest.New(t)
+	var seed []string
+	for _, tp := range topics.EventTopics {
+		seed = append(seed, tp)
+	}
+	c, err := kfake.NewCluster(kfake.SeedTopics(4, seed...), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	ctx := context.Background()
+	b := &bundle{t: t, db: schema, brokers: c.ListenAddrs(), producer: producer, recv: newReceiver(t),
+		merchant: "MER" + ids.Alias(9), webhook: "WH" + ids.Alias(9)}
+	if err := storage.InsertMerchant(ctx, schema.DB, storage.Merchant{MerchantID: b.merchant, Name: "Hooks", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, schema.DB, storage.Webhook{WebhookID: b.webhook, MerchantID: b.merchant,
+		Endpoint: b.recv.srv.URL + "/hook", Challenge: secret, IsActive: true, WalletTransferEvent: true,
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = time.Second
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = 20 * time.Millisecond
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("PAYSVC_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d := dispatch.New(cfg, schema.DB, outbound.New(outbound.Options{AllowPrivate: true}), nil, log)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx, b.brokers) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("dispatcher: %v", err)
+		}
+	})
+	return b
+}
+
+// newIDs makes n event ids.
+func newIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "evt_" + ids.Alias(12)
+	}
+	return out
+}
+
+// send publishes wallet_transfer_events of the merchant with these ids, keyed by
+// aggregate, as the relay does.
+func (b *bundle) send(aggregate string, evIDs ...string) {
+	b.t.Helper()
+	for _, id := range evIDs {
+		ev := topics.Event{ID: id, Type: topics.WalletTransferEvent, Version: 1, OccurredAt: time.Now(), MerchantID: b.merchant,
+			Key: aggregate, Payload: json.RawMessage(fmt.Sprintf(`{"id":%q,"origin_wallet_id":%q}`, id, aggregate))}
+		v, _ := json.Marshal(ev)
+		if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent],
+			Key: []byte(aggregate), Value: v}).FirstErr(); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// publish sends n new events of the aggregate and returns their ids.
+func (b *bundle) publish(aggregate string, n int) []string {
+	b.t.Helper()
+	evIDs := newIDs(n)
+	b.send(aggregate, evIDs...)
+	return evIDs
+}
+
+func (b *bundle) waitDelivered(n int) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var done int
+		// An error is a connection a fault test killed: ask again.
+		_ = b.db.DB.Get(&done, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`)
+		if done >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%d of %d deliveries DELIVERED; arrivals %+v", done, n, b.recv.arrivals())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lastIndex is where id last arrives in arrivals, or -1.
+func lastIndex(as []arrival, id string) int {
+	for i := len(as) - 1; i >= 0; i-- {
+		if as[i].EventID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// index is where id first arrives with status (0: any) in arrivals, or -1.
+func index(as []arrival, id string, status int) int {
+	return slices.IndexFunc(as, func(a arrival) bool { return a.EventID == id && (status == 0 || a.Status == status) })
+}
+
+func TestOrderPerAggregate(t *testing.T) {
+	t.Parallel()
+
+	// An event whose delivery fails and is retried is not overtaken by the next event
+	// of its aggregate to the same webhook; another aggregate's event is not held back.
+	t.Run("RetriedDeliveryNotOvertaken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{RetryBase: 400 * time.Millisecond})
+		first := newIDs(1)[0]
+		b.recv.answer(first, 500) // then 200
+		b.send("WALLET-A", first)
+		later := b.publish("WALLET-A", 2)
+		other := b.publish("WALLET-B", 1)[0]
+		b.waitDelivered(4)
+
+		as := b.recv.arrivals()
+		failed, retried := index(as, first, 500), index(as, first, 200)
+		if failed < 0 || retried < failed || index(as, first, 0) != failed {
+			t.Fatalf("the first event should fail first, then succeed: %+v", as)
+		}
+		for _, id := range later {
+			if i := index(as, id, 0); i < retried {
+				t.Fatalf("event %s of the same aggregate arrived (at %d) before the retried one succeeded (at %d): %+v", id, i, retried, as)
+			}
+		}
+		if index(as, later[0], 0) > index(as, later[1], 0) {
+			t.Fatalf("the later events arrived out of order: %+v", as)
+		}
+		if i := index(as, other, 200); i > retried {
+			t.Fatalf("another aggregate's event waited for the retry (at %d, retry at %d): %+v", i, retried, as)
+		}
+		for _, a := range as {
+			if !a.Verified {
+				t.Fatalf("a delivery does not verify: %+v", a)
+			}
+		}
+		var attempts []int
+		if err := b.db.DB.Select(&attempts, `SELECT attempts FROM webhook_deliveries ORDER BY src_offset`); err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Max(attempts); got != 2 {
+			t.Fatalf("attempts per delivery %v: the failing one should have 2", attempts)
+		}
+	})
+
+	// The event record's status: PENDING before the first attempt, PROCESSING while
+	// a failed attempt waits for its retry, DELIVERED after.
+	t.Run("RetryingDeliveryIsProcessing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{RetryBase: 2 * time.Second})
+		ev := newIDs(1)[0]
+		b.recv.answer(ev, 500)
+		b.send("WALLET-P", ev)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var st struct {
+				Status   string `db:"status"`
+				Attempts int    `db:"attempts"`
+			}
+			err := b.db.DB.Get(&st, `SELECT status, attempts FROM webhook_deliveries WHERE event_id = $1`, ev)
+			if err == nil && st.Attempts == 1 {
+				if st.Status != "PROCESSING" {
+					t.Fatalf("after a failed attempt with a retry due the status is %q, want PROCESSING", st.Status)
+				}
+				break
+			}
+			if err == nil && st.Attempts == 0 && st.Status != "PENDING" {
+				t.Fatalf("before any attempt the status is %q, want PENDING", st.Status)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no failed attempt recorded: %+v %v", st, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.waitDelivered(1)
+	})
+
+	// A delivery that runs out of attempts is FAILED, and the next event of its
+	// aggregate goes on.
+	t.Run("FailedDeliveryReleasesTheNext", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{RetryBase: 50 * time.Millisecond, MaxAttempts: 2})
+		evs := newIDs(2)
+		b.recv.answer(evs[0], 500, 500)
+		b.send("WALLET-A", evs...)
+		b.waitDelivered(1)
+		as := b.recv.arrivals()
+		var status string
+		if err := b.db.DB.Get(&status, `SELECT status FROM webhook_deliveries WHERE event_id = $1`, evs[0]); err != nil || status != "FAILED" {
+			t.Fatalf("first delivery %q (%v), want FAILED", status, err)
+		}
+		if i, j := lastIndex(as, evs[0]), index(as, evs[1], 200); len(as) != 3 || j < i {
+			t.Fatalf("the next event should arrive once, after the last attempt of the failed one: %+v", as)
+		}
+	})
+
+	// Many events of a few aggregates, all answered 200: each aggregate's events
+	// arrive in the order they were published, each once.
+	t.Run("ManyEventsInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{PerQueue: 8, Workers: 4})
+		want := map[string][]string{}
+		var all []string
+		for round := range 5 {
+			for _, agg := range []string{"W1", "W2", "W3"} {
+				ids := b.publish(agg, 10+round)
+				want[agg] = append(want[agg], ids...)
+				all = append(all, ids...)
+			}
+		}
+		b.waitDelivered(len(all))
+		got := b.recv.delivered()
+		if len(got) != len(all) {
+			t.Fatalf("%d deliveries for %d events", len(got), len(all))
+		}
+		for agg, ids := range want {
+			var seen []string
+			for _, id := range got {
+				if slices.Contains(ids, id) {
+					seen = append(seen, id)
+				}
+			}
+			if !slices.Equal(seen, ids) {
+				t.Fatalf("aggregate %s arrived out of order:\n got %v\nwant %v", agg, seen, ids)
+			}
+		}
+		b.waitNoQueues()
+	})
+}
+
+// waitNoQueues waits until every queue was found empty and removed.
+func (b *bundle) waitNoQueues() {
+	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := -1
+		_ = b.db.DB.Get(&n, `SELECT count(*) FROM webhook_queues`)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%d queues left after every delivery was done", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A queue leased by a dispatcher that died (claimed, never finished) is sent by
+// another once the lease runs out, from its oldest delivery.
+func TestLeaseOfDeadDispatcherRunsOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{Lease: 800 * time.Millisecond})
+	// The dispatcher under test must not take the queue first: record the
+	// deliveries and lease their queue as a dispatcher that then dies would.
+	evs := newIDs(3)
+	ctx := context.Background()
+	var rows []storage.NewDelivery
+	for i, id := range evs {
+		body, _ := webhooks.Body(topics.WalletTransferEvent, json.RawMessage(`{}`), secret)
+		rows = append(rows, storage.NewDelivery{EventID: id, WebhookID: b.webhook, MerchantID: b.merchant,
+			Topic: topics.WalletTransferEvent, AggKey: "WALLET-Z", Partition: 0, Offset: int64(100 + i), Body: body})
+	}
+	leasedAt := time.Now()
+	ins, err := storage.InsertDeliveries(ctx, b.db.DB, rows, 1, 800*time.Millisecond)
+	if err != nil || len(ins.Leased) != 1 || len(ins.New) != 3 {
+		t.Fatalf("insert: %+v %v", ins, err)
+	}
+	if again, err := storage.InsertDeliveries(ctx, b.db.DB, rows, 1, time.Minute); err != nil || len(again.New) != 0 || len(again.Leased) != 0 {
+		t.Fatalf("a redelivered event was recorded again: %+v %v", again, err)
+	}
+	b.waitDelivered(3)
+	as := b.recv.arrivals()
+	if got := []string{as[0].EventID, as[1].EventID, as[2].EventID}; !slices.Equal(got, evs) || len(as) != 3 {
+		t.Fatalf("arrivals %+v, want %v once each in order", as, evs)
+	}
+	if waited := time.Since(leasedAt); waited < 700*time.Millisecond {
+		t.Fatalf("delivered %s after the lease was taken: before it ran out", waited)
+	}
+	b.waitNoQueues()
+}
+
+// The database drops the dispatcher's connections again and again while events
+// stream in: every event is still delivered, in order per aggregate.
+func TestDatabaseConnectionsKilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{RetryBase: 50 * time.Millisecond})
+	admin, err := storage.Open(context.Background(), storagetest.URL(t), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				killed <- n
+				return
+			case <-time.After(25 * time.Millisecond):
+			}
+			var k int
+			_ = admin.Get(&k, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, b.db.Name)
+			n += k
+		}
+	}()
+	want := map[string][]string{}
+	total := 0
+	for round := range 20 {
+		for _, agg := range []string{"K1", "K2", "K3", "K4"} {
+			ids := b.publish(agg, 1+round%3)
+			want[agg] = append(want[agg], ids...)
+			total += len(ids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	if n := <-killed; n == 0 {
+		t.Fatal("no connection was killed: the test proved nothing")
+	}
+	b.waitDelivered(total)
+	got := b.recv.delivered()
+	for agg, ids := range want {
+		var seen []string
+		for _, id := range got {
+			if slices.Contains(ids, id) && !slices.Contains(seen, id) {
+				seen = append(seen, id)
+			}
+		}
+		if !slices.Equal(seen, ids) {
+			t.Fatalf("aggregate %s:\n got %v\nwant %v", agg, seen, ids)
+		}
+	}
+}
