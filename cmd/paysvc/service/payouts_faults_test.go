@@ -38,9 +38,9 @@ func startRoles(t *testing.T, api *servicetest.Env, id string, roles ...string) 
 func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	t.Parallel()
 	api := startAPIOnly(t)
-	// Slow enough that the rails process dies between taking the requests and
-	// reporting their outcomes.
-	api.Config.SimPayoutDelay = 3 * time.Second
+	// The first rails process is slow enough that it dies between taking the
+	// requests and reporting their outcomes, even on a machine busy with other tests.
+	api.Config.SimPayoutDelay = 30 * time.Second
 	e1 := startRoles(t, api, "engine-1", service.RoleEngine)
 	r1 := startRoles(t, api, "rails-1", service.RoleRails)
 	m := api.Merchant("Payroll")
@@ -135,6 +135,7 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	e2 := startRoles(t, api, "engine-2", service.RoleEngine)
 	defer e2.Close()
+	api.Config.SimPayoutDelay = 40 * time.Millisecond // the new one answers at once
 	r2 := startRoles(t, api, "rails-2", service.RoleRails)
 	defer r2.Close()
 
