@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -29,6 +30,8 @@ const (
 	ScenarioHot    = "transfer-hot"
 	ScenarioSTK    = "stk-collect" // M-Pesa STK collections; only when named (see stk.go)
 	ScenarioPayout = "payout-file" // payment files end to end (see payout.go)
+	// ScenarioWebhooks is signed webhook deliveries; only when named (see webhooks.go).
+	ScenarioWebhooks = "webhooks"
 )
 
 // Scenarios is the default run, in run order (`make bench`).
@@ -36,7 +39,7 @@ var Scenarios = []string{ScenarioSpread, ScenarioHot, ScenarioPayout}
 
 // OptionalScenarios run only when --scenario names them: they are not part of the
 // default run, so `make bench` keeps its runtime.
-var OptionalScenarios = []string{ScenarioSTK}
+var OptionalScenarios = []string{ScenarioSTK, ScenarioWebhooks}
 
 // KnownScenarios is every scenario --scenario accepts.
 func KnownScenarios() []string { return slices.Concat(Scenarios, OptionalScenarios) }
@@ -45,7 +48,8 @@ func KnownScenarios() []string { return slices.Concat(Scenarios, OptionalScenari
 func ScenarioHelp() string {
 	return "comma-separated scenarios to run, in order: " + strings.Join(Scenarios, ", ") +
 		" (the default run); also " + strings.Join(OptionalScenarios, ", ") +
-		" (M-Pesa STK push collections through the sandbox simulator, end to end; not in the default run)"
+		" (M-Pesa STK push collections through the sandbox simulator, end to end; signed webhook deliveries to local receivers;" +
+		" not in the default run)"
 }
 
 // Targets from the issue that asked for this benchmark.
@@ -78,7 +82,9 @@ type Options struct {
 	DatabaseURL              string // the server the bench database is created on (or, with URL, the database)
 	ServerCPUProfile         string // write a CPU profile of the child service here
 	Seed                     uint64
-	Progress                 bool // print each second's successful transfers
+	Progress                 bool    // print each second's successful transfers
+	WebhookBacklog           int     // webhooks: transfers made before the dispatcher starts
+	WebhookRate              float64 // webhooks: open-loop transfers/s with the dispatcher running (0: half the backlog's rate)
 	Out                      io.Writer
 	Log                      *slog.Logger
 }
@@ -119,6 +125,10 @@ func (o *Options) Validate() error {
 		return errors.New("PAYSVC_DATABASE_URL is not set")
 	case o.URL != "" && o.ServerCPUProfile != "":
 		return errors.New("--server-cpuprofile needs the bench to start the service (no --url)")
+	case o.URL != "" && slices.Contains(o.Scenarios, ScenarioWebhooks):
+		return errWebhooksNeedChild
+	case slices.Contains(o.Scenarios, ScenarioWebhooks) && (o.WebhookBacklog < 1 || o.WebhookRate < 0):
+		return errors.New("--webhook-backlog must be >= 1 and --webhook-rate >= 0")
 	}
 	if _, err := parseCents(o.Deposit); err != nil {
 		return err
@@ -151,6 +161,10 @@ type runner struct {
 	stk      *stkResult        // the stk-collect scenario's end-to-end figures and checks
 	payout   *payoutResult     // the payout-file scenario's figures and reconciliation
 	childEnv map[string]string // what the bench set in the child's environment beyond isolation
+	dbURL    string            // the bench database
+	childDir string            // the service's data dir and log (a dispatcher child gets a subdirectory)
+	hooks    *hookReceiver     // the webhooks scenario's receivers
+	webhooks *webhookResult    // the webhooks scenario's figures and checks
 }
 
 func (r *runner) printf(format string, a ...any) { fmt.Fprintf(r.out, format, a...) }
@@ -217,6 +231,13 @@ func Run(ctx context.Context, o Options) (err error) {
 		if slices.Contains(o.Scenarios, ScenarioSTK) {
 			cc.Env = stkChildEnv(os.Getenv)
 		}
+		if slices.Contains(o.Scenarios, ScenarioWebhooks) {
+			if cc.Env == nil {
+				cc.Env = map[string]string{}
+			}
+			maps.Copy(cc.Env, webhookChildEnv(os.Getenv))
+		}
+		r.childDir = dir
 		r.childEnv = cc.Env
 		if r.child, err = startChild(ctx, cc); err != nil {
 			return err
@@ -228,6 +249,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		r.base = strings.TrimRight(o.URL, "/")
 		r.printf("service: %s (already running), database from PAYSVC_DATABASE_URL\n", r.base)
 	}
+	r.dbURL = dbURL
 	if r.db, err = storage.Open(ctx, dbURL, 10*time.Second); err != nil {
 		return err
 	}
@@ -247,6 +269,8 @@ func Run(ctx context.Context, o Options) (err error) {
 			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
 		case ScenarioSTK:
 			s, err = r.setupSTK(ctx, name, o.Merchants)
+		case ScenarioWebhooks:
+			s, err = r.setupWebhooks(ctx, name)
 		default:
 			s, err = r.setup(ctx, name, 1, o.HotSources+1, false)
 		}
@@ -261,6 +285,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	// Load.
 	results := map[string]phaseResult{}
 	for _, s := range setups {
+		if s.Webhooks {
+			p, err := r.runWebhooks(ctx, s)
+			if err != nil {
+				return err
+			}
+			results[s.Name] = p
+			continue
+		}
 		if s.STK {
 			p, err := r.runSTK(ctx, s)
 			if err != nil {
@@ -315,7 +347,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	// Baseline: the plain loop has a shape for the transfer scenarios only.
 	plain := map[string]phaseResult{}
-	transfers := slices.DeleteFunc(slices.Clone(setups), func(s *scenarioSetup) bool { return s.STK })
+	transfers := slices.DeleteFunc(slices.Clone(setups), func(s *scenarioSetup) bool { return s.STK || s.Webhooks })
 	if o.Baseline && len(transfers) > 0 {
 		if plain, err = r.runBaseline(ctx, dbURL, transfers); err != nil {
 			return err
@@ -572,7 +604,8 @@ func (r *runner) printChecks(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	return ledger.OK && model.OK && stkOK, nil
+	hooksOK := r.printWebhookCheck(verdict)
+	return ledger.OK && model.OK && stkOK && hooksOK, nil
 }
 
 func (r *runner) runBaseline(ctx context.Context, dbURL string, setups []*scenarioSetup) (map[string]phaseResult, error) {
@@ -667,6 +700,10 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 			r.printf("  %-16s paysvc %7.0f STK pushes/s, %.0f collections completed/s end to end\n", name, p.throughput(), r.stk.rate())
 			continue
 		}
+		if name == ScenarioWebhooks && r.webhooks != nil {
+			r.printf("  %-16s paysvc %7.0f signed deliveries/s (backlog made at %.0f transfers/s)\n", name, r.webhooks.Steady, r.webhooks.GenRate)
+			continue
+		}
 		line := fmt.Sprintf("  %-16s paysvc %7.0f/s", name, p.throughput())
 		if q, ok := plain[name]; ok && q.throughput() > 0 {
 			line += fmt.Sprintf("   plain Postgres %6.0f/s   paysvc/plain %.2fx", q.throughput(), p.throughput()/q.throughput())
@@ -691,6 +728,7 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("hot wallet >= %.0fx plain Postgres", targetVsPlainHot),
 			fmt.Sprintf("%.2fx", ratio), met(ratio >= targetVsPlainHot))
 	}
+	r.printWebhookTargets(met)
 	if p, ok := res[ScenarioSTK]; ok {
 		rate := r.stk.rate()
 		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("stk-collect >= %.0f completed/s e2e", targetSTKRate),

@@ -12,6 +12,9 @@
 // stk-collect, runs only when named: M-Pesa STK push collections through the
 // sandbox simulator (three engine commands and a rail round trip each), measured
 // by the push request and by collections completed end to end (stk.go).
+// webhooks, also only when named, measures signed webhook deliveries: a dispatcher
+// process of its own drains a backlog of transfer events to local receivers that
+// check every signature, then delivers live transfers' events (webhooks.go).
 //
 // Figures are only worth something if the money is right, so a run ends with two
 // conservation checks: storage.CheckLedger on the database, and a model check that

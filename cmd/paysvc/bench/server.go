@@ -77,6 +77,7 @@ func freePort() (int, error) {
 type child struct {
 	cmd     *exec.Cmd
 	base    string // http://127.0.0.1:PORT
+	kafka   string // 127.0.0.1:PORT of its embedded Kafka (when it runs one)
 	dir     string // its data dir and log
 	logPath string
 	exited  chan struct{}
@@ -133,7 +134,8 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", exe, err)
 	}
-	c := &child{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), dir: cc.Dir, logPath: logPath, exited: make(chan struct{})}
+	c := &child{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), kafka: fmt.Sprintf("127.0.0.1:%d", kafkaPort),
+		dir: cc.Dir, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		close(c.exited)

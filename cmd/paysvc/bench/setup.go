@@ -41,6 +41,7 @@ type scenarioSetup struct {
 	Sources    []int // transfer-hot: the funded wallets transfers come from
 	Partitions int   // command partitions its merchants hash to
 	STK        bool  // stk-collect: STK pushes to the merchants' settlement wallets
+	Webhooks   bool  // webhooks: transfers whose events are delivered to the merchants' webhooks
 }
 
 // post sends a JSON POST with the merchant's secret key and returns the status and
