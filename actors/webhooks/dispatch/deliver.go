@@ -121,6 +121,16 @@ func (d *Dispatcher) send(c claim) {
 // after another dispatcher could have claimed the queue.
 func (d *Dispatcher) sendQueue(ctx context.Context, c claim) queueDone {
 	res := queueDone{queue: c.Queue, next: time.Now(), goOn: true}
+	if !d.enter(c.Queue.WebhookID) {
+		// The webhook has its share of workers already (a slow receiver, or a busy
+		// one): the queue goes back untouched, due shortly, and this worker serves
+		// another merchant meanwhile.
+		deferred.Inc()
+		res.next = time.Now().Add(webhookBusyBackoff)
+		res.release(c.Deliveries, res.next)
+		return res
+	}
+	defer d.leave(c.Queue.WebhookID)
 	for i, dl := range c.Deliveries {
 		if ctx.Err() != nil || time.Since(c.at) > d.cfg.Lease/2 {
 			res.release(c.Deliveries[i:], time.Now())
@@ -139,6 +149,29 @@ func (d *Dispatcher) sendQueue(ctx context.Context, c claim) queueDone {
 		}
 	}
 	return res
+}
+
+// webhookBusyBackoff is how long a queue waits when its webhook has its share of
+// workers.
+const webhookBusyBackoff = 200 * time.Millisecond
+
+// enter takes one of the webhook's worker slots, if one is free.
+func (d *Dispatcher) enter(webhookID string) bool {
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
+	if d.busy[webhookID] >= d.cfg.PerWebhook {
+		return false
+	}
+	d.busy[webhookID]++
+	return true
+}
+
+func (d *Dispatcher) leave(webhookID string) {
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
+	if d.busy[webhookID]--; d.busy[webhookID] <= 0 {
+		delete(d.busy, webhookID)
+	}
 }
 
 func (r *queueDone) release(ds []storage.Delivery, next time.Time) {

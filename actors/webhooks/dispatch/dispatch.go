@@ -48,6 +48,10 @@ var (
 		Name: "paysvc_webhooks_disabled_total",
 		Help: "Webhooks disabled after reaching the failure threshold.",
 	})
+	deferred = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_webhooks_deferred_total",
+		Help: "Delivery queues put back because their webhook already had its share of workers (a slow or busy receiver).",
+	})
 )
 
 // Config tunes the dispatcher.
@@ -58,6 +62,10 @@ type Config struct {
 	Threshold   int           // consecutive failures that disable a webhook (default 20; warning email at half)
 	Workers     int           // queues sent concurrently, each one delivery at a time (default 16)
 	PerQueue    int           // deliveries of one queue taken per claim, sent in order (default 32)
+	// PerWebhook bounds the workers sending to one webhook at once (default a quarter
+	// of Workers, at least 1): a slow or hostile receiver holds at most that many,
+	// and the others keep delivering to every other merchant.
+	PerWebhook int
 	Lease       time.Duration // how long a claimed queue is ours (default 1m); a claim stops sending at half of it
 	Poll        time.Duration // how often due queues are looked for when nothing woke the dispatcher (default 100ms)
 	MailFrom    string
@@ -83,6 +91,9 @@ func (c *Config) defaults() {
 	}
 	if c.PerQueue <= 0 {
 		c.PerQueue = 32
+	}
+	if c.PerWebhook <= 0 {
+		c.PerWebhook = max(1, c.Workers/4)
 	}
 	if c.Lease <= 0 {
 		c.Lease = time.Minute
@@ -112,6 +123,9 @@ type Dispatcher struct {
 	inflight    atomic.Int64
 	starved     atomic.Bool // the claimer last found no room
 	ingestEnded chan struct{}
+
+	busyMu sync.Mutex
+	busy   map[string]int // workers sending to each webhook now (at most PerWebhook)
 }
 
 // New makes a dispatcher sending with client; mailer (may be nil) sends the warning
@@ -119,7 +133,8 @@ type Dispatcher struct {
 func New(cfg Config, db *sqlx.DB, client *outbound.Client, mailer mail.Sender, log *slog.Logger) *Dispatcher {
 	cfg.defaults()
 	return &Dispatcher{cfg: cfg, db: db, client: client, mailer: mailer, log: log.With("component", "dispatcher"),
-		wakeCh: make(chan struct{}, 1), work: make(chan claim, pipeline*cfg.Workers), ingestEnded: make(chan struct{})}
+		wakeCh: make(chan struct{}, 1), work: make(chan claim, pipeline*cfg.Workers), ingestEnded: make(chan struct{}),
+		busy: map[string]int{}}
 }
 
 // Run ingests events and delivers until ctx ends. A Dispatcher runs once.

@@ -42,6 +42,7 @@ type receiver struct {
 	script map[string][]int
 	got    []arrival
 	srv    *httptest.Server
+	delay  time.Duration // a slow receiver: each answer after this
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -59,7 +60,9 @@ func newReceiver(t *testing.T) *receiver {
 			status, r.script[id] = s[0], s[1:]
 		}
 		r.got = append(r.got, arrival{id, status, webhooks.Verify(secret, h, b, time.Now(), time.Minute)})
+		delay := r.delay
 		r.mu.Unlock()
+		time.Sleep(delay)
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(r.srv.Close)
@@ -166,8 +169,14 @@ func newIDs(n int) []string {
 // aggregate, as the relay does.
 func (b *bundle) send(aggregate string, evIDs ...string) {
 	b.t.Helper()
+	b.sendAs(b.merchant, aggregate, evIDs...)
+}
+
+// sendAs is send for another merchant of the bundle's database.
+func (b *bundle) sendAs(merchant, aggregate string, evIDs ...string) {
+	b.t.Helper()
 	for _, id := range evIDs {
-		ev := topics.Event{ID: id, Type: topics.WalletTransferEvent, Version: 1, OccurredAt: time.Now(), MerchantID: b.merchant,
+		ev := topics.Event{ID: id, Type: topics.WalletTransferEvent, Version: 1, OccurredAt: time.Now(), MerchantID: merchant,
 			Key: aggregate, Payload: json.RawMessage(fmt.Sprintf(`{"id":%q,"origin_wallet_id":%q}`, id, aggregate))}
 		v, _ := json.Marshal(ev)
 		if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent],
@@ -451,4 +460,48 @@ func TestDatabaseConnectionsKilled(t *testing.T) {
 			t.Fatalf("aggregate %s:\n got %v\nwant %v", agg, seen, ids)
 		}
 	}
+}
+
+// A slow receiver holds at most its webhook's share of the workers: another
+// merchant's events, published after a backlog of the slow one's, go out while the
+// slow receiver is still on its first requests.
+func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{Workers: 4}) // PerWebhook: 1
+	b.recv.mu.Lock()
+	b.recv.delay = 700 * time.Millisecond
+	b.recv.mu.Unlock()
+	other, otherHook, fast := "MER"+ids.Alias(9), "WH"+ids.Alias(9), newReceiver(t)
+	ctx := context.Background()
+	if err := storage.InsertMerchant(ctx, b.db.DB, storage.Merchant{MerchantID: other, Name: "Fast", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, b.db.DB, storage.Webhook{WebhookID: otherHook, MerchantID: other,
+		Endpoint: fast.srv.URL + "/hook", Challenge: secret, IsActive: true, WalletTransferEvent: true,
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var slowIDs []string
+	for i := range 8 { // 8 aggregates: 8 queues, more than the 4 workers
+		slowIDs = append(slowIDs, b.publish(fmt.Sprintf("SLOW-%d", i), 1)...)
+	}
+	fastIDs := newIDs(6)
+	for i, id := range fastIDs {
+		b.sendAs(other, fmt.Sprintf("FAST-%d", i%3), id)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(fast.delivered()) < len(fastIDs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fast merchant got %d of %d", len(fast.delivered()), len(fastIDs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// With every worker stuck on the slow receiver, it would have taken 4 requests
+	// before the fast merchant got any; with its share of one worker, at most 2
+	// (the one in flight, and the next) by the time the fast merchant has them all.
+	if n := len(b.recv.arrivals()); n > 2 {
+		t.Fatalf("the slow receiver had %d requests before the fast merchant got its 6 events", n)
+	}
+	b.waitDelivered(len(slowIDs) + len(fastIDs))
 }
