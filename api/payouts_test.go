@@ -122,6 +122,15 @@ func TestPayoutFileLife(t *testing.T) {
 	if r := b.post("/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}); r.Status != 400 {
 		t.Fatalf("cancel of a COMPLETE file: %d %s", r.Status, r.Body)
 	}
+	// SREs see the outcomes (the registry is shared by the tests of this process:
+	// at least this file's).
+	metrics := string(b.env.Do("GET", "/metrics", nil).Body)
+	for _, want := range []string{`paysvc_payout_transactions_total{provider="MPESA-B2C",status="COMPLETE"}`,
+		`paysvc_payout_transactions_total{provider="MPESA-B2C",status="FAILED"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
+	}
 }
 
 func TestPayoutNoApprovalAndCancel(t *testing.T) {

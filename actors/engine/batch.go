@@ -29,6 +29,18 @@ type batch struct {
 	payouts   map[string]*payoutAcc
 	payOrder  []string
 	newKeys   []string // payout idempotency keys claimed in this batch
+	// payoutOutcomes counts transactions finished by the batch, by provider and
+	// status, for paysvc_payout_transactions_total once it commits.
+	payoutOutcomes map[[2]string]int
+}
+
+// countPayouts books transactions of a file that reached an outcome in this batch.
+func (b *batch) countPayouts(provider string, complete, failed int) {
+	if b.payoutOutcomes == nil {
+		b.payoutOutcomes = map[[2]string]int{}
+	}
+	b.payoutOutcomes[[2]string{provider, payoutfile.TxnComplete}] += complete
+	b.payoutOutcomes[[2]string{provider, payoutfile.TxnFailed}] += failed
 }
 
 // payoutAcc gathers one file's changes across the batch's commands.
@@ -103,6 +115,7 @@ type prepared struct {
 	newLabels map[string]bool
 	newKeys   []string
 	finished  []string // payment files this batch made final
+	payouts   map[[2]string]int
 }
 
 // applyBatch applies the records through the actors and returns what to commit.
@@ -201,7 +214,8 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 	for _, id := range b.payOrder {
 		sb.Payouts = append(sb.Payouts, b.payouts[id].write())
 	}
-	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels, newKeys: b.newKeys}
+	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels, newKeys: b.newKeys,
+		payouts: b.payoutOutcomes}
 	for _, id := range b.payOrder {
 		if b.payouts[id].final {
 			pr.finished = append(pr.finished, id)
@@ -226,6 +240,11 @@ func (e *Engine) commit(ctx context.Context, pr *prepared) error {
 	batchSize.Observe(float64(len(pr.out)))
 	for k, n := range pr.counts {
 		commandsApplied.WithLabelValues(k[0], k[1]).Add(float64(n))
+	}
+	for k, n := range pr.payouts {
+		if n > 0 {
+			payoutTxns.WithLabelValues(k[0], k[1]).Add(float64(n))
+		}
 	}
 	for _, t := range pr.issued {
 		commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())

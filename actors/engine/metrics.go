@@ -41,6 +41,10 @@ var (
 		Name: "paysvc_engine_owned_partitions",
 		Help: "Command partitions this engine currently owns.",
 	})
+	payoutTxns = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_payout_transactions_total",
+		Help: "Payout transactions that reached their outcome in a committed batch, by provider and status (COMPLETE, FAILED).",
+	}, []string{"provider", "status"})
 	repliesSent = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_replies_total",
 		Help: "Replies handed to waiting API instances, by path (local, kafka).",

@@ -195,6 +195,7 @@ func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *top
 				return topics.Reply{}, resp.Err
 			}
 			b.touchPayout(resp.Before, resp.After, resp.Delta.Changed)
+			b.countPayouts(st.Provider, 0, resp.After.Count)
 			b.outbox = append(b.outbox, e.sendMoneyEvent(c, b.at, resp.After))
 			e.callback(b, c, resp.After, resp.Delta.Changed)
 			return fileReply(resp.After, wr.Before.View()), nil
@@ -229,6 +230,7 @@ func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *top
 	}
 	f := resp.After
 	b.touchPayout(resp.Before, f, resp.Delta.Changed)
+	b.countPayouts(f.Provider, 0, len(rejected))
 	for _, t := range f.Txns {
 		if storage.ClaimsKey(f.Header, t) {
 			k := f.MerchantID + "\x00" + t.IdempotencyKey
@@ -433,6 +435,9 @@ func (e *Engine) payoutResults(ctx context.Context, p *partition, b *batch, c *t
 		}
 	}
 	b.touchPayout(resp.Before, f, d.Changed)
+	if in.Stage == topics.PayoutStageFinal {
+		b.countPayouts(f.Provider, len(d.Paid), len(d.Changed)-len(d.Paid))
+	}
 	if d.Moved {
 		b.outbox = append(b.outbox, e.sendMoneyEvent(c, b.at, f))
 	}
