@@ -156,6 +156,13 @@ func (e *Engine) restoreFile(p *partition, ref *actorRef, s payoutfile.State) er
 }
 
 func (e *Engine) fileRoundTrip(p *partition, ref *actorRef, build func(corr uint64) any) (payoutfile.Response, error) {
+	return roundTrip(e, ref, p.fileReplyCh, build)
+}
+
+// roundTrip sends one message to an actor and waits for the answer with our
+// correlation id (a late answer to an earlier, abandoned ask is skipped). At most
+// one message per actor is ever in flight, so mailboxes stay bounded.
+func roundTrip[R interface{ Corr() uint64 }](e *Engine, ref *actorRef, replies <-chan R, build func(corr uint64) any) (R, error) {
 	corr := e.corr.Add(1)
 	ref.lastUsed = time.Now()
 	e.actors.Send(ref.pid, build(corr))
@@ -163,56 +170,26 @@ func (e *Engine) fileRoundTrip(p *partition, ref *actorRef, build func(corr uint
 	defer timer.Stop()
 	for {
 		select {
-		case r := <-p.fileReplyCh:
-			if r.CorrID != corr {
+		case r := <-replies:
+			if r.Corr() != corr {
 				continue
 			}
 			return r, nil
 		case <-timer.C:
-			return payoutfile.Response{}, errActorTimeout
+			var zero R
+			return zero, errActorTimeout
 		}
 	}
 }
 
 // askInvoice is ask for invoice actors.
 func (e *Engine) askInvoice(p *partition, ref *actorRef, build func(corr uint64, reply chan<- invoice.Response) any) (invoice.Response, error) {
-	corr := e.corr.Add(1)
-	ref.lastUsed = time.Now()
-	e.actors.Send(ref.pid, build(corr, p.invReplyCh))
-	timer := time.NewTimer(e.cfg.ActorTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case r := <-p.invReplyCh:
-			if r.CorrID != corr {
-				continue
-			}
-			return r, nil
-		case <-timer.C:
-			return invoice.Response{}, errActorTimeout
-		}
-	}
+	return roundTrip(e, ref, p.invReplyCh, func(corr uint64) any { return build(corr, p.invReplyCh) })
 }
 
-// ask sends one message to an actor and waits for the answer with our correlation id.
-// At most one message per actor is ever in flight, so mailboxes stay bounded.
+// ask is roundTrip for wallet actors.
 func (e *Engine) ask(p *partition, ref *actorRef, build func(corr uint64, reply chan<- wallet.Response) any) (wallet.Response, error) {
-	corr := e.corr.Add(1)
-	ref.lastUsed = time.Now()
-	e.actors.Send(ref.pid, build(corr, p.replyCh))
-	timer := time.NewTimer(e.cfg.ActorTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case r := <-p.replyCh:
-			if r.CorrID != corr {
-				continue // a late answer to an earlier, abandoned ask
-			}
-			return r, nil
-		case <-timer.C:
-			return wallet.Response{}, errActorTimeout
-		}
-	}
+	return roundTrip(e, ref, p.replyCh, func(corr uint64) any { return build(corr, p.replyCh) })
 }
 
 // process applies one poll's records of the partition and starts their commit.

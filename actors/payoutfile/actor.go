@@ -22,6 +22,9 @@ type Response struct {
 	Err    error
 }
 
+// Corr is the correlation id (the engine's generic round trip matches on it).
+func (r Response) Corr() uint64 { return r.CorrID }
+
 // Restore puts back an earlier state (when a later step of the same command fails).
 type Restore struct {
 	CorrID uint64

@@ -25,6 +25,9 @@ type Response struct {
 	Err    error
 }
 
+// Corr is the correlation id (the engine's generic round trip matches on it).
+func (r Response) Corr() uint64 { return r.CorrID }
+
 // Get asks for the current state without changing it.
 type Get struct {
 	CorrID uint64

@@ -66,9 +66,9 @@ type Config struct {
 	// of Workers, at least 1): a slow or hostile receiver holds at most that many,
 	// and the others keep delivering to every other merchant.
 	PerWebhook int
-	Lease       time.Duration // how long a claimed queue is ours (default 1m); a claim stops sending at half of it
-	Poll        time.Duration // how often due queues are looked for when nothing woke the dispatcher (default 100ms)
-	MailFrom    string
+	Lease      time.Duration // how long a claimed queue is ours (default 1m); a claim stops sending at half of it
+	Poll       time.Duration // how often due queues are looked for when nothing woke the dispatcher (default 100ms)
+	MailFrom   string
 	// SessionTimeout is how soon a dead dispatcher's event partitions move (default 10s).
 	SessionTimeout time.Duration
 }
