@@ -479,8 +479,8 @@ func TestRelay(t *testing.T) {
 		co := startConsumer(t, c)
 		rows := insertRows(t, schema.DB, "partial", 300)
 		// Put the partition of the first aggregate on broker 0 and every other one
-		// on broker 1, then fail broker 0's first two produce requests: with one
-		// retry, ProduceSync fails although broker 1 stored its records.
+		// on broker 1, then fail broker 0's first produce requests: with one retry,
+		// ProduceSync fails although broker 1 stored its records.
 		part := func(key string) int32 {
 			return int32(kgo.StickyKeyPartitioner(nil).ForTopic(eventTopic).Partition(&kgo.Record{Key: []byte(key)}, 4))
 		}
@@ -503,7 +503,10 @@ func TestRelay(t *testing.T) {
 		if others == 0 {
 			t.Fatal("every test aggregate hashes to one partition: change the record keys")
 		}
-		seen := failProduce(c, 0, 1, 2, false)
+		// Six failures, not two: the client may split broker 0's records over
+		// several requests, and two failures spread over two of them leave each
+		// record one retry, so ProduceSync would succeed and the test prove nothing.
+		seen := failProduce(c, 0, 1, 6, false)
 		// Order is not asserted, as in the test above.
 		r, _ := startRelay(t, schema.DB, newProducer(t, c, fastRetry(kgo.RecordRetries(1))...))
 		r.Wake()
