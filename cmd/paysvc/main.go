@@ -53,6 +53,7 @@ commands:
   listen --forward-to URL [--events T,...] stream the sandbox's events to a local URL, signed
   trigger TOPIC                            send a sample event of a topic (sandbox)
   replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
+  payout finish TXN --status COMPLETE|FAILED  finish a payout whose outcome the rail never reported
 
 Configuration comes from PAYSVC_* environment variables (see README.md).`
 
@@ -102,6 +103,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return triggerCmd(ctx, cfg, rest, getenv, stdout, stderr)
 	case "replay":
 		return replayCmd(ctx, cfg, rest, getenv, stdout, stderr)
+	case "payout":
+		return payoutCmd(ctx, cfg, rest, stdout, stderr)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}
