@@ -299,17 +299,24 @@ func (s *Server) fileRef(c echo.Context, b body, fileRequired bool) (string, err
 	return id, err
 }
 
-// approvePayoutFile approves a file (COMPAT.md: by tracking_id or file_id, nonce
-// checked when given, other fields ignored: SDKs post the whole initiation reply).
-func (s *Server) approvePayoutFile(c echo.Context) error {
-	if err := requirePermission(c, "change_files", "approve payment files"); err != nil {
-		return err
+// fileRequest is the common start of approve, cancel and status: the key's
+// permission, the body, and the merchant's file it names.
+func (s *Server) fileRequest(c echo.Context, perm, what string, fileRequired bool) (body, string, error) {
+	if err := requirePermission(c, perm, what); err != nil {
+		return nil, "", err
 	}
 	b, err := readBody(c)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	id, err := s.fileRef(c, b, false)
+	id, err := s.fileRef(c, b, fileRequired)
+	return b, id, err
+}
+
+// approvePayoutFile approves a file (COMPAT.md: by tracking_id or file_id, nonce
+// checked when given, other fields ignored: SDKs post the whole initiation reply).
+func (s *Server) approvePayoutFile(c echo.Context) error {
+	b, id, err := s.fileRequest(c, "change_files", "approve payment files", false)
 	if err != nil {
 		return err
 	}
@@ -326,14 +333,7 @@ func (s *Server) approvePayoutFile(c echo.Context) error {
 
 // cancelPayoutFile cancels a file awaiting approval.
 func (s *Server) cancelPayoutFile(c echo.Context) error {
-	if err := requirePermission(c, "change_files", "cancel payment files"); err != nil {
-		return err
-	}
-	b, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	id, err := s.fileRef(c, b, true)
+	_, id, err := s.fileRequest(c, "change_files", "cancel payment files", true)
 	if err != nil {
 		return err
 	}
@@ -346,14 +346,7 @@ func (s *Server) cancelPayoutFile(c echo.Context) error {
 
 // payoutStatus returns the whole file, read from its stored snapshot.
 func (s *Server) payoutStatus(c echo.Context) error {
-	if err := requirePermission(c, "view_files", "view payment files"); err != nil {
-		return err
-	}
-	b, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	id, err := s.fileRef(c, b, false)
+	_, id, err := s.fileRequest(c, "view_files", "view payment files", false)
 	if err != nil {
 		return err
 	}
