@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,6 +21,7 @@ import (
 func (s *Server) routeB2CResults(e *echo.Echo) {
 	e.POST("/api/v1/send-money/mpesa/result/:token", s.b2cResult)
 	e.POST("/api/v1/send-money/mpesa/timeout/:token", s.b2cTimeout)
+	e.POST("/api/v1/send-money/mpesa/status/:token", s.b2cStatus)
 }
 
 // darajaToken checks the secret path token of a Daraja callback.
@@ -49,21 +51,28 @@ func (s *Server) b2cResult(c echo.Context) error {
 	if err != nil {
 		return invalid("Body", "Not a valid M-Pesa B2C result.")
 	}
+	out := topics.PayoutTxnResult{TransactionID: res.OriginatorConversationID, Success: res.Success(), Description: res.Description}
+	if res.Success() {
+		out.ProviderReference, out.ProviderAccountName = res.Receipt, res.ReceiverName
+	}
+	return s.b2cFinal(c, out, "conversation_id", res.ConversationID, "result_code", res.Code)
+}
+
+// b2cFinal makes out the FINAL outcome of its B2C transaction: the payout.results
+// command of batch "b2c-" + transaction id, whichever answer of Daraja (the B2C
+// result or a Transaction Status answer) brings it. Both are the same command id,
+// so only the first to arrive applies. logArgs describe the answer.
+func (s *Server) b2cFinal(c echo.Context, out topics.PayoutTxnResult, logArgs ...any) error {
 	ctx := c.Request().Context()
-	txnID := res.OriginatorConversationID
+	txnID := out.TransactionID
 	ref, err := storage.PayoutTxnRef(ctx, s.db, txnID)
 	if errors.Is(err, storage.ErrNotFound) || err == nil && ref.Provider != payout.ProviderMpesaB2C {
 		// Not one of our B2C payouts: nothing to apply, and Daraja must not retry.
-		s.log.Warn("M-Pesa B2C result for an unknown transaction", "originator_conversation_id", txnID,
-			"conversation_id", res.ConversationID, "result_code", res.Code)
+		s.log.Warn("M-Pesa B2C outcome for an unknown transaction", append([]any{"originator_conversation_id", clipLog(txnID)}, logArgs...)...)
 		return darajaAccepted(c)
 	}
 	if err != nil {
 		return err
-	}
-	out := topics.PayoutTxnResult{TransactionID: txnID, Success: res.Success(), Description: res.Description}
-	if res.Success() {
-		out.ProviderReference, out.ProviderAccountName = res.Receipt, res.ReceiverName
 	}
 	r := topics.PayoutResults{FileID: ref.FileID, MerchantID: ref.MerchantID, Stage: topics.PayoutStageFinal,
 		Batch: "b2c-" + txnID, Results: []topics.PayoutTxnResult{out}}
@@ -72,6 +81,41 @@ func (s *Server) b2cResult(c echo.Context) error {
 		return unavailable() // Daraja retries a result that is not acknowledged
 	}
 	return darajaAccepted(c)
+}
+
+// b2cStatus receives Daraja's answer to a Transaction Status query
+// (rails.QueryB2CPayouts). A final answer (Completed, or a definite failure) is
+// the transaction's FINAL outcome, through the same command as its B2C result
+// (b2cFinal), so a B2C result and a status answer never both apply. Anything else
+// (pending, a failed query, a transaction M-Pesa does not find) proves nothing:
+// it is logged, acknowledged, and the transaction stays PROCESSING.
+func (s *Server) b2cStatus(c echo.Context) error {
+	if !s.darajaToken(c) {
+		return notFound("Not found.")
+	}
+	raw, err := rawBody(c)
+	if err != nil {
+		return err
+	}
+	res, err := mpesa.ParseStatusResult(raw)
+	if err != nil {
+		return invalid("Body", "Not a valid M-Pesa transaction status result.")
+	}
+	logArgs := []any{"conversation_id", clipLog(res.ConversationID), "result_code", res.Code,
+		"result_desc", clipLog(res.Description), "transaction_status", clipLog(res.Status)}
+	if !res.Final {
+		s.log.Warn("M-Pesa transaction status: outcome still unknown, the payout stays PROCESSING",
+			append([]any{"transaction_id", clipLog(res.TransactionID)}, logArgs...)...)
+		return darajaAccepted(c)
+	}
+	out := topics.PayoutTxnResult{TransactionID: res.TransactionID, Success: res.Paid}
+	if res.Paid {
+		out.Description = "Paid (M-Pesa transaction status)."
+		out.ProviderReference, out.ProviderAccountName = res.Receipt, res.PartyName
+	} else {
+		out.Description = "M-Pesa reports the payout " + strings.ToLower(res.Status) + "."
+	}
+	return s.b2cFinal(c, out, logArgs...)
 }
 
 // b2cTimeout receives Daraja's queue timeout notice: the request waited too long in

@@ -235,3 +235,150 @@ func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesa.Fak
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A B2C payout whose request answer is lost stays PROCESSING; the rails role asks
+// Daraja's Transaction Status API about it, and the status answer (posted to the
+// status URL) finishes it. A repeated answer and a late B2C result change nothing:
+// they are the same FINAL command.
+func TestPayoutB2C_StatusQuery(t *testing.T) {
+	t.Parallel()
+	fake := mpesa.NewFakeDaraja()
+	defer fake.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const token = "cb-secret-tsq"
+	base := "http://" + addr
+	statusURL := base + "/api/v1/send-money/mpesa/status/" + token
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.Environment, c.API.Environment = "live", "live"
+		c.HTTPAddr = addr
+		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
+			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
+		c.Daraja.B2CStatusURL = statusURL
+		c.API.DarajaCallbackToken = token
+		c.PayoutRecoverAfter = 300 * time.Millisecond
+	})
+	b := newBundle(t, env, "Status Payer")
+	fundByDaraja(t, env, b, fake, "254712000098", "1000") // 985.00
+
+	fake.FailNextB2C(0, "", "") // Daraja takes the payment, its answer is lost
+	r := b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254712000021"))
+	if r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	f := r.Map(t)
+	tracking := f["tracking_id"].(string)
+	txn := f["transactions"].([]any)[0].(map[string]any)["transaction_id"].(string)
+	if r := b.post("/api/v1/send-money/approve/", f); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+
+	// The sweeper asks Daraja about it; the transaction is PROCESSING meanwhile.
+	var q mpesa.FakeStatusQuery
+	deadline := time.Now().Add(30 * time.Second)
+	for found := false; !found; {
+		for _, x := range fake.StatusQueries() {
+			if x.Occasion == txn {
+				q, found = x, true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no status query for %s; B2C requests %d", txn, len(fake.B2CRequests()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if q.CommandID != "TransactionStatusQuery" || q.OriginatorConversationID != txn || q.Initiator != mpesa.FakeB2CInitiator ||
+		q.SecurityCredential != mpesa.FakeB2CSecurityCredential || q.PartyA != mpesa.FakeB2CShortcode || q.IdentifierType != "4" ||
+		q.ResultURL != statusURL || q.QueueTimeOutURL != base+"/api/v1/send-money/mpesa/timeout/"+token {
+		t.Fatalf("status query %+v", q)
+	}
+	file := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
+	if tx := file["transactions"].([]any)[0].(map[string]any); tx["status"] != "PROCESSING" {
+		t.Fatalf("before the status answer: %v", tx)
+	}
+	if len(fake.B2CRequests()) != 1 {
+		t.Fatalf("B2C requests: %d", len(fake.B2CRequests()))
+	}
+
+	// A wrong token is not found, a malformed answer refused, a pending answer
+	// acknowledged and changes nothing.
+	paidBody, err := fake.StatusResultBody(txn, "Completed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/wrong-token", paidBody); r.Status != 404 {
+		t.Fatalf("wrong token: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, `{"Result":{"ResultCode":0}}`); r.Status != 400 {
+		t.Fatalf("malformed status result: %d %s", r.Status, r.Body)
+	}
+	pending, err := fake.StatusResultBody(txn, "Pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, pending); r.Status != 200 || !strings.Contains(string(r.Body), `"ResultCode":0`) {
+		t.Fatalf("pending status result: %d %s", r.Status, r.Body)
+	}
+	b.wallet(t, "KES", "Marker 1") // applied after anything the pending answer could have caused
+	file = b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
+	if tx := file["transactions"].([]any)[0].(map[string]any); tx["status"] != "PROCESSING" {
+		t.Fatalf("after a pending answer: %v", tx)
+	}
+
+	// Completed: the file is COMPLETE and the wallet right to the cent.
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, paidBody); r.Status != 200 || !strings.Contains(string(r.Body), `"ResultCode":0`) {
+		t.Fatalf("completed status result: %d %s", r.Status, r.Body)
+	}
+	done := b.waitFile(t, tracking)
+	if done["status"] != "COMPLETE" || !amt(t, done["paid_amount"]).Equal(money.MustParse("100")) ||
+		!amt(t, done["failed_amount"]).IsZero() || !amt(t, done["actual_charges"]).Equal(money.MustParse("10")) {
+		t.Fatalf("final file: %v", done)
+	}
+	receipt := resultOf(t, fake, txn).Receipt
+	if tx := done["transactions"].([]any)[0].(map[string]any); tx["status"] != "COMPLETE" ||
+		tx["provider_reference"] != receipt || tx["provider_account_name"] != mpesa.FakeB2CRecipientName {
+		t.Fatalf("paid: %v", tx)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "875.00" {
+		t.Fatalf("after the file: %s / %s", cur, av)
+	}
+
+	// The same answer again, and the B2C result arriving late: nothing changes.
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, paidBody); r.Status != 200 {
+		t.Fatalf("repeated status result: %d %s", r.Status, r.Body)
+	}
+	if err := fake.CompleteB2C(txn, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.wallet(t, "KES", "Marker 2")
+	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "875.00" {
+		t.Fatalf("a repeated outcome moved money: %s / %s", cur, av)
+	}
+	again := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
+	if again["status"] != "COMPLETE" || again["paid_amount"] != done["paid_amount"] || again["failed_amount"] != done["failed_amount"] {
+		t.Fatalf("a repeated outcome changed the file: %v", again)
+	}
+	if len(fake.B2CRequests()) != 1 {
+		t.Fatalf("B2C requests: %d", len(fake.B2CRequests()))
+	}
+
+	// A final transaction is not asked about any more.
+	asked := func() int {
+		n := 0
+		for _, x := range fake.StatusQueries() {
+			if x.Occasion == txn {
+				n++
+			}
+		}
+		return n
+	}
+	before := asked()
+	time.Sleep(time.Second) // more than PayoutRecoverAfter and several sweeps
+	if after := asked(); after != before {
+		t.Fatalf("status queries after the file completed: %d, then %d", before, after)
+	}
+}

@@ -76,3 +76,19 @@ func ReleasePayoutSend(ctx context.Context, q sqlx.ExecerContext, transactionID 
 	}
 	return nil
 }
+
+// UnsettledPayoutSends lists the transactions of provider whose send is SENDING,
+// ACCEPTED or UNKNOWN, last updated before before, and whose payout transaction
+// is still PENDING or PROCESSING: their outcome has not come. Oldest first.
+func UnsettledPayoutSends(ctx context.Context, q sqlx.QueryerContext, provider string, before time.Time, limit int) ([]string, error) {
+	var out []string
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT s.transaction_id
+		  FROM payout_sends s JOIN payout_transactions t ON t.transaction_id = s.transaction_id
+		 WHERE s.provider = $1 AND s.state IN ($2, $3, $4) AND s.updated_at < $5
+		   AND t.status IN ('PENDING', 'PROCESSING')
+		 ORDER BY s.updated_at, s.transaction_id LIMIT $6`,
+		provider, PayoutSendSending, PayoutSendAccepted, PayoutSendUnknown, before, limit); err != nil {
+		return nil, fmt.Errorf("unsettled payout sends: %w", err)
+	}
+	return out, nil
+}

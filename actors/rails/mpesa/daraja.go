@@ -61,6 +61,9 @@ type DarajaConfig struct {
 	B2CInitiatorName, B2CSecurityCredential string
 	B2CShortcode                            string
 	B2CResultURL, B2CTimeoutURL             string
+	// B2CStatusURL receives the answers of Transaction Status queries
+	// (B2C.QueryStatus); empty: no query can be sent.
+	B2CStatusURL string
 	// Now is the clock for timestamps and token expiry. Default time.Now.
 	Now func() time.Time
 }
@@ -68,9 +71,9 @@ type DarajaConfig struct {
 // String masks the secrets so a logged config leaks nothing.
 func (c DarajaConfig) String() string {
 	return fmt.Sprintf("DarajaConfig{BaseURL:%s ConsumerKey:%s ConsumerSecret:%s ShortCode:%s Passkey:%s CallbackURL:%s TransactionType:%s PartyB:%s"+
-		" B2CInitiatorName:%s B2CSecurityCredential:%s B2CShortcode:%s B2CResultURL:%s B2CTimeoutURL:%s}",
+		" B2CInitiatorName:%s B2CSecurityCredential:%s B2CShortcode:%s B2CResultURL:%s B2CTimeoutURL:%s B2CStatusURL:%s}",
 		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), c.CallbackURL, c.TransactionType, c.PartyB,
-		mask(c.B2CInitiatorName), mask(c.B2CSecurityCredential), c.B2CShortcode, maskToken(c.B2CResultURL), maskToken(c.B2CTimeoutURL))
+		mask(c.B2CInitiatorName), mask(c.B2CSecurityCredential), c.B2CShortcode, maskToken(c.B2CResultURL), maskToken(c.B2CTimeoutURL), maskToken(c.B2CStatusURL))
 }
 
 // GoString masks the secrets for %#v too.

@@ -48,9 +48,10 @@ type FakeDaraja struct {
 	txns          map[string]*fakeTxn
 	failures      []fakeFailure
 
-	b2cRequests []FakeB2CRequest    // every B2C request taken, repeats included
-	b2c         map[string]*fakeB2C // by OriginatorConversationID (the first request)
-	b2cFailures []fakeFailure
+	b2cRequests   []FakeB2CRequest    // every B2C request taken, repeats included
+	b2c           map[string]*fakeB2C // by OriginatorConversationID (the first request)
+	b2cFailures   []fakeFailure
+	statusQueries []FakeStatusQuery // every Transaction Status query taken
 }
 
 // FakeSTKRequest is one STK push FakeDaraja accepted.
@@ -90,6 +91,7 @@ func NewFakeDaraja() *FakeDaraja {
 	mux.HandleFunc(PathSTKPush, f.handlePush)
 	mux.HandleFunc(PathSTKQuery, f.handleQuery)
 	mux.HandleFunc(PathB2C, f.handleB2C)
+	mux.HandleFunc(PathTransactionStatus, f.handleStatusQuery)
 	f.srv = httptest.NewServer(mux)
 	return f
 }
@@ -724,6 +726,123 @@ func (f *FakeDaraja) handleB2C(w http.ResponseWriter, r *http.Request) {
 	fakeJSON(w, map[string]string{
 		"ConversationID":           req.ConversationID,
 		"OriginatorConversationID": req.OriginatorConversationID,
+		"ResponseCode":             "0",
+		"ResponseDescription":      "Accept the service request successfully.",
+	})
+}
+
+// ---- Transaction Status ----
+
+// FakeStatusQuery is one Transaction Status query FakeDaraja took.
+type FakeStatusQuery struct {
+	Initiator, SecurityCredential, CommandID, TransactionID string
+	OriginatorConversationID, PartyA, IdentifierType        string
+	ResultURL, QueueTimeOutURL, Remarks, Occasion           string
+	Raw                                                     []byte
+}
+
+// StatusQueries returns every Transaction Status query taken, oldest first.
+func (f *FakeDaraja) StatusQueries() []FakeStatusQuery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]FakeStatusQuery(nil), f.statusQueries...)
+}
+
+// StatusResultBody is the answer Daraja POSTs to a status query's ResultURL for
+// the B2C payment originatorConversationID with TransactionStatus status.
+// "Completed" decides the payment as paid (as CompleteB2C with code 0: the same
+// receipt); the result names the transaction only in ReferenceData's Occasion.
+func (f *FakeDaraja) StatusResultBody(originatorConversationID, status string) ([]byte, error) {
+	receipt := ""
+	if status == "Completed" {
+		if _, err := f.B2CResultBody(originatorConversationID, CodeSuccess); err != nil {
+			return nil, err
+		}
+	}
+	f.mu.Lock()
+	t, ok := f.b2c[originatorConversationID]
+	if ok {
+		receipt = t.receipt
+	}
+	f.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("fakedaraja: unknown OriginatorConversationID %q", originatorConversationID)
+	}
+	params := []map[string]any{
+		{"Key": "DebitPartyName", "Value": FakeB2CShortcode + " - Fake Org"},
+		{"Key": "TransactionStatus", "Value": status},
+		{"Key": "Amount", "Value": json.Number(t.req.Amount)},
+		{"Key": "DebitAccountType", "Value": "Utility Account"},
+		{"Key": "CreditPartyName", "Value": t.req.PartyB + " - " + FakeB2CRecipientName},
+	}
+	if receipt != "" {
+		params = append(params, map[string]any{"Key": "ReceiptNo", "Value": receipt})
+	}
+	return json.Marshal(map[string]any{"Result": map[string]any{
+		"ResultType": 0, "ResultCode": 0, "ResultDesc": "The service request is processed successfully.",
+		"OriginatorConversationID": "TSQ-" + randomString(12, receipts),
+		"ConversationID":           "AG_" + time.Now().In(eat).Format("20060102") + "_" + randomString(20, receipts),
+		"TransactionID":            receipt,
+		"ResultParameters":         map[string]any{"ResultParameter": params},
+		"ReferenceData":            map[string]any{"ReferenceItem": map[string]any{"Key": "Occasion", "Value": originatorConversationID}},
+	}})
+}
+
+func (f *FakeDaraja) handleStatusQuery(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	ff, raw, ok := readFields(w, r)
+	if !ok {
+		return
+	}
+	q := FakeStatusQuery{
+		Initiator:          ff.get("Initiator"),
+		SecurityCredential: ff.get("SecurityCredential"),
+		CommandID:          ff.get("CommandID"),
+		PartyA:             ff.get("PartyA"),
+		IdentifierType:     ff.get("IdentifierType"),
+		ResultURL:          ff.get("ResultURL"),
+		QueueTimeOutURL:    ff.get("QueueTimeOutURL"),
+		Remarks:            ff.get("Remarks"),
+		Raw:                raw,
+	}
+	q.TransactionID, _ = scalarToken(ff.m["TransactionID"])
+	q.OriginatorConversationID, _ = scalarToken(ff.m["OriginatorConversationID"])
+	q.Occasion, _ = scalarToken(ff.m["Occasion"])
+	if q.TransactionID == "" && q.OriginatorConversationID == "" {
+		ff.fail("TransactionID")
+	}
+	if q.Initiator != FakeB2CInitiator {
+		ff.fail("Initiator")
+	}
+	if q.SecurityCredential != FakeB2CSecurityCredential {
+		ff.fail("SecurityCredential")
+	}
+	if q.CommandID != CommandTransactionStatus {
+		ff.fail("CommandID")
+	}
+	if q.PartyA != FakeB2CShortcode {
+		ff.fail("PartyA")
+	}
+	if q.IdentifierType != "4" {
+		ff.fail("IdentifierType")
+	}
+	for name, v := range map[string]string{"ResultURL": q.ResultURL, "QueueTimeOutURL": q.QueueTimeOutURL} {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			ff.fail(name)
+		}
+	}
+	if ff.bad != "" {
+		fakeError(w, http.StatusBadRequest, "400.002.02", "Bad Request - Invalid "+ff.bad)
+		return
+	}
+	f.mu.Lock()
+	f.statusQueries = append(f.statusQueries, q)
+	f.mu.Unlock()
+	fakeJSON(w, map[string]string{
+		"OriginatorConversationID": "TSQ-" + randomString(12, receipts),
+		"ConversationID":           "AG_" + time.Now().In(eat).Format("20060102") + "_" + randomString(20, receipts),
 		"ResponseCode":             "0",
 		"ResponseDescription":      "Accept the service request successfully.",
 	})

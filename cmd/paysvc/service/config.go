@@ -157,6 +157,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
 		c.Daraja.B2CResultURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/result/" + c.API.DarajaCallbackToken
 		c.Daraja.B2CTimeoutURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/timeout/" + c.API.DarajaCallbackToken
+		c.Daraja.B2CStatusURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/status/" + c.API.DarajaCallbackToken
 	}
 	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
 	c.SMTPURL = get("PAYSVC_SMTP_URL", "")

@@ -161,6 +161,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			}
 			payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: rails.PayoutSink(s.producer), Others: payoutRail, Log: log}
 			log.Info("rails role: MPESA-B2C payouts through Daraja", "daraja", b2c.String())
+			if d.B2CStatusURL != "" { // ask Daraja about the payouts whose outcome did not come
+				s.goRun(func() error {
+					return rails.QueryB2CPayouts(runCtx, s.DB, b2c, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)
+				})
+			}
 		}
 		s.goRun(func() error {
 			defer closeRail()
