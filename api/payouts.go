@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -58,16 +59,22 @@ func providerOf(b body) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if p, ok := canonicalProvider(p); ok {
+		return p, nil
+	}
+	return "", errUnknownProvider
+}
+
+var errUnknownProvider = invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
+
+// canonicalProvider is the provider's stored name (INTASEND is stored as P2P), and
+// whether it is a payout provider at all.
+func canonicalProvider(p string) (string, bool) {
 	p = strings.ToUpper(p)
 	if p == "INTASEND" {
 		p = payoutfile.ProviderP2P
 	}
-	for _, known := range payoutfile.Providers {
-		if p == known {
-			return p, nil
-		}
-	}
-	return "", invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
+	return p, slices.Contains(payoutfile.Providers, p)
 }
 
 // initiatePayoutFile creates a payment file: POST /send-money/initiation/ answers
@@ -426,17 +433,11 @@ type beneficiaryJSON struct {
 
 // beneficiaries lists the recipients of the merchant's completed payouts.
 func (s *Server) beneficiaries(c echo.Context) error {
-	provider := strings.ToUpper(c.QueryParam("provider"))
-	if provider == "INTASEND" {
-		provider = payoutfile.ProviderP2P
-	}
+	provider := c.QueryParam("provider")
 	if provider != "" {
-		known := false
-		for _, p := range payoutfile.Providers {
-			known = known || p == provider
-		}
-		if !known {
-			return invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
+		var ok bool
+		if provider, ok = canonicalProvider(provider); !ok {
+			return errUnknownProvider
 		}
 	}
 	rows, err := storage.FrequentBeneficiaries(c.Request().Context(), s.db, principal(c).MerchantID, provider, 50)

@@ -259,49 +259,29 @@ func (e *Engine) commit(ctx context.Context, pr *prepared) error {
 // hydrate spawns, in one query per merchant, the actors of every wallet the batch
 // names that is not in memory yet.
 func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte) error {
-	want := map[string]map[string]bool{}
-	for i, c := range cmds {
-		if c == nil || done[c.ID] != nil {
-			continue
-		}
-		for _, id := range walletIDs(payloads[i]) {
-			if _, live := p.wallets[id]; live {
-				p.wallets[id].lastUsed = time.Now()
+	// missing lists, by merchant, the ids a kind of aggregate needs that are not
+	// live (and marks the live ones used). A command that was already applied
+	// needs nothing.
+	missing := func(idsOf func(any) []string, live map[string]*actorRef) map[string][]string {
+		want, seen := map[string][]string{}, map[[2]string]bool{}
+		for i, c := range cmds {
+			if c == nil || done[c.ID] != nil {
 				continue
 			}
-			if want[c.MerchantID] == nil {
-				want[c.MerchantID] = map[string]bool{}
+			for _, id := range idsOf(payloads[i]) {
+				if ref, ok := live[id]; ok {
+					ref.lastUsed = time.Now()
+					continue
+				}
+				if k := [2]string{c.MerchantID, id}; !seen[k] {
+					seen[k] = true
+					want[c.MerchantID] = append(want[c.MerchantID], id)
+				}
 			}
-			want[c.MerchantID][id] = true
 		}
+		return want
 	}
-	wantInv := map[string][]string{}
-	for i, c := range cmds {
-		if c == nil || done[c.ID] != nil {
-			continue
-		}
-		for _, id := range invoiceIDs(payloads[i]) {
-			if ref, live := p.invoices[id]; live {
-				ref.lastUsed = time.Now()
-				continue
-			}
-			wantInv[c.MerchantID] = append(wantInv[c.MerchantID], id)
-		}
-	}
-	wantFiles := map[string][]string{}
-	for i, c := range cmds {
-		if c == nil || done[c.ID] != nil {
-			continue
-		}
-		for _, id := range payoutFileIDs(payloads[i]) {
-			if ref, live := p.payouts[id]; live {
-				ref.lastUsed = time.Now()
-				continue
-			}
-			wantFiles[c.MerchantID] = append(wantFiles[c.MerchantID], id)
-		}
-	}
-	for merchant, list := range wantFiles {
+	for merchant, list := range missing(payoutFileIDs, p.payouts) {
 		found, err := storage.LoadPayoutFiles(ctx, e.db, merchant, list)
 		if err != nil {
 			return err
@@ -312,7 +292,7 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	for merchant, list := range wantInv {
+	for merchant, list := range missing(invoiceIDs, p.invoices) {
 		found, err := storage.LoadInvoices(ctx, e.db, merchant, list)
 		if err != nil {
 			return err
@@ -323,11 +303,7 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	for merchant, set := range want {
-		list := make([]string, 0, len(set))
-		for id := range set {
-			list = append(list, id)
-		}
+	for merchant, list := range missing(walletIDs, p.wallets) {
 		found, err := storage.LoadWallets(ctx, e.db, merchant, list)
 		if err != nil {
 			return err

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -277,16 +276,9 @@ func ParseB2CResult(body []byte) (B2CResult, error) {
 	bad := func(format string, a ...any) (B2CResult, error) {
 		return B2CResult{}, fmt.Errorf("%w: "+format, append([]any{ErrBadB2CResult}, a...)...)
 	}
-	if len(body) > maxCallback {
-		return bad("body larger than %d bytes", maxCallback)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
 	var env b2cEnvelope
-	if err := dec.Decode(&env); err != nil {
-		return bad("not the result JSON: %s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return bad("data after the JSON object")
+	if problem := decodeCallback(body, &env, "result"); problem != "" {
+		return bad("%s", problem)
 	}
 	res := env.Result
 	switch {

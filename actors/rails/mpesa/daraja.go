@@ -539,6 +539,23 @@ var ErrBadCallback = errors.New("mpesa: malformed STK callback")
 // maxCallback bounds a callback body; real ones are under 1 KiB.
 const maxCallback = 64 << 10
 
+// decodeCallback decodes a Daraja callback body into v: at most maxCallback bytes,
+// exactly one JSON object. It returns what is wrong ("" when nothing), naming the
+// body as "the <noun> JSON", never quoting it.
+func decodeCallback(body []byte, v any, noun string) string {
+	if len(body) > maxCallback {
+		return fmt.Sprintf("body larger than %d bytes", maxCallback)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return "not the " + noun + " JSON: " + jsonProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "data after the JSON object"
+	}
+	return ""
+}
+
 var (
 	intRE     = regexp.MustCompile(`^-?\d{1,9}$`)
 	receiptRE = regexp.MustCompile(`^[A-Za-z0-9]{1,32}$`)
@@ -580,16 +597,9 @@ func ParseCallback(body []byte) (Result, error) {
 	bad := func(format string, a ...any) (Result, error) {
 		return Result{}, fmt.Errorf("%w: "+format, append([]any{ErrBadCallback}, a...)...)
 	}
-	if len(body) > maxCallback {
-		return bad("body larger than %d bytes", maxCallback)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
 	var env callbackEnvelope
-	if err := dec.Decode(&env); err != nil {
-		return bad("not the callback JSON: %s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return bad("data after the JSON object")
+	if problem := decodeCallback(body, &env, "callback"); problem != "" {
+		return bad("%s", problem)
 	}
 	if env.Body == nil {
 		return bad("no Body object")

@@ -1,12 +1,10 @@
 package mpesa
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -145,16 +143,9 @@ func ParseStatusResult(body []byte) (StatusResult, error) {
 	bad := func(format string, a ...any) (StatusResult, error) {
 		return StatusResult{}, fmt.Errorf("%w: "+format, append([]any{ErrBadStatusResult}, a...)...)
 	}
-	if len(body) > maxCallback {
-		return bad("body larger than %d bytes", maxCallback)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
 	var env statusEnvelope
-	if err := dec.Decode(&env); err != nil {
-		return bad("not the result JSON: %s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return bad("data after the JSON object")
+	if problem := decodeCallback(body, &env, "result"); problem != "" {
+		return bad("%s", problem)
 	}
 	res := env.Result
 	if res == nil {

@@ -86,8 +86,11 @@ func Deliver(ctx context.Context, db *sqlx.DB, client Poster, value []byte, log 
 		return false
 	}
 	var nonce string
-	err := db.GetContext(ctx, &nonce, `SELECT data ->> 'nonce' FROM payout_files WHERE file_id = $1 AND merchant_id = $2`,
-		cb.FileID, cb.MerchantID)
+	readNonce := func() error {
+		return db.GetContext(ctx, &nonce, `SELECT data ->> 'nonce' FROM payout_files WHERE file_id = $1 AND merchant_id = $2`,
+			cb.FileID, cb.MerchantID)
+	}
+	err := readNonce()
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && nonce == "") {
 		log.Error("callback of an unknown file skipped", "file_id", cb.FileID)
 		delivered.WithLabelValues("skipped").Inc()
@@ -115,8 +118,7 @@ func Deliver(ctx context.Context, db *sqlx.DB, client Poster, value []byte, log 
 		case <-time.After(Backoff[attempt]):
 		}
 		if err != nil {
-			err = db.GetContext(ctx, &nonce, `SELECT data ->> 'nonce' FROM payout_files WHERE file_id = $1 AND merchant_id = $2`,
-				cb.FileID, cb.MerchantID)
+			err = readNonce()
 		}
 	}
 }
