@@ -43,7 +43,7 @@ func (s *Server) renderCheckout(c echo.Context, co storage.Checkout) (checkoutJS
 	if err != nil {
 		return checkoutJSON{}, err
 	}
-	return checkoutJSON{ID: co.CheckoutID, Signature: sig, URL: c.Scheme() + "://" + c.Request().Host + "/checkout/" + co.CheckoutID + "/",
+	return checkoutJSON{ID: co.CheckoutID, Signature: sig, URL: s.checkoutURL(co.CheckoutID),
 		Amount: co.Amount, Currency: co.Currency, Email: co.Email, APIRef: co.APIRef, Paid: co.Paid,
 		CardTarrif: co.CardTarrif, MobileTarrif: co.MobileTarrif, CreatedAt: co.CreatedAt, UpdatedAt: co.UpdatedAt}, nil
 }

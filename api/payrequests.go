@@ -46,8 +46,9 @@ type payRequestJSON struct {
 	UpdatedAt                time.Time          `json:"updated_at"`
 }
 
-func (s *Server) checkoutURL(c echo.Context, id string) string {
-	return c.Scheme() + "://" + c.Request().Host + "/checkout/" + id + "/"
+// checkoutURL is where a customer pays a checkout session.
+func (s *Server) checkoutURL(id string) string {
+	return s.cfg.PublicBaseURL + "/checkout/" + id + "/"
 }
 
 func renderPayRequest(pr storage.PayRequest, co storage.Checkout, url string) payRequestJSON {
@@ -138,7 +139,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	if err := storage.InsertPayRequest(ctx, s.db, co, pr); err != nil {
 		return err
 	}
-	url := s.checkoutURL(c, co.CheckoutID)
+	url := s.checkoutURL(co.CheckoutID)
 	pr.SentStatus, pr.FailedDetails = "SENT", nil
 	if err := s.sendPayRequestMail(ctx, pr, co, url, false); err != nil {
 		s.log.Warn("pay request email not sent", "request_id", pr.RequestID, "err", err)
@@ -165,7 +166,7 @@ func (s *Server) getPayRequest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"detail": renderPayRequest(pr, co, s.checkoutURL(c, co.CheckoutID))})
+	return c.JSON(http.StatusOK, map[string]any{"detail": renderPayRequest(pr, co, s.checkoutURL(co.CheckoutID))})
 }
 
 // sendPayRequestMail emails the payment link; the error text is safe to store and
@@ -192,7 +193,7 @@ func (s *Server) sendPayRequestMail(ctx context.Context, pr storage.PayRequest, 
 }
 
 // RunReminders sends due pay-request reminders, once each, until ctx ends.
-func (s *Server) RunReminders(ctx context.Context, interval time.Duration, baseURL string) error {
+func (s *Server) RunReminders(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	log := s.log.With("component", "reminders")
@@ -210,7 +211,7 @@ func (s *Server) RunReminders(ctx context.Context, interval time.Duration, baseU
 		for _, pr := range due {
 			co, err := storage.GetCheckout(ctx, s.db, pr.MerchantID, pr.CheckoutID)
 			if err == nil {
-				err = s.sendPayRequestMail(ctx, pr, co, baseURL+"/checkout/"+co.CheckoutID+"/", true)
+				err = s.sendPayRequestMail(ctx, pr, co, s.checkoutURL(co.CheckoutID), true)
 			}
 			if err != nil {
 				log.Warn("reminder not sent", "request_id", pr.RequestID, "err", err)

@@ -43,6 +43,9 @@ type Config struct {
 	// ReminderDay is how long a "day" of autosend_reminder is (24h; shorter only to
 	// exercise reminders in tests and sandbox demos).
 	ReminderDay time.Duration
+	// PublicBaseURL is the root of checkout links (no trailing slash). Required: a
+	// request's Host header is the caller's to choose, so links are never built from it.
+	PublicBaseURL string
 	// MailFrom is the sender address of pay-request emails.
 	MailFrom string
 	// WebhookAllowPrivate lets webhook endpoints be plain HTTP and private or

@@ -63,7 +63,9 @@ type Config struct {
 	// SMTPURL is the mail server of pay-request emails; empty runs the embedded
 	// SMTP sink on SMTPSinkAddr instead.
 	SMTPURL, SMTPSinkAddr string
-	// PublicBaseURL is how customers reach this service (links in emails).
+	// PublicBaseURL is how customers reach this service: the root of every checkout
+	// link in API responses and emails. Never taken from a request's Host header, which
+	// the caller controls.
 	PublicBaseURL string
 	// ReminderInterval is how often due pay-request reminders are looked for.
 	ReminderInterval time.Duration
@@ -162,7 +164,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
 	c.SMTPURL = get("PAYSVC_SMTP_URL", "")
 	c.SMTPSinkAddr = get("PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:2525")
-	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", "http://"+c.HTTPAddr), "/")
+	// Empty: http:// and the address actually listened on (known only after listening,
+	// which matters when PAYSVC_HTTP_ADDR asks for port 0).
+	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", ""), "/")
 	c.ReminderInterval = dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
 	c.CardClearingDelay = dur("PAYSVC_CARD_CLEARING_DELAY", 48*time.Hour)
 	c.CardClearingInterval = dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)

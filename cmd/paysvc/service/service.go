@@ -229,6 +229,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		})
 	}
 
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.Addr = ln.Addr().String()
+	if cfg.PublicBaseURL == "" {
+		cfg.PublicBaseURL = "http://" + s.Addr
+	}
+	cfg.API.PublicBaseURL = cfg.PublicBaseURL
+
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
 	if cfg.Has(RoleAPI) {
@@ -244,7 +254,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error { return pruneIdempotency(runCtx, s.idemDB, cfg.API.IdempotencyTTL, log) })
 		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Hub: s.hub, Log: log,
 			Ready: s.ready.Load, Mailer: mailer, Sink: s.sink})
-		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval, cfg.PublicBaseURL) })
+		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval) })
 		mux.Handle("/", a.Handler())
 	} else {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -252,11 +262,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			_, _ = w.Write([]byte(`{"status":"ok"}`))
 		})
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	s.Addr = ln.Addr().String()
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goRun(func() error {
