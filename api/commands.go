@@ -91,6 +91,7 @@ var replyStatus = map[string]int{
 	"not_cancellable":       http.StatusBadRequest,
 	"cannot_disburse":       http.StatusBadRequest,
 	"nonce_mismatch":        http.StatusBadRequest,
+	"reply_expired":         http.StatusConflict,
 }
 
 // refusal turns a reply error into the API error.

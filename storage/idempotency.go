@@ -111,9 +111,11 @@ func ReleaseIdempotent(ctx context.Context, db *sqlx.DB, merchantID, key string)
 	return nil
 }
 
-// PruneIdempotency deletes records older than retain.
-func PruneIdempotency(ctx context.Context, ext sqlx.ExtContext, retain time.Duration) (int64, error) {
-	res, err := ext.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond'`, retain.Milliseconds())
+// PruneIdempotency deletes up to limit records older than retain.
+func PruneIdempotency(ctx context.Context, ext sqlx.ExtContext, retain time.Duration, limit int) (int64, error) {
+	res, err := ext.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE ctid IN (
+			SELECT ctid FROM idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond' LIMIT $2)`,
+		retain.Milliseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune idempotency: %w", err)
 	}

@@ -177,7 +177,7 @@ func TestIdempotency(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.begin(t, "M1", "new", "h", "cmd-2", time.Hour, day)
-		n, err := storage.PruneIdempotency(b.ctx, b.db, day)
+		n, err := storage.PruneIdempotency(b.ctx, b.db, day, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

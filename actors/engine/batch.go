@@ -147,7 +147,10 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 	}
 	// Commands applied by the batch still being committed are not in the table yet.
 	for _, id := range ids {
-		if r, ok := p.uncommitted[id]; ok && done[id] == nil {
+		if _, applied := done[id]; applied {
+			continue
+		}
+		if r, ok := p.uncommitted[id]; ok {
 			enc, err := topics.EncodeReply(r)
 			if err != nil {
 				return nil, err
@@ -168,9 +171,11 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 			continue
 		}
 		if stored, ok := done[c.ID]; ok {
-			r, err := topics.DecodeReply(stored)
-			if err != nil {
-				return nil, fmt.Errorf("stored reply of %s: %w", c.ID, err)
+			r := expiredReply(c.ID)
+			if len(stored) > 0 { // empty: applied long ago, its reply trimmed by retention
+				if r, err = topics.DecodeReply(stored); err != nil {
+					return nil, fmt.Errorf("stored reply of %s: %w", c.ID, err)
+				}
 			}
 			out = append(out, outgoing{replyTo: c.ReplyTo, reply: r})
 			counts[[2]string{c.Type, "duplicate"}]++
@@ -265,7 +270,11 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 	missing := func(idsOf func(any) []string, live map[string]*actorRef) map[string][]string {
 		want, seen := map[string][]string{}, map[[2]string]bool{}
 		for i, c := range cmds {
-			if c == nil || done[c.ID] != nil {
+			if c == nil {
+				continue
+			}
+			// Presence, not the value: a trimmed reply is empty, and may scan as nil.
+			if _, applied := done[c.ID]; applied {
 				continue
 			}
 			for _, id := range idsOf(payloads[i]) {
@@ -319,4 +328,11 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 
 func labelKey(merchant, currency, label string) string {
 	return merchant + "/" + currency + "/" + strings.ToLower(label)
+}
+
+// expiredReply answers a command that was applied so long ago that its reply is no
+// longer kept (docs/retention.md): it is refused, never applied a second time.
+func expiredReply(commandID string) topics.Reply {
+	return topics.Reply{CommandID: commandID, Error: &topics.ReplyError{Code: "reply_expired",
+		Detail: "This request was already carried out, too long ago for its response to be kept. Send a new Idempotency-Key for a new request."}}
 }

@@ -67,6 +67,8 @@ type Config struct {
 	// link in API responses and emails. Never taken from a request's Host header, which
 	// the caller controls.
 	PublicBaseURL string
+	// Retention bounds the tables that grow with traffic.
+	Retention Retention
 	// ReminderInterval is how often due pay-request reminders are looked for.
 	ReminderInterval time.Duration
 	// Webhooks tunes the dispatcher role.
@@ -168,6 +170,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	// which matters when PAYSVC_HTTP_ADDR asks for port 0).
 	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", ""), "/")
 	c.ReminderInterval = dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
+	c.Retention = Retention{Interval: dur("PAYSVC_RETENTION_INTERVAL", 10*time.Minute),
+		CommandReplies: dur("PAYSVC_COMMAND_REPLY_RETENTION", 7*24*time.Hour),
+		WebhookEvents:  dur("PAYSVC_WEBHOOK_EVENT_RETENTION", 30*24*time.Hour)}
 	c.CardClearingDelay = dur("PAYSVC_CARD_CLEARING_DELAY", 48*time.Hour)
 	c.CardClearingInterval = dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)
 	c.SimCardDelay = dur("PAYSVC_SIM_CARD_DELAY", time.Second)
@@ -227,6 +232,17 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		return errors.New("PAYSVC_ENGINE_SESSION_TIMEOUT: must be >= 1s")
+	}
+	if c.Retention.Interval <= 0 {
+		return errors.New("PAYSVC_RETENTION_INTERVAL: must be > 0")
+	}
+	// Within a key's lifetime its own record answers a retry; the stored reply must
+	// outlive it, so a retry never meets an emptied reply before the key expires.
+	if c.Retention.CommandReplies < c.API.IdempotencyTTL {
+		return errors.New("PAYSVC_COMMAND_REPLY_RETENTION: must be >= PAYSVC_IDEMPOTENCY_TTL")
+	}
+	if c.Retention.WebhookEvents <= 0 {
+		return errors.New("PAYSVC_WEBHOOK_EVENT_RETENTION: must be > 0")
 	}
 	if !slices.Contains([]string{"auto", "json", "text"}, c.LogFormat) {
 		return errors.New("PAYSVC_LOG_FORMAT: must be auto, json or text")

@@ -119,6 +119,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			return nil, err
 		}
 		s.goRun(func() error { return e.Run(runCtx) })
+		s.goRun(func() error { return trimCommandReplies(runCtx, s.DB, cfg.Retention, log) })
 	}
 
 	var mailer mail.Sender
@@ -222,6 +223,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		dsp := dispatch.New(cfg.Webhooks, s.DB, client, mailer, log)
 		s.goRun(func() error { return dsp.Run(runCtx, s.Brokers) })
 		s.goRun(func() error { return callback.Run(runCtx, s.Brokers, s.DB, client, log) })
+		s.goRun(func() error { return pruneWebhookEvents(runCtx, s.DB, cfg.Retention, log) })
 	}
 	if cfg.Has(RoleRails) {
 		s.goRun(func() error {
@@ -251,7 +253,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		if s.idemDB, err = storage.Open(ctx, idemURL, 30*time.Second); err != nil {
 			return nil, err
 		}
-		s.goRun(func() error { return pruneIdempotency(runCtx, s.idemDB, cfg.API.IdempotencyTTL, log) })
+		s.goRun(func() error {
+			return pruneIdempotency(runCtx, s.idemDB, cfg.Retention.Interval, cfg.API.IdempotencyTTL, log)
+		})
 		a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Hub: s.hub, Log: log,
 			Ready: s.ready.Load, Mailer: mailer, Sink: s.sink})
 		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval) })
@@ -273,25 +277,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.ready.Store(true)
 	log.Info("paysvc serving", "addr", s.Addr, "roles", cfg.Roles, "environment", cfg.Environment, "instance", cfg.InstanceID)
 	return s, nil
-}
-
-// pruneIdempotency deletes Idempotency-Key records older than their retention, every
-// ten minutes; several instances doing it at once is harmless.
-func pruneIdempotency(ctx context.Context, db *sqlx.DB, ttl time.Duration, log *slog.Logger) error {
-	t := time.NewTicker(10 * time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if n, err := storage.PruneIdempotency(ctx, db, ttl); err != nil && ctx.Err() == nil {
-			log.Warn("prune idempotency keys", "err", err)
-		} else if n > 0 {
-			log.Info("pruned idempotency keys", "deleted", n)
-		}
-	}
 }
 
 func (s *Service) goRun(f func() error) {
