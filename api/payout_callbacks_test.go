@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,6 +262,7 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 		c.Daraja.B2CStatusURL = statusURL
 		c.API.DarajaCallbackToken = token
 		c.PayoutRecoverAfter = 300 * time.Millisecond
+		c.DarajaB2CPause = 200 * time.Millisecond // the second payout follows an unknown outcome
 	})
 	b := newBundle(t, env, "Status Payer")
 	fundByDaraja(t, env, b, fake, "254712000098", "1000") // 985.00
@@ -380,5 +382,45 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 	time.Sleep(time.Second) // more than PayoutRecoverAfter and several sweeps
 	if after := asked(); after != before {
 		t.Fatalf("status queries after the file completed: %d, then %d", before, after)
+	}
+
+	// A second payout whose answer is lost, and Daraja's status answer says Failed:
+	// the transaction fails and its hold (amount and charge) is released.
+	fake.FailNextB2C(0, "", "")
+	r = b.post("/api/v1/send-money/initiation/", b2cFile("NO", "254712000022"))
+	if r.Status != 201 {
+		t.Fatalf("second initiation: %d %s", r.Status, r.Body)
+	}
+	f2 := r.Map(t)
+	tracking2 := f2["tracking_id"].(string)
+	txn2 := f2["transactions"].([]any)[0].(map[string]any)["transaction_id"].(string)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if slices.ContainsFunc(fake.StatusQueries(), func(x mpesa.FakeStatusQuery) bool { return x.Occasion == txn2 }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no status query for %s", txn2)
+		}
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "765.00" {
+		t.Fatalf("while the second payout is unknown: %s / %s, want 875.00 / 765.00 (110.00 held)", cur, av)
+	}
+	failedBody, err := fake.StatusResultBody(txn2, "Failed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, failedBody); r.Status != 200 {
+		t.Fatalf("failed status result: %d %s", r.Status, r.Body)
+	}
+	failed := b.waitFile(t, tracking2)
+	if failed["status"] != "COMPLETE" || !amt(t, failed["paid_amount"]).IsZero() ||
+		!amt(t, failed["failed_amount"]).Equal(money.MustParse("100")) || !amt(t, failed["actual_charges"]).IsZero() {
+		t.Fatalf("file after a Failed status answer: %v", failed)
+	}
+	if tx := failed["transactions"].([]any)[0].(map[string]any); tx["status"] != "FAILED" {
+		t.Fatalf("transaction after a Failed status answer: %v", tx)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "875.00" {
+		t.Fatalf("after the Failed answer: %s / %s, want the hold released", cur, av)
 	}
 }

@@ -161,7 +161,10 @@ func RecoverPayouts(ctx context.Context, db *sqlx.DB, rail PayoutRail, after, in
 				req.Transactions = append(req.Transactions, x.Txn)
 			}
 			n++
-			if err := rail.Submit(ctx, req); err != nil {
+			if err := rail.Submit(ctx, req); errors.Is(err, errPaused) {
+				// Expected while a rail waits out an unknown outcome; retried next pass.
+				log.Debug("resubmit stale payouts: rail paused", "file_id", head.FileID)
+			} else if err != nil {
 				log.Warn("resubmit stale payouts", "file_id", head.FileID, "err", err)
 			} else {
 				recovered.Add(float64(j - i))

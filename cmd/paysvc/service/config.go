@@ -60,6 +60,9 @@ type Config struct {
 	// Daraja is the live M-Pesa adapter's configuration (ConsumerKey empty: none).
 	Daraja           mpesa.DarajaConfig
 	DarajaQueryAfter time.Duration // a prompt with no callback for this long is queried
+	// DarajaB2CPause is how long B2C sends stop after one whose outcome is unknown
+	// (a timeout, a 5xx): an outage leaves at most one payout in doubt per pause.
+	DarajaB2CPause time.Duration
 	// SMTPURL is the mail server of pay-request emails; empty runs the embedded
 	// SMTP sink on SMTPSinkAddr instead.
 	SMTPURL, SMTPSinkAddr string
@@ -164,6 +167,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		c.Daraja.B2CStatusURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/status/" + c.API.DarajaCallbackToken
 	}
 	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
+	c.DarajaB2CPause = dur("PAYSVC_DARAJA_B2C_PAUSE", 30*time.Second)
 	c.SMTPURL = get("PAYSVC_SMTP_URL", "")
 	c.SMTPSinkAddr = get("PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:2525")
 	// Empty: http:// and the address actually listened on (known only after listening,

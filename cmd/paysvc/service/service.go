@@ -160,7 +160,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			if err != nil {
 				return nil, fmt.Errorf("PAYSVC_DARAJA_B2C_*: %w", err)
 			}
-			payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: rails.PayoutSink(s.producer), Others: payoutRail, Log: log}
+			payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: rails.PayoutSink(s.producer), Others: payoutRail,
+				Pause: cfg.DarajaB2CPause, Log: log}
 			log.Info("rails role: MPESA-B2C payouts through Daraja", "daraja", b2c.String())
 			if d.B2CStatusURL != "" { // ask Daraja about the payouts whose outcome did not come
 				s.goRun(func() error {
