@@ -236,6 +236,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	defer func() {
+		if err != nil { // the server below never took it
+			_ = ln.Close()
+		}
+	}()
 	s.Addr = ln.Addr().String()
 	if cfg.PublicBaseURL == "" {
 		cfg.PublicBaseURL = "http://" + s.Addr
