@@ -272,7 +272,7 @@ func samplePayload(topic, id string, now time.Time) any {
 			CreatedAt: now, UpdatedAt: now}
 	case topics.SendMoneyEvent:
 		batch := "sample-batch"
-		return topics.SendMoney{ID: id, FileID: id, TrackingID: ids.UUID(), State: "PREVIEW-AND-APPROVE", StatusCode: "BP103",
+		return topics.SendMoney{ID: id, FileID: id, TrackingID: ids.UUID(), State: "PREVIEW-AND-APPROVE", Status: "PREVIEW-AND-APPROVE", StatusCode: "BP103",
 			Provider: "MPESA-B2C", Currency: "KES", TotalAmount: "1000.00", ChargeEstimate: "20.00", PaidAmount: "0.00",
 			FailedAmount: "0.00", ActualCharges: "0.00", TransactionsCount: 2, BatchReference: &batch, CreatedAt: now, UpdatedAt: now}
 	case topics.ReversalEvent:

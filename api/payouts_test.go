@@ -514,7 +514,7 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	states := map[string]int{}
-	for states["COMPLETE"] == 0 && ctx.Err() == nil {
+	for states["PROCESSED/COMPLETE"] == 0 && ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
 			var ev topics.Event
 			var p topics.SendMoney
@@ -526,11 +526,13 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 				if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
 					t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
 				}
-				states[p.State]++
+				// The events' vocabulary (the spec) next to the status endpoint's.
+				states[p.State+"/"+p.Status]++
 			}
 		})
 	}
-	if states["PREVIEW-AND-APPROVE"] != 1 || states["PROCESSING"] != 1 || states["COMPLETE"] != 1 || len(states) != 3 {
+	if states["PREVIEW-AND-APPROVE/PREVIEW-AND-APPROVE"] != 1 || states["PENDING/PROCESSING"] != 1 ||
+		states["PROCESSED/COMPLETE"] != 1 || len(states) != 3 {
 		t.Fatalf("send_money_events by state: %v", states)
 	}
 

@@ -149,10 +149,16 @@ type PayoutP2PCredit struct {
 // SendMoney is the payload of a send_money_event: the file at the time of the
 // change, with the fields the spec shows plus the amounts a consumer reconciles on.
 type SendMoney struct {
-	ID                string    `json:"id"`
-	FileID            string    `json:"file_id"`
-	TrackingID        string    `json:"tracking_id"`
-	State             string    `json:"state"`
+	ID         string `json:"id"`
+	FileID     string `json:"file_id"`
+	TrackingID string `json:"tracking_id"`
+	// State is in the events' own vocabulary, which differs from the status
+	// endpoint's (the spec): PREVIEW-AND-APPROVE, PENDING, PROCESSED, CANCELLED or
+	// FAILED (see SendMoneyState).
+	State string `json:"state"`
+	// Status and StatusCode are the status endpoint's words for the same moment
+	// (PROCESSING, COMPLETE, ...; BP109, BC100, ...).
+	Status            string    `json:"status"`
 	StatusCode        string    `json:"status_code"`
 	Provider          string    `json:"provider"`
 	Currency          string    `json:"currency"`
@@ -166,6 +172,19 @@ type SendMoney struct {
 	FailedReason      *string   `json:"failed_reason"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// SendMoneyState is a file status in the vocabulary of send_money_event: a file being
+// paid is PENDING (its outcomes are pending) and a finished one PROCESSED; the others
+// keep their names.
+func SendMoneyState(status string) string {
+	switch status {
+	case "PROCESSING":
+		return "PENDING"
+	case "COMPLETE":
+		return "PROCESSED"
+	}
+	return status
 }
 
 // CallbackTopic carries the callback_url notifications of payment files from the

@@ -575,13 +575,15 @@ func (e *Engine) sendMoneyEvent(c *topics.Command, at time.Time, f payoutfile.St
 		}
 		return &v
 	}
-	ev := topics.SendMoney{ID: f.FileID, FileID: f.FileID, TrackingID: f.TrackingID, State: f.Status, StatusCode: f.StatusCode,
+	ev := topics.SendMoney{ID: f.FileID, FileID: f.FileID, TrackingID: f.TrackingID, State: topics.SendMoneyState(f.Status),
+		Status: f.Status, StatusCode: f.StatusCode,
 		Provider: f.Provider, Currency: f.Currency, TotalAmount: f.TotalAmount.String(), ChargeEstimate: f.ChargeEstimate.String(),
 		PaidAmount: f.PaidAmount.String(), FailedAmount: f.FailedAmount.String(), ActualCharges: f.ActualCharges.String(),
 		TransactionsCount: f.Count, BatchReference: opt(f.BatchReference), FailedReason: opt(f.FailedReason),
 		CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
-	// Keyed (and so ordered) by file; the id includes the status, so each change is
-	// its own event even when one command moves the file twice.
+	// Keyed (and so ordered) by file. The id derives from the command and the file, so
+	// each command reports a file once: an initiation without approval, which moves
+	// the file twice, reports only where it ended (PROCESSING or FAILED).
 	out := e.event(c, at, topics.SendMoneyEvent, f.FileID, ev)
 	return out
 }
