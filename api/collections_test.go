@@ -165,6 +165,9 @@ func TestSTKPush(t *testing.T) {
 				}
 				if p.ID == id {
 					states[p.State]++
+					if p.Provider != "MPESA" { // the events' spelling (spec), not the invoice's M-PESA
+						t.Errorf("collection_event provider %q, want MPESA", p.Provider)
+					}
 				}
 			})
 		}

@@ -93,9 +93,11 @@ type STKRequest struct {
 // Collection is the payload of a collection_event: the invoice at the time of the
 // change. The spec's event shows the provider as MPESA.
 type Collection struct {
-	ID             string    `json:"id"`
-	InvoiceID      string    `json:"invoice_id"`
-	State          string    `json:"state"`
+	ID        string `json:"id"`
+	InvoiceID string `json:"invoice_id"`
+	State     string `json:"state"`
+	// Provider is in the events' vocabulary (see CollectionProvider): MPESA, CARD or
+	// PESALINK.
 	Provider       string    `json:"provider"`
 	Value          string    `json:"value"`
 	Charges        string    `json:"charges"`
@@ -108,4 +110,14 @@ type Collection struct {
 	FailedCode     *string   `json:"failed_code"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// CollectionProvider is an invoice's provider as collection_event shows it: the spec
+// notes events write M-Pesa as MPESA, where invoices say M-PESA; CARD and PESALINK
+// are the same in both.
+func CollectionProvider(invoiceProvider string) string {
+	if invoiceProvider == "M-PESA" {
+		return "MPESA"
+	}
+	return invoiceProvider
 }

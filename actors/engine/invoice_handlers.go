@@ -290,7 +290,7 @@ func (e *Engine) collectionEvent(c *topics.Command, at time.Time, s invoice.Stat
 		}
 		return &v
 	}
-	ev := topics.Collection{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: "MPESA",
+	ev := topics.Collection{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: topics.CollectionProvider(s.Provider),
 		Value: s.Value.String(), Charges: s.Charges.String(), NetAmount: s.NetAmount.String(), Currency: s.Currency,
 		Account: s.Account, APIRef: s.APIRef, MpesaReference: opt(s.MpesaReference), FailedReason: opt(s.FailedReason),
 		FailedCode: opt(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
