@@ -166,6 +166,72 @@ func TestWebhookDelivery(t *testing.T) {
 			t.Fatalf("no warning email at half the threshold: %v", l.Results)
 		}
 	})
+	t.Run("EventsWhileDisabledAreKeptForReplay", func(t *testing.T) {
+		before := len(down.requests())
+		if r := b.transfer(b.settlement, w, "2.00"); r.Status != 200 {
+			t.Fatalf("transfer: %d %s", r.Status, r.Body)
+		}
+		// The disabled webhook's event is recorded, FAILED at once, and sent nothing.
+		var missed map[string]any
+		waitUntil(t, "the disabled webhook's event record", func() bool {
+			var l struct{ Results []map[string]any }
+			b.get("/api/v1/webhooks/events/?status=FAILED").JSON(t, &l)
+			for _, e := range l.Results {
+				if e["webhook_id"] == downID && e["last_error"] == "webhook is disabled" {
+					missed = e
+					return true
+				}
+			}
+			return false
+		})
+		if n := len(down.requests()); n != before {
+			t.Fatalf("a disabled webhook was sent %d requests", n-before)
+		}
+		id := missed["id"].(string)
+		replayTo := func(webhookID string) (map[string]any, servicetest.Response) {
+			r := b.post("/api/v1/webhooks/events/"+id+"/replay/", nil)
+			var out struct{ Replays []map[string]any }
+			r.JSON(t, &out)
+			for _, x := range out.Replays {
+				if x["webhook_id"] == webhookID {
+					return x, r
+				}
+			}
+			return nil, r
+		}
+		if x, r := replayTo(downID); r.Status != 200 || x == nil || x["delivered"] != false || len(down.requests()) != before {
+			t.Fatalf("replay to a disabled webhook: %d %s", r.Status, r.Body)
+		}
+		// The merchant fixes the endpoint, enables the webhook and replays: delivered.
+		down.mu.Lock()
+		down.always = 200
+		down.mu.Unlock()
+		if r := b.env.Do("PATCH", "/api/v1/webhooks/"+downID+"/", map[string]any{"is_active": true}, servicetest.Bearer(b.secret)...); r.Status != 200 {
+			t.Fatalf("enable: %d %s", r.Status, r.Body)
+		}
+		if x, r := replayTo(downID); r.Status != 200 || x == nil || x["delivered"] != true {
+			t.Fatalf("replay after enabling: %d %s", r.Status, r.Body)
+		}
+		got := down.requests()
+		if len(got) != before+1 || !webhooks.Verify("down-secret", got[len(got)-1].headers, got[len(got)-1].body, time.Now(), 5*time.Minute) ||
+			got[len(got)-1].headers["webhook-id"] != id {
+			t.Fatalf("the replay reached the receiver %d times, or unsigned", len(got)-before)
+		}
+		// A replay the endpoint accepted makes the event DELIVERED; still one record.
+		var l struct{ Results []map[string]any }
+		b.get("/api/v1/webhooks/events/?status=DELIVERED").JSON(t, &l)
+		delivered := 0
+		for _, e := range l.Results {
+			if e["id"] == id && e["webhook_id"] == downID {
+				delivered++
+			}
+		}
+		var records int
+		if err := env.Schema.DB.Get(&records, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1 AND webhook_id = $2`, id, downID); err != nil ||
+			delivered != 1 || records != 1 {
+			t.Fatalf("after the replay: %d DELIVERED listings, %d records (%v)", delivered, records, err)
+		}
+	})
 	t.Run("EventsAreMerchantScoped", func(t *testing.T) {
 		other := newBundle(t, env, "Other")
 		var l struct{ Count int }

@@ -77,6 +77,11 @@ func (s *Server) replayWebhookEvent(c echo.Context) error {
 	}
 	results := []map[string]any{}
 	for _, d := range ds {
+		if !d.IsActive { // a disabled webhook is sent nothing, replays included
+			results = append(results, map[string]any{"webhook_id": d.WebhookID, "http_status": 0, "delivered": false,
+				"error": "The webhook is disabled; enable it (PATCH is_active true) and replay again."})
+			continue
+		}
 		resp, err := dispatch.Replay(ctx, s.db, s.webhookClient, d)
 		r := map[string]any{"webhook_id": d.WebhookID, "http_status": resp.Status, "delivered": err == nil && resp.Status == 200}
 		if err != nil {

@@ -55,12 +55,14 @@ func (w Webhook) Subscribes(topic string) bool {
 	return false
 }
 
-// ActiveWebhooks returns the active webhooks of the given merchants (the dispatcher
-// reads them once per batch of events).
-func ActiveWebhooks(ctx context.Context, q sqlx.QueryerContext, merchantIDs []string) ([]Webhook, error) {
+// MerchantWebhooks returns the webhooks of the given merchants, disabled ones too (the
+// dispatcher reads them once per batch of events): an event a disabled webhook
+// subscribes to is recorded and at once FAILED ("webhook is disabled"), so the merchant
+// can list it and replay it after enabling the webhook again; nothing is sent.
+func MerchantWebhooks(ctx context.Context, q sqlx.QueryerContext, merchantIDs []string) ([]Webhook, error) {
 	var out []Webhook
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+webhookColumns+` FROM webhooks
-		WHERE merchant_id = ANY($1) AND is_active`, pq.StringArray(merchantIDs))
+		WHERE merchant_id = ANY($1)`, pq.StringArray(merchantIDs))
 	return out, err
 }
 
@@ -445,6 +447,27 @@ func RecordAttempt(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID 
 	return err
 }
 
+// RecordReplay records a replay attempt; one the endpoint accepted also makes the
+// delivery DELIVERED (a FAILED event that a replay got through is delivered, and a
+// pending retry of it need not be sent). The event record itself stays the same.
+func RecordReplay(ctx context.Context, db *sqlx.DB, eventID, webhookID string, status *int, latency time.Duration, errText *string, delivered bool) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := RecordAttempt(ctx, tx, eventID, webhookID, status, latency, errText, true); err != nil {
+		return err
+	}
+	if delivered {
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'DELIVERED', last_status = $3, last_error = NULL,
+			updated_at = now() WHERE event_id = $1 AND webhook_id = $2`, eventID, webhookID, status); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
 // DisableWebhook turns a webhook off (its failure threshold was reached).
 func DisableWebhook(ctx context.Context, ext sqlx.ExtContext, webhookID string) error {
 	_, err := ext.ExecContext(ctx, `UPDATE webhooks SET is_active = false, updated_at = now() WHERE webhook_id = $1`, webhookID)
@@ -463,7 +486,7 @@ func ListDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, topi
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status, d.attempts,
 		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, w.is_active
 		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE `+where+`
-		ORDER BY d.created_at DESC LIMIT $5 OFFSET $6`, merchantID, topic, status, since, limit, offset)
+		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`, merchantID, topic, status, since, limit, offset)
 	return out, total, err
 }
 

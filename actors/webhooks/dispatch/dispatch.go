@@ -201,7 +201,8 @@ func (d *Dispatcher) warn(ctx context.Context, dl storage.Delivery, failures int
 func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storage.Delivery) (outbound.Response, error) {
 	resp, err := client.Post(ctx, dl.Endpoint, webhooks.Headers(dl.Challenge, dl.EventID, time.Now(), dl.Body), dl.Body)
 	status, errText := outcome(resp, err)
-	if rerr := storage.RecordAttempt(ctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, true); rerr != nil {
+	delivered := err == nil && resp.Status == 200
+	if rerr := storage.RecordReplay(ctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, delivered); rerr != nil {
 		return resp, rerr
 	}
 	return resp, err

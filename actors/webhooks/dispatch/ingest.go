@@ -143,7 +143,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	hooks, err := storage.ActiveWebhooks(ctx, d.db, merchants)
+	hooks, err := storage.MerchantWebhooks(ctx, d.db, merchants)
 	if err != nil {
 		return err
 	}
