@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/webhooks/dispatch"
+	"paysvc/actors/webhooks/outbound"
 	"paysvc/storage"
 )
 
@@ -85,7 +86,7 @@ func (s *Server) replayWebhookEvent(c echo.Context) error {
 		resp, err := dispatch.Replay(ctx, s.db, s.webhookClient, d)
 		r := map[string]any{"webhook_id": d.WebhookID, "http_status": resp.Status, "delivered": err == nil && resp.Status == 200}
 		if err != nil {
-			r["error"] = "The endpoint could not be reached."
+			r["error"] = outbound.Describe(err)
 		}
 		results = append(results, r)
 	}

@@ -214,6 +214,8 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.
 	}
 	if err != nil {
 		attempts.WithLabelValues("failed_transport").Inc()
+		// The merchant sees outbound.Describe's words; the operator gets the cause.
+		d.log.Debug("webhook delivery failed", "webhook_id", dl.WebhookID, "event_id", dl.EventID, "err", err)
 	} else {
 		attempts.WithLabelValues("failed_http").Inc()
 		msg := fmt.Sprintf("endpoint answered HTTP %d", resp.Status)

@@ -208,8 +208,9 @@ func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storag
 	return resp, err
 }
 
-// outcome is what an attempt records: the HTTP status if one came back, and the
-// transport error (the dispatcher's own words, not a receiver's body).
+// outcome is what an attempt records: the HTTP status if one came back, and what
+// kind of transport failure it was (outbound.Describe: merchants read it in the
+// events API, so never the raw error, which can name internal addresses).
 func outcome(resp outbound.Response, err error) (*int, *string) {
 	var status *int
 	var errText *string
@@ -218,7 +219,7 @@ func outcome(resp outbound.Response, err error) (*int, *string) {
 		status = &s
 	}
 	if err != nil {
-		e := err.Error()
+		e := outbound.Describe(err)
 		errText = &e
 	}
 	return status, errText

@@ -19,17 +19,24 @@ var ErrForbiddenAddress = errors.New("outbound: forbidden destination address")
 
 // forbiddenV4 are the IPv4 ranges a webhook may never reach. The named
 // netip.Addr predicates cover most of them already; the table keeps the list
-// explicit and also covers what they do not (0.0.0.0/8, CGNAT, 240/4).
+// explicit and also covers what they do not (0.0.0.0/8, CGNAT, special-purpose and
+// documentation ranges, 240/4).
 var forbiddenV4 = mustPrefixes(
-	"0.0.0.0/8",      // "this network", includes 0.0.0.0 (reaches the local host on Linux)
-	"10.0.0.0/8",     // private
-	"100.64.0.0/10",  // CGNAT shared address space
-	"127.0.0.0/8",    // loopback
-	"169.254.0.0/16", // link-local, includes 169.254.169.254 cloud metadata
-	"172.16.0.0/12",  // private
-	"192.168.0.0/16", // private
-	"224.0.0.0/4",    // multicast
-	"240.0.0.0/4",    // reserved, includes 255.255.255.255 broadcast
+	"0.0.0.0/8",       // "this network", includes 0.0.0.0 (reaches the local host on Linux)
+	"10.0.0.0/8",      // private
+	"100.64.0.0/10",   // CGNAT shared address space
+	"127.0.0.0/8",     // loopback
+	"169.254.0.0/16",  // link-local, includes 169.254.169.254 cloud metadata
+	"172.16.0.0/12",   // private
+	"192.0.0.0/24",    // IETF protocol assignments (RFC 6890)
+	"192.0.2.0/24",    // TEST-NET-1, documentation
+	"192.88.99.0/24",  // deprecated 6to4 relay anycast
+	"192.168.0.0/16",  // private
+	"198.18.0.0/15",   // benchmarking (RFC 2544), used inside some networks
+	"198.51.100.0/24", // TEST-NET-2, documentation
+	"203.0.113.0/24",  // TEST-NET-3, documentation
+	"224.0.0.0/4",     // multicast
+	"240.0.0.0/4",     // reserved, includes 255.255.255.255 broadcast
 )
 
 // forbiddenV6 are the IPv6 ranges a webhook may never reach. IPv4-mapped
@@ -39,6 +46,9 @@ var forbiddenV6 = mustPrefixes(
 	"::/96",           // unspecified ::, loopback ::1, deprecated IPv4-compatible ::a.b.c.d
 	"::ffff:0:0:0/96", // IPv4-translated (RFC 2765), not globally routable
 	"64:ff9b:1::/48",  // local-use NAT64 (RFC 8215)
+	"100::/64",        // discard-only (RFC 6666)
+	"2001::/32",       // Teredo: tunnels to an obfuscated IPv4 address
+	"2001:db8::/32",   // documentation
 	"fc00::/7",        // unique local (private)
 	"fec0::/10",       // deprecated site-local, still private in practice
 	"fe80::/10",       // link-local

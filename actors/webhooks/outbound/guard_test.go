@@ -47,6 +47,17 @@ func TestIsForbidden(t *testing.T) {
 		// reserved and broadcast
 		{"240.0.0.1", true},
 		{"255.255.255.255", true},
+		// special-purpose, benchmarking, documentation
+		{"192.0.0.8", true},
+		{"192.0.2.1", true},
+		{"192.88.99.1", true},
+		{"198.18.0.1", true},
+		{"198.19.255.255", true},
+		{"198.51.100.7", true},
+		{"203.0.113.9", true},
+		{"100::1", true},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", true}, // Teredo
+		{"2001:db8::1", true},
 		// IPv4-mapped IPv6 forms
 		{"::ffff:127.0.0.1", true},
 		{"::ffff:7f00:1", true},
@@ -76,6 +87,10 @@ func TestIsForbidden(t *testing.T) {
 		{"169.253.255.255", false},
 		{"11.0.0.1", false},
 		{"223.255.255.255", false},
+		{"198.17.255.255", false},
+		{"198.20.0.0", false},
+		{"192.0.1.1", false},
+		{"2001:1::1", false},
 		{"::ffff:8.8.8.8", false},
 		{"64:ff9b::8.8.8.8", false},
 		{"2002:808:808::1", false},
