@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"io"
 	"net/http"
@@ -92,7 +93,7 @@ func TestWebhookDelivery(t *testing.T) {
 		}
 		return r.Map(t)["id"].(string)
 	}
-	hook(flaky.srv.URL+"/hook", "flaky-secret")
+	flakyID := hook(flaky.srv.URL+"/hook", "flaky-secret")
 	downID := hook(down.srv.URL+"/hook", "down-secret")
 	w := b.wallet(t, "KES", "W")
 	b.deposit(t, b.settlement, "10.00")
@@ -230,6 +231,36 @@ func TestWebhookDelivery(t *testing.T) {
 		if err := env.Schema.DB.Get(&records, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1 AND webhook_id = $2`, id, downID); err != nil ||
 			delivered != 1 || records != 1 {
 			t.Fatalf("after the replay: %d DELIVERED listings, %d records (%v)", delivered, records, err)
+		}
+	})
+	t.Run("RotatedSecretReplacesTheStoredChallenge", func(t *testing.T) {
+		first := flaky.requests()[0]
+		r := b.post("/api/v1/webhooks/"+flakyID+"/rotate-secret/", map[string]any{"challenge": "rotated-secret"})
+		if r.Status != 200 || strings.Contains(string(r.Body), "rotated-secret") {
+			t.Fatalf("rotate: %d %s", r.Status, r.Body)
+		}
+		n := len(flaky.requests())
+		var replay struct{ Replays []map[string]any }
+		b.post("/api/v1/webhooks/events/"+first.headers["webhook-id"]+"/replay/", nil).JSON(t, &replay)
+		waitUntil(t, "the replay after rotation", func() bool { return len(flaky.requests()) > n })
+		got := flaky.requests()[n]
+		if strings.Contains(string(got.body), "flaky-secret") || !strings.Contains(string(got.body), `"challenge":"rotated-secret"`) {
+			t.Fatalf("after rotation the body still carries the old secret: %s", got.body)
+		}
+		if !webhooks.Verify("rotated-secret", got.headers, got.body, time.Now(), 5*time.Minute) ||
+			webhooks.Verify("flaky-secret", got.headers, got.body, time.Now(), 5*time.Minute) {
+			t.Fatal("the replay is not signed with the new secret alone")
+		}
+		// The event itself is untouched: same topic and data bytes.
+		data := func(body []byte) string {
+			var x struct{ Topic, Data json.RawMessage }
+			if err := json.Unmarshal(body, &x); err != nil {
+				t.Fatal(err)
+			}
+			return string(x.Topic) + string(x.Data)
+		}
+		if data(got.body) != data(first.body) {
+			t.Fatalf("rotation changed the event: %s vs %s", got.body, first.body)
 		}
 	})
 	t.Run("EventsAreMerchantScoped", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/ids"
+	"paysvc/actors/webhooks"
 	"paysvc/storage"
 )
 
@@ -126,6 +128,7 @@ func (s *Server) updateWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	old := w
 	if err := s.applyWebhookFields(b, &w, false); err != nil {
 		return err
 	}
@@ -139,7 +142,7 @@ func (s *Server) updateWebhook(c echo.Context) error {
 		}
 		w.IsActive = active
 	}
-	if err := storage.UpdateWebhook(c.Request().Context(), s.db, w); err != nil {
+	if err := s.saveWebhook(c.Request().Context(), w, old.Challenge); err != nil {
 		return err
 	}
 	w, err = s.pathWebhook(c)
@@ -162,13 +165,37 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	if !b.has("challenge") {
 		return invalid("challenge", "This field is required.")
 	}
+	previous := w.Challenge
 	if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
 		return err
 	}
-	if err := storage.UpdateWebhook(c.Request().Context(), s.db, w); err != nil {
+	if err := s.saveWebhook(c.Request().Context(), w, previous); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, renderWebhook(w))
+}
+
+// saveWebhook stores a changed webhook. When its secret changed, every stored
+// delivery body is given the new challenge in the same transaction: retries and
+// replays then echo the secret they are signed with, and the old secret, perhaps
+// leaked, is never sent again.
+func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook, previousChallenge string) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := storage.UpdateWebhook(ctx, tx, w); err != nil {
+		return err
+	}
+	if w.Challenge != previousChallenge {
+		if _, err := storage.RewriteDeliveryBodies(ctx, tx, w.MerchantID, w.WebhookID, func(b []byte) ([]byte, error) {
+			return webhooks.Rechallenge(b, w.Challenge)
+		}); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 func (s *Server) deleteWebhook(c echo.Context) error {

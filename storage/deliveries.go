@@ -498,3 +498,40 @@ func EventDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, eve
 		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.merchant_id = $1 AND d.event_id = $2`, merchantID, eventID)
 	return out, err
 }
+
+// RewriteDeliveryBodies passes every stored body of one of the merchant's webhooks
+// through rewrite and stores the result, a thousand at a time, inside the caller's
+// transaction; it returns how many it rewrote.
+func RewriteDeliveryBodies(ctx context.Context, tx *sqlx.Tx, merchantID, webhookID string, rewrite func([]byte) ([]byte, error)) (int, error) {
+	n, after := 0, ""
+	for {
+		var rows []struct {
+			EventID string `db:"event_id"`
+			Body    []byte `db:"body"`
+		}
+		if err := tx.SelectContext(ctx, &rows, `SELECT event_id, body FROM webhook_deliveries
+			WHERE merchant_id = $1 AND webhook_id = $2 AND event_id > $3 ORDER BY event_id LIMIT 1000`, merchantID, webhookID, after); err != nil {
+			return n, fmt.Errorf("rewrite delivery bodies: %w", err)
+		}
+		if len(rows) == 0 {
+			return n, nil
+		}
+		ids := make([]string, len(rows))
+		bodies := make([][]byte, len(rows))
+		for i, r := range rows {
+			b, err := rewrite(r.Body)
+			if err != nil {
+				return n, fmt.Errorf("rewrite delivery body of %s: %w", r.EventID, err)
+			}
+			ids[i], bodies[i] = r.EventID, b
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries d SET body = u.body
+			FROM unnest($3::text[], $4::bytea[]) AS u(event_id, body)
+			WHERE d.merchant_id = $1 AND d.webhook_id = $2 AND d.event_id = u.event_id`,
+			merchantID, webhookID, pq.StringArray(ids), pq.ByteaArray(bodies)); err != nil {
+			return n, fmt.Errorf("rewrite delivery bodies: %w", err)
+		}
+		n += len(rows)
+		after = rows[len(rows)-1].EventID
+	}
+}

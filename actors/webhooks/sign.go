@@ -22,6 +22,20 @@ func Body(topic string, data json.RawMessage, challenge string) ([]byte, error) 
 	}{topic, data, challenge})
 }
 
+// Rechallenge returns a stored delivery body with its challenge replaced and the
+// topic and data bytes kept as they are (used when a webhook's secret changes, so
+// no stored body keeps carrying the old secret).
+func Rechallenge(body []byte, challenge string) ([]byte, error) {
+	var b struct {
+		Topic string          `json:"topic"`
+		Data  json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	return Body(b.Topic, b.Data, challenge)
+}
+
 // ServiceSignature is the spec's X-SERVICE-Signature: hex HMAC-SHA256 of the raw
 // body, keyed by the endpoint's secret.
 func ServiceSignature(secret string, body []byte) string {
