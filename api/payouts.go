@@ -238,7 +238,11 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		if rec.Currency != f.Currency {
 			return t, invalid("account", "Wallet "+t.Account+" holds "+rec.Currency+"; this file pays "+f.Currency+".")
 		}
-		if f.WalletID != "" && t.Account == f.WalletID {
+		// Without wallet_id the file pays from the merchant's settlement wallet of its
+		// currency, so that wallet is the payer too.
+		paysItself := t.Account == f.WalletID ||
+			(f.WalletID == "" && rec.MerchantID == principal(c).MerchantID && rec.WalletType == "SETTLEMENT")
+		if paysItself {
 			return t, invalid("account", "A P2P payout cannot go to the wallet that pays it.")
 		}
 		t.RecipientMerchantID = rec.MerchantID

@@ -228,6 +228,11 @@ func TestPayoutValidation(t *testing.T) {
 			"transactions": []any{map[string]any{"account": "NOSUCHWALLET", "amount": 100}}}, "transactions[0].account"},
 		{"p2p currency", map[string]any{"currency": "KES", "provider": "P2P",
 			"transactions": []any{map[string]any{"account": usd, "amount": 100}}}, "transactions[0].account"},
+		// Without wallet_id the settlement wallet pays: it cannot also receive.
+		{"p2p to the default paying wallet", map[string]any{"currency": "KES", "provider": "P2P",
+			"transactions": []any{map[string]any{"account": b.settlement, "amount": 100}}}, "transactions[0].account"},
+		{"p2p to the named paying wallet", map[string]any{"currency": "KES", "provider": "P2P", "wallet_id": b.settlement,
+			"transactions": []any{map[string]any{"account": b.settlement, "amount": 100}}}, "transactions[0].account"},
 	}
 	for _, tc := range cases {
 		r := b.post("/api/v1/send-money/initiation/", tc.body)

@@ -255,13 +255,14 @@ type Recipient struct {
 	MerchantID   string `db:"merchant_id"`
 	MerchantName string `db:"name"`
 	Currency     string `db:"currency"`
+	WalletType   string `db:"wallet_type"`
 }
 
 // WalletRecipient returns who owns any wallet (P2P payouts pay another
 // merchant's wallet by its id); a wallet of a disabled merchant is ErrNotFound.
 func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID string) (Recipient, error) {
 	var r Recipient
-	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.currency FROM wallets w
+	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.currency, w.wallet_type FROM wallets w
 		JOIN merchants m ON m.merchant_id = w.merchant_id WHERE w.wallet_id = $1 AND m.enabled`, walletID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
