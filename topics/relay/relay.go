@@ -50,14 +50,25 @@ type Relay struct {
 	log   *slog.Logger
 	wake  chan struct{}
 	batch int
+	poll  time.Duration
 }
+
+// DefaultPoll is how often the relay looks at the outbox when nothing woke it. An
+// engine in the same process wakes it at each commit; an engine in another process
+// (the compose deployment) cannot, so this bounds the delay its events wait before
+// publishing. An empty-outbox look is one index probe.
+const DefaultPoll = 25 * time.Millisecond
 
 // New makes a relay producing with cl. The client must retry retriable errors
 // without limit (kgo's default: no RecordRetries limit, no RecordDeliveryTimeout):
 // a client that gives up on a record can fail a partition's first batch and deliver
 // its next, and the republished events would land out of order.
-func New(db *sqlx.DB, cl *kgo.Client, log *slog.Logger) *Relay {
-	return &Relay{db: db, cl: cl, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 500}
+// poll <= 0 means DefaultPoll.
+func New(db *sqlx.DB, cl *kgo.Client, log *slog.Logger, poll time.Duration) *Relay {
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	return &Relay{db: db, cl: cl, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 500, poll: poll}
 }
 
 // Wake tells the relay that new events were committed; it never blocks.
@@ -107,7 +118,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	}
 	defer conn.ExecContext(context.Background(), `RESET enable_seqscan`) //nolint:errcheck // the pool reuses this connection
 	leader.Set(1)
-	idle := time.NewTicker(200 * time.Millisecond)
+	idle := time.NewTicker(r.poll)
 	defer idle.Stop()
 	for {
 		n, err := r.publishOnce(ctx, conn)

@@ -76,7 +76,7 @@ func newProducer(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 // waits for Run to return.
 func startRelay(t *testing.T, db *sqlx.DB, cl *kgo.Client) (*relay.Relay, func()) {
 	t.Helper()
-	r := relay.New(db, cl, testLogger())
+	r := relay.New(db, cl, testLogger(), 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

@@ -28,7 +28,7 @@ func TestDescribe(t *testing.T) {
 
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server notices the client hanging up
-		select { // longer than the client's timeout; ends as soon as the client gives up
+		select {                  // longer than the client's timeout; ends as soon as the client gives up
 		case <-r.Context().Done():
 		case <-time.After(5 * time.Second):
 		}

@@ -17,6 +17,7 @@ import (
 	"paysvc/actors/tariff"
 	"paysvc/actors/webhooks/dispatch"
 	"paysvc/api"
+	"paysvc/topics/relay"
 )
 
 // Roles a process can run.
@@ -70,6 +71,9 @@ type Config struct {
 	// link in API responses and emails. Never taken from a request's Host header, which
 	// the caller controls.
 	PublicBaseURL string
+	// RelayPoll is how often the relay looks at the outbox unless an engine in its own
+	// process woke it (relay.DefaultPoll).
+	RelayPoll time.Duration
 	// Retention bounds the tables that grow with traffic.
 	Retention Retention
 	// ReminderInterval is how often due pay-request reminders are looked for.
@@ -174,6 +178,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	// which matters when PAYSVC_HTTP_ADDR asks for port 0).
 	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", ""), "/")
 	c.ReminderInterval = dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
+	c.RelayPoll = dur("PAYSVC_RELAY_POLL", relay.DefaultPoll)
 	c.Retention = Retention{Interval: dur("PAYSVC_RETENTION_INTERVAL", 10*time.Minute),
 		CommandReplies: dur("PAYSVC_COMMAND_REPLY_RETENTION", 7*24*time.Hour),
 		WebhookEvents:  dur("PAYSVC_WEBHOOK_EVENT_RETENTION", 30*24*time.Hour)}

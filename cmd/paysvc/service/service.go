@@ -108,7 +108,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.cancel = stop
 	wake := func() {}
 	if cfg.Has(RoleRelay) {
-		r := relay.New(s.DB, s.producer, log)
+		r := relay.New(s.DB, s.producer, log, cfg.RelayPoll)
 		wake = r.Wake
 		s.goRun(func() error { return r.Run(runCtx) })
 	}
