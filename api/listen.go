@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/ids"
@@ -144,10 +145,12 @@ func (s *Server) listenEvents(c echo.Context) error {
 	for _, kt := range want {
 		kts = append(kts, kt)
 	}
-	// AfterMilli, not AtEnd: the end offset is only looked up at the first fetch, and
-	// an event committed between the answer below and that lookup would be lost.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.ConsumeTopics(kts...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(from.UnixMilli())), kgo.ClientID("paysvc-listen"))
+	start, err := s.listenStart(c.Request().Context(), kts, from, c.QueryParam("since") != "")
+	if err != nil {
+		s.log.Warn("listen: list offsets", "request_id", requestID(c), "err", err)
+		return unavailable()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.ConsumePartitions(start), kgo.ClientID("paysvc-listen"))
 	if err != nil {
 		return err
 	}
@@ -191,6 +194,45 @@ func (s *Server) listenEvents(c echo.Context) error {
 		w.Flush()
 	}
 	return nil
+}
+
+// listenStart is where a stream starts in each partition, fixed before the stream
+// is answered, so every event committed after the client sees it open is sent. The
+// end offsets are listed first; with since, the first offsets at or after it are
+// listed next and the smaller of the two taken. A by-time lookup that finds nothing
+// answers with the end as of its own later request, which may already be past an
+// event produced in between (kgo's AfterMilli and kadm both do this, and a stream
+// lost events under load): the end listed first cannot be.
+func (s *Server) listenStart(ctx context.Context, topics []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
+	adm := kadm.NewClient(s.kafka)
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	var after kadm.ListedOffsets
+	if bySince {
+		if after, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topics...); err == nil {
+			err = after.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	start := map[string]map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		at := o.Offset
+		if a, ok := after.Lookup(o.Topic, o.Partition); ok && a.Offset >= 0 && a.Offset < at {
+			at = a.Offset
+		}
+		if start[o.Topic] == nil {
+			start[o.Topic] = map[int32]kgo.Offset{}
+		}
+		start[o.Topic][o.Partition] = kgo.NewOffset().At(at)
+	})
+	return start, nil
 }
 
 // sseMessage is the stream's message for an event record, if it is the merchant's.
