@@ -251,7 +251,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	mux.Handle("/metrics", promhttp.Handler())
 	if cfg.Has(RoleAPI) {
 		s.hub = replies.NewHub(cfg.InstanceID)
-		s.goRun(func() error { return replies.ConsumeRemote(runCtx, s.Brokers, s.hub, log) })
+		remote, err := replies.NewRemote(ctx, s.Brokers, s.hub, s.producer, log)
+		if err != nil {
+			return nil, err
+		}
+		s.goRun(func() error { return remote.Run(runCtx) })
 		idemURL, err := storage.WithParam(cfg.DatabaseURL, "synchronous_commit", "off")
 		if err != nil {
 			return nil, err
