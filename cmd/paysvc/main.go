@@ -41,7 +41,8 @@ func (e usageError) Error() string { return e.msg }
 const usage = `usage: paysvc <command> [flags]
 
 commands:
-  serve [--roles api,engine,relay]        run the service (all roles by default)
+  serve [--roles api,engine,relay,rails,dispatcher]
+                                           run the service (all roles by default)
   migrate                                  apply database migrations
   merchant create --name NAME [--environment sandbox|live] [--email ADDRESS]
   merchant disable|enable MERCHANT_ID
@@ -131,7 +132,7 @@ func newLogger(cfg service.Config, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: api, engine, relay")
+	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: api, engine, relay, rails, dispatcher")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
