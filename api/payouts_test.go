@@ -329,6 +329,47 @@ func TestPayoutIdempotencyKey(t *testing.T) {
 	}
 }
 
+// A key is held from the moment its file is approved, not only once the rail has
+// reported on it: a second file with the key, approved while the first file's
+// transaction is still PENDING (no rails role here, so it stays so), is refused.
+func TestPayoutIdempotencyKeyHeldFromApproval(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay, service.RoleDispatcher}
+	})
+	b := newBundle(t, env, "Keys")
+	b.deposit(t, b.settlement, "1000")
+	file := func(approval string) map[string]any {
+		return map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": approval,
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": "100", "idempotency_key": "rent-2026-11"}}}
+	}
+	a := b.post("/api/v1/send-money/initiation/", file("YES")).Map(t)
+	second := b.post("/api/v1/send-money/initiation/", file("YES")).Map(t)
+	// Each approval is its own command and batch: the first has committed (and its
+	// in-memory key is gone) when the second is applied.
+	if r := b.post("/api/v1/send-money/approve/", a); r.Status != 200 || r.Map(t)["status"] != "PROCESSING" {
+		t.Fatalf("approve the first: %d %s", r.Status, r.Body)
+	}
+	r := b.post("/api/v1/send-money/approve/", second)
+	if r.Status != 200 {
+		t.Fatalf("approve the second: %d %s", r.Status, r.Body)
+	}
+	f := r.Map(t)
+	tx := f["transactions"].([]any)[0].(map[string]any)
+	if f["status"] != "COMPLETE" || f["failed_amount"] != "100.00" || tx["status"] != "FAILED" || tx["status_code"] != "TF106" {
+		t.Fatalf("the second file's transaction with a held key: %v", f)
+	}
+	// A file without approval meets the same stored key.
+	third := b.post("/api/v1/send-money/initiation/", file("NO")).Map(t)
+	if tx := third["transactions"].([]any)[0].(map[string]any); tx["status_code"] != "TF106" {
+		t.Fatalf("a third file with the key: %v", third)
+	}
+	// Only the first file holds money: 100 plus its 10 charge.
+	if cur, av := b.balance(t, b.settlement); cur != "1000.00" || av != "890.00" {
+		t.Fatalf("balance %s / %s, want 1000.00 / 890.00 (one hold)", cur, av)
+	}
+}
+
 func TestPayoutReferenceEndpoints(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -101,5 +102,46 @@ func TestPruneWebhookEvents(t *testing.T) {
 	}
 	if n, err := storage.PruneWebhookEvents(ctx, db, 30*24*time.Hour, 100); err != nil || n != 0 {
 		t.Fatalf("second run pruned %d, %v; want 0", n, err)
+	}
+}
+
+// Migration 0017 gives claims_key to the transactions that held their key before the
+// engine wrote their rows at approval, by storage.ClaimsKey's rule, and to no other.
+func TestMigration0017ClaimsKeysOfApprovedFiles(t *testing.T) {
+	t.Parallel()
+	db := storagetest.New(t).DB
+	mustExec(t, db, `INSERT INTO merchants (merchant_id, name, environment, enabled) VALUES ('M1', 'Acme', 'sandbox', true)`)
+	file := func(id, status string) {
+		mustExec(t, db, `INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at)
+			VALUES ($1, 'M1', gen_random_uuid(), $2, 1, '{}', now(), now())`, id, status)
+	}
+	seq := 0
+	txn := func(id, fileID, status string, key any) {
+		seq++
+		mustExec(t, db, `INSERT INTO payout_transactions (transaction_id, file_id, merchant_id, seq, status, provider, account,
+			idempotency_key, claims_key, data, created_at, updated_at)
+			VALUES ($1, $2, 'M1', $3, $4, 'MPESA-B2C', '254708374149', $5, false, '{}', now(), now())`, id, fileID, seq, status, key)
+	}
+	file("APPROVED", "PROCESSING")
+	file("DONE", "COMPLETE")
+	file("PREVIEW", "PREVIEW-AND-APPROVE")
+	file("CANCELLED", "CANCELLED")
+	txn("held-pending", "APPROVED", "PENDING", "k1")
+	txn("held-paid", "DONE", "COMPLETE", "k2")
+	txn("failed", "APPROVED", "FAILED", "k3")
+	txn("no-key", "APPROVED", "PENDING", nil)
+	txn("not-approved", "PREVIEW", "PENDING", "k4")
+	txn("cancelled", "CANCELLED", "PENDING", "k5")
+	sql, err := os.ReadFile("migrations/0017_payout_key_claims.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, string(sql))
+	var claimed []string
+	if err := db.Select(&claimed, `SELECT transaction_id FROM payout_transactions WHERE claims_key ORDER BY transaction_id`); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(claimed) != "[held-paid held-pending]" {
+		t.Fatalf("claims_key set on %v, want [held-paid held-pending]", claimed)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -229,15 +230,22 @@ func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *top
 		b.touch(wbefore, wafter)
 	}
 	f := resp.After
-	b.touchPayout(resp.Before, f, resp.Delta.Changed)
-	b.countPayouts(f.Provider, 0, len(rejected))
-	for _, t := range f.Txns {
+	// A transaction that now holds its idempotency key must have its row written with
+	// claims_key in this batch, even if approval changed nothing else about it: once
+	// the batch commits the in-memory key is dropped and the table alone answers for
+	// it. Left unwritten, a second file with the same key approved before this one's
+	// outcomes arrive would be paid too.
+	written := slices.Clone(resp.Delta.Changed)
+	for i, t := range f.Txns {
 		if storage.ClaimsKey(f.Header, t) {
 			k := f.MerchantID + "\x00" + t.IdempotencyKey
 			p.payoutKeys[k] = t.TransactionID
 			b.newKeys = append(b.newKeys, k)
+			written = append(written, i)
 		}
 	}
+	b.touchPayout(resp.Before, f, written)
+	b.countPayouts(f.Provider, 0, len(rejected))
 	e.queuePayouts(b, c, f, rejected)
 	b.outbox = append(b.outbox, e.sendMoneyEvent(c, b.at, f))
 	e.callback(b, c, f, resp.Delta.Changed)

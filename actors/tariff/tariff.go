@@ -144,6 +144,13 @@ func NewSchedule(rules map[string]Rule) (*Schedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrBadSchedule, method, err)
 		}
+		// P2P files may pay USD, EUR or GBP wallets, but fixed, minimum and maximum
+		// fees are KES amounts: applied to a USD file they would charge dollars. Only
+		// a percentage means the same in every currency.
+		if method == PayoutP2P && (!canon.Fixed.IsZero() || !canon.Min.IsZero() || !canon.Max.IsZero()) {
+			return nil, fmt.Errorf("%w: %s: only a percentage (P2P files may be in USD, EUR or GBP, and fixed, min and max are KES amounts)",
+				ErrBadSchedule, method)
+		}
 		s.rules[method] = canon
 	}
 	return s, nil

@@ -323,6 +323,10 @@ func TestParseScheduleErrors(t *testing.T) {
 		{"CARD=1.5%,min=1.001", `option "min=1.001": money: too many decimal places`},
 		{"CARD=1.5%;CARD=2%", `entry 2 "CARD=2%": method CARD listed twice`},
 		{"CARD=1.5%;M-PESA=x%", `entry 2 "M-PESA=x%"`},
+		// P2P files may be in USD: a KES fixed part would be charged in dollars.
+		{"PAYOUT-P2P=0%+25.00", "PAYOUT-P2P: only a percentage"},
+		{"PAYOUT-P2P=1%,min=5", "PAYOUT-P2P: only a percentage"},
+		{"PAYOUT-P2P=1%,max=50", "PAYOUT-P2P: only a percentage"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
