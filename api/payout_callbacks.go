@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/payout"
@@ -107,6 +108,19 @@ func (s *Server) b2cStatus(c echo.Context) error {
 		s.log.Warn("M-Pesa transaction status: outcome still unknown, the payout stays PROCESSING",
 			append([]any{"transaction_id", clipLog(res.TransactionID)}, logArgs...)...)
 		return darajaAccepted(c)
+	}
+	if res.Paid && res.Amount.Sign() > 0 {
+		// M-Pesa says it paid: it must have paid what we asked. Another amount means
+		// the answer is not about this payout as we know it; an operator decides.
+		ref, err := storage.PayoutTxnRef(c.Request().Context(), s.db, res.TransactionID)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+		if want, perr := money.Parse(ref.Amount); err == nil && (perr != nil || !want.Equal(res.Amount)) {
+			s.log.Error("M-Pesa transaction status: Completed for another amount; the payout stays PROCESSING for an operator",
+				append([]any{"transaction_id", clipLog(res.TransactionID), "amount", ref.Amount, "reported", res.Amount.String()}, logArgs...)...)
+			return darajaAccepted(c)
+		}
 	}
 	out := topics.PayoutTxnResult{TransactionID: res.TransactionID, Success: res.Paid}
 	if res.Paid {

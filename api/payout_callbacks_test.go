@@ -331,6 +331,21 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 		t.Fatalf("after a pending answer: %v", tx)
 	}
 
+	// Completed for another amount than the payout's: not this payout as we know it,
+	// so it stays PROCESSING for an operator.
+	otherAmount := bytes.Replace(paidBody, []byte(`"Key":"Amount","Value":100}`), []byte(`"Key":"Amount","Value":1000}`), 1)
+	if bytes.Equal(otherAmount, paidBody) {
+		t.Fatalf("the status body has no amount to change: %s", paidBody)
+	}
+	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, otherAmount); r.Status != 200 {
+		t.Fatalf("status result for another amount: %d %s", r.Status, r.Body)
+	}
+	b.wallet(t, "KES", "Marker 1b")
+	file = b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
+	if tx := file["transactions"].([]any)[0].(map[string]any); tx["status"] != "PROCESSING" {
+		t.Fatalf("after a Completed answer for another amount: %v", tx)
+	}
+
 	// Completed: the file is COMPLETE and the wallet right to the cent.
 	if r := env.Do("POST", "/api/v1/send-money/mpesa/status/"+token, paidBody); r.Status != 200 || !strings.Contains(string(r.Body), `"ResultCode":0`) {
 		t.Fatalf("completed status result: %d %s", r.Status, r.Body)

@@ -317,13 +317,15 @@ type PayoutRef struct {
 	FileID     string `db:"file_id"`
 	MerchantID string `db:"merchant_id"`
 	Provider   string `db:"provider"`
+	Amount     string `db:"amount"` // the transaction's amount, as its decimal text
 }
 
-// PayoutTxnRef returns the file, merchant and provider of a transaction, or
+// PayoutTxnRef returns the file, merchant, provider and amount of a transaction, or
 // ErrNotFound.
 func PayoutTxnRef(ctx context.Context, q sqlx.QueryerContext, transactionID string) (PayoutRef, error) {
 	var r PayoutRef
-	err := sqlx.GetContext(ctx, q, &r, `SELECT file_id, merchant_id, provider FROM payout_transactions WHERE transaction_id = $1`, transactionID)
+	err := sqlx.GetContext(ctx, q, &r, `SELECT file_id, merchant_id, provider, coalesce(data->>'amount', '') AS amount
+		FROM payout_transactions WHERE transaction_id = $1`, transactionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}
