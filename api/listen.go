@@ -203,9 +203,9 @@ func (s *Server) listenEvents(c echo.Context) error {
 // answers with the end as of its own later request, which may already be past an
 // event produced in between (kgo's AfterMilli and kadm both do this, and a stream
 // lost events under load): the end listed first cannot be.
-func (s *Server) listenStart(ctx context.Context, topics []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
+func (s *Server) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
 	adm := kadm.NewClient(s.kafka)
-	ends, err := adm.ListEndOffsets(ctx, topics...)
+	ends, err := adm.ListEndOffsets(ctx, topicNames...)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -214,7 +214,7 @@ func (s *Server) listenStart(ctx context.Context, topics []string, since time.Ti
 	}
 	var after kadm.ListedOffsets
 	if bySince {
-		if after, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topics...); err == nil {
+		if after, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topicNames...); err == nil {
 			err = after.Error()
 		}
 		if err != nil {
