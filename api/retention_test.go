@@ -62,9 +62,11 @@ func TestIdempotencyKeyOutlivesRetention(t *testing.T) {
 		t.Fatalf("destination %s, want 10.00", cur)
 	}
 	t.Logf("engine answered from its stored reply before trimming: %v", sawReplay)
-	if !metricAtLeast(t, env, `paysvc_retention_rows_total{table="processed_commands"}`, 1) ||
-		!metricAtLeast(t, env, `paysvc_retention_rows_total{table="idempotency_keys"}`, 1) {
-		t.Fatal("retention metrics did not count the pruned rows")
+	// Only the engine's trim empties replies, so it must have counted. (An expired
+	// key's record may instead be deleted by the next request that meets it, which
+	// the idempotency_keys count does not see.)
+	if !metricAtLeast(t, env, `paysvc_retention_rows_total{table="processed_commands"}`, 1) {
+		t.Fatal("the retention metric did not count the emptied replies")
 	}
 }
 
