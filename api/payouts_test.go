@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,6 +409,53 @@ func TestPayoutReferenceEndpoints(t *testing.T) {
 
 // TestPayoutCallback: callback_url receives the file's changes, signed with the
 // file's nonce like a webhook, in order, ending with COMPLETE.
+// A callback_url that hangs holds back only its own file's callbacks: another
+// merchant's file, initiated after it, gets its callbacks at once. (Before lanes, the
+// consumer waited for every callback of a poll, retries included: up to ~90 s.)
+func TestPayoutCallbackSlowReceiverDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var slowCalls atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slowCalls.Add(1)
+		select { // hangs until the client gives up or the test ends
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	var fastCalls atomic.Int32
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fastCalls.Add(1) }))
+	defer fast.Close()
+	env := servicetest.Start(t, func(c *service.Config) { c.API.WebhookAllowPrivate = true })
+	hanging := newBundle(t, env, "Hanging receiver")
+	hanging.deposit(t, hanging.settlement, "1000")
+	other := newBundle(t, env, "Other merchant")
+	other.deposit(t, other.settlement, "1000")
+
+	f := b2cFile("YES", "254708374149")
+	f["callback_url"] = slow.URL + "/cb"
+	if r := hanging.post("/api/v1/send-money/initiation/", f); r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	waitUntil(t, "the hanging receiver's first request", func() bool { return slowCalls.Load() >= 1 })
+
+	g := b2cFile("YES", "254708374149")
+	g["callback_url"] = fast.URL + "/cb"
+	if r := other.post("/api/v1/send-money/initiation/", g); r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	// The slow receiver's first attempt alone lasts the client's 15 s timeout.
+	deadline := time.Now().Add(10 * time.Second)
+	for fastCalls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("another merchant's callback waited behind a hanging receiver")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestPayoutCallback(t *testing.T) {
 	t.Parallel()
 	type got struct {

@@ -43,37 +43,187 @@ type Poster interface {
 	Post(ctx context.Context, rawURL string, headers map[string]string, body []byte) (outbound.Response, error)
 }
 
-// Run consumes callbacks until ctx ends. Offsets are committed after each poll's
-// callbacks were delivered or dropped.
+// maxPending bounds the callbacks taken from Kafka but not yet delivered or dropped;
+// past it the consumer stops fetching until lanes catch up.
+const maxPending = 10000
+
+// Run consumes callbacks until ctx ends. Each file has its own lane, a goroutine
+// that delivers the file's callbacks in order, retries included, so a slow or
+// failing receiver holds back only its own file's later callbacks, never another
+// merchant's. An offset is committed once every callback up to it, in its partition,
+// was delivered or dropped: a dispatcher that dies sends the unfinished ones again
+// after a restart (at least once, with the same webhook-id).
 func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log *slog.Logger) error {
 	log = log.With("component", "callbacks")
+	c := &consumer{db: db, client: client, log: log, lanes: map[string]*lane{}, parts: map[int32]*watermark{}}
+	c.cond = sync.NewCond(&c.mu)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-callbacks"),
-		kgo.ConsumeTopics(topics.CallbackTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-callbacks"))
+		kgo.ConsumeTopics(topics.CallbackTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-callbacks"),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			c.commit(ctx, cl)
+			c.forget(revoked[topics.CallbackTopic])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			c.forget(lost[topics.CallbackTopic])
+		}))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	defer c.wait()
+	// Wake the loop below if it is waiting for room when ctx ends.
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
 	for {
-		fetches := cl.PollFetches(ctx)
+		c.mu.Lock()
+		for c.pending >= maxPending && ctx.Err() == nil {
+			c.cond.Wait()
+		}
+		c.mu.Unlock()
+		// A bounded poll, so finished callbacks are committed while nothing new comes.
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return nil
 		}
-		// One file's callbacks in order; files in parallel.
-		byKey := map[string][]*kgo.Record{}
-		fetches.EachRecord(func(r *kgo.Record) { byKey[string(r.Key)] = append(byKey[string(r.Key)], r) })
-		var wg sync.WaitGroup
-		for _, recs := range byKey {
-			wg.Go(func() {
-				for _, r := range recs {
-					Deliver(ctx, db, client, r.Value, log)
-				}
-			})
+		fetches.EachRecord(func(r *kgo.Record) { c.take(ctx, r) })
+		c.commit(ctx, cl)
+	}
+}
+
+// consumer is Run's state: the lanes of files with callbacks in flight, and per
+// partition the offsets taken and which of them are finished.
+type consumer struct {
+	db     *sqlx.DB
+	client Poster
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when pending drops
+	lanes   map[string]*lane
+	parts   map[int32]*watermark
+	pending int
+	wg      sync.WaitGroup
+}
+
+// lane holds one file's callbacks waiting behind the one being delivered.
+type lane struct{ queue []item }
+
+// item is a taken callback and the tracking of the partition it was taken under.
+type item struct {
+	r *kgo.Record
+	w *watermark
+}
+
+// watermark tracks one partition while this consumer owns it: the records taken, in
+// order, which of them are finished, and the last record of the finished prefix
+// (committed as its offset + 1).
+type watermark struct {
+	recs []*kgo.Record
+	done map[int64]bool
+	last *kgo.Record
+}
+
+func (c *consumer) take(ctx context.Context, r *kgo.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.parts[r.Partition]
+	if w == nil {
+		w = &watermark{done: map[int64]bool{}}
+		c.parts[r.Partition] = w
+	}
+	w.recs = append(w.recs, r)
+	c.pending++
+	key := string(r.Key)
+	if l := c.lanes[key]; l != nil {
+		l.queue = append(l.queue, item{r, w})
+		return
+	}
+	l := &lane{queue: []item{{r, w}}}
+	c.lanes[key] = l
+	c.wg.Go(func() { c.run(ctx, key, l) })
+}
+
+// run delivers a lane's callbacks in order until it is empty.
+func (c *consumer) run(ctx context.Context, key string, l *lane) {
+	for {
+		c.mu.Lock()
+		if len(l.queue) == 0 {
+			delete(c.lanes, key)
+			c.mu.Unlock()
+			return
 		}
-		wg.Wait()
-		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("commit offsets", "err", err)
+		it := l.queue[0]
+		l.queue = l.queue[1:]
+		c.mu.Unlock()
+		Deliver(ctx, c.db, c.client, it.r.Value, c.log)
+		if ctx.Err() != nil {
+			return // not finished: sent again after a restart
+		}
+		c.finish(it)
+	}
+}
+
+func (c *consumer) finish(it item) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parts[it.r.Partition] != it.w {
+		return // taken under an ownership that has ended; forget settled its count
+	}
+	c.pending--
+	c.cond.Broadcast()
+	w := it.w
+	w.done[it.r.Offset] = true
+	for len(w.recs) > 0 && w.done[w.recs[0].Offset] {
+		delete(w.done, w.recs[0].Offset)
+		w.last = w.recs[0]
+		w.recs = w.recs[1:]
+	}
+}
+
+// commit commits every partition's finished prefix.
+func (c *consumer) commit(ctx context.Context, cl *kgo.Client) {
+	c.mu.Lock()
+	var recs []*kgo.Record
+	for _, w := range c.parts {
+		if w.last != nil {
+			recs = append(recs, w.last)
 		}
 	}
+	c.mu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
+	if err := cl.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+		c.log.Warn("commit offsets", "err", err)
+	}
+}
+
+// forget drops the tracking of partitions this consumer no longer owns; their
+// callbacks still in lanes finish, and the new owner may send them again.
+func (c *consumer) forget(parts []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range parts {
+		if w := c.parts[p]; w != nil {
+			c.pending -= len(w.recs) - len(w.done)
+			delete(c.parts, p)
+		}
+	}
+	c.cond.Broadcast()
+}
+
+// wait lets the lanes end (ctx is done, so each stops after its current attempt).
+func (c *consumer) wait() {
+	c.mu.Lock()
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.wg.Wait()
 }
 
 // Deliver signs and posts one callback record, retrying on Backoff. It reports
