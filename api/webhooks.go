@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -43,7 +44,10 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 			return err
 		}
 		if err := s.validateEndpoint(ep); err != nil {
-			return invalid("endpoint", err.Error())
+			// The checks' own words about the merchant's URL (no lookups are made at
+			// this point), without the Go package prefixes.
+			msg := strings.ReplaceAll(err.Error(), "outbound: ", "")
+			return invalid("endpoint", "Invalid endpoint: "+msg+".")
 		}
 		w.Endpoint = ep
 	}

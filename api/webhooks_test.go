@@ -103,7 +103,8 @@ func TestWebhookEndpointsMustBePublicHTTPS(t *testing.T) {
 	b := setup(t)
 	for _, ep := range []string{"http://example.com/hook", "https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest"} {
 		r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": ep, "challenge": "12345678"})
-		if _, _, attr := errorBody(t, r); r.Status != 400 || attr != "endpoint" {
+		detail, _, attr := errorBody(t, r)
+		if r.Status != 400 || attr != "endpoint" || !strings.HasPrefix(detail, "Invalid endpoint: ") || strings.Contains(detail, "outbound:") {
 			t.Errorf("%s: %d %s", ep, r.Status, r.Body)
 		}
 	}
