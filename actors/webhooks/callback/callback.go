@@ -124,9 +124,10 @@ type item struct {
 // order, which of them are finished, and the last record of the finished prefix
 // (committed as its offset + 1).
 type watermark struct {
-	recs []*kgo.Record
-	done map[int64]bool
-	last *kgo.Record
+	recs      []*kgo.Record
+	done      map[int64]bool
+	last      *kgo.Record
+	committed *kgo.Record // last as of the latest commit: no commit while it is unchanged
 }
 
 func (c *consumer) take(ctx context.Context, r *kgo.Record) {
@@ -190,18 +191,27 @@ func (c *consumer) finish(it item) {
 func (c *consumer) commit(ctx context.Context, cl *kgo.Client) {
 	c.mu.Lock()
 	var recs []*kgo.Record
+	var ws []*watermark
 	for _, w := range c.parts {
-		if w.last != nil {
-			recs = append(recs, w.last)
+		if w.last != nil && w.last != w.committed {
+			recs, ws = append(recs, w.last), append(ws, w)
 		}
 	}
 	c.mu.Unlock()
 	if len(recs) == 0 {
 		return
 	}
-	if err := cl.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
-		c.log.Warn("commit offsets", "err", err)
+	if err := cl.CommitRecords(ctx, recs...); err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("commit offsets", "err", err)
+		}
+		return // tried again at the next commit
 	}
+	c.mu.Lock()
+	for i, w := range ws {
+		w.committed = recs[i]
+	}
+	c.mu.Unlock()
 }
 
 // forget drops the tracking of partitions this consumer no longer owns; their
