@@ -243,7 +243,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}()
 	s.Addr = ln.Addr().String()
 	if cfg.PublicBaseURL == "" {
-		cfg.PublicBaseURL = "http://" + s.Addr
+		cfg.PublicBaseURL = defaultPublicBaseURL(s.Addr)
+		if cfg.Environment == "live" {
+			log.Warn("PAYSVC_PUBLIC_BASE_URL is not set: checkout links in responses and emails point at "+cfg.PublicBaseURL,
+				"public_base_url", cfg.PublicBaseURL)
+		}
 	}
 	cfg.API.PublicBaseURL = cfg.PublicBaseURL
 
@@ -287,6 +291,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.ready.Store(true)
 	log.Info("paysvc serving", "addr", s.Addr, "roles", cfg.Roles, "environment", cfg.Environment, "instance", cfg.InstanceID)
 	return s, nil
+}
+
+// defaultPublicBaseURL is the address listened on as a URL; a wildcard listen
+// address (0.0.0.0, ::) is not reachable as such, so it becomes localhost.
+func defaultPublicBaseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 func (s *Service) goRun(f func() error) {
