@@ -70,8 +70,9 @@ bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
 fuzz: ## Fuzz the money parser (FuzzParse) for FUZZTIME (30s)
 	$(GO) test ./actors/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
 
-lint: ## go vet + gofmt check
+lint: ## go vet, staticcheck (pinned; fetched through the module proxy) and a gofmt check
 	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 	@files="$$(find . \( -path ./.git -o -path ./.data -o -path ./bin -o -name node_modules -o -name testdata \) -prune \
 		-o -type f -name '*.go' -print0 | xargs -0 -r gofmt -l)"; \
 	if [[ -n "$$files" ]]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi

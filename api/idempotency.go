@@ -57,7 +57,7 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		case storage.IdemReplay:
 			idempotentReplays.Inc()
 			c.Response().Header().Set("Idempotent-Replayed", "true")
-			return c.Blob(*rec.ResponseStatus, echo.MIMEApplicationJSONCharsetUTF8, rec.ResponseBody)
+			return c.Blob(*rec.ResponseStatus, echo.MIMEApplicationJSON, rec.ResponseBody) // as c.JSON sent it first
 		}
 		c.Set(ctxCommandID, rec.CommandID)
 		capture := &captureWriter{ResponseWriter: c.Response().Writer}

@@ -161,7 +161,7 @@ func TestListenReconnects(t *testing.T) {
 	var queries []string
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/api/v1/events/listen/" || req.Header.Get("Authorization") != "Bearer ISSecretKey_test_abc" {
-			http.Error(w, `{"detail":"no"}`, 401)
+			http.Error(w, `{"detail":"no"}`, http.StatusUnauthorized)
 			return
 		}
 		mu.Lock()

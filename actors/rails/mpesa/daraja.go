@@ -728,7 +728,7 @@ func scalarToken(raw json.RawMessage) (string, error) {
 		}
 		return n.String(), nil
 	default:
-		return "", errors.New("Value is not a number or a string")
+		return "", errors.New("the Value field is not a number or a string")
 	}
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -279,7 +280,7 @@ func (r *runner) waitSTK(ctx context.Context, res *stkResult) error {
 // engine opening each invoice to completing it.
 func (r *runner) stkTimes(ctx context.Context, res *stkResult) error {
 	var row struct {
-		Last   pq.NullTime     `db:"last"`
+		Last   sql.NullTime    `db:"last"`
 		InLoad int             `db:"in_load"`
 		Q      pq.Float64Array `db:"q"`
 		Max    *float64        `db:"max"`
