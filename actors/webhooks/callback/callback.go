@@ -59,6 +59,11 @@ func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log 
 	c.cond = sync.NewCond(&c.mu)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-callbacks"),
 		kgo.ConsumeTopics(topics.CallbackTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-callbacks"),
+		// Partitions change hands only between an iteration's take and commit (see
+		// AllowRebalance below): a record is never taken, nor an offset committed,
+		// for a partition this consumer has just lost. Committing for a partition
+		// another member now owns could move its offset past callbacks not sent.
+		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 			c.commit(ctx, cl)
 			c.forget(revoked[topics.CallbackTopic])
@@ -89,10 +94,12 @@ func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log 
 		fetches := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
+			cl.AllowRebalance() // else Close, leaving the group, waits for it forever
 			return nil
 		}
 		fetches.EachRecord(func(r *kgo.Record) { c.take(ctx, r) })
 		c.commit(ctx, cl)
+		cl.AllowRebalance()
 	}
 }
 
