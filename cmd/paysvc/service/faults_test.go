@@ -283,9 +283,11 @@ func TestDatabaseConnectionsKilledMidLoad(t *testing.T) {
 	go func() { done <- fb.load(t, 600, 16, &progress) }()
 	// From the 100th to the 400th transfer, every 30 ms: connections die in the
 	// middle of batch commits, reads and idempotency writes, not only while idle.
+	// At most for 20 s: on a machine so loaded that reconnecting takes longer than
+	// the interval, the kills alone would keep the load from ever reaching 400.
 	killed := 0
 	waitFor(t, &progress, 100)
-	for progress.Load() < 400 {
+	for killUntil := time.Now().Add(20 * time.Second); progress.Load() < 400 && time.Now().Before(killUntil); {
 		var n int
 		if err := admin.Get(&n, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
 			env.Schema.Name); err != nil {
@@ -294,6 +296,7 @@ func TestDatabaseConnectionsKilledMidLoad(t *testing.T) {
 		killed += n
 		time.Sleep(30 * time.Millisecond)
 	}
+	t.Logf("killed %d connections until transfer %d", killed, progress.Load())
 	model := <-done
 	if killed == 0 {
 		t.Fatal("no connection was killed: the test proved nothing")
