@@ -197,40 +197,27 @@ func (s *Server) listenEvents(c echo.Context) error {
 }
 
 // listenStart is where a stream starts in each partition, fixed before the stream
-// is answered, so every event committed after the client sees it open is sent. The
-// end offsets are listed first; with since, the first offsets at or after it are
-// listed next and the smaller of the two taken. A by-time lookup that finds nothing
-// answers with the end as of its own later request, which may already be past an
-// event produced in between (kgo's AfterMilli and kadm both do this, and a stream
-// lost events under load): the end listed first cannot be.
+// is answered (topics.EndOffsets), so every event committed after the client sees it
+// open is sent. With since, the first offsets at or after it are listed next and the
+// smaller of the two taken: a by-time lookup that finds nothing answers with an end
+// listed by its own later request, which may already be past a new event; the end
+// listed first cannot be.
 func (s *Server) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
-	adm := kadm.NewClient(s.kafka)
-	ends, err := adm.ListEndOffsets(ctx, topicNames...)
+	start, err := topics.EndOffsets(ctx, s.kafka, topicNames...)
+	if err != nil || !bySince {
+		return start, err
+	}
+	after, err := kadm.NewClient(s.kafka).ListOffsetsAfterMilli(ctx, since.UnixMilli(), topicNames...)
 	if err == nil {
-		err = ends.Error()
+		err = after.Error()
 	}
 	if err != nil {
 		return nil, err
 	}
-	var after kadm.ListedOffsets
-	if bySince {
-		if after, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topicNames...); err == nil {
-			err = after.Error()
+	after.Each(func(a kadm.ListedOffset) {
+		if end, ok := start[a.Topic][a.Partition]; ok && a.Offset >= 0 && a.Offset < end.EpochOffset().Offset {
+			start[a.Topic][a.Partition] = kgo.NewOffset().At(a.Offset)
 		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	start := map[string]map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		at := o.Offset
-		if a, ok := after.Lookup(o.Topic, o.Partition); ok && a.Offset >= 0 && a.Offset < at {
-			at = a.Offset
-		}
-		if start[o.Topic] == nil {
-			start[o.Topic] = map[int32]kgo.Offset{}
-		}
-		start[o.Topic][o.Partition] = kgo.NewOffset().At(at)
 	})
 	return start, nil
 }

@@ -64,17 +64,29 @@ func (s *Server) b2cResult(c echo.Context) error {
 // result or a Transaction Status answer) brings it. Both are the same command id,
 // so only the first to arrive applies. logArgs describe the answer.
 func (s *Server) b2cFinal(c echo.Context, out topics.PayoutTxnResult, logArgs ...any) error {
-	ctx := c.Request().Context()
-	txnID := out.TransactionID
-	ref, err := storage.PayoutTxnRef(ctx, s.db, txnID)
+	ref, ok, err := s.b2cPayout(c, out.TransactionID, logArgs...)
+	if !ok {
+		return err
+	}
+	return s.b2cApply(c, ref, out)
+}
+
+// b2cPayout finds the B2C payout a Daraja answer is about; !ok with a nil error
+// means the answer was acknowledged and is not ours to apply.
+func (s *Server) b2cPayout(c echo.Context, txnID string, logArgs ...any) (storage.PayoutRef, bool, error) {
+	ref, err := storage.PayoutTxnRef(c.Request().Context(), s.db, txnID)
 	if errors.Is(err, storage.ErrNotFound) || err == nil && ref.Provider != payout.ProviderMpesaB2C {
 		// Not one of our B2C payouts: nothing to apply, and Daraja must not retry.
 		s.log.Warn("M-Pesa B2C outcome for an unknown transaction", append([]any{"originator_conversation_id", clipLog(txnID)}, logArgs...)...)
-		return darajaAccepted(c)
+		return ref, false, darajaAccepted(c)
 	}
-	if err != nil {
-		return err
-	}
+	return ref, err == nil, err
+}
+
+// b2cApply makes out the FINAL outcome of ref (see b2cFinal).
+func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.PayoutTxnResult) error {
+	ctx := c.Request().Context()
+	txnID := out.TransactionID
 	r := topics.PayoutResults{FileID: ref.FileID, MerchantID: ref.MerchantID, Stage: topics.PayoutStageFinal,
 		Batch: "b2c-" + txnID, Results: []topics.PayoutTxnResult{out}}
 	if err := rails.PayoutSink(s.kafka)(ctx, r); err != nil {
@@ -109,14 +121,14 @@ func (s *Server) b2cStatus(c echo.Context) error {
 			append([]any{"transaction_id", clipLog(res.TransactionID)}, logArgs...)...)
 		return darajaAccepted(c)
 	}
+	ref, ok, err := s.b2cPayout(c, res.TransactionID, logArgs...)
+	if !ok {
+		return err
+	}
 	if res.Paid && res.Amount.Sign() > 0 {
 		// M-Pesa says it paid: it must have paid what we asked. Another amount means
 		// the answer is not about this payout as we know it; an operator decides.
-		ref, err := storage.PayoutTxnRef(c.Request().Context(), s.db, res.TransactionID)
-		if err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return err
-		}
-		if want, perr := money.Parse(ref.Amount); err == nil && (perr != nil || !want.Equal(res.Amount)) {
+		if want, perr := money.Parse(ref.Amount); perr != nil || !want.Equal(res.Amount) {
 			s.log.Error("M-Pesa transaction status: Completed for another amount; the payout stays PROCESSING for an operator",
 				append([]any{"transaction_id", clipLog(res.TransactionID), "amount", ref.Amount, "reported", res.Amount.String()}, logArgs...)...)
 			return darajaAccepted(c)
@@ -129,7 +141,7 @@ func (s *Server) b2cStatus(c echo.Context) error {
 	} else {
 		out.Description = "M-Pesa reports the payout " + strings.ToLower(res.Status) + "."
 	}
-	return s.b2cFinal(c, out, logArgs...)
+	return s.b2cApply(c, ref, out)
 }
 
 // b2cTimeout receives Daraja's queue timeout notice: the request waited too long in

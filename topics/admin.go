@@ -54,3 +54,26 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) 
 // transactions is one command of a few megabytes (and its reply as large). Producers
 // of those topics raise their batch limit to it, and the topics accept it.
 const MaxRecordBytes = 16 << 20
+
+// EndOffsets is where a consumer that wants only what comes next starts: the end of
+// each partition of the topics as of this call, fixed before the caller goes on.
+// kgo's AtEnd (and AfterMilli, which falls back to an end listed by a later request)
+// is resolved lazily at the first fetch, and a record produced before that lookup
+// would be skipped.
+func EndOffsets(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]map[int32]kgo.Offset, error) {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	start := map[string]map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if start[o.Topic] == nil {
+			start[o.Topic] = map[int32]kgo.Offset{}
+		}
+		start[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
+	})
+	return start, nil
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/topics"
@@ -19,26 +18,14 @@ type Remote struct {
 	log *slog.Logger
 }
 
-// NewRemote fixes where reading starts, the end of each partition as of now, before
-// it returns. Started before the API serves, it sees the reply of every command the
-// API sends. (A lazily resolved AtEnd is looked up at the first fetch, and a reply
-// produced before that would be skipped: its request would wait out the reply
-// timeout and be answered from the stored reply.)
+// NewRemote fixes where reading starts, the end of each partition as of now
+// (topics.EndOffsets), before it returns. Started before the API serves, it sees the
+// reply of every command the API sends.
 func NewRemote(ctx context.Context, brokers []string, h *Hub, admin *kgo.Client, log *slog.Logger) (*Remote, error) {
-	ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, topics.RepliesTopic)
-	if err == nil {
-		err = ends.Error()
-	}
+	start, err := topics.EndOffsets(ctx, admin, topics.RepliesTopic)
 	if err != nil {
-		return nil, fmt.Errorf("replies: list end offsets: %w", err)
+		return nil, fmt.Errorf("replies: %w", err)
 	}
-	start := map[string]map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if start[o.Topic] == nil {
-			start[o.Topic] = map[int32]kgo.Offset{}
-		}
-		start[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
-	})
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(start),

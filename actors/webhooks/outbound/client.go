@@ -80,6 +80,10 @@ type Response struct {
 // webhook endpoint: unparseable, wrong scheme, userinfo, no host, bad port.
 var ErrInvalidEndpoint = errors.New("outbound: invalid webhook endpoint")
 
+// errReadBody wraps a failure while reading a response's body (the status line had
+// arrived).
+var errReadBody = errors.New("outbound: reading response body")
+
 // New builds a Client with its own http.Transport (never the shared
 // http.DefaultTransport, whose dialer is unguarded and which honours proxy
 // environment variables).
@@ -178,7 +182,7 @@ func (c *Client) Post(ctx context.Context, rawURL string, headers map[string]str
 	out.Body, err = io.ReadAll(io.LimitReader(resp.Body, c.opts.MaxResponseBytes))
 	out.Latency = time.Since(start)
 	if err != nil {
-		return out, fmt.Errorf("outbound: reading response body: %w", err)
+		return out, fmt.Errorf("%w: %w", errReadBody, err)
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
 	return out, nil

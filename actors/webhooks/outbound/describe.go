@@ -49,7 +49,7 @@ func Describe(err error) string {
 		return "the endpoint is unreachable"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return "timed out"
-	case strings.Contains(err.Error(), "reading response body"):
+	case errors.Is(err, errReadBody):
 		return "the response body could not be read"
 	case strings.Contains(err.Error(), "tls:"):
 		return "TLS: the handshake failed"
