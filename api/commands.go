@@ -92,6 +92,9 @@ var replyStatus = map[string]int{
 	"cannot_disburse":       http.StatusBadRequest,
 	"nonce_mismatch":        http.StatusBadRequest,
 	"reply_expired":         http.StatusConflict,
+	// Set aside by the engine (docs/security.md, "Poison commands in the engine").
+	"unprocessable_command": http.StatusUnprocessableEntity,
+	"command_failed":        http.StatusInternalServerError,
 }
 
 // refusal turns a reply error into the API error.
@@ -101,8 +104,11 @@ func refusal(re *topics.ReplyError) *Error {
 		return errInternal
 	}
 	typ := "client_error"
-	if status == http.StatusBadRequest {
+	switch {
+	case status == http.StatusBadRequest:
 		typ = "validation_error"
+	case status >= 500:
+		typ = "server_error"
 	}
 	return &Error{Status: status, Type: typ, Code: re.Code, Detail: re.Detail, Attr: re.Attr}
 }

@@ -186,7 +186,7 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 			counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
-		reply, err := e.apply(ctx, p, b, c, payloads[i])
+		reply, err := e.applyContained(ctx, p, b, c, payloads[i])
 		if err != nil {
 			return nil, err
 		}
@@ -232,6 +232,18 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 		}
 	}
 	return pr, nil
+}
+
+// applyContained is apply with a panic turned into an error: a handler that panics
+// on some input fails the batch (isolation then sets that command aside) instead of
+// killing the process, which would meet the same command first again on restart.
+func (e *Engine) applyContained(ctx context.Context, p *partition, b *batch, c *topics.Command, payload any) (r topics.Reply, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicError{value: v}
+		}
+	}()
+	return e.apply(ctx, p, b, c, payload)
 }
 
 // commit writes a prepared batch and, once it is durable, answers its commands.

@@ -22,7 +22,7 @@ var (
 	})
 	batchFailures = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_batch_failures_total",
-		Help: "Batches that did not commit, by reason (fenced, stale, error). Their commands are retried.",
+		Help: "Batches that did not commit, by reason (fenced, stale, error, permanent). Their commands are retried; after a permanent failure in smaller batches.",
 	}, []string{"reason"})
 	commandE2ESeconds = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_command_end_to_end_seconds",
@@ -45,6 +45,14 @@ var (
 		Name: "paysvc_payout_transactions_total",
 		Help: "Payout transactions that reached their outcome in a committed batch, by provider and status (COMPLETE, FAILED).",
 	}, []string{"provider", "status"})
+	commandsQuarantined = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_commands_quarantined_total",
+		Help: "Commands set aside because they fail on their own for a reason retrying cannot fix, by type and code (SQLSTATE, panic, encode); each was answered with a refusal.",
+	}, []string{"type", "code"})
+	isolationSteps = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_engine_isolation_steps_total",
+		Help: "Times a permanently failing batch was retried as a smaller batch to find the command that causes it.",
+	})
 	repliesSent = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_replies_total",
 		Help: "Replies handed to waiting API instances, by path (local, kafka).",

@@ -58,12 +58,21 @@ type partition struct {
 	inflightLabels map[string]bool
 	// settlement wallet id by merchant/currency: it never changes once it exists
 	settlements map[string]string
+	// Isolation of a permanent failure (quarantine.go): while suspectEnd >= 0, a
+	// batch takes at most limit records and stops before suspectEnd. poison >= 0 is
+	// the offset of a command found to fail on its own, to be quarantined.
+	suspectEnd int64
+	limit      int
+	poison     int64
+	poisonErr  error
 }
 
 // inflightCommit is a batch whose commit is running.
 type inflightCommit struct {
 	done     chan struct{}
 	err      error
+	first    int64 // offset of the batch's first record
+	count    int   // records in the batch
 	next     int64
 	ids      []string
 	keys     []string // payout keys claimed by the batch
@@ -77,7 +86,7 @@ type actorRef struct {
 }
 
 func newPartition(id int32, epoch, next int64) *partition {
-	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1,
+	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1, suspectEnd: -1, poison: -1,
 		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{},
 		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{},
 		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{}}
@@ -220,12 +229,36 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 		e.log.Error("command log gap: records below the first available offset are gone",
 			"partition", p.id, "stored_offset", p.next, "first_available", todo[0].Offset)
 	}
+	if p.poison >= 0 && todo[0].Offset > p.poison {
+		p.poison, p.poisonErr = -1, nil // gone from the log (retention): nothing to set aside
+	}
+	if p.poison >= 0 && todo[0].Offset == p.poison {
+		if !e.settle(ctx, p, true) || !e.quarantine(ctx, p, todo[0]) {
+			return
+		}
+		p.seekedTo = -1
+		if todo = todo[1:]; len(todo) == 0 {
+			return
+		}
+	}
+	cut := false
+	if p.isolating() {
+		if p.next >= p.suspectEnd {
+			p.suspectEnd, p.limit = -1, 0 // the suspect range is behind us
+		} else {
+			n := 0
+			for n < len(todo) && n < p.limit && todo[n].Offset < p.suspectEnd {
+				n++
+			}
+			cut, todo = n < len(todo), todo[:n]
+		}
+	}
 	pr, err := e.applyBatch(ctx, p, todo)
 	if err != nil {
 		// Wait for the commit in flight first: if it failed too, settle has already
 		// reset the partition.
 		if e.settle(ctx, p, true) {
-			e.failed(ctx, p, err)
+			e.failed(ctx, p, err, todo[0].Offset, todo[len(todo)-1].Offset+1, len(todo))
 		}
 		return
 	}
@@ -235,10 +268,14 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 	}
 	p.seekedTo = -1
 	p.next = pr.batch.NextOffset
+	if cut {
+		// The rest of the poll comes again from the consumer, after this batch.
+		e.seek(p)
+	}
 	for id, r := range pr.replies {
 		p.uncommitted[id] = r
 	}
-	ic := &inflightCommit{done: make(chan struct{}), next: p.next}
+	ic := &inflightCommit{done: make(chan struct{}), next: p.next, first: todo[0].Offset, count: len(todo)}
 	for id := range pr.replies {
 		ic.ids = append(ic.ids, id)
 	}
@@ -290,15 +327,18 @@ func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
 		p.failures = 0
 		return true
 	}
-	e.failed(ctx, p, ic.err)
+	e.failed(ctx, p, ic.err, ic.first, ic.next, ic.count)
 	return false
 }
 
 // failed throws away everything applied since the last commit: the actors (they
 // rehydrate from the snapshots), the applied offset (back to the committed one) and
 // the consumer position (sought back, so the records come again). A fenced
-// partition is dropped. Called with p.mu held and no commit in flight.
-func (e *Engine) failed(ctx context.Context, p *partition, err error) {
+// partition is dropped. The failed batch held count records from offset first up
+// to end (exclusive): a failure that retrying cannot fix narrows the next batches
+// down to the command that causes it (quarantine.go). Called with p.mu held and no
+// commit in flight.
+func (e *Engine) failed(ctx context.Context, p *partition, err error, first, end int64, count int) {
 	e.resetActors(p)
 	clear(p.uncommitted)
 	p.inflightLabels = nil
@@ -311,6 +351,13 @@ func (e *Engine) failed(ctx context.Context, p *partition, err error) {
 		return
 	case errors.Is(err, storage.ErrStaleSnapshot):
 		batchFailures.WithLabelValues("stale").Inc()
+	case count > 0 && permanent(err):
+		// No pause: the same batch would fail the same way; a smaller one is tried
+		// at once.
+		batchFailures.WithLabelValues("permanent").Inc()
+		e.narrow(p, err, first, end, count)
+		e.seek(p)
+		return
 	default:
 		batchFailures.WithLabelValues("error").Inc()
 	}

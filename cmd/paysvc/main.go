@@ -55,6 +55,7 @@ commands:
   trigger TOPIC                            send a sample event of a topic (sandbox)
   replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
   payout finish TXN --status COMPLETE|FAILED  finish a payout whose outcome the rail never reported
+  quarantine list [--merchant ID]          commands the engine set aside (refused; see ops/runbooks.md)
 
 Configuration comes from PAYSVC_* environment variables (see README.md).`
 
@@ -106,6 +107,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return replayCmd(ctx, cfg, rest, getenv, stdout, stderr)
 	case "payout":
 		return payoutCmd(ctx, cfg, rest, stdout, stderr)
+	case "quarantine":
+		return quarantineCmd(ctx, cfg, rest, stdout, stderr)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}
