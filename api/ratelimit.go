@@ -50,9 +50,9 @@ func (l *limiter) take(key string, now time.Time) (bool, int) {
 	return false, int(math.Ceil((1 - b.tokens) / l.rate))
 }
 
-// rateLimit keys the bucket by the credential presented (hashed by the cache key
+// limitBeforeAuth keys the bucket by the credential presented (hashed by the cache key
 // space of the authenticator is not needed: the raw header never leaves memory).
-func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) limitBeforeAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := c.Request().Header.Get("Authorization")
 		if key == "" {
@@ -66,3 +66,10 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
+
+// limitOpen, limitCallback: routes without a key share the address's bucket.
+func (s *Server) limitOpen(next echo.HandlerFunc) echo.HandlerFunc     { return s.limitBeforeAuth(next) }
+func (s *Server) limitCallback(next echo.HandlerFunc) echo.HandlerFunc { return next }
+
+// limitPrincipal: the bucket was taken before authentication.
+func (s *Server) limitPrincipal(next echo.HandlerFunc) echo.HandlerFunc { return next }

@@ -375,6 +375,18 @@ func TestKeyCreate(t *testing.T) {
 			wantPerms: []string{"change_files"}, sec: liveSecret,
 		},
 		{
+			name: "permissions_beyond_files",
+			args: func(id string) []string {
+				return []string{"--merchant", id, "--permissions", "view_wallets,add_transfers,approve_files,change_webhooks"}
+			},
+			wantPerms: []string{"view_wallets", "add_transfers", "approve_files", "change_webhooks"}, sec: sandboxSecret,
+		},
+		{
+			name:      "near_miss_permission_is_error",
+			args:      func(id string) []string { return []string{"--merchant", id, "--permissions", "view_wallet"} },
+			errSubstr: "view_wallet",
+		},
+		{
 			name:      "unknown_permission_is_error",
 			args:      func(id string) []string { return []string{"--merchant", id, "--permissions", "add_files,delete_files"} },
 			errSubstr: "delete_files",
