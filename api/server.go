@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ const (
 type Config struct {
 	Environment    string        // sandbox or live
 	BodyLimit      int64         // bytes
-	RateLimit      float64       // requests per second per key; 0 disables
+	RateLimit      float64       // requests per second per key; 0 disables every limit
 	RateBurst      int           // bucket size per key
 	ReplyTimeout   time.Duration // how long a write waits for the engine
 	MaxInFlight    int           // commands waiting for replies, per instance
@@ -56,6 +57,18 @@ type Config struct {
 	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
 	// Daraja; empty: no callback endpoint.
 	DarajaCallbackToken string
+
+	// AddrRateLimit and AddrRateBurst budget each client address for calls without a
+	// secret key (open routes, public keys, signatures, failed authentications).
+	AddrRateLimit float64
+	AddrRateBurst int
+	// CallbackRateLimit and CallbackRateBurst budget the payment providers' callbacks
+	// (valid path token), apart from everything else.
+	CallbackRateLimit float64
+	CallbackRateBurst int
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed (empty: the
+	// socket peer is the client).
+	TrustedProxies []netip.Prefix
 }
 
 func (c *Config) defaults() {
@@ -119,7 +132,7 @@ type Server struct {
 	hub      *replies.Hub
 	log      *slog.Logger
 	auth     *authenticator
-	limiter  *limiter
+	limits   *limits
 	inflight chan struct{}
 	echo     *echo.Echo
 	ready    func() bool
@@ -143,7 +156,7 @@ func New(cfg Config, d Deps) *Server {
 	s := &Server{
 		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, hub: d.Hub, log: d.Log.With("component", "api"),
 		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL),
-		limiter:  newLimiter(cfg.RateLimit, cfg.RateBurst),
+		limits:   newLimits(cfg),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		ready:    d.Ready,
 		sig:      &signer{db: d.DB},

@@ -968,6 +968,8 @@ func TestBadConfiguration(t *testing.T) {
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_LOG_LEVEL"},
 		{name: "non_numeric_partitions_refused", env: []string{"PAYSVC_COMMAND_PARTITIONS", "many"},
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_COMMAND_PARTITIONS"},
+		{name: "bad_trusted_proxy_refused", env: []string{"PAYSVC_TRUSTED_PROXIES", "10.0.0.0/8, proxy.internal"},
+			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_TRUSTED_PROXIES"},
 		// A reply trimmed before its key expires would turn a legitimate retry into a 409.
 		{name: "reply_retention_shorter_than_idempotency_ttl_refused",
 			env:  []string{"PAYSVC_IDEMPOTENCY_TTL", "48h", "PAYSVC_COMMAND_REPLY_RETENTION", "24h"},
