@@ -105,6 +105,21 @@ func (a *authenticator) lookup(ctx context.Context, key string) (storage.APIKey,
 	return k, err
 }
 
+// knownSecret reports whether the request's Bearer token is a secret key the cache
+// already holds as valid: no database is asked, so a flood cannot use it as one.
+func (a *authenticator) knownSecret(r *http.Request) bool {
+	tok, e := bearer(r)
+	if e != nil || !strings.HasPrefix(tok, SecretPrefix) {
+		return false
+	}
+	h := sha256.Sum256([]byte(tok))
+	a.cache.mu.Lock()
+	c, ok := a.cache.m[h]
+	a.cache.mu.Unlock()
+	return ok && c.err == nil && time.Since(c.at) < a.cache.ttl && c.key.Kind == "secret" && c.key.RevokedAt == nil &&
+		c.key.Environment == a.env && c.key.MerchantEnabled
+}
+
 func unauthorized(msg string) *Error {
 	return &Error{Status: http.StatusUnauthorized, Type: "client_error", Code: "authentication_failed", Detail: msg}
 }

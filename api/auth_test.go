@@ -51,7 +51,7 @@ func TestAuthentication(t *testing.T) {
 	}
 
 	t.Run("RestrictedKeyAuthenticates", func(t *testing.T) {
-		k, err := admin.CreateKey(context.Background(), env.Schema.DB, b.merchant, []string{"view_files"})
+		k, err := admin.CreateKey(context.Background(), env.Schema.DB, b.merchant, []string{"view_wallets"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,11 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 			produced = nil
 		case <-timer.C:
 			replyTimeouts.Inc()
-			if stored, ok, err := storage.ProcessedReply(ctx, s.db, p.MerchantID, id); err == nil && ok {
+			if storedType, stored, ok, err := storage.ProcessedCommand(ctx, s.db, p.MerchantID, id); err == nil && ok {
+				if storedType != typ {
+					// The id was applied as another operation: its reply is not this one's.
+					return topics.Reply{}, errKeyReused
+				}
 				if r, err := topics.DecodeReply(stored); err == nil {
 					return r, nil
 				}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,11 +20,19 @@ import (
 // retry take the key over after this.
 const idempotencyLock = 30 * time.Second
 
-// idempotent gives a mutating POST Stripe's Idempotency-Key semantics, per merchant:
-// the same key and body get the stored response again (Idempotent-Replayed: true);
-// the same key with another body gets 422; a key still in flight gets 409. The
-// command id is derived from the key, so even a retry after an unknown outcome
-// takes effect at most once (the engine deduplicates command ids).
+// idempotent gives a mutating POST Stripe's Idempotency-Key semantics, per merchant
+// and principal kind: the same key and body get the stored response again
+// (Idempotent-Replayed: true); the same key with another method, path or body gets
+// 422; a key still in flight gets 409. The command id is derived from the key, so
+// even a retry after an unknown outcome takes effect at most once (the engine
+// deduplicates command ids).
+//
+// Both the record and the command id are scoped so that a key cannot reach another
+// operation: the record by principal kind (a public key is published in web pages,
+// so its holders must not be able to pre-claim the keys of the merchant's server),
+// and the command id also by method, route pattern, path values and body hash (once
+// the record has expired, the same key on another endpoint or with another body is a
+// new operation, never the old one's reply).
 func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := c.Request().Header.Get("Idempotency-Key")
@@ -30,6 +41,11 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if len(key) > 255 {
 			return invalid("Idempotency-Key", "Idempotency-Key must be at most 255 characters.")
+		}
+		if strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) || !utf8.ValidString(key) {
+			// Control characters never occur in a sane key, and "\n" separates the
+			// scope from the key in the stored record.
+			return invalid("Idempotency-Key", "Idempotency-Key must be printable text.")
 		}
 		p := principal(c)
 		raw, err := rawBody(c)
@@ -40,17 +56,27 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Write([]byte(c.Request().Method + " " + c.Request().URL.Path + "\n"))
 		h.Write(bytes.TrimSpace(raw))
 		hash := h.Sum(nil)
-		commandID := ids.DeriveUUID("idem", p.MerchantID, key)
 		ctx := c.Request().Context()
-		outcome, rec, err := storage.BeginIdempotent(ctx, s.idemDB, p.MerchantID, key, hash, commandID, idempotencyLock, s.cfg.IdempotencyTTL)
+		recordKey, commandID := p.Kind+"\n"+key, idempotentCommandID(c, p, key, hash)
+		// Records written before keys were scoped (kept at most IdempotencyTTL after
+		// the deploy) keep their own command id, so a retry that spans the deploy is
+		// still applied once. Remove one TTL after every instance runs this code.
+		legacy, err := storage.IdempotencyKeyHeld(ctx, s.idemDB, p.MerchantID, key, s.cfg.IdempotencyTTL)
+		if err != nil {
+			s.log.Error("idempotency lookup", "request_id", requestID(c), "err", err)
+			return unavailable()
+		}
+		if legacy {
+			recordKey, commandID = key, ids.DeriveUUID("idem", p.MerchantID, key)
+		}
+		outcome, rec, err := storage.BeginIdempotent(ctx, s.idemDB, p.MerchantID, recordKey, hash, commandID, idempotencyLock, s.cfg.IdempotencyTTL)
 		if err != nil {
 			s.log.Error("idempotency begin", "request_id", requestID(c), "err", err)
 			return unavailable()
 		}
 		switch outcome {
 		case storage.IdemMismatch:
-			return &Error{Status: http.StatusUnprocessableEntity, Type: "client_error", Code: "idempotency_key_reused",
-				Detail: "This Idempotency-Key was already used with a different request."}
+			return errKeyReused
 		case storage.IdemInFlight:
 			return &Error{Status: http.StatusConflict, Type: "client_error", Code: "idempotency_key_in_use",
 				Detail: "A request with this Idempotency-Key is still being processed.", RetryAfter: 1}
@@ -72,15 +98,31 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		defer cancel()
 		// 499 (the client went away while waiting) is an unknown outcome too.
 		if status := c.Response().Status; status < 500 && status != 499 {
-			if err := storage.CompleteIdempotent(bg, s.idemDB, p.MerchantID, key, status, capture.buf.Bytes()); err != nil {
+			if err := storage.CompleteIdempotent(bg, s.idemDB, p.MerchantID, recordKey, status, capture.buf.Bytes()); err != nil {
 				s.log.Error("idempotency complete", "request_id", requestID(c), "err", err)
 			}
-		} else if err := storage.ReleaseIdempotent(bg, s.idemDB, p.MerchantID, key); err != nil {
+		} else if err := storage.ReleaseIdempotent(bg, s.idemDB, p.MerchantID, recordKey); err != nil {
 			s.log.Error("idempotency release", "request_id", requestID(c), "err", err)
 		}
 		return nil
 	}
 }
+
+// idempotentCommandID derives a keyed request's command id from everything that
+// makes it one operation: who (merchant and principal kind), what (method, route
+// pattern, path values), the key, and the request's hash (method, path and body).
+// Two requests share an id only if they are the same request with the same key.
+func idempotentCommandID(c echo.Context, p *Principal, key string, hash []byte) string {
+	return ids.DeriveUUID("idem/v2", p.MerchantID, p.Kind, c.Request().Method, c.Path(),
+		strings.Join(c.ParamValues(), "/"), key, hex.EncodeToString(hash))
+}
+
+// The engine refuses a command id already applied as another type of command with
+// this code (actors/engine/reused.go); it is the same client mistake as above.
+func init() { replyStatus["idempotency_key_reused"] = http.StatusUnprocessableEntity }
+
+var errKeyReused = &Error{Status: http.StatusUnprocessableEntity, Type: "client_error", Code: "idempotency_key_reused",
+	Detail: "This Idempotency-Key was already used with a different request."}
 
 // captureWriter keeps a copy of the response body for the idempotency record.
 type captureWriter struct {

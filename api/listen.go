@@ -75,11 +75,6 @@ func (h *listenHub) release(merchant string) {
 	}
 }
 
-func (s *Server) registerListen(v1 *echo.Group) {
-	v1.GET("/events/listen", s.listenEvents, s.authSandboxSecret)
-	v1.POST("/events/trigger", s.triggerEvent, s.authSandboxSecret, s.idempotent)
-}
-
 // listenTopics reads ?events= (comma-separated webhook topics; empty: all five).
 func listenTopics(v string) (map[string]string, error) {
 	out := map[string]string{}

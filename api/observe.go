@@ -37,7 +37,7 @@ var (
 	})
 	rateLimited = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_api_rate_limited_total",
-		Help: "Requests refused with 429 by the per-key rate limit.",
+		Help: "Requests refused with 429 by a rate limit (per key, per client address or the callbacks' budget).",
 	})
 )
 

@@ -17,14 +17,6 @@ import (
 	"paysvc/topics"
 )
 
-// routeB2CResults registers the two URLs Daraja calls back for B2C payouts. Like
-// the STK callback they carry the secret token and no other authentication.
-func (s *Server) routeB2CResults(e *echo.Echo) {
-	e.POST("/api/v1/send-money/mpesa/result/:token", s.b2cResult)
-	e.POST("/api/v1/send-money/mpesa/timeout/:token", s.b2cTimeout)
-	e.POST("/api/v1/send-money/mpesa/status/:token", s.b2cStatus)
-}
-
 // darajaToken checks the secret path token of a Daraja callback.
 func (s *Server) darajaToken(c echo.Context) bool {
 	tok := s.cfg.DarajaCallbackToken

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ const (
 type Config struct {
 	Environment    string        // sandbox or live
 	BodyLimit      int64         // bytes
-	RateLimit      float64       // requests per second per key; 0 disables
+	RateLimit      float64       // requests per second per key; 0 disables every limit
 	RateBurst      int           // bucket size per key
 	ReplyTimeout   time.Duration // how long a write waits for the engine
 	MaxInFlight    int           // commands waiting for replies, per instance
@@ -56,6 +57,18 @@ type Config struct {
 	// DarajaCallbackToken is the secret path part of the M-Pesa callback URL given to
 	// Daraja; empty: no callback endpoint.
 	DarajaCallbackToken string
+
+	// AddrRateLimit and AddrRateBurst budget each client address for calls without a
+	// secret key (open routes, public keys, signatures, failed authentications).
+	AddrRateLimit float64
+	AddrRateBurst int
+	// CallbackRateLimit and CallbackRateBurst budget the payment providers' callbacks
+	// (valid path token), apart from everything else.
+	CallbackRateLimit float64
+	CallbackRateBurst int
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed (empty: the
+	// socket peer is the client).
+	TrustedProxies []netip.Prefix
 }
 
 func (c *Config) defaults() {
@@ -119,7 +132,7 @@ type Server struct {
 	hub      *replies.Hub
 	log      *slog.Logger
 	auth     *authenticator
-	limiter  *limiter
+	limits   *limits
 	inflight chan struct{}
 	echo     *echo.Echo
 	ready    func() bool
@@ -130,6 +143,8 @@ type Server struct {
 	validateEndpoint func(string) error
 	webhookClient    *outbound.Client // replays
 	listen           *listenHub       // sandbox listen streams (listen.go)
+	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
+	declared map[string]access
 }
 
 // New builds the API.
@@ -141,7 +156,7 @@ func New(cfg Config, d Deps) *Server {
 	s := &Server{
 		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, hub: d.Hub, log: d.Log.With("component", "api"),
 		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL),
-		limiter:  newLimiter(cfg.RateLimit, cfg.RateBurst),
+		limits:   newLimits(cfg),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		ready:    d.Ready,
 		sig:      &signer{db: d.DB},
@@ -167,49 +182,69 @@ func New(cfg Config, d Deps) *Server {
 // Handler is the http.Handler of the API.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// routes is the route table: every route with its declared access (permissions.go).
+// Nothing is registered on e directly, so no route can skip authentication, rate
+// limits or the permission check; TestEveryRouteDeclaresAccess walks the router.
 func (s *Server) routes(e *echo.Echo) {
-	e.GET("/healthz", s.healthz)
-	v1 := e.Group("/api/v1")
-	v1.Use(s.rateLimit)
-	w := v1.Group("/wallets", s.authSecret)
-	w.GET("", s.listWallets)
-	w.POST("", s.createWallet, s.idempotent)
-	w.GET("/:wallet_id", s.getWallet)
-	w.GET("/:wallet_id/transactions", s.walletTransactions)
-	w.POST("/:wallet_id/intra_transfer", s.intraTransfer, s.idempotent)
-	v1.POST("/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, s.authSandboxSecret, s.idempotent)
-	v1.POST("/payment/mpesa-stk-push", s.stkPush, s.authPublicOrSecret, s.idempotent)
-	v1.POST("/payment/status", s.paymentStatus, s.authStatus)
-	v1.POST("/payment/collection", s.collection, s.authCollection, s.idempotent)
-	v1.POST("/payment/card", s.cardPayment, s.authCollection, s.idempotent)
-	v1.POST("/payment/collection/checkout", s.createCheckout, s.authPublicOnly, s.idempotent)
-	v1.POST("/checkout", s.createCheckout, s.authPublicOnly, s.idempotent)
-	e.GET("/checkout/:checkout_id", s.checkoutPage)
-	v1.POST("/payment/collection/pay-requests", s.createPayRequest, s.authSecret, s.idempotent)
-	v1.GET("/payment/collection/pay-requests/:request_id", s.getPayRequest, s.authSecret)
-	v1.GET("/sandbox/mail", s.sandboxMail, s.authSandboxSecret)
-	wh := v1.Group("/webhooks", s.authSecret)
-	wh.GET("", s.listWebhooks)
-	wh.GET("/events", s.listWebhookEvents)
-	wh.POST("/events/:event_id/replay", s.replayWebhookEvent)
-	wh.POST("", s.createWebhook, s.idempotent)
-	wh.GET("/:webhook_id", s.getWebhook)
-	wh.PATCH("/:webhook_id", s.updateWebhook)
-	wh.DELETE("/:webhook_id", s.deleteWebhook)
-	wh.POST("/:webhook_id/rotate-secret", s.rotateWebhookSecret)
-	s.registerListen(v1)
-	sm := v1.Group("/send-money")
-	sm.POST("/initiation", s.initiatePayoutFile(http.StatusCreated), s.authSecret, s.idempotent)
-	sm.POST("/initiate", s.initiatePayoutFile(http.StatusOK), s.authSecret, s.idempotent)
-	sm.POST("/approve", s.approvePayoutFile, s.authSecret, s.idempotent)
-	sm.POST("/cancel", s.cancelPayoutFile, s.authSecret, s.idempotent)
-	sm.POST("/status", s.payoutStatus, s.authSecret)
-	sm.POST("/validate-account", s.validateAccount, s.authSecret)
-	sm.GET("/bank-codes/ke", s.bankCodes)
-	sm.GET("/beneficiaries/frequently_used", s.beneficiaries, s.authSecret)
-	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
-	s.routeB2CResults(e) // POST /api/v1/send-money/mpesa/{result,timeout}/:token
-	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
+	s.declared = map[string]access{}
+	r := func(method, path string, h echo.HandlerFunc, a access) { s.handle(e, method, path, h, a) }
+	open := access{kind: kindOpen}
+	const GET, POST, PATCH, DELETE = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
+	const v1 = "/api/v1"
+
+	r(GET, "/healthz", s.healthz, open)
+
+	r(GET, v1+"/wallets", s.listWallets, secret(PermViewWallets, "list wallets"))
+	r(POST, v1+"/wallets", s.createWallet, secret(PermAddWallets, "create wallets").idem())
+	r(GET, v1+"/wallets/:wallet_id", s.getWallet, secret(PermViewWallets, "read wallets"))
+	r(GET, v1+"/wallets/:wallet_id/transactions", s.walletTransactions, secret(PermViewWallets, "read wallet transactions"))
+	r(POST, v1+"/wallets/:wallet_id/intra_transfer", s.intraTransfer, secret(PermAddTransfers, "move money between wallets").idem())
+
+	r(POST, v1+"/payment/mpesa-stk-push", s.stkPush,
+		access{kind: kindPublicOrSecret, perm: PermAddCollections, what: "start collections", idempotent: true})
+	r(POST, v1+"/payment/status", s.paymentStatus, access{kind: kindStatus, perm: PermViewCollections, what: "read collections"})
+	r(POST, v1+"/payment/collection", s.collection,
+		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
+	r(POST, v1+"/payment/card", s.cardPayment,
+		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
+	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
+	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
+	r(GET, "/checkout/:checkout_id", s.checkoutPage, open)
+	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(PermAddCollections, "send pay requests").idem())
+	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(PermViewCollections, "read pay requests"))
+	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
+
+	r(GET, v1+"/webhooks", s.listWebhooks, secret(PermViewWebhooks, "list webhooks"))
+	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(PermViewWebhooks, "list webhook deliveries"))
+	r(POST, v1+"/webhooks/events/:event_id/replay", s.replayWebhookEvent, secret(PermChangeWebhooks, "replay webhook events"))
+	r(POST, v1+"/webhooks", s.createWebhook, secret(PermChangeWebhooks, "create webhooks").idem())
+	r(GET, v1+"/webhooks/:webhook_id", s.getWebhook, secret(PermViewWebhooks, "read webhooks"))
+	r(PATCH, v1+"/webhooks/:webhook_id", s.updateWebhook, secret(PermChangeWebhooks, "change webhooks"))
+	r(DELETE, v1+"/webhooks/:webhook_id", s.deleteWebhook, secret(PermChangeWebhooks, "delete webhooks"))
+	r(POST, v1+"/webhooks/:webhook_id/rotate-secret", s.rotateWebhookSecret, secret(PermChangeWebhooks, "rotate webhook secrets"))
+
+	initiate := secret(PermAddFiles, "create payment files").idem()
+	initiate.extra = approvalRequested
+	r(POST, v1+"/send-money/initiation", s.initiatePayoutFile(http.StatusCreated), initiate)
+	r(POST, v1+"/send-money/initiate", s.initiatePayoutFile(http.StatusOK), initiate)
+	r(POST, v1+"/send-money/approve", s.approvePayoutFile, secret(PermApproveFiles, "approve payment files").idem())
+	r(POST, v1+"/send-money/cancel", s.cancelPayoutFile, secret(PermChangeFiles, "cancel payment files").idem())
+	r(POST, v1+"/send-money/status", s.payoutStatus, secret(PermViewFiles, "view payment files"))
+	r(POST, v1+"/send-money/validate-account", s.validateAccount, secret(PermAddFiles, "validate recipient accounts"))
+	r(GET, v1+"/send-money/bank-codes/ke", s.bankCodes, open)
+	r(GET, v1+"/send-money/beneficiaries/frequently_used", s.beneficiaries, secret(PermViewFiles, "list beneficiaries"))
+	r(POST, v1+"/send-money/mpesa/result/:token", s.b2cResult, access{kind: kindCallback})
+	r(POST, v1+"/send-money/mpesa/timeout/:token", s.b2cTimeout, access{kind: kindCallback})
+	r(POST, v1+"/send-money/mpesa/status/:token", s.b2cStatus, access{kind: kindCallback})
+
+	sandbox := access{kind: kindSandbox}
+	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
+	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
+	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
+	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
+
+	// Unknown paths: 404, rate limited by address like every public route.
+	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return notFound("Not found.") }, open)
 }
 
 func (s *Server) healthz(c echo.Context) error {

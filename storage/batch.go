@@ -224,36 +224,48 @@ func entryArrays(es []EntryWrite) entryCols {
 	return c
 }
 
-// ProcessedReplies returns the stored replies of those ids that were already applied.
-func ProcessedReplies(ctx context.Context, q sqlx.QueryerContext, ids []string) (map[string][]byte, error) {
-	rows, err := q.QueryxContext(ctx, `SELECT command_id, reply FROM processed_commands WHERE command_id = ANY($1)`, pq.StringArray(ids))
+// ProcessedReplies returns the stored replies of those ids that were already
+// applied, and the type of command each id was applied as: an id that arrives again
+// as another type is another operation reusing the id, not a retry.
+func ProcessedReplies(ctx context.Context, q sqlx.QueryerContext, ids []string) (map[string][]byte, map[string]string, error) {
+	rows, err := q.QueryxContext(ctx, `SELECT command_id, command_type, reply FROM processed_commands WHERE command_id = ANY($1)`, pq.StringArray(ids))
 	if err != nil {
-		return nil, fmt.Errorf("processed replies: %w", err)
+		return nil, nil, fmt.Errorf("processed replies: %w", err)
 	}
 	defer rows.Close()
-	out := map[string][]byte{}
+	out, types := map[string][]byte{}, map[string]string{}
 	for rows.Next() {
-		var id string
+		var id, typ string
 		var reply []byte
-		if err := rows.Scan(&id, &reply); err != nil {
-			return nil, err
+		if err := rows.Scan(&id, &typ, &reply); err != nil {
+			return nil, nil, err
 		}
-		out[id] = reply
+		out[id], types[id] = reply, typ
 	}
-	return out, rows.Err()
+	return out, types, rows.Err()
 }
 
 // ProcessedReply returns the stored reply of one of the merchant's commands.
 func ProcessedReply(ctx context.Context, q sqlx.QueryerContext, merchantID, commandID string) ([]byte, bool, error) {
-	var reply []byte
-	err := sqlx.GetContext(ctx, q, &reply, `SELECT reply FROM processed_commands WHERE command_id = $1 AND merchant_id = $2`, commandID, merchantID)
+	_, reply, ok, err := ProcessedCommand(ctx, q, merchantID, commandID)
+	return reply, ok, err
+}
+
+// ProcessedCommand returns the type and stored reply of one of the merchant's
+// applied commands.
+func ProcessedCommand(ctx context.Context, q sqlx.QueryerContext, merchantID, commandID string) (string, []byte, bool, error) {
+	var row struct {
+		Type  string `db:"command_type"`
+		Reply []byte `db:"reply"`
+	}
+	err := sqlx.GetContext(ctx, q, &row, `SELECT command_type, reply FROM processed_commands WHERE command_id = $1 AND merchant_id = $2`, commandID, merchantID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
+		return "", nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("processed reply: %w", err)
+		return "", nil, false, fmt.Errorf("processed reply: %w", err)
 	}
-	return reply, true, nil
+	return row.Type, row.Reply, true, nil
 }
 
 type invoiceCols struct {

@@ -349,9 +349,13 @@ func TestProcessedReplies(t *testing.T) {
 	t.Run("ProcessedReplies_OnlyKnownIDs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		got, err := storage.ProcessedReplies(b.ctx, b.db, []string{"C1", "C3", "NOPE", "B1"})
+		got, types, err := storage.ProcessedReplies(b.ctx, b.db, []string{"C1", "C3", "NOPE", "B1"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The type each id was applied as, so a reused id of another type is told apart.
+		if types["B1"] != "wallet.create" || len(types) != 3 {
+			t.Fatalf("ProcessedReplies types = %q", types)
 		}
 		if len(got) != 3 || string(got["C1"]) != `{"command_id":"C1"}` || string(got["C3"]) != `{"command_id":"C3"}` || got["B1"] == nil {
 			t.Fatalf("ProcessedReplies = %q", got)
@@ -359,7 +363,7 @@ func TestProcessedReplies(t *testing.T) {
 		if _, ok := got["NOPE"]; ok {
 			t.Fatal("unknown id reported as processed")
 		}
-		empty, err := storage.ProcessedReplies(b.ctx, b.db, nil)
+		empty, _, err := storage.ProcessedReplies(b.ctx, b.db, nil)
 		if err != nil || len(empty) != 0 {
 			t.Fatalf("ProcessedReplies(nil) = %v, %v", empty, err)
 		}

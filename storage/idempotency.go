@@ -90,6 +90,20 @@ func BeginIdempotent(ctx context.Context, db *sqlx.DB, merchantID, key string, h
 	return IdemInFlight, IdempotencyRecord{}, nil
 }
 
+// IdempotencyKeyHeld reports whether the merchant has a record under exactly key
+// younger than retain. The API stores keys scoped by principal kind ("kind\nkey");
+// an unscoped one is a record from before scoping, honoured until it expires.
+func IdempotencyKeyHeld(ctx context.Context, db *sqlx.DB, merchantID, key string, retain time.Duration) (bool, error) {
+	var held bool
+	err := sqlx.GetContext(ctx, db, &held, `SELECT EXISTS (SELECT 1 FROM idempotency_keys
+		WHERE merchant_id = $1 AND idem_key = $2 AND created_at >= now() - $3 * interval '1 millisecond')`,
+		merchantID, key, retain.Milliseconds())
+	if err != nil {
+		return false, fmt.Errorf("idempotency lookup: %w", err)
+	}
+	return held, nil
+}
+
 // CompleteIdempotent stores the response of the request holding the key.
 func CompleteIdempotent(ctx context.Context, db *sqlx.DB, merchantID, key string, status int, body []byte) error {
 	_, err := db.ExecContext(ctx, `UPDATE idempotency_keys SET response_status = $3, response_body = $4,

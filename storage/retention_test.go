@@ -54,7 +54,7 @@ func TestTrimProcessedReplies(t *testing.T) {
 		t.Fatalf("replies kept %d (want the 2 recent), rows %d (want all 8: the dedupe set stays)", kept, rows)
 	}
 	// The engine's lookup still finds every trimmed command, so it is never applied again.
-	done, err := storage.ProcessedReplies(ctx, db, []string{"c0", "c5", "c7", "unknown"})
+	done, _, err := storage.ProcessedReplies(ctx, db, []string{"c0", "c5", "c7", "unknown"})
 	if err != nil {
 		t.Fatal(err)
 	}

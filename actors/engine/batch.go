@@ -141,7 +141,7 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 		payloads[i] = decodePayload(&c)
 		ids = append(ids, c.ID)
 	}
-	done, err := storage.ProcessedReplies(ctx, e.db, ids)
+	done, doneTypes, err := storage.ProcessedReplies(ctx, e.db, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,9 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 		}
 		if stored, ok := done[c.ID]; ok {
 			r := expiredReply(c.ID)
-			if len(stored) > 0 { // empty: applied long ago, its reply trimmed by retention
+			if t := doneTypes[c.ID]; t != "" && t != c.Type {
+				r = reusedReply(c.ID) // another operation under the same id: never its reply
+			} else if len(stored) > 0 { // empty: applied long ago, its reply trimmed by retention
 				if r, err = topics.DecodeReply(stored); err != nil {
 					return nil, fmt.Errorf("stored reply of %s: %w", c.ID, err)
 				}

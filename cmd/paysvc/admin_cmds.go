@@ -121,7 +121,7 @@ func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stde
 		fs := flag.NewFlagSet("key create", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		merchant := fs.String("merchant", "", "merchant id")
-		perms := fs.String("permissions", "", "comma-separated: add_files, view_files, change_files")
+		perms := fs.String("permissions", "", "comma-separated, from docs/security.md: view_wallets, add_transfers, add_files, approve_files, ...")
 		if err := fs.Parse(args[1:]); err != nil {
 			return usageError{err.Error()}
 		}

@@ -47,7 +47,8 @@ commands:
   merchant create --name NAME [--environment sandbox|live] [--email ADDRESS]
   merchant disable|enable MERCHANT_ID
   merchant email MERCHANT_ID ADDRESS       where webhook failure warnings go ("" clears)
-  key create --merchant ID --permissions add_files,view_files,change_files
+  key create --merchant ID --permissions view_wallets,add_files,...
+                                           a restricted secret key (docs/security.md lists them)
   key revoke KEYPREFIX
   ledger check                             verify the ledger balances and wallet snapshots
   bench [flags]                            run the load generator (see paysvc bench -h)

@@ -375,6 +375,18 @@ func TestKeyCreate(t *testing.T) {
 			wantPerms: []string{"change_files"}, sec: liveSecret,
 		},
 		{
+			name: "permissions_beyond_files",
+			args: func(id string) []string {
+				return []string{"--merchant", id, "--permissions", "view_wallets,add_transfers,approve_files,change_webhooks"}
+			},
+			wantPerms: []string{"view_wallets", "add_transfers", "approve_files", "change_webhooks"}, sec: sandboxSecret,
+		},
+		{
+			name:      "near_miss_permission_is_error",
+			args:      func(id string) []string { return []string{"--merchant", id, "--permissions", "view_wallet"} },
+			errSubstr: "view_wallet",
+		},
+		{
 			name:      "unknown_permission_is_error",
 			args:      func(id string) []string { return []string{"--merchant", id, "--permissions", "add_files,delete_files"} },
 			errSubstr: "delete_files",
@@ -956,6 +968,8 @@ func TestBadConfiguration(t *testing.T) {
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_LOG_LEVEL"},
 		{name: "non_numeric_partitions_refused", env: []string{"PAYSVC_COMMAND_PARTITIONS", "many"},
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_COMMAND_PARTITIONS"},
+		{name: "bad_trusted_proxy_refused", env: []string{"PAYSVC_TRUSTED_PROXIES", "10.0.0.0/8, proxy.internal"},
+			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_TRUSTED_PROXIES"},
 		// A reply trimmed before its key expires would turn a legitimate retry into a 409.
 		{name: "reply_retention_shorter_than_idempotency_ttl_refused",
 			env:  []string{"PAYSVC_IDEMPOTENCY_TTL", "48h", "PAYSVC_COMMAND_REPLY_RETENTION", "24h"},

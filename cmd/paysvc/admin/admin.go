@@ -22,9 +22,6 @@ import (
 	"paysvc/storage"
 )
 
-// Permissions a restricted secret key can hold.
-var Permissions = map[string]bool{"add_files": true, "view_files": true, "change_files": true}
-
 // Created is what `paysvc merchant create` prints.
 type Created struct {
 	MerchantID string `json:"merchant_id"`
@@ -107,13 +104,13 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 // CreateKey issues a secret key restricted to the given permissions.
 func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []string) (Key, error) {
 	if len(perms) == 0 {
-		return Key{}, errors.New("--permissions: at least one of add_files, view_files, change_files")
+		return Key{}, fmt.Errorf("--permissions: at least one of %s", knownPermissions())
 	}
 	seen := map[string]bool{}
 	unique := perms[:0:0]
 	for _, p := range perms {
-		if !Permissions[p] {
-			return Key{}, fmt.Errorf("--permissions: unknown permission %q (known: add_files, view_files, change_files)", p)
+		if !api.KnownPermission(p) {
+			return Key{}, fmt.Errorf("--permissions: unknown permission %q (known: %s)", p, knownPermissions())
 		}
 		if !seen[p] {
 			seen[p] = true
@@ -134,4 +131,13 @@ func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []stri
 		return Key{}, err
 	}
 	return Key{KeyID: id, Key: sec, Permissions: perms}, nil
+}
+
+// knownPermissions lists the catalogue (api.Permissions, docs/security.md) for messages.
+func knownPermissions() string {
+	names := make([]string, len(api.Permissions))
+	for i, p := range api.Permissions {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,6 +164,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Passkey: get("PAYSVC_DARAJA_PASSKEY", ""), B2CInitiatorName: get("PAYSVC_DARAJA_B2C_INITIATOR", ""),
 		B2CSecurityCredential: get("PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", ""), B2CShortcode: get("PAYSVC_DARAJA_B2C_SHORTCODE", ""),
 	}
+	c.API.AddrRateLimit = num("PAYSVC_RATE_LIMIT_IP", 50)
+	c.API.AddrRateBurst = int(num("PAYSVC_RATE_BURST_IP", 200))
+	c.API.CallbackRateLimit = num("PAYSVC_RATE_LIMIT_CALLBACKS", 500)
+	c.API.CallbackRateBurst = int(num("PAYSVC_RATE_BURST_CALLBACKS", 1000))
+	if c.API.TrustedProxies, err = parseProxies(get("PAYSVC_TRUSTED_PROXIES", "")); err != nil {
+		errs = append(errs, fmt.Errorf("PAYSVC_TRUSTED_PROXIES: %w", err))
+	}
 	c.API.DarajaCallbackToken = get("PAYSVC_DARAJA_CALLBACK_TOKEN", "")
 	if base := get("PAYSVC_DARAJA_CALLBACK_BASE_URL", ""); base != "" && c.API.DarajaCallbackToken != "" {
 		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
@@ -201,6 +209,28 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	return c, c.Validate()
 }
 
+// parseProxies reads a comma-separated list of CIDRs (a bare address is its /32 or
+// /128).
+func parseProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, p := range splitList(v) {
+		if !strings.Contains(p, "/") {
+			a, err := netip.ParseAddr(p)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not an address or CIDR", p)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		pr, err := netip.ParsePrefix(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address or CIDR", p)
+		}
+		out = append(out, netip.PrefixFrom(pr.Addr().Unmap(), pr.Bits()).Masked())
+	}
+	return out, nil
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -235,6 +265,9 @@ func (c Config) Validate() error {
 	}
 	if c.API.RateLimit < 0 {
 		return errors.New("PAYSVC_RATE_LIMIT: must be >= 0 (0 disables)")
+	}
+	if c.API.AddrRateLimit < 0 || c.API.CallbackRateLimit < 0 {
+		return errors.New("PAYSVC_RATE_LIMIT_IP, PAYSVC_RATE_LIMIT_CALLBACKS: must be >= 0 (0 disables)")
 	}
 	if c.API.BodyLimit < 1024 {
 		return errors.New("PAYSVC_BODY_LIMIT_BYTES: must be >= 1024")
@@ -271,7 +304,9 @@ func (c Config) Redacted() map[string]any {
 		"http_addr": c.HTTPAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
 		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
-		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst,
+		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst, "rate_limit_ip": c.API.AddrRateLimit,
+		"rate_burst_ip": c.API.AddrRateBurst, "rate_limit_callbacks": c.API.CallbackRateLimit,
+		"rate_burst_callbacks": c.API.CallbackRateBurst, "trusted_proxies": c.API.TrustedProxies,
 	}
 }
 
