@@ -31,6 +31,10 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		if len(key) > 255 {
 			return invalid("Idempotency-Key", "Idempotency-Key must be at most 255 characters.")
 		}
+		if !storableText(key) {
+			// Stored as text: PostgreSQL would refuse it, and the refusal would read as an outage.
+			return invalid("Idempotency-Key", "Idempotency-Key must be valid UTF-8 text without NUL characters.")
+		}
 		p := principal(c)
 		raw, err := rawBody(c)
 		if err != nil {
