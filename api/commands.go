@@ -92,6 +92,7 @@ var replyStatus = map[string]int{
 	"cannot_disburse":       http.StatusBadRequest,
 	"nonce_mismatch":        http.StatusBadRequest,
 	"reply_expired":         http.StatusConflict,
+	"balance_limit":         http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.
