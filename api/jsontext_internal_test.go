@@ -112,3 +112,45 @@ func TestCheckJSONTextAcceptsOnlyFaithfulText(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckJSONText (make fuzz): whatever the body, the check does not panic, and a
+// body it accepts decodes (when encoding/json decodes it at all) to text with no NUL
+// and no U+FFFD that the client did not send itself.
+func FuzzCheckJSONText(f *testing.F) {
+	for _, s := range []string{`{"email":"a\u0000@b.co"}`, `{"a":["\ud800",{"b":"\ud83d\ude00"}]}`, "{\"a\":\"\xff\"}",
+		`{"transactions":[{"name":"x"}]}`, `"\ufffd"`, `[[[]]]`, `{"a\u0000":1}`, `{"a":"\\u0000"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if checkJSONText(raw) != nil {
+			return
+		}
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			return
+		}
+		sentFFFD := strings.Contains(string(raw), "\ufffd") || strings.Contains(strings.ToLower(string(raw)), `\ufffd`)
+		var walk func(any)
+		walk = func(x any) {
+			check := func(s string) {
+				if strings.ContainsRune(s, 0) || (!sentFFFD && strings.ContainsRune(s, '\uFFFD')) {
+					t.Fatalf("accepted %q, which decodes to %q", raw, s)
+				}
+			}
+			switch x := x.(type) {
+			case string:
+				check(x)
+			case []any:
+				for _, e := range x {
+					walk(e)
+				}
+			case map[string]any:
+				for k, e := range x {
+					check(k)
+					walk(e)
+				}
+			}
+		}
+		walk(v)
+	})
+}
