@@ -26,7 +26,7 @@ func TestHandleErrorDataExceptionIsA400(t *testing.T) {
 	for _, tc := range []struct {
 		name, query string
 		args        []any
-		code        pq.ErrorCode
+		code        string
 	}{
 		{"NULInText", `SELECT $1::text`, []any{"secret\x00value"}, "22021"},
 		{"InvalidUTF8", `SELECT $1::text`, []any{"secret\xffvalue"}, "22021"},
@@ -39,7 +39,7 @@ func TestHandleErrorDataExceptionIsA400(t *testing.T) {
 			var out string
 			err := schema.DB.QueryRow(tc.query, tc.args...).Scan(&out)
 			var pqErr *pq.Error
-			if !errors.As(err, &pqErr) || pqErr.Code != tc.code {
+			if !errors.As(err, &pqErr) || string(pqErr.Code) != tc.code {
 				t.Fatalf("PostgreSQL answered %v, want SQLSTATE %s", err, tc.code)
 			}
 			var logs bytes.Buffer

@@ -23,7 +23,7 @@ func TestCheckJSONText(t *testing.T) {
 		{"EmptyObject", ` { } `, "", textOK},
 		{"EscapesThatAreFine", `{"a":"\"\\\/\b\f\n\r\t\u0041\u00e9\u2028"}`, "", textOK},
 		{"EmojiSurrogatePair", `{"first_name":"\ud83d\ude00"}`, "", textOK},
-		{"EmojiRawUTF8", `{"first_name":"😀 مرحبا ‏"}`, "", textOK},
+		{"EmojiRawUTF8", "{\"first_name\":\"😀 مرحبا \u200f\"}", "", textOK},
 		{"UpperCaseHexPair", `{"a":"\uD83D\uDE00"}`, "", textOK},
 		{"EscapedNUL", `{"email":"a\u0000@b.co"}`, "email", textNUL},
 		{"EscapedNULNested", `{"customer":{"email":"\u0000"}}`, "customer.email", textNUL},
