@@ -182,6 +182,7 @@ func (f *fuzzer) plausible() map[string]any {
 		"wallet_type": "WORKING", "wallet_id": f.b.settlement, "narrative": "fuzz", "provider": "MPESA-B2C", "requires_approval": "YES",
 		"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123", "reason": "fuzz", "url": "https://example.com/hook",
 		"event": "collection_event", "topic": "collection_event", "challenge": "c", "invoice_id": f.invoice,
+		"tracking_id":  f.pick(f.files), // so approve, cancel and status reach the engine
 		"transactions": []any{map[string]any{"account": "254708374149", "amount": "100", "name": "A"}},
 	}
 }
@@ -192,10 +193,11 @@ type fuzzer struct {
 	mu      sync.Mutex
 	rnd     *rand.Rand
 	fields  []string
-	invoice string // an invoice of the merchant, for status
-	invSig  string // its signature token
-	coID    string // a checkout of the merchant
-	coSig   string // its signature token
+	invoice string   // an invoice of the merchant, for status
+	invSig  string   // its signature token
+	coID    string   // a checkout of the merchant
+	coSig   string   // its signature token
+	files   []string // tracking ids of payment files awaiting approval
 	client  *http.Client
 }
 
@@ -216,6 +218,14 @@ func newFuzzer(t *testing.T, b *bundle, seed uint64) *fuzzer {
 	}
 	m = r.Map(t)
 	f.coID, f.coSig = m["id"].(string), m["signature"].(string)
+	for i := 0; i < 5; i++ {
+		r = b.post("/api/v1/send-money/initiate/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": "YES",
+			"transactions": []any{map[string]any{"account": "254708374149", "amount": "100", "name": "Seed"}}})
+		if r.Status != 200 {
+			t.Fatalf("seed payment file: %d %s", r.Status, r.Body)
+		}
+		f.files = append(f.files, r.Map(t)["tracking_id"].(string))
+	}
 	return f
 }
 
