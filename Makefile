@@ -67,8 +67,9 @@ test-short: pg sdk ## Like test, without -race
 bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
 	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench $(BENCHFLAGS)
 
-fuzz: ## Fuzz the money parser (FuzzParse) for FUZZTIME (30s)
+fuzz: ## Fuzz the money parser (FuzzParse) and the request-text check (FuzzCheckJSONText), each for FUZZTIME (30s)
 	$(GO) test ./actors/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./api -run='^$$' -fuzz='^FuzzCheckJSONText$$' -fuzztime=$(FUZZTIME)
 
 lint: ## go vet, staticcheck (pinned; fetched through the module proxy) and a gofmt check
 	$(GO) vet $(PKGS)

@@ -154,7 +154,13 @@ func publicKey(c echo.Context) string {
 			return v
 		}
 	}
-	if b, err := readBody(c); err == nil {
+	// The body's text is judged after authentication (readBody in the handler), so a
+	// bad field is a 400 naming it, not a missing key.
+	raw, err := unreadBody(c)
+	if err != nil {
+		return ""
+	}
+	if b, err := parseBody(raw); err == nil {
 		if v, err := b.str("public_key", false, 200, nil); err == nil {
 			return v
 		}

@@ -72,6 +72,9 @@ func (s *Server) createCheckout(c echo.Context) error {
 	if (currency == "UGX" || currency == "TZS") && (amount.Cmp(ugxTzsMin) < 0 || amount.Cmp(ugxTzsMax) > 0) {
 		return invalid("amount", "Checkout amounts in UGX and TZS must be between 500 and 5,000,000.")
 	}
+	if err := s.payableAmount(currency, amount); err != nil {
+		return err
+	}
 	email, err := b.str("email", false, 254, emailPattern)
 	if err != nil {
 		return err
@@ -122,6 +125,26 @@ func (s *Server) createCheckout(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// payableAmount refuses a fixed checkout or pay-request amount that no payment
+// method could ever collect: above maxCollectionKES once converted to KES. UGX and
+// TZS have their own range (createCheckout).
+func (s *Server) payableAmount(currency string, amount money.Amount) error {
+	if !wallet.Currencies[currency] {
+		return nil
+	}
+	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
+	if errors.Is(err, tariff.ErrUnknownCurrency) {
+		return invalid("currency", "No exchange rate is configured for "+currency+".")
+	}
+	if err != nil {
+		return err
+	}
+	if kes.Cmp(maxCollectionKES) > 0 {
+		return invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")
+	}
+	return nil
 }
 
 // checkoutFor resolves the checkout_id of a collection: the merchant's own session,

@@ -14,8 +14,13 @@ import (
 	"paysvc/topics"
 )
 
+// maxCollectionKES is the largest single collection any method takes, card and
+// PesaLink alike (docs/api-decisions.md, "Amount bounds"): a bank transfer's
+// ceiling, and far below what a wallet balance can hold.
+var maxCollectionKES = money.MustParse("999999.00")
+
 var (
-	pesalinkMax    = money.MustParse("999999.00")
+	pesalinkMax    = maxCollectionKES
 	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
 	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 	countryPattern = regexp.MustCompile(`^[a-zA-Z]{2}$`)

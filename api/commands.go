@@ -99,6 +99,7 @@ var replyStatus = map[string]int{
 	// Set aside by the engine (docs/security.md, "Poison commands in the engine").
 	"unprocessable_command": http.StatusUnprocessableEntity,
 	"command_failed":        http.StatusInternalServerError,
+	"balance_limit":         http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.

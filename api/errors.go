@@ -81,6 +81,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case errors.As(err, &ae):
 	case errors.As(err, &he):
 		ae = fromEcho(he)
+	case badInputBytes(err):
+		// The database refused a value the edge let through (bytes it cannot store, a
+		// number out of range): the request's fault, so a 400, but a gap in the edge's
+		// checks, so logged. The driver's text may quote the value and is never shown.
+		s.log.Warn("database refused request data", "request_id", requestID(c), "route", c.Path(), "err", err)
+		ae = &Error{Status: http.StatusBadRequest, Type: "validation_error", Code: "invalid",
+			Detail: "The request contains a value that cannot be stored (bad characters or out of range)."}
 	case dependencyDown(err):
 		s.log.Warn("dependency unavailable", "request_id", requestID(c), "route", c.Path(), "err", err)
 		ae = unavailable()
@@ -113,6 +120,14 @@ func fromEcho(he *echo.HTTPError) *Error {
 		return clientError(he.Code, "error", http.StatusText(he.Code)+".")
 	}
 	return errInternal
+}
+
+// badInputBytes reports a PostgreSQL data exception (SQLSTATE class 22: invalid
+// byte sequence 22021, untranslatable character 22P05, numeric out of range 22003,
+// invalid text representation 22P02, ...): the value sent was bad, not the service.
+func badInputBytes(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code.Class() == "22"
 }
 
 // dependencyDown reports errors that mean the database could not be reached or

@@ -26,6 +26,12 @@ func readBody(c echo.Context) (body, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseBody(raw)
+}
+
+// parseBody parses raw as a JSON object (readBody without the text check, for
+// publicKey, which must authenticate before the body's fields are judged).
+func parseBody(raw []byte) (body, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return body{}, nil
@@ -39,8 +45,35 @@ func readBody(c echo.Context) (body, error) {
 }
 
 // rawBody reads the body once and keeps it for later readers (idempotency hashing
-// and the handler both need it).
+// and the handler both need it). Every string in it is checked (checkJSONText):
+// a body carrying a NUL, invalid UTF-8 or an unpaired surrogate in any string is
+// refused with 400 naming the field, whoever reads it, so no endpoint, present or
+// future, can pass such bytes on to the engine or the database.
 func rawBody(c echo.Context) ([]byte, error) {
+	raw, err := unreadBody(c)
+	if err != nil {
+		return nil, err
+	}
+	// Checked once per request: auth, idempotency and the handler all read the body.
+	if e, ok := c.Get(ctxBodyText).(*Error); ok {
+		if e != nil {
+			return nil, e
+		}
+		return raw, nil
+	}
+	var refused *Error
+	if te := checkJSONText(raw); te != nil {
+		refused = invalid(te.path, te.path+": "+string(te.problem))
+	}
+	c.Set(ctxBodyText, refused)
+	if refused != nil {
+		return nil, refused
+	}
+	return raw, nil
+}
+
+// unreadBody reads the body once and keeps it, without judging it.
+func unreadBody(c echo.Context) ([]byte, error) {
 	if v, ok := c.Get(ctxRawBody).([]byte); ok {
 		return v, nil
 	}

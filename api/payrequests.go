@@ -102,6 +102,11 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	if hasAmount && amount.Sign() <= 0 {
 		return invalid("amount", "Amount must be greater than 0.")
 	}
+	if hasAmount {
+		if err := s.payableAmount(currency, amount); err != nil {
+			return err
+		}
+	}
 	reason, err := b.str("reason", false, 500, nil)
 	if err != nil {
 		return err

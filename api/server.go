@@ -25,6 +25,7 @@ import (
 const (
 	ctxPrincipal = "paysvc.principal"
 	ctxRawBody   = "paysvc.raw_body"
+	ctxBodyText  = "paysvc.body_text" // *Error: the body's text check, nil when it passed
 	ctxCommandID = "paysvc.command_id"
 	ctxSignature = "paysvc.signature"
 )
@@ -173,7 +174,7 @@ func New(cfg Config, d Deps) *Server {
 	// Paths are served with and without their trailing slash, never redirected:
 	// SDKs turn a redirected POST into a GET, and one of them follows no redirects.
 	e.Pre(middleware.RemoveTrailingSlash())
-	e.Use(s.requestID, s.observe, s.recoverPanics, s.connectionClose, s.limitBody)
+	e.Use(s.requestID, s.observe, s.recoverPanics, s.connectionClose, s.limitBody, s.refuseUnstorable)
 	s.routes(e)
 	s.echo = e
 	return s
@@ -314,6 +315,31 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+		}
+		return next(c)
+	}
+}
+
+// refuseUnstorable refuses, before any handler runs, URL parts that PostgreSQL
+// cannot store (a NUL, invalid UTF-8): a path parameter is a 404, since no resource
+// can have such an id, and a query parameter is a 400 naming it. Echo runs e.Use
+// middleware after routing, so the parameters are known here, for every route.
+func (s *Server) refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, v := range c.ParamValues() {
+			if !storableText(v) {
+				return notFound("Not found.")
+			}
+		}
+		for name, vs := range c.QueryParams() {
+			ok := storableText(name)
+			for _, v := range vs {
+				ok = ok && storableText(v)
+			}
+			if !ok {
+				attr := safeAttr(name)
+				return invalid(attr, attr+": Must be valid UTF-8 text without NUL characters.")
+			}
 		}
 		return next(c)
 	}

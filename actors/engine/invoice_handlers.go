@@ -223,6 +223,12 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 			if rerr := e.restoreInvoice(p, ref, resp.Before); rerr != nil {
 				return topics.Reply{}, rerr
 			}
+			if errors.Is(err, wallet.ErrBalanceLimit) {
+				// Retrying cannot make it fit: a refusal, not a failed batch. The invoice
+				// keeps its previous state for an operator (docs/api-decisions.md).
+				e.log.Error("collection refused: receiving wallet at its maximum balance", "invoice_id", inv.InvoiceID, "wallet_id", inv.WalletID)
+				return walletRefusal(err), nil
+			}
 			return topics.Reply{}, err
 		}
 	}

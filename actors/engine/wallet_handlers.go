@@ -26,6 +26,7 @@ const (
 	CodeLabelTaken        = "label_taken"
 	CodeUnknownCommand    = "unknown_command"
 	CodeInternal          = "internal"
+	CodeBalanceLimit      = "balance_limit"
 )
 
 // decodePayload parses a command's payload once per batch into its typed form;
@@ -341,6 +342,8 @@ func walletRefusal(err error) topics.Reply {
 		return refuse(CodeInvalid, "Amount must be greater than 0 and at most 999999.00.", "amount")
 	case errors.Is(err, wallet.ErrExists):
 		return refuse(CodeInvalid, "Wallet already exists.", "wallet_id")
+	case errors.Is(err, wallet.ErrBalanceLimit):
+		return refuse(CodeBalanceLimit, "The wallet's balance would exceed its maximum of "+wallet.MaxBalance.String()+".", "amount")
 	case errors.Is(err, wallet.ErrInvalidWallet):
 		return refuse(CodeInvalid, "Invalid wallet definition.", "")
 	default:

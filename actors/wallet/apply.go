@@ -62,6 +62,12 @@ func validAmount(a money.Amount, limit *money.Amount) bool {
 	return limit == nil || a.Cmp(*limit) <= 0
 }
 
+// fits reports whether amount can be credited without the balance passing
+// MaxBalance (current is never below available, so it is the one to check).
+func fits(s State, amount money.Amount) bool {
+	return s.CurrentBalance.Add(amount).Cmp(MaxBalance) <= 0
+}
+
 // credit returns s with amount added to both balances: intra-merchant movements and
 // sandbox deposits are cleared funds, available at once.
 func credit(s State, amount money.Amount) State {
@@ -92,6 +98,9 @@ func applyDeposit(s State, c Deposit) (Result, error) {
 	}
 	if !validAmount(c.Amount, nil) {
 		return Result{}, ErrInvalidAmount
+	}
+	if !fits(s, c.Amount) {
+		return Result{}, ErrBalanceLimit
 	}
 	n := credit(s, c.Amount)
 	n.UpdatedAt = c.At
@@ -152,6 +161,9 @@ func applyTransferIn(s State, c TransferIn) (Result, error) {
 	if !validAmount(c.Amount, &MaxTransfer) {
 		return Result{}, ErrInvalidAmount
 	}
+	if !fits(s, c.Amount) {
+		return Result{}, ErrBalanceLimit
+	}
 	n := credit(s, c.Amount)
 	n.UpdatedAt = c.At
 	return Result{State: n, Entries: []ledger.Entry{
@@ -165,6 +177,9 @@ func applyCollect(s State, c Collect) (Result, error) {
 	}
 	if !validAmount(c.NetAmount, nil) || c.Charges.Sign() < 0 || !c.Value.Equal(c.NetAmount.Add(c.Charges)) || c.Clearing == "" {
 		return Result{}, ErrInvalidAmount
+	}
+	if !fits(s, c.NetAmount) {
+		return Result{}, ErrBalanceLimit
 	}
 	n := credit(s, c.NetAmount)
 	if c.Uncleared {

@@ -591,3 +591,59 @@ func TestApply_Property(t *testing.T) {
 		})
 	}
 }
+
+// A wallet near MaxBalance refuses every credit that would pass it, whatever the
+// command, with ErrBalanceLimit and no entries, and still takes one that lands
+// exactly on the maximum: the engine turns the refusal into a reply, so the
+// database never sees a balance it could not store.
+func TestApply_BalanceLimit(t *testing.T) {
+	t.Parallel()
+	near := func(t *testing.T) wallet.State {
+		s := open(t, "W1", "M1", "KES")
+		s.CurrentBalance = wallet.MaxBalance.Sub(amt("10.00"))
+		s.AvailableBalance = s.CurrentBalance
+		return s
+	}
+	credits := map[string]func(amount string) any{
+		"Deposit": func(a string) any {
+			return wallet.Deposit{MerchantID: "M1", TransactionID: "DEP", Amount: amt(a), Narrative: "n", At: at}
+		},
+		"TransferIn": func(a string) any {
+			return wallet.TransferIn{MerchantID: "M1", TransactionID: "TX", Amount: amt(a), Narrative: "n", Origin: "SRC", Currency: "KES", At: at}
+		},
+		"Collect": func(a string) any {
+			return wallet.Collect{MerchantID: "M1", TransactionID: "COL", Value: amt(a), Charges: money.Zero(), NetAmount: amt(a),
+				Clearing: ledger.CardClearing, Narrative: "n", Uncleared: true, At: at}
+		},
+	}
+	for name, cmd := range credits {
+		t.Run(name+"_PastTheMaximumIsRefused", func(t *testing.T) {
+			t.Parallel()
+			s := near(t)
+			res, err := wallet.Apply(s, cmd("10.01"))
+			if !errors.Is(err, wallet.ErrBalanceLimit) || len(res.Entries) != 0 {
+				t.Fatalf("credit past the maximum: err %v, %d entries; want ErrBalanceLimit and none", err, len(res.Entries))
+			}
+		})
+		t.Run(name+"_UpToTheMaximumIsApplied", func(t *testing.T) {
+			t.Parallel()
+			s := near(t)
+			res, err := wallet.Apply(s, cmd("10.00"))
+			if err != nil {
+				t.Fatalf("credit up to the maximum: %v", err)
+			}
+			if !res.State.CurrentBalance.Equal(wallet.MaxBalance) {
+				t.Fatalf("balance %s, want %s", res.State.CurrentBalance, wallet.MaxBalance)
+			}
+		})
+	}
+	t.Run("MaximumFitsTheStrictParserAndInt64Cents", func(t *testing.T) {
+		t.Parallel()
+		if _, err := money.Parse(wallet.MaxBalance.String()); err != nil {
+			t.Fatalf("MaxBalance %s does not parse back: %v", wallet.MaxBalance, err)
+		}
+		if _, err := wallet.MaxBalance.Cents(); err != nil {
+			t.Fatalf("MaxBalance %s is not representable in int64 cents: %v", wallet.MaxBalance, err)
+		}
+	})
+}

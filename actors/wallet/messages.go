@@ -12,6 +12,13 @@ import (
 // MaxTransfer is the largest intra-wallet transfer the interface allows.
 var MaxTransfer = money.MustParse("999999.00")
 
+// MaxBalance is the largest balance a wallet may hold: 15 integer digits, the most
+// the strict money parser reads back, so a balance always round-trips through the
+// API, stays within int64 cents, and is far below what the numeric(20,2) balance and
+// ledger columns hold. A credit that would pass it is refused (ErrBalanceLimit) as a
+// domain error, never left to fail in the database, where it would stall the batch.
+var MaxBalance = money.MustParse("999999999999999.99")
+
 // Open creates the wallet. It is refused if the wallet already exists.
 type Open struct {
 	WalletID    string
@@ -128,6 +135,7 @@ var (
 	ErrSameWallet       = errors.New("origin and destination are the same wallet")
 	ErrInvalidAmount    = errors.New("amount must be greater than 0 and at most 999999.00")
 	ErrInvalidWallet    = errors.New("invalid wallet definition")
+	ErrBalanceLimit     = errors.New("the credit would take the wallet's balance past its maximum")
 )
 
 // InsufficientFundsError is returned when the available balance cannot cover a debit.
