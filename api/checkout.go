@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -167,7 +168,7 @@ var checkoutPage = template.Must(template.New("checkout").Parse(`<!doctype html>
 <form id="mpesa" method="post" action="/api/v1/payment/collection/">
   <input type="hidden" name="checkout_id" value="{{.ID}}">
   <input type="hidden" name="signature" value="{{.Signature}}">
-  <label>M-Pesa phone number <input name="phone_number" value="{{.Phone}}" placeholder="2547XXXXXXXX" pattern="254[0-9]{9}" required></label>
+  <label>M-Pesa phone number <input name="phone_number" value="{{.Phone}}" placeholder="2547XXXXXXXX" pattern="254[0-9*]{9}" required></label>
   {{if not .Amount}}<label>Amount <input name="amount" required></label>{{end}}
   <button type="submit">Pay with M-Pesa</button>
 </form>
@@ -220,10 +221,17 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A returning payer's phone is offered masked: the page is public to whoever
+	// holds its link, so the full number never reaches it. Kept as is, the masked
+	// value is resolved on the server from the same stored payment (prefilledPhone).
 	phone := ""
 	if co.Email != nil {
-		if phone, err = storage.PreviousPayer(ctx, s.db, co.MerchantID, *co.Email); err != nil {
+		prev, err := storage.PreviousPayer(ctx, s.db, co.MerchantID, *co.Email)
+		if err != nil {
 			return err
+		}
+		if prev != "" {
+			phone = maskPhone(prev)
 		}
 	}
 	data := map[string]any{"ID": co.CheckoutID, "Currency": co.Currency, "Paid": co.Paid, "Signature": view.Signature,
@@ -286,4 +294,43 @@ func (s *Server) readPaymentTarget(c echo.Context, b body) (paymentTarget, error
 	}
 	t.checkout = &co
 	return t, nil
+}
+
+// maskPhone hides all but the first and last four characters of a phone number
+// (2547****5678): enough for the payer to recognise their own number, too little
+// to learn someone else's.
+func maskPhone(p string) string {
+	if len(p) <= 8 {
+		return strings.Repeat("*", len(p))
+	}
+	return p[:4] + strings.Repeat("*", len(p)-8) + p[len(p)-4:]
+}
+
+// prefilledPhone resolves a masked phone number sent back by the hosted page: the
+// checkout's own returning payer (by the session's stored email, never by one the
+// request names), whose masked form must be exactly what was sent.
+func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) (string, error) {
+	bad := invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+	if t.checkout == nil || t.checkout.Email == nil {
+		return "", bad
+	}
+	prev, err := storage.PreviousPayer(c.Request().Context(), s.db, t.checkout.MerchantID, *t.checkout.Email)
+	if err != nil {
+		return "", err
+	}
+	if prev == "" || maskPhone(prev) != masked {
+		return "", bad
+	}
+	return prev, nil
+}
+
+// forBrowser masks the payer's number in a session answered to the hosted page
+// (a checkout signature, which anyone holding the page's link has): a payer who
+// kept the masked prefill must not get the full number back in the reply.
+func forBrowser(c echo.Context, sess *sessionJSON) {
+	if p := principal(c); p == nil || p.Kind != "signature" {
+		return
+	}
+	sess.Invoice.Account = maskPhone(sess.Invoice.Account)
+	sess.Customer.PhoneNumber = maskPhone(sess.Customer.PhoneNumber)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,6 +57,11 @@ func (s *Server) collection(c echo.Context) error {
 	phone, err := b.str("phone_number", method == "M-PESA", 20, nil)
 	if err != nil {
 		return err
+	}
+	if strings.Contains(phone, "*") { // the hosted page's masked prefill, kept by the payer
+		if phone, err = s.prefilledPhone(c, target, phone); err != nil {
+			return err
+		}
 	}
 	if phone != "" && !phonePattern.MatchString(phone) {
 		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
@@ -126,5 +132,6 @@ func (s *Server) collection(c echo.Context) error {
 		return err
 	}
 	sess := renderSession(inv)
+	forBrowser(c, &sess)
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig})
 }

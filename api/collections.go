@@ -159,6 +159,7 @@ func (s *Server) paymentStatus(c echo.Context) error {
 		return notFound("Invoice not found for this checkout.")
 	}
 	sess := renderSession(inv)
+	forBrowser(c, &sess)
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "meta": map[string]any{
 		"id": sess.ID, "customer": sess.Customer, "customer_comment": nil, "created_at": sess.CreatedAt,
 	}})

@@ -35,6 +35,9 @@ const (
 	// listenHeartbeat is how often an idle stream gets a comment line, so proxies
 	// and the client can tell a quiet stream from a dead one.
 	listenHeartbeat = 15 * time.Second
+	// listenWriteWait is how long one write of a stream may block on a client that
+	// does not read before the stream is given up.
+	listenWriteWait = 2 * listenHeartbeat
 	// listenBacklog is how far back `since` may reach (a reconnecting client
 	// catches up on what it missed while the stream was down).
 	listenBacklog = 5 * time.Minute
@@ -152,6 +155,13 @@ func (s *Server) listenEvents(c echo.Context) error {
 	defer cl.Close()
 
 	w := c.Response()
+	// A stream is long-lived on purpose: it is exempt from the listener's bounds
+	// (api/deadline, the server's WriteTimeout), which would cut it after the
+	// write bound. Each write gets its own deadline instead, so a client that
+	// stops reading still frees the stream.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(listenWriteWait))
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -169,6 +179,7 @@ func (s *Server) listenEvents(c echo.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fetches := cl.PollFetches(pctx)
 		cancel()
+		_ = rc.SetWriteDeadline(time.Now().Add(listenWriteWait))
 		var werr error
 		fetches.EachRecord(func(r *kgo.Record) {
 			if werr != nil {

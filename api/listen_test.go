@@ -250,3 +250,16 @@ func TestListen_LiveServer(t *testing.T) {
 		errorBody(t, r)
 	}
 }
+
+// A listen stream is long-lived on purpose: it outlives the public listener's
+// write bound (api/deadline, the server's WriteTimeout), which would cut it.
+func TestListen_OutlivesWriteTimeout(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) { c.HTTP.Write = time.Second })
+	b := newBundle(t, env, "Long Listener")
+	s := openStream(t, env, b.secret, "", "c")
+	opened := time.Now()
+	waitUntil(t, "the write bound to pass", func() bool { return time.Since(opened) > 3*time.Second })
+	id := trigger(t, b, "collection_event")
+	s.find(t, id)
+}

@@ -125,7 +125,7 @@ func TestPayoutFileLife(t *testing.T) {
 	}
 	// SREs see the outcomes (the registry is shared by the tests of this process:
 	// at least this file's).
-	metrics := string(b.env.Do("GET", "/metrics", nil).Body)
+	metrics := b.env.Metrics()
 	for _, want := range []string{`paysvc_payout_transactions_total{provider="MPESA-B2C",status="COMPLETE"}`,
 		`paysvc_payout_transactions_total{provider="MPESA-B2C",status="FAILED"}`} {
 		if !strings.Contains(metrics, want) {

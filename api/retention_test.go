@@ -75,7 +75,7 @@ func sameJSON(a, b map[string]any) bool { return len(a) > 0 && reflect.DeepEqual
 // metricAtLeast reads one sample (name with its labels, as exposed) from /metrics.
 func metricAtLeast(t *testing.T, env *servicetest.Env, sample string, min float64) bool {
 	t.Helper()
-	for line := range strings.Lines(string(env.Do("GET", "/metrics", nil).Body)) {
+	for line := range strings.Lines(env.Metrics()) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), sample+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			return err == nil && f >= min

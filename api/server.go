@@ -303,12 +303,16 @@ func (s *Server) connectionClose(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// MaxBodyBytes is the largest body any route takes with a body limit of limit:
+// payment-file initiation's.
+func MaxBodyBytes(limit int64) int64 { return limit * 16 }
+
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		limit := s.cfg.BodyLimit
 		if strings.HasPrefix(r.URL.Path, "/api/v1/send-money/initiat") {
-			limit *= 16 // a payment file of 10,000 transactions is about 1.5 MB
+			limit = MaxBodyBytes(limit) // a payment file of 10,000 transactions is about 1.5 MB
 		}
 		if r.ContentLength > limit {
 			return clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.")

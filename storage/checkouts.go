@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -43,21 +44,43 @@ func InsertCheckout(ctx context.Context, ext sqlx.ExtContext, c Checkout) error 
 	return nil
 }
 
-// GetCheckout reads one of the merchant's sessions; another merchant's is ErrNotFound.
+// checkoutIDPattern is the one spelling of a checkout id that the service hands
+// out (ids.UUID: lower-case, hyphenated). Anything else names no session, so it is
+// refused before the database: the uuid parameter below could not even be cast
+// from it, and the lookup by the column's own type is what lets the primary key's
+// index answer (a cast of the column to text would scan the table).
+var checkoutIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// ValidCheckoutID reports whether id is spelled as the service spells checkout ids.
+func ValidCheckoutID(id string) bool { return checkoutIDPattern.MatchString(id) }
+
+const (
+	getCheckoutQuery  = `SELECT ` + checkoutColumns + ` FROM checkouts c WHERE c.checkout_id = $2::uuid AND c.merchant_id = $1`
+	checkoutByIDQuery = `SELECT ` + checkoutColumns + ` FROM checkouts c WHERE c.checkout_id = $1::uuid`
+)
+
+// GetCheckout reads one of the merchant's sessions; another merchant's, or an id
+// that is not a checkout id at all, is ErrNotFound.
 func GetCheckout(ctx context.Context, q sqlx.QueryerContext, merchantID, checkoutID string) (Checkout, error) {
 	var c Checkout
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkoutColumns+` FROM checkouts c
-		WHERE c.merchant_id = $1 AND c.checkout_id::text = $2`, merchantID, checkoutID)
+	if !ValidCheckoutID(checkoutID) {
+		return c, ErrNotFound
+	}
+	err := sqlx.GetContext(ctx, q, &c, getCheckoutQuery, merchantID, checkoutID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, ErrNotFound
 	}
 	return c, err
 }
 
-// CheckoutByID reads a session for its hosted page (the id is the capability).
+// CheckoutByID reads a session for its hosted page (the id is the capability); a
+// malformed id is ErrNotFound without a query.
 func CheckoutByID(ctx context.Context, q sqlx.QueryerContext, checkoutID string) (Checkout, error) {
 	var c Checkout
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkoutColumns+` FROM checkouts c WHERE c.checkout_id::text = $1`, checkoutID)
+	if !ValidCheckoutID(checkoutID) {
+		return c, ErrNotFound
+	}
+	err := sqlx.GetContext(ctx, q, &c, checkoutByIDQuery, checkoutID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, ErrNotFound
 	}

@@ -258,12 +258,13 @@ type Recipient struct {
 	WalletType   string `db:"wallet_type"`
 }
 
-// WalletRecipient returns who owns any wallet (P2P payouts pay another
-// merchant's wallet by its id); a wallet of a disabled merchant is ErrNotFound.
-func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID string) (Recipient, error) {
+// WalletRecipient returns who owns any wallet of an environment (P2P payouts pay
+// another merchant's wallet by its id); a wallet of a disabled merchant, or of the
+// other environment (money never crosses between sandbox and live), is ErrNotFound.
+func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID, environment string) (Recipient, error) {
 	var r Recipient
 	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.currency, w.wallet_type FROM wallets w
-		JOIN merchants m ON m.merchant_id = w.merchant_id WHERE w.wallet_id = $1 AND m.enabled`, walletID)
+		JOIN merchants m ON m.merchant_id = w.merchant_id WHERE w.wallet_id = $1 AND m.enabled AND m.environment = $2`, walletID, environment)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}

@@ -513,8 +513,16 @@ func (e *Engine) settlePayouts(p *partition, b *batch, c *topics.Command, wref *
 // without moving money.
 func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.PayoutP2PCredit) (topics.Reply, error) {
 	result := topics.PayoutTxnResult{TransactionID: in.TransactionID}
+	// Money never crosses environments: a live file cannot pay a sandbox wallet
+	// (whose balance is play money) nor the reverse. The API refuses such files;
+	// this holds whatever produced the command. The wallet is then "not found",
+	// as the other environment's wallets are to the API.
+	sameEnv, err := e.sameEnvironment(ctx, in.PayerMerchantID, c.MerchantID)
+	if err != nil {
+		return topics.Reply{}, err
+	}
 	var wref *actorRef
-	if in.WalletID != "" {
+	if in.WalletID != "" && sameEnv {
 		var err error
 		if wref = p.wallets[in.WalletID]; wref == nil {
 			found, err2 := storage.LoadWallets(ctx, e.db, c.MerchantID, []string{in.WalletID})
@@ -574,6 +582,25 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 	b.outbox = append(b.outbox, storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p-result"), Topic: topics.CommandsTopic,
 		Key: in.PayerMerchantID, MerchantID: c.MerchantID, Body: body})
 	return topics.Reply{Result: mustJSON(result)}, nil
+}
+
+// sameEnvironment reports whether two merchants exist and share an environment.
+func (e *Engine) sameEnvironment(ctx context.Context, a, b string) (bool, error) {
+	ma, err := storage.GetMerchant(ctx, e.db, a)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	mb, err := storage.GetMerchant(ctx, e.db, b)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return ma.Environment == mb.Environment, nil
 }
 
 func (e *Engine) sendMoneyEvent(c *topics.Command, at time.Time, f payoutfile.State) storage.OutboxEvent {

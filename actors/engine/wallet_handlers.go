@@ -98,7 +98,7 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 	case *topics.WalletCreate:
 		return e.createWallet(ctx, p, b, c, *in)
 	case *topics.WalletDeposit:
-		return e.deposit(p, b, c, *in)
+		return e.deposit(ctx, p, b, c, *in)
 	case *topics.WalletTransferCmd:
 		return e.transfer(p, b, c, *in)
 	case *topics.InvoiceSTKPush:
@@ -204,7 +204,22 @@ func (e *Engine) ensureSettlement(ctx context.Context, p *partition, b *batch, c
 	return nil
 }
 
-func (e *Engine) deposit(p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
+// deposit credits a wallet from nowhere: a sandbox helper only. The API offers it
+// only on a sandbox server, but a command log is shared by whatever produces to
+// it, so the engine checks the merchant itself: a live merchant's deposit would
+// invent money, and is refused as a domain answer (not an error, which would
+// retry it forever).
+func (e *Engine) deposit(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
+	m, err := storage.GetMerchant(ctx, e.db, c.MerchantID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	}
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if m.Environment != "sandbox" {
+		return refuse(CodeInvalid, "Deposits exist only in the sandbox; this merchant is live.", ""), nil
+	}
 	ref := p.wallets[in.WalletID]
 	if ref == nil {
 		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil

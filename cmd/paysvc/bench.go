@@ -56,6 +56,7 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key with every transfer (measures that path; lets unknown outcomes be resolved)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the bench database, the service's data dir and log")
 	fs.StringVar(&o.URL, "url", "", "bench an already running service at this base URL instead (PAYSVC_DATABASE_URL must be its database)")
+	fs.StringVar(&o.MetricsURL, "metrics-url", "http://"+service.DefaultAdminAddr, "with --url: the service's operator listener (PAYSVC_ADMIN_ADDR), where /metrics is scraped")
 	fs.StringVar(&o.ServerCPUProfile, "server-cpuprofile", "", "write a CPU profile of the service process to this file")
 	fs.BoolVar(&o.Progress, "progress", false, "print the successful transfers of each second during the load phases")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed for the choice of wallets and amounts (0: from the clock)")

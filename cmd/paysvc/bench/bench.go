@@ -79,6 +79,7 @@ type Options struct {
 	IdempotencyKeys          bool
 	Keep                     bool
 	URL                      string // an already running service; DatabaseURL is then its database
+	MetricsURL               string // with URL: that service's operator listener (its /metrics)
 	DatabaseURL              string // the server the bench database is created on (or, with URL, the database)
 	ServerCPUProfile         string // write a CPU profile of the child service here
 	Seed                     uint64
@@ -149,6 +150,7 @@ type runner struct {
 	runID    string
 	seed     uint64
 	base     string // the service's http://host:port
+	admin    string // the service's operator listener, http://host:port (/metrics)
 	http     *http.Client
 	db       *sqlx.DB // the bench database (paysvc's tables)
 	wallets  []*benchWallet
@@ -242,11 +244,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		if r.child, err = startChild(ctx, cc); err != nil {
 			return err
 		}
-		r.base = r.child.base
+		r.base, r.admin = r.child.base, r.child.admin
 		r.printf("service: paysvc serve (pid %d) on %s, database %s, healthy after %s\n",
 			r.child.pid(), r.base, dbName, time.Since(started).Round(time.Millisecond))
 	} else {
-		r.base = strings.TrimRight(o.URL, "/")
+		r.base, r.admin = strings.TrimRight(o.URL, "/"), strings.TrimRight(o.MetricsURL, "/")
 		r.printf("service: %s (already running), database from PAYSVC_DATABASE_URL\n", r.base)
 	}
 	r.dbURL = dbURL
@@ -423,7 +425,7 @@ type snap struct {
 }
 
 func (r *runner) snapshot(ctx context.Context) snap {
-	m, err := scrapeMetrics(ctx, r.http, r.base)
+	m, err := scrapeMetrics(ctx, r.http, r.admin)
 	return snap{m: m, cpu: sampleCPU(m), err: err}
 }
 
@@ -457,7 +459,7 @@ func (r *runner) printMachine(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	procs := fmt.Sprintf("GOMAXPROCS %d (bench)", runtime.GOMAXPROCS(0))
-	if m, err := scrapeMetrics(ctx, r.http, r.base); err == nil && m.sum("go_sched_gomaxprocs_threads") > 0 {
+	if m, err := scrapeMetrics(ctx, r.http, r.admin); err == nil && m.sum("go_sched_gomaxprocs_threads") > 0 {
 		procs = fmt.Sprintf("GOMAXPROCS %d (bench) %.0f (service)", runtime.GOMAXPROCS(0), m.sum("go_sched_gomaxprocs_threads"))
 	}
 	r.printf("machine: %s, nproc %d, %s, %s %s/%s, %s\n",

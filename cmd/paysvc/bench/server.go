@@ -77,6 +77,7 @@ func freePort() (int, error) {
 type child struct {
 	cmd     *exec.Cmd
 	base    string // http://127.0.0.1:PORT
+	admin   string // http://127.0.0.1:PORT of its operator listener (/metrics)
 	kafka   string // 127.0.0.1:PORT of its embedded Kafka (when it runs one)
 	dir     string // its data dir and log
 	logPath string
@@ -104,6 +105,10 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	adminPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"serve"}
 	if cc.CPUProfile != "" {
 		args = []string{"bench", childCommand, "--cpuprofile", cc.CPUProfile}
@@ -120,6 +125,7 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	set := map[string]string{
 		"PAYSVC_DATABASE_URL": cc.DatabaseURL,
 		"PAYSVC_HTTP_ADDR":    "127.0.0.1:" + strconv.Itoa(httpPort),
+		"PAYSVC_ADMIN_ADDR":   "127.0.0.1:" + strconv.Itoa(adminPort),
 		"PAYSVC_KAFKA_PORT":   strconv.Itoa(kafkaPort),
 		"PAYSVC_DATA_DIR":     filepath.Join(cc.Dir, "data"),
 		"PAYSVC_RATE_LIMIT":   "0",
@@ -134,7 +140,7 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", exe, err)
 	}
-	c := &child{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), kafka: fmt.Sprintf("127.0.0.1:%d", kafkaPort),
+	c := &child{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), kafka: fmt.Sprintf("127.0.0.1:%d", kafkaPort),
 		dir: cc.Dir, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()

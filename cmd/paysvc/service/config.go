@@ -34,13 +34,26 @@ const (
 // AllRoles is what `paysvc serve` runs by default.
 var AllRoles = []string{RoleAPI, RoleEngine, RoleRelay, RoleRails, RoleDispatcher}
 
+// DefaultAdminAddr is where the operator listener (/metrics) listens by default:
+// loopback, so nothing operators use is reachable from where merchants are.
+const DefaultAdminAddr = "127.0.0.1:9090"
+
+// AdminOff as PAYSVC_ADMIN_ADDR runs no operator listener (an empty variable
+// means the default, like every other).
+const AdminOff = "off"
+
 // DefaultDatabaseURL is the private cluster that `make run` starts, so admin
 // commands find the same database with no flags.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:55432/paysvc?sslmode=disable"
 
 // Config is the whole configuration of a process, one part per concern.
 type Config struct {
-	HTTPAddr          string
+	HTTPAddr string
+	// AdminAddr is the operator listener (/metrics, /healthz): loopback by default,
+	// never the public API port; AdminOff turns it off.
+	AdminAddr string
+	// HTTP bounds how long a request may hold a connection of the public listener.
+	HTTP              HTTPTimeouts
 	DatabaseURL       string
 	KafkaBrokers      []string // empty: start the embedded Kafka
 	KafkaPort         int      // embedded Kafka's port (0: any free port)
@@ -96,6 +109,14 @@ type Config struct {
 	PayoutRecoverAfter time.Duration
 }
 
+// HTTPTimeouts bound the public listener's connections (api/deadline): a body of
+// n bytes must arrive within Read + n/BodyMinRate, an answer be written within
+// Write of the body's end, and an idle kept-alive connection close after Idle.
+type HTTPTimeouts struct {
+	Read, Write, Idle time.Duration
+	BodyMinRate       int64 // bytes per second
+}
+
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
 func FromEnv(getenv func(string) string) (Config, error) {
 	get := func(k, def string) string {
@@ -121,7 +142,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	host, _ := os.Hostname()
 	c := Config{
-		HTTPAddr:              get("PAYSVC_HTTP_ADDR", "127.0.0.1:8080"),
+		HTTPAddr:  get("PAYSVC_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr: get("PAYSVC_ADMIN_ADDR", DefaultAdminAddr),
+		HTTP: HTTPTimeouts{Read: dur("PAYSVC_HTTP_READ_TIMEOUT", 10*time.Second), Write: dur("PAYSVC_HTTP_WRITE_TIMEOUT", time.Minute),
+			Idle: dur("PAYSVC_HTTP_IDLE_TIMEOUT", 2*time.Minute), BodyMinRate: int64(num("PAYSVC_HTTP_BODY_MIN_RATE", 8192))},
 		DatabaseURL:           get("PAYSVC_DATABASE_URL", DefaultDatabaseURL),
 		KafkaPort:             int(num("PAYSVC_KAFKA_PORT", 9092)),
 		DataDir:               get("PAYSVC_DATA_DIR", ".data"),
@@ -246,6 +270,11 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("PAYSVC_HTTP_ADDR: %q is not host:port", c.HTTPAddr)
 	}
+	if c.AdminAddr != AdminOff {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return fmt.Errorf("PAYSVC_ADMIN_ADDR: %q is not host:port (or %s)", c.AdminAddr, AdminOff)
+		}
+	}
 	if c.Environment != "sandbox" && c.Environment != "live" {
 		return fmt.Errorf("PAYSVC_ENVIRONMENT: must be sandbox or live, not %q", c.Environment)
 	}
@@ -271,6 +300,17 @@ func (c Config) Validate() error {
 	}
 	if c.API.BodyLimit < 1024 {
 		return errors.New("PAYSVC_BODY_LIMIT_BYTES: must be >= 1024")
+	}
+	if c.HTTP.Read < time.Second || c.HTTP.Idle < time.Second {
+		return errors.New("PAYSVC_HTTP_READ_TIMEOUT and PAYSVC_HTTP_IDLE_TIMEOUT: must be >= 1s")
+	}
+	if c.HTTP.BodyMinRate < 100 {
+		return errors.New("PAYSVC_HTTP_BODY_MIN_RATE: must be >= 100 (bytes per second)")
+	}
+	// A write's handler waits up to the reply timeout for the engine; cutting its
+	// connection first would turn every slow answer into a dropped one.
+	if c.HTTP.Write < c.API.ReplyTimeout+10*time.Second {
+		return errors.New("PAYSVC_HTTP_WRITE_TIMEOUT: must be >= PAYSVC_REPLY_TIMEOUT + 10s")
 	}
 	if c.SessionTimeout < time.Second {
 		return errors.New("PAYSVC_ENGINE_SESSION_TIMEOUT: must be >= 1s")
@@ -301,7 +341,7 @@ func (c Config) KafkaDir() string { return filepath.Join(c.DataDir, "kafka") }
 // Redacted is the configuration as it may be printed: the database password masked.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"http_addr": c.HTTPAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
+		"http_addr": c.HTTPAddr, "admin_addr": c.AdminAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
 		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
 		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst, "rate_limit_ip": c.API.AddrRateLimit,

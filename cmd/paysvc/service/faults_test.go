@@ -206,7 +206,7 @@ func TestEngineProcessKilled(t *testing.T) {
 		cmd.Env = append(os.Environ(),
 			"PAYSVC_DATABASE_URL="+fb.api.Schema.URL,
 			"PAYSVC_KAFKA_BROKERS="+fb.api.Svc.Brokers[0],
-			"PAYSVC_HTTP_ADDR=127.0.0.1:0",
+			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0",
 			"PAYSVC_ENGINE_SESSION_TIMEOUT=2s",
 			"PAYSVC_INSTANCE_ID="+id,
 			"PAYSVC_LOG_LEVEL=info",
@@ -339,7 +339,7 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	spawn := func(id string) *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles", "dispatcher")
 		cmd.Env = append(os.Environ(), "PAYSVC_DATABASE_URL="+schema.URL, "PAYSVC_KAFKA_BROKERS="+svc.Brokers[0],
-			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_INSTANCE_ID="+id, "PAYSVC_LOG_LEVEL=warn", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
+			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0", "PAYSVC_INSTANCE_ID="+id, "PAYSVC_LOG_LEVEL=warn", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
 			"PAYSVC_WEBHOOK_ALLOW_PRIVATE=true", "PAYSVC_WEBHOOK_LEASE=2s", "PAYSVC_ENGINE_SESSION_TIMEOUT=2s")
 		if os.Getenv("PAYSVC_TEST_LOG") != "" {
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

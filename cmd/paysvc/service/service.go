@@ -30,6 +30,7 @@ import (
 	"paysvc/actors/webhooks/dispatch"
 	"paysvc/actors/webhooks/outbound"
 	"paysvc/api"
+	"paysvc/api/deadline"
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/relay"
@@ -43,12 +44,15 @@ type Service struct {
 	sink    *mail.Sink
 	Brokers []string
 	Addr    string // the HTTP listener's address
-	Log     *slog.Logger
+	// AdminAddr is the operator listener's address (/metrics); empty when it is off.
+	AdminAddr string
+	Log       *slog.Logger
 
 	cluster  *kfake.Cluster
 	producer *kgo.Client
 	hub      *replies.Hub
 	httpSrv  *http.Server
+	adminSrv *http.Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	ready    atomic.Bool
@@ -251,8 +255,29 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 	cfg.API.PublicBaseURL = cfg.PublicBaseURL
 
+	// The operator listener: metrics (and health) for whoever runs the service, on
+	// an address of its own (loopback by default), never on the public port.
+	if cfg.AdminAddr != AdminOff {
+		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s (PAYSVC_ADMIN_ADDR): %w", cfg.AdminAddr, err)
+		}
+		s.AdminAddr = aln.Addr().String()
+		admin := http.NewServeMux()
+		admin.Handle("/metrics", promhttp.Handler())
+		admin.HandleFunc("/healthz", s.healthz)
+		admin.HandleFunc("/", notFound)
+		s.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: cfg.HTTP.Read, ReadTimeout: cfg.HTTP.Read,
+			WriteTimeout: cfg.HTTP.Write, IdleTimeout: cfg.HTTP.Idle, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		s.goRun(func() error {
+			if err := s.adminSrv.Serve(aln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.Handler())
 	if cfg.Has(RoleAPI) {
 		s.hub = replies.NewHub(cfg.InstanceID)
 		remote, err := replies.NewRemote(ctx, s.Brokers, s.hub, s.producer, log)
@@ -275,12 +300,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error { return a.RunReminders(runCtx, cfg.ReminderInterval) })
 		mux.Handle("/", a.Handler())
 	} else {
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"status":"ok"}`))
-		})
+		mux.HandleFunc("/healthz", s.healthz)
+		mux.HandleFunc("/", notFound)
 	}
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	// Slow clients are bounded per request (api/deadline): a body must keep up a
+	// minimum rate, so a payment file of megabytes on a slow link is read, while a
+	// dribbled one is cut; the answer's bound counts from the body's end. The
+	// server's WriteTimeout is that bound for requests without a body. No
+	// ReadTimeout: it would also cut handlers that outlive it (the server cancels a
+	// request whose connection read times out while the handler still runs).
+	public := deadline.Handler(mux, deadline.Options{MinRate: cfg.HTTP.BodyMinRate, Grace: cfg.HTTP.Read,
+		Write: cfg.HTTP.Write, MaxBody: api.MaxBodyBytes(cfg.API.BodyLimit)})
+	s.httpSrv = &http.Server{Handler: public, ReadHeaderTimeout: cfg.HTTP.Read, WriteTimeout: cfg.HTTP.Write, IdleTimeout: cfg.HTTP.Idle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goRun(func() error {
 		if err := s.httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -289,8 +320,29 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		return nil
 	})
 	s.ready.Store(true)
-	log.Info("paysvc serving", "addr", s.Addr, "roles", cfg.Roles, "environment", cfg.Environment, "instance", cfg.InstanceID)
+	log.Info("paysvc serving", "addr", s.Addr, "admin_addr", s.AdminAddr, "roles", cfg.Roles, "environment", cfg.Environment, "instance", cfg.InstanceID)
 	return s, nil
+}
+
+// healthz is the health of a process: 200 once started and while its database
+// answers (the API role's own /healthz says the same on the public port).
+func (s *Service) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if !s.ready.Load() || s.DB.PingContext(ctx) != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"unavailable"}`))
+		return
+	}
+	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+// notFound is the JSON 404 of paths the listener does not serve.
+func notFound(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write([]byte(`{"type":"client_error","detail":"Not found.","errors":[{"code":"not_found","detail":"Not found.","attr":null}]}`))
 }
 
 // defaultPublicBaseURL is the address listened on as a URL; a wildcard listen
@@ -324,6 +376,9 @@ func (s *Service) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = s.httpSrv.Shutdown(ctx)
 		cancel()
+	}
+	if s.adminSrv != nil {
+		_ = s.adminSrv.Close()
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -26,8 +26,10 @@ type Env struct {
 	Svc     *service.Service
 	Schema  storagetest.Schema
 	BaseURL string
-	Config  service.Config
-	Logs    *LogBuffer
+	// AdminURL is the operator listener's base URL (/metrics).
+	AdminURL string
+	Config   service.Config
+	Logs     *LogBuffer
 }
 
 // Config returns a test configuration: free ports, a temp data dir, rate limit off,
@@ -38,6 +40,7 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 		t.Fatal(err)
 	}
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.KafkaPort = 0
 	cfg.DataDir = t.TempDir()
 	cfg.DatabaseURL = schema.URL
@@ -102,7 +105,7 @@ func Start(t testing.TB, mutate func(*service.Config)) *Env {
 		t.Fatalf("start service: %v", err)
 	}
 	t.Cleanup(svc.Close)
-	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg, Logs: logs}
+	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, AdminURL: "http://" + svc.AdminAddr, Config: cfg, Logs: logs}
 }
 
 // Merchant creates a sandbox merchant and returns its keys.
@@ -184,6 +187,25 @@ func (e *Env) Do(method, path string, body any, headers ...string) Response {
 		e.T.Fatal(err)
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b, Close: resp.Close}
+}
+
+// Metrics is one scrape of the operator listener's /metrics (Prometheus text).
+func (e *Env) Metrics() string {
+	e.T.Helper()
+	base := e.AdminURL
+	if base == "" && e.Svc != nil { // an Env built by hand around a service
+		base = "http://" + e.Svc.AdminAddr
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		e.T.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		e.T.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }
 
 // Bearer is the header pair for a secret key.
