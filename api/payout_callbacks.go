@@ -48,34 +48,50 @@ func (s *Server) b2cResult(c echo.Context) error {
 	if res.Success() {
 		out.ProviderReference, out.ProviderAccountName = res.Receipt, res.ReceiverName
 	}
-	return s.b2cFinal(c, out, "conversation_id", res.ConversationID, "result_code", res.Code)
-}
-
-// b2cFinal makes out the FINAL outcome of its B2C transaction: the payout.results
-// command of batch "b2c-" + transaction id, whichever answer of Daraja (the B2C
-// result or a Transaction Status answer) brings it. Both are the same command id,
-// so only the first to arrive applies. logArgs describe the answer.
-func (s *Server) b2cFinal(c echo.Context, out topics.PayoutTxnResult, logArgs ...any) error {
-	ref, ok, err := s.b2cPayout(c, out.TransactionID, logArgs...)
+	logArgs := []any{"conversation_id", clipLog(res.ConversationID), "result_code", res.Code}
+	ref, send, ok, err := s.b2cPayout(c, out.TransactionID, logArgs...)
 	if !ok {
 		return err
+	}
+	if send.Reference != "" && res.ConversationID != send.Reference {
+		// Daraja answered our request with another ConversationID: this result is
+		// not about the payment we sent (forged, or another system's), and a false
+		// failure would release the hold of a payment that may be paid.
+		s.log.Warn("M-Pesa B2C result with a ConversationID that is not the one Daraja gave: not applied",
+			append([]any{"transaction_id", clipLog(out.TransactionID)}, logArgs...)...)
+		return darajaAccepted(c)
 	}
 	return s.b2cApply(c, ref, out)
 }
 
-// b2cPayout finds the B2C payout a Daraja answer is about; !ok with a nil error
-// means the answer was acknowledged and is not ours to apply.
-func (s *Server) b2cPayout(c echo.Context, txnID string, logArgs ...any) (storage.PayoutRef, bool, error) {
-	ref, err := storage.PayoutTxnRef(c.Request().Context(), s.db, txnID)
+// b2cPayout finds the B2C payout a Daraja answer is about, and what the rails role
+// did with it; !ok with a nil error means the answer was acknowledged and is not
+// ours to apply: the transaction is not one of our B2C payouts, or the rails role
+// never sent it (no claim in payout_sends), so no answer of Daraja can be about it.
+func (s *Server) b2cPayout(c echo.Context, txnID string, logArgs ...any) (storage.PayoutRef, storage.PayoutSend, bool, error) {
+	ctx := c.Request().Context()
+	ref, err := storage.PayoutTxnRef(ctx, s.db, txnID)
 	if errors.Is(err, storage.ErrNotFound) || err == nil && ref.Provider != payout.ProviderMpesaB2C {
 		// Not one of our B2C payouts: nothing to apply, and Daraja must not retry.
 		s.log.Warn("M-Pesa B2C outcome for an unknown transaction", append([]any{"originator_conversation_id", clipLog(txnID)}, logArgs...)...)
-		return ref, false, darajaAccepted(c)
+		return ref, storage.PayoutSend{}, false, darajaAccepted(c)
 	}
-	return ref, err == nil, err
+	if err != nil {
+		return ref, storage.PayoutSend{}, false, err
+	}
+	send, err := storage.GetPayoutSend(ctx, s.db, txnID)
+	if errors.Is(err, storage.ErrNotFound) {
+		s.log.Warn("M-Pesa B2C outcome for a transaction never sent: not applied",
+			append([]any{"transaction_id", clipLog(txnID), "file_id", ref.FileID}, logArgs...)...)
+		return ref, send, false, darajaAccepted(c)
+	}
+	return ref, send, err == nil, err
 }
 
-// b2cApply makes out the FINAL outcome of ref (see b2cFinal).
+// b2cApply makes out the FINAL outcome of ref: the payout.results command of batch
+// "b2c-" + transaction id, whichever answer of Daraja (the B2C result or a
+// Transaction Status answer) brings it. Both are the same command id, so only the
+// first to arrive applies.
 func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.PayoutTxnResult) error {
 	ctx := c.Request().Context()
 	txnID := out.TransactionID
@@ -91,7 +107,7 @@ func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.Payo
 // b2cStatus receives Daraja's answer to a Transaction Status query
 // (rails.QueryB2CPayouts). A final answer (Completed, or a definite failure) is
 // the transaction's FINAL outcome, through the same command as its B2C result
-// (b2cFinal), so a B2C result and a status answer never both apply. Anything else
+// (b2cApply), so a B2C result and a status answer never both apply. Anything else
 // (pending, a failed query, a transaction M-Pesa does not find) proves nothing:
 // it is logged, acknowledged, and the transaction stays PROCESSING.
 func (s *Server) b2cStatus(c echo.Context) error {
@@ -113,7 +129,7 @@ func (s *Server) b2cStatus(c echo.Context) error {
 			append([]any{"transaction_id", clipLog(res.TransactionID)}, logArgs...)...)
 		return darajaAccepted(c)
 	}
-	ref, ok, err := s.b2cPayout(c, res.TransactionID, logArgs...)
+	ref, _, ok, err := s.b2cPayout(c, res.TransactionID, logArgs...)
 	if !ok {
 		return err
 	}

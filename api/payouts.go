@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +22,7 @@ import (
 	"paysvc/actors/rails/payout"
 	"paysvc/actors/tariff"
 	"paysvc/actors/wallet"
+	"paysvc/actors/webhooks"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -80,8 +83,38 @@ func (s *Server) initiatePayoutFile(status int) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		if r.Error == nil && in.CallbackURL != "" {
+			if r.Result, err = s.withCallbackSecret(c.Request().Context(), r.Result); err != nil {
+				return err
+			}
+		}
 		return s.walletReply(c, r, status)
 	}
+}
+
+// withCallbackSecret adds callback_secret to a new file's answer: the key that signs
+// its callbacks (webhooks.CallbackSecret), shown only here, once, to the merchant who
+// created the file. It derives from the file id the answer names (a replayed answer
+// names the file first created, and gets the same secret).
+func (s *Server) withCallbackSecret(ctx context.Context, result json.RawMessage) (json.RawMessage, error) {
+	var f struct {
+		FileID string `json:"file_id"`
+	}
+	if err := json.Unmarshal(result, &f); err != nil || f.FileID == "" {
+		return nil, fmt.Errorf("payout initiation answer without a file id: %v", err)
+	}
+	key, err := storage.ServiceSecret(ctx, s.db, webhooks.CallbackSecretName)
+	if err != nil {
+		return nil, err
+	}
+	// Appended to the object as it is, so the answer keeps its field order.
+	obj := bytes.TrimRight(result, " \t\r\n")
+	secret, err := json.Marshal(webhooks.CallbackSecret(key, f.FileID))
+	if err != nil || len(obj) < 2 || obj[len(obj)-1] != '}' {
+		return nil, fmt.Errorf("payout initiation answer is not a JSON object: %v", err)
+	}
+	out := append(bytes.Clone(obj[:len(obj)-1]), `,"callback_secret":`...)
+	return append(append(out, secret...), '}'), nil
 }
 
 // readPaymentFile validates a payment file and prices its transactions. Every

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,8 +408,6 @@ func TestPayoutReferenceEndpoints(t *testing.T) {
 	}
 }
 
-// TestPayoutCallback: callback_url receives the file's changes, signed with the
-// file's nonce like a webhook, in order, ending with COMPLETE.
 // A callback_url that hangs holds back only its own file's callbacks: another
 // merchant's file, initiated after it, gets its callbacks at once. (Before lanes, the
 // consumer waited for every callback of a poll, retries included: up to ~90 s.)
@@ -456,6 +455,10 @@ func TestPayoutCallbackSlowReceiverDoesNotStallOthers(t *testing.T) {
 	}
 }
 
+// TestPayoutCallback: callback_url receives the file's changes, signed like a
+// webhook with the file's callback secret (returned once, at initiation; 256 bits,
+// different for every file), never with its guessable 8-character nonce, in order,
+// ending with COMPLETE.
 func TestPayoutCallback(t *testing.T) {
 	t.Parallel()
 	type got struct {
@@ -466,6 +469,9 @@ func TestPayoutCallback(t *testing.T) {
 	var calls []got
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/payouts" {
+			return // the other files' callbacks
+		}
 		h := map[string]string{}
 		for _, k := range []string{"X-SERVICE-Signature", "webhook-id", "webhook-timestamp", "webhook-signature"} {
 			h[k] = r.Header.Get(k)
@@ -483,7 +489,31 @@ func TestPayoutCallback(t *testing.T) {
 	r := b.post("/api/v1/send-money/initiation/", f)
 	file := r.Map(t)
 	nonce := file["nonce"].(string)
+	secret, _ := file["callback_secret"].(string)
+	if !regexp.MustCompile(`^pcs_[0-9a-f]{64}$`).MatchString(secret) {
+		t.Fatalf("initiation answer callback_secret = %q, want pcs_ and 256 bits in hex", secret)
+	}
+	// Another file (another merchant's, and the same merchant's) gets its own secret;
+	// a file without callback_url gets none; the status answer never shows it.
+	other := newBundle(t, env, "Callbacks Too")
+	other.deposit(t, other.settlement, "1000")
+	secrets := map[string]bool{secret: true}
+	for _, by := range []*bundle{b, other} {
+		g := b2cFile("YES", "254708374149")
+		g["callback_url"] = rcv.URL + "/other"
+		s2, _ := by.post("/api/v1/send-money/initiation/", g).Map(t)["callback_secret"].(string)
+		if s2 == "" || secrets[s2] {
+			t.Fatalf("another file's callback secret %q repeats one of %v", s2, secrets)
+		}
+		secrets[s2] = true
+	}
+	if plain := b.post("/api/v1/send-money/initiation/", b2cFile("YES", "254708374149")).Map(t); plain["callback_secret"] != nil {
+		t.Fatalf("a file without callback_url got a callback secret: %v", plain["callback_secret"])
+	}
 	b.waitFile(t, file["tracking_id"].(string))
+	if st := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": file["tracking_id"]}); strings.Contains(string(st.Body), secret) {
+		t.Fatalf("the status answer shows the callback secret: %s", st.Body)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		mu.Lock()
@@ -514,11 +544,15 @@ func TestPayoutCallback(t *testing.T) {
 	defer mu.Unlock()
 	seen := map[string]bool{}
 	for _, c := range calls {
-		if !webhooks.Verify(nonce, c.headers, c.body, time.Now(), time.Minute) {
-			t.Fatalf("callback signature does not verify with the file's nonce: %s", c.body)
+		if !webhooks.Verify(secret, c.headers, c.body, time.Now(), time.Minute) {
+			t.Fatalf("callback signature does not verify with the file's callback secret: %s", c.body)
 		}
-		if strings.Contains(string(c.body), nonce) {
-			t.Fatalf("a callback carries the nonce that signs it: %s", c.body)
+		if webhooks.Verify(nonce, c.headers, c.body, time.Now(), time.Minute) ||
+			c.headers["X-SERVICE-Signature"] == webhooks.ServiceSignature(nonce, c.body) {
+			t.Fatalf("callback still signed with the file's 40-bit nonce: %s", c.body)
+		}
+		if strings.Contains(string(c.body), secret) || strings.Contains(string(c.body), nonce) {
+			t.Fatalf("a callback carries a secret: %s", c.body)
 		}
 		var m struct {
 			Data struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // States of a payout send (table payout_sends).
@@ -89,6 +90,39 @@ func UnsettledPayoutSends(ctx context.Context, q sqlx.QueryerContext, provider s
 		 ORDER BY s.updated_at, s.transaction_id LIMIT $6`,
 		provider, PayoutSendSending, PayoutSendAccepted, PayoutSendUnknown, before, limit); err != nil {
 		return nil, fmt.Errorf("unsettled payout sends: %w", err)
+	}
+	return out, nil
+}
+
+// GetPayoutSend returns what a live payout rail did with a transaction, or
+// ErrNotFound when it was never sent (no claim).
+func GetPayoutSend(ctx context.Context, q sqlx.QueryerContext, transactionID string) (PayoutSend, error) {
+	var s PayoutSend
+	err := sqlx.GetContext(ctx, q, &s, `SELECT * FROM payout_sends WHERE transaction_id = $1`, transactionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return PayoutSend{}, ErrNotFound
+	}
+	if err != nil {
+		return PayoutSend{}, fmt.Errorf("read payout send: %w", err)
+	}
+	return s, nil
+}
+
+// DuePayoutTxns returns which of the given transactions are still waiting to be
+// paid: PENDING or PROCESSING in a file being paid. The rails role asks just before
+// each send, so a transaction that a result finished meanwhile (its hold released
+// or paid out) is never sent.
+func DuePayoutTxns(ctx context.Context, q sqlx.QueryerContext, transactionIDs []string) (map[string]bool, error) {
+	var due []string
+	if err := sqlx.SelectContext(ctx, q, &due, `SELECT t.transaction_id
+		  FROM payout_transactions t JOIN payout_files f ON f.file_id = t.file_id
+		 WHERE t.transaction_id = ANY($1) AND t.status IN ('PENDING', 'PROCESSING') AND f.status = 'PROCESSING'`,
+		pq.StringArray(transactionIDs)); err != nil {
+		return nil, fmt.Errorf("due payout transactions: %w", err)
+	}
+	out := make(map[string]bool, len(due))
+	for _, id := range due {
+		out[id] = true
 	}
 	return out, nil
 }

@@ -420,6 +420,11 @@ func (e *Engine) payoutResults(ctx context.Context, p *partition, b *batch, c *t
 		return refuse(CodeInvalid, resp.Err.Error(), "file_id"), nil
 	}
 	f, d := resp.After, resp.Delta
+	if len(d.Unsubmitted) > 0 {
+		// Only a forged or misrouted result names a transaction no rail has yet.
+		e.log.Warn("payout results for transactions never submitted: ignored", "file_id", in.FileID,
+			"command_id", c.ID, "transactions", d.Unsubmitted)
+	}
 	type summary struct {
 		FileID  string `json:"file_id"`
 		Status  string `json:"status"`

@@ -173,7 +173,7 @@ func TestActor(t *testing.T) {
 			txns[i] = txn(string(rune('A'+i)), "1.00", "0.10")
 		}
 		b := setupActor(t, created(t, txns...))
-		if r := b.request(t, pf.Approve{At: at}); r.Err != nil {
+		if r := b.request(t, pf.Approve{SubmitNow: true, At: at}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		for _, x := range txns {

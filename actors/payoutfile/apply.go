@@ -187,6 +187,14 @@ func applyResults(s State, c Results) (State, Delta, error) {
 			d.Ignored++
 			continue
 		}
+		if t.Status != TxnProcessing {
+			// Never submitted: no rail has it, so no rail can report its outcome.
+			// Whatever claims to (a forged or misdirected callback) is ignored; were it
+			// a failure it would release the hold of a payment still to be sent.
+			d.Ignored++
+			d.Unsubmitted = append(d.Unsubmitted, t.TransactionID)
+			continue
+		}
 		out := t.Amount.Add(t.Charge)
 		if n.Held.Cmp(out) < 0 {
 			return s, Delta{}, fmt.Errorf("%w: %s holds %s, transaction %s needs %s", ErrHoldMismatch, s.FileID, n.Held, t.TransactionID, out)
@@ -209,7 +217,7 @@ func applyResults(s State, c Results) (State, Delta, error) {
 		d.Changed = append(d.Changed, i)
 	}
 	if len(d.Changed) == 0 {
-		return s, Delta{Ignored: d.Ignored, Release: money.Zero()}, nil
+		return s, Delta{Ignored: d.Ignored, Unsubmitted: d.Unsubmitted, Release: money.Zero()}, nil
 	}
 	if n.Finished == n.Count {
 		if n.Held.Sign() != 0 {

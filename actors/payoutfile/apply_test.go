@@ -430,7 +430,7 @@ func TestApply_Results(t *testing.T) {
 
 	t.Run("Final_FailureReleasesAmountAndCharge", func(t *testing.T) {
 		t.Parallel()
-		s := processing(t, false) // a PENDING txn may get its outcome without SUBMITTED
+		s, _ := mustApply(t, processing(t, false), submitted(ok("T2")))
 		n, d := mustApply(t, s, final(ko("T2")))
 		wantTxn(t, n.Txns[1], pf.TxnFailed, pf.TxnCodeFailed, "refused T2")
 		wantAmount(t, "failed_amount", n.FailedAmount, "250.50")
@@ -441,6 +441,30 @@ func TestApply_Results(t *testing.T) {
 		if len(d.Paid) != 0 || d.Moved || !slices.Equal(d.Changed, []int{1}) || n.Finished != 1 {
 			t.Fatalf("delta %+v", d)
 		}
+	})
+
+	// A FINAL outcome for a transaction no rail has yet (still PENDING) is what a
+	// forged or misrouted callback looks like: ignored, so it cannot release the
+	// hold of a payment the rails role is about to send; the real outcome, after the
+	// submission, still applies once.
+	t.Run("Final_BeforeSubmissionIgnored", func(t *testing.T) {
+		t.Parallel()
+		s := processing(t, false)
+		n, d := mustApply(t, s, final(ko("T1"), ok("T2"), ko("T3")))
+		wantUnchanged(t, s, n)
+		if d.Ignored != 3 || len(d.Changed) != 0 || len(d.Paid) != 0 || d.Moved || !d.Release.IsZero() ||
+			!slices.Equal(d.Unsubmitted, []string{"T1", "T2", "T3"}) {
+			t.Fatalf("delta %+v", d)
+		}
+		// Submitted, T1 takes its real outcome; the other two still wait.
+		n, _ = mustApply(t, n, submitted(ok("T1")))
+		n, d = mustApply(t, n, final(ok("T1"), ko("T2")))
+		wantTxn(t, n.Txns[0], pf.TxnComplete, pf.TxnCodeSuccess, "paid T1")
+		wantTxn(t, n.Txns[1], pf.TxnPending, pf.TxnCodeNew, "")
+		if len(d.Paid) != 1 || !d.Release.IsZero() || d.Ignored != 1 || !slices.Equal(d.Unsubmitted, []string{"T2"}) {
+			t.Fatalf("delta %+v", d)
+		}
+		wantAmount(t, "held", n.Held, "252.76") // 354.26 - 101.50: nothing released
 	})
 
 	t.Run("Final_RepeatsAndUnknownIgnored", func(t *testing.T) {
@@ -485,7 +509,7 @@ func TestApply_Results(t *testing.T) {
 
 	t.Run("Final_OneBatchCompletesTheFile", func(t *testing.T) {
 		t.Parallel()
-		s := processing(t, false)
+		s := processing(t, true)
 		n, d := mustApply(t, s, final(ko("T3"), ok("T2"), ok("T1")))
 		if n.Status != pf.StatusComplete || !d.Moved || !slices.Equal(d.Changed, []int{2, 1, 0}) || len(d.Paid) != 2 {
 			t.Fatalf("header %+v delta %+v", n.Header, d)

@@ -44,8 +44,11 @@ type Outcome struct {
 }
 
 // Results applies a rail's outcomes. Stage SUBMITTED moves PENDING transactions to
-// PROCESSING; FINAL gives them their outcome. An outcome for a transaction that
-// already has one is ignored, so a repeated or regrouped report moves nothing twice.
+// PROCESSING: the rails role sends it before the request leaves, so PROCESSING is
+// the record that a rail has the transaction. FINAL gives PROCESSING transactions
+// their outcome. An outcome for a transaction that already has one is ignored, so
+// a repeated or regrouped report moves nothing twice, and so is a FINAL outcome for
+// one still PENDING (never submitted: no rail can know its outcome).
 type Results struct {
 	Final    bool
 	Outcomes []Outcome
@@ -67,8 +70,12 @@ type Delta struct {
 	Paid    []Payment    // transactions completed now
 	Release money.Amount // failed now: back to the wallet's available balance
 	Changed []int        // positions of the transactions changed
-	Ignored int          // outcomes ignored (already final, or unknown)
-	Moved   bool         // the file's status changed
+	Ignored int          // outcomes ignored (already final, unknown, or never submitted)
+	// Unsubmitted names the transactions a FINAL outcome was ignored for because
+	// they were never submitted (still PENDING): worth a warning, since only a
+	// forged or misrouted result can do that.
+	Unsubmitted []string
+	Moved       bool // the file's status changed
 }
 
 // Errors of Apply.

@@ -69,7 +69,9 @@ var fileTransitions = map[string][]string{
 
 // txnTransitions is the transaction state machine.
 var txnTransitions = map[string][]string{
-	TxnPending:    {TxnProcessing, TxnComplete, TxnFailed},
+	// PENDING -> FAILED only by approval (refused) or Fail: a rail's outcome needs
+	// the transaction submitted (PROCESSING) first.
+	TxnPending:    {TxnProcessing, TxnFailed},
 	TxnProcessing: {TxnComplete, TxnFailed},
 	TxnComplete:   {},
 	TxnFailed:     {},

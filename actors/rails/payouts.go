@@ -68,16 +68,22 @@ func PayoutSink(cl *kgo.Client) func(ctx context.Context, r topics.PayoutResults
 // RunPayouts consumes payout requests and submits each to the rail until ctx ends
 // (at least once: a redelivered chunk is submitted again, and each transaction's
 // outcome still applies once).
-func RunPayouts(ctx context.Context, brokers []string, rail PayoutRail, sink func(context.Context, topics.PayoutResults) error, log *slog.Logger) error {
+func RunPayouts(ctx context.Context, brokers []string, db *sqlx.DB, rail PayoutRail, sink func(context.Context, topics.PayoutResults) error, log *slog.Logger) error {
 	log = log.With("component", "rails-payout")
 	return consume(ctx, brokers, "paysvc-rails-payout", topics.RailsPayoutTopic, log, func(_ *kgo.Client, rec *kgo.Record) {
-		var req topics.PayoutRailRequest
-		if err := json.Unmarshal(rec.Value, &req); err != nil {
+		var all topics.PayoutRailRequest
+		if err := json.Unmarshal(rec.Value, &all); err != nil {
 			log.Error("undecodable payout request skipped", "offset", rec.Offset, "err", err)
 			return
 		}
 		for attempt := 0; ctx.Err() == nil; attempt++ {
-			err := rail.Submit(ctx, req)
+			req, err := stillDue(ctx, db, all, log)
+			if err == nil && len(req.Transactions) == 0 {
+				return // every transaction has its outcome already
+			}
+			if err == nil {
+				err = rail.Submit(ctx, req)
+			}
 			if err == nil {
 				requests.WithLabelValues("payout", "ok").Inc()
 				return
@@ -112,17 +118,52 @@ type Unconfigured struct {
 	reason string
 }
 
-// Submit fails every transaction of the chunk.
+// Submit fails every transaction of the chunk. The rails role is the rail here, and
+// reports the submission first: a file takes a FINAL outcome only for a
+// transaction submitted to a rail (payoutfile.Results).
 func (u Unconfigured) Submit(ctx context.Context, req topics.PayoutRailRequest) error {
+	sub := topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: topics.PayoutStageSubmitted, Batch: fmt.Sprintf("c%d", req.Chunk)}
 	res := topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: topics.PayoutStageFinal, Batch: fmt.Sprintf("c%d", req.Chunk)}
 	reason := u.reason
 	if reason == "" {
 		reason = req.Provider + " is not configured on this server: the payout was not sent."
 	}
 	for _, t := range req.Transactions {
+		sub.Results = append(sub.Results, topics.PayoutTxnResult{TransactionID: t.TransactionID})
 		res.Results = append(res.Results, topics.PayoutTxnResult{TransactionID: t.TransactionID, Description: reason})
 	}
+	if err := u.Sink(ctx, sub); err != nil {
+		return err
+	}
 	return u.Sink(ctx, res)
+}
+
+// stillDue keeps the transactions of req that are still waiting to be paid
+// (storage.DuePayoutTxns), read just before the chunk goes to its rail: a
+// redelivered or resubmitted chunk never sends again what a result finished.
+func stillDue(ctx context.Context, db *sqlx.DB, req topics.PayoutRailRequest, log *slog.Logger) (topics.PayoutRailRequest, error) {
+	if db == nil || len(req.Transactions) == 0 {
+		return req, nil
+	}
+	idsOf := make([]string, len(req.Transactions))
+	for i, t := range req.Transactions {
+		idsOf[i] = t.TransactionID
+	}
+	due, err := storage.DuePayoutTxns(ctx, db, idsOf)
+	if err != nil {
+		return req, err
+	}
+	kept := req
+	kept.Transactions = nil
+	for _, t := range req.Transactions {
+		if due[t.TransactionID] {
+			kept.Transactions = append(kept.Transactions, t)
+		}
+	}
+	if n := len(req.Transactions) - len(kept.Transactions); n > 0 {
+		log.Info("payout transactions no longer due: not submitted", "file_id", req.FileID, "chunk", req.Chunk, "skipped", n)
+	}
+	return kept, nil
 }
 
 // RecoverPayouts submits again, every interval, the transactions of files being
@@ -161,14 +202,22 @@ func RecoverPayouts(ctx context.Context, db *sqlx.DB, rail PayoutRail, after, in
 				req.Transactions = append(req.Transactions, x.Txn)
 			}
 			n++
-			if err := rail.Submit(ctx, req); errors.Is(err, errPaused) {
+			req, err := stillDue(ctx, db, req, log)
+			if err == nil && len(req.Transactions) == 0 {
+				i = j
+				continue
+			}
+			if err == nil {
+				err = rail.Submit(ctx, req)
+			}
+			if errors.Is(err, errPaused) {
 				// Expected while a rail waits out an unknown outcome; retried next pass.
 				log.Debug("resubmit stale payouts: rail paused", "file_id", head.FileID)
 			} else if err != nil {
 				log.Warn("resubmit stale payouts", "file_id", head.FileID, "err", err)
 			} else {
-				recovered.Add(float64(j - i))
-				log.Info("stale payouts submitted again", "file_id", head.FileID, "transactions", j-i)
+				recovered.Add(float64(len(req.Transactions)))
+				log.Info("stale payouts submitted again", "file_id", head.FileID, "transactions", len(req.Transactions))
 			}
 			i = j
 		}

@@ -27,22 +27,27 @@ type B2CPayer interface {
 // transaction id; Daraja's result comes back to the API's result URL, which turns
 // it into the transaction's FINAL outcome.
 //
+// Only a transaction still due is sent: just before each send its status is read
+// again from PostgreSQL, and one that has its outcome (or whose file is not being
+// paid) is skipped. Then its submission is reported (SUBMITTED, the transaction is
+// PROCESSING), before the request leaves, so Daraja's result always follows it in
+// the command log, and a result for a transaction never submitted finishes nothing.
+//
 // No transaction is ever sent twice. Before a request leaves, the transaction is
 // claimed in payout_sends (one row per transaction, in Postgres, so the claim
 // survives restarts and is shared by every rails process); a transaction already
 // claimed is never sent again, whoever resubmits it (a redelivered chunk,
 // RecoverPayouts, another process). What comes of a send:
 //
-//   - accepted (ResponseCode "0"): SUBMITTED, the transaction is PROCESSING until
-//     the result callback.
+//   - accepted (ResponseCode "0"): the transaction stays PROCESSING until the
+//     result callback, whose ConversationID must be the one Daraja answered.
 //   - refused (HTTP 4xx with Daraja's error, a non-zero ResponseCode, or a request
 //     M-Pesa cannot take): FINAL failure with Daraja's description; the hold is
 //     released. A resubmission reports the same refusal.
 //   - not sent (Daraja unreachable, no OAuth token): the claim is dropped and the
 //     chunk stops with an error, so RunPayouts tries it again later.
 //   - unknown (a timeout, a dropped connection, a 5xx, an unreadable answer):
-//     M-Pesa may pay it. It is reported SUBMITTED (PROCESSING) and never sent
-//     again: its result callback, if M-Pesa took it, finishes it; otherwise an
+//     M-Pesa may pay it. It stays PROCESSING and is never sent again: its result callback, if M-Pesa took it, finishes it; otherwise an
 //     operator reconciles it with the M-Pesa portal. The chunk stops with an error
 //     and the rail sends nothing for Pause, so an outage costs at most one
 //     transaction per Pause rather than a whole chunk.
@@ -81,10 +86,29 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("file_id", req.FileID, "chunk", req.Chunk)
-	var submitted, refused []topics.PayoutTxnResult
+	var refused []topics.PayoutTxnResult
 	var stop error
 	for _, t := range req.Transactions {
 		if stop = r.ready(ctx); stop != nil {
+			break
+		}
+		// Just before the send: a transaction a result finished meanwhile (a forged
+		// or early failure that released its hold, an operator's finish) is not paid.
+		due, err := storage.DuePayoutTxns(ctx, r.DB, []string{t.TransactionID})
+		if err != nil {
+			stop = err
+			break
+		}
+		if !due[t.TransactionID] {
+			log.Warn("B2C payout no longer due (it has its outcome, or its file is not being paid): not sent",
+				"transaction_id", t.TransactionID)
+			continue
+		}
+		// The file records the submission before the request leaves, so a result
+		// Daraja sends for it always comes after it in the command log; a result
+		// for a transaction not yet submitted is ignored (payoutfile.Results).
+		if err := r.report(ctx, req, topics.PayoutStageSubmitted, "b2c-sub-", []topics.PayoutTxnResult{{TransactionID: t.TransactionID}}); err != nil {
+			stop = err
 			break
 		}
 		prior, claimed, err := storage.ClaimPayoutSend(ctx, r.DB, t.TransactionID, req.Provider)
@@ -100,7 +124,6 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 			// Sent before, or maybe sent: never again. Its result callback finishes it.
 			log.Warn("B2C payout already sent or maybe sent: not sent again", "transaction_id", t.TransactionID,
 				"send_state", prior.State, "sent_at", prior.CreatedAt)
-			submitted = append(submitted, topics.PayoutTxnResult{TransactionID: t.TransactionID})
 			continue
 		}
 		acc, err := r.Payer.Pay(ctx, mpesa.B2CRequest{TransactionID: t.TransactionID, Phone: t.Account, Amount: t.Amount,
@@ -110,7 +133,6 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 		case err == nil:
 			requests.WithLabelValues("mpesa-b2c", "ok").Inc()
 			state, reference = storage.PayoutSendAccepted, acc.ConversationID
-			submitted = append(submitted, topics.PayoutTxnResult{TransactionID: t.TransactionID})
 		case errors.Is(err, mpesa.ErrRejected), errors.Is(err, mpesa.ErrInvalidRequest):
 			requests.WithLabelValues("mpesa-b2c", "refused").Inc()
 			state, desc = storage.PayoutSendRefused, refusal(err)
@@ -126,7 +148,6 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 		default:
 			requests.WithLabelValues("mpesa-b2c", "error").Inc()
 			state, desc = storage.PayoutSendUnknown, err.Error()
-			submitted = append(submitted, topics.PayoutTxnResult{TransactionID: t.TransactionID})
 			log.Error("B2C payout outcome unknown: it is not sent again; its result callback or an operator finishes it",
 				"transaction_id", t.TransactionID, "err", err)
 			r.pause()
@@ -142,21 +163,7 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 			break
 		}
 	}
-	// The labels derive from the transactions they carry, so a chunk submitted again
-	// with the same outcomes is the same commands, and different groups differ.
-	report := func(stage, prefix string, results []topics.PayoutTxnResult) error {
-		if len(results) == 0 {
-			return nil
-		}
-		idsOf := make([]string, len(results))
-		for i, x := range results {
-			idsOf[i] = x.TransactionID
-		}
-		return r.Sink(ctx, topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: stage,
-			Batch: prefix + ids.Derive(16, idsOf...), Results: results})
-	}
-	if err := errors.Join(report(topics.PayoutStageSubmitted, "b2c-sub-", submitted),
-		report(topics.PayoutStageFinal, "b2c-ref-", refused)); err != nil {
+	if err := r.report(ctx, req, topics.PayoutStageFinal, "b2c-ref-", refused); err != nil {
 		// Submitted again, the chunk sends nothing twice and reports the same.
 		return fmt.Errorf("rails: report b2c outcomes: %w", err)
 	}
@@ -164,6 +171,21 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 		return fmt.Errorf("rails: b2c chunk stopped: %w", stop)
 	}
 	return nil
+}
+
+// report sends a group of outcomes of req's file. The labels derive from the
+// transactions they carry, so a chunk submitted again with the same outcomes is
+// the same commands, and different groups differ.
+func (r *DarajaB2C) report(ctx context.Context, req topics.PayoutRailRequest, stage, prefix string, results []topics.PayoutTxnResult) error {
+	if len(results) == 0 {
+		return nil
+	}
+	idsOf := make([]string, len(results))
+	for i, x := range results {
+		idsOf[i] = x.TransactionID
+	}
+	return r.Sink(ctx, topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: stage,
+		Batch: prefix + ids.Derive(16, idsOf...), Results: results})
 }
 
 // ready returns an error when nothing may be sent now.

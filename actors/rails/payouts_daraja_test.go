@@ -55,17 +55,32 @@ func setupB2C(t *testing.T) *b2cBundle {
 	}
 	s := &sink{}
 	db := storagetest.New(t)
+	// The rail sends only transactions still due in PostgreSQL: file F1 is being paid.
+	db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Payer', 'live')`)
+	db.DB.MustExec(`INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at)
+		VALUES ('F1', 'M1', gen_random_uuid(), 'PROCESSING', 2, '{}', now(), now())`)
 	return &b2cBundle{fake: fake, sink: s, db: db,
 		rail: &rails.DarajaB2C{Payer: payer, DB: db.DB, Sink: s.put, Pause: time.Millisecond}}
 }
 
-func chunk(provider string, ids ...string) topics.PayoutRailRequest {
+// chunk is a request for transactions of F1, each recorded PENDING (once).
+func (b *b2cBundle) chunk(t *testing.T, provider string, ids ...string) topics.PayoutRailRequest {
+	t.Helper()
 	req := topics.PayoutRailRequest{FileID: "F1", MerchantID: "M1", Provider: provider, Currency: "KES"}
 	for i, id := range ids {
 		req.Transactions = append(req.Transactions, topics.PayoutRailTxn{TransactionID: id,
 			Account: "25471234000" + string(rune('0'+i)), Amount: money.MustParse("100"), Narrative: "Salary"})
+		b.db.DB.MustExec(`INSERT INTO payout_transactions (transaction_id, file_id, merchant_id, seq, status, provider, account, data, created_at, updated_at)
+			VALUES ($1, 'F1', 'M1', (SELECT count(*) FROM payout_transactions), 'PENDING', $2, $3, '{}', now(), now())
+			ON CONFLICT (transaction_id) DO NOTHING`, id, provider, req.Transactions[i].Account)
 	}
 	return req
+}
+
+// finish records a transaction's outcome as the engine would.
+func (b *b2cBundle) finish(t *testing.T, id, status string) {
+	t.Helper()
+	b.db.DB.MustExec(`UPDATE payout_transactions SET status = $2 WHERE transaction_id = $1`, id, status)
 }
 
 // sent counts the B2C requests Daraja received for each transaction.
@@ -102,19 +117,19 @@ func TestDarajaB2C(t *testing.T) {
 	t.Run("SendsEachOnce_RedeliveryReportsTheSame", func(t *testing.T) {
 		t.Parallel()
 		b := setupB2C(t)
-		req := chunk("MPESA-B2C", "T1", "T2")
+		req := b.chunk(t, "MPESA-B2C", "T1", "T2")
 		if err := b.rail.Submit(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		first := b.sink.take()
-		if got := outcomes(first); got["T1"] != "SUBMITTED" || got["T2"] != "SUBMITTED" || len(first) != 1 {
+		if got := outcomes(first); got["T1"] != "SUBMITTED" || got["T2"] != "SUBMITTED" || len(first) != 2 {
 			t.Fatalf("reports %+v", first)
 		}
 		if err := b.rail.Submit(ctx, req); err != nil { // redelivered, or resubmitted by recovery
 			t.Fatal(err)
 		}
 		again := b.sink.take()
-		if len(again) != 1 || again[0].Batch != first[0].Batch {
+		if len(again) != 2 || again[0].Batch != first[0].Batch || again[1].Batch != first[1].Batch {
 			t.Fatalf("a resubmission reports differently: %+v vs %+v", again, first)
 		}
 		if n := b.sent(); n["T1"] != 1 || n["T2"] != 1 || len(n) != 2 {
@@ -126,7 +141,7 @@ func TestDarajaB2C(t *testing.T) {
 		t.Parallel()
 		b := setupB2C(t)
 		b.fake.FailNextB2C(http.StatusBadRequest, "400.002.02", "Bad Request - Invalid PartyB")
-		req := chunk("MPESA-B2C", "T1", "T2")
+		req := b.chunk(t, "MPESA-B2C", "T1", "T2")
 		if err := b.rail.Submit(ctx, req); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +162,7 @@ func TestDarajaB2C(t *testing.T) {
 		t.Parallel()
 		b := setupB2C(t)
 		b.fake.FailNextB2C(0, "", "") // Daraja takes T1, the answer is lost
-		req := chunk("MPESA-B2C", "T1", "T2")
+		req := b.chunk(t, "MPESA-B2C", "T1", "T2")
 		err := b.rail.Submit(ctx, req)
 		if !errors.Is(err, mpesa.ErrUnavailable) {
 			t.Fatalf("Submit = %v, want the unknown outcome", err)
@@ -175,11 +190,11 @@ func TestDarajaB2C(t *testing.T) {
 		b := setupB2C(t)
 		b.rail.Pause = time.Hour
 		b.fake.FailNextB2C(http.StatusBadGateway, "", "")
-		if err := b.rail.Submit(ctx, chunk("MPESA-B2C", "T1")); err == nil {
+		if err := b.rail.Submit(ctx, b.chunk(t, "MPESA-B2C", "T1")); err == nil {
 			t.Fatal("unknown outcome not reported as an error")
 		}
 		before := len(b.fake.B2CRequests())
-		if err := b.rail.Submit(ctx, chunk("MPESA-B2C", "T2")); err == nil || len(b.fake.B2CRequests()) != before {
+		if err := b.rail.Submit(ctx, b.chunk(t, "MPESA-B2C", "T2")); err == nil || len(b.fake.B2CRequests()) != before {
 			t.Fatalf("sent during the pause: %v", err)
 		}
 		var n int
@@ -199,12 +214,13 @@ func TestDarajaB2C(t *testing.T) {
 		}
 		live := b.rail.Payer
 		b.rail.Payer = payer
-		req := chunk("MPESA-B2C", "T1")
+		req := b.chunk(t, "MPESA-B2C", "T1")
 		if err := b.rail.Submit(ctx, req); err == nil {
 			t.Fatal("Submit with Daraja unreachable succeeded")
 		}
-		if got := b.sink.take(); len(got) != 0 {
-			t.Fatalf("reported %+v though nothing was sent", got)
+		// Submitted (PROCESSING) before the attempt, and no outcome: it waits to be sent.
+		if got := outcomes(b.sink.take()); len(got) != 1 || got["T1"] != "SUBMITTED" {
+			t.Fatalf("reported %v though nothing was sent", got)
 		}
 		b.rail.Payer = live
 		if err := b.rail.Submit(ctx, req); err != nil {
@@ -215,10 +231,63 @@ func TestDarajaB2C(t *testing.T) {
 		}
 	})
 
+	// The submission is on the command log before the request leaves, so Daraja's
+	// result, produced after Daraja took the request, always follows it.
+	t.Run("SubmissionReportedBeforeTheSend", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		var mu sync.Mutex
+		sentAtReport := map[string]int{}
+		b.rail.Sink = func(ctx context.Context, r topics.PayoutResults) error {
+			if r.Stage == topics.PayoutStageSubmitted {
+				mu.Lock()
+				for _, x := range r.Results {
+					sentAtReport[x.TransactionID] = b.sent()[x.TransactionID]
+				}
+				mu.Unlock()
+			}
+			return b.sink.put(ctx, r)
+		}
+		if err := b.rail.Submit(ctx, b.chunk(t, "MPESA-B2C", "T1", "T2")); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.sent(); n["T1"] != 1 || n["T2"] != 1 {
+			t.Fatalf("sent %v", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if v, ok := sentAtReport["T1"]; !ok || v != 0 || sentAtReport["T2"] != 0 || len(sentAtReport) != 2 {
+			t.Fatalf("requests already sent when each submission was reported: %v, want 0 each", sentAtReport)
+		}
+	})
+
+	// A transaction a result finished (a forged failure that released its hold, an
+	// operator's finish) is not sent, however its chunk comes back.
+	t.Run("FinishedTransactionNotSent", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		req := b.chunk(t, "MPESA-B2C", "T1", "T2", "T3")
+		b.finish(t, "T1", "FAILED")
+		b.finish(t, "T3", "COMPLETE")
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.sent(); n["T1"] != 0 || n["T3"] != 0 || n["T2"] != 1 {
+			t.Fatalf("sent %v, want T2 only", n)
+		}
+		if got := outcomes(b.sink.take()); len(got) != 1 || got["T2"] != "SUBMITTED" {
+			t.Fatalf("reported %v, want T2 submitted only", got)
+		}
+		var n int
+		if err := b.db.DB.Get(&n, `SELECT count(*) FROM payout_sends WHERE transaction_id IN ('T1', 'T3')`); err != nil || n != 0 {
+			t.Fatalf("finished transactions claimed: %d, %v", n, err)
+		}
+	})
+
 	t.Run("OtherProviders_NotConfigured", func(t *testing.T) {
 		t.Parallel()
 		b := setupB2C(t)
-		if err := b.rail.Submit(ctx, chunk("PESALINK", "T1")); err != nil {
+		if err := b.rail.Submit(ctx, b.chunk(t, "PESALINK", "T1")); err != nil {
 			t.Fatal(err)
 		}
 		if got := outcomes(b.sink.take()); !strings.Contains(got["T1"], "PESALINK is not configured") || len(b.fake.B2CRequests()) != 0 {

@@ -78,3 +78,18 @@ func Verify(secret string, headers map[string]string, body []byte, now time.Time
 	want := Headers(secret, headers["webhook-id"], time.Unix(ts, 0), body)["webhook-signature"]
 	return hmac.Equal([]byte(headers["webhook-signature"]), []byte(want))
 }
+
+// CallbackSecretName is the service secret (storage.ServiceSecret) from which every
+// payment file's callback secret derives.
+const CallbackSecretName = "payout_callback_signing"
+
+// CallbackSecret is the secret that signs a payment file's callbacks: HMAC-SHA256
+// of the file id under the service's own key, so it is 256 bits no one can guess
+// from the file, differs for every file, and needs no storage (the dispatcher
+// derives it again when delivering). The merchant gets it once, in the initiation
+// answer (callback_secret); it never travels in a callback or an event.
+func CallbackSecret(serviceKey []byte, fileID string) string {
+	m := hmac.New(sha256.New, serviceKey)
+	m.Write([]byte("paysvc payment-file callback\x00" + fileID))
+	return "pcs_" + hex.EncodeToString(m.Sum(nil))
+}

@@ -974,6 +974,17 @@ func TestBadConfiguration(t *testing.T) {
 		{name: "reply_retention_shorter_than_idempotency_ttl_refused",
 			env:  []string{"PAYSVC_IDEMPOTENCY_TTL", "48h", "PAYSVC_COMMAND_REPLY_RETENTION", "24h"},
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_COMMAND_REPLY_RETENTION"},
+		// The token alone authenticates Daraja's callbacks: a short one is guessable.
+		{name: "short_daraja_callback_token_refused", env: []string{"PAYSVC_DARAJA_CALLBACK_TOKEN", "0123456789abcdef0123456789abcde"},
+			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_DARAJA_CALLBACK_TOKEN"},
+		{name: "short_daraja_callback_token_refused_for_serve", env: []string{"PAYSVC_DARAJA_CALLBACK_TOKEN", "cb-secret"},
+			args: []string{"serve"}, variable: "PAYSVC_DARAJA_CALLBACK_TOKEN"},
+		{name: "daraja_callback_token_outside_a_path_segment_refused",
+			env:  []string{"PAYSVC_DARAJA_CALLBACK_TOKEN", "0123456789abcdef/0123456789abcdef"},
+			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_DARAJA_CALLBACK_TOKEN"},
+		// Daraja would take requests whose results could never come back.
+		{name: "daraja_without_callback_token_refused", env: []string{"PAYSVC_DARAJA_CONSUMER_KEY", "ck", "PAYSVC_DARAJA_CALLBACK_BASE_URL", "https://pay.example.com"},
+			args: []string{"serve"}, variable: "PAYSVC_DARAJA_CALLBACK_TOKEN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -981,6 +992,11 @@ func TestBadConfiguration(t *testing.T) {
 			s := storagetest.New(t)
 			r := runCLI(t, envFor(s, tc.env...), tc.args...)
 			wantFailure(t, r, tc.variable)
+			for i := 0; i+1 < len(tc.env); i += 2 {
+				if tc.env[i] == "PAYSVC_DARAJA_CALLBACK_TOKEN" && strings.Contains(r.err.Error()+r.stderr, tc.env[i+1]) {
+					t.Errorf("the refusal prints the token: %v", r)
+				}
+			}
 			for _, table := range []string{"merchants", "api_keys", "wallets"} {
 				if n := count(t, s.DB, `SELECT count(*) FROM `+table); n != 0 {
 					t.Errorf("%d rows written to %s under a bad configuration", n, table)

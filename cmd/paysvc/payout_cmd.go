@@ -76,8 +76,10 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 	if txn == nil {
 		return fmt.Errorf("payout transaction %q not found in its file %s", txnID, ref.FileID)
 	}
-	if file.Status != payoutfile.StatusProcessing || txn.Final() {
-		return fmt.Errorf("payout transaction %s is %s in a %s file: only a transaction waiting for its outcome can be finished",
+	// A PENDING transaction was never submitted: no rail has it, and the file would
+	// ignore the outcome (payoutfile.Results), so say so rather than queue it.
+	if file.Status != payoutfile.StatusProcessing || txn.Status != payoutfile.TxnProcessing {
+		return fmt.Errorf("payout transaction %s is %s in a %s file: only a transaction waiting for its outcome (submitted, PROCESSING) can be finished",
 			txnID, txn.Status, file.Status)
 	}
 	result := topics.PayoutTxnResult{TransactionID: txnID, Success: *status == payoutfile.TxnComplete}

@@ -72,8 +72,8 @@ type DarajaConfig struct {
 func (c DarajaConfig) String() string {
 	return fmt.Sprintf("DarajaConfig{BaseURL:%s ConsumerKey:%s ConsumerSecret:%s ShortCode:%s Passkey:%s CallbackURL:%s TransactionType:%s PartyB:%s"+
 		" B2CInitiatorName:%s B2CSecurityCredential:%s B2CShortcode:%s B2CResultURL:%s B2CTimeoutURL:%s B2CStatusURL:%s}",
-		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), c.CallbackURL, c.TransactionType, c.PartyB,
-		mask(c.B2CInitiatorName), mask(c.B2CSecurityCredential), c.B2CShortcode, maskToken(c.B2CResultURL), maskToken(c.B2CTimeoutURL), maskToken(c.B2CStatusURL))
+		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), MaskToken(c.CallbackURL), c.TransactionType, c.PartyB,
+		mask(c.B2CInitiatorName), mask(c.B2CSecurityCredential), c.B2CShortcode, MaskToken(c.B2CResultURL), MaskToken(c.B2CTimeoutURL), MaskToken(c.B2CStatusURL))
 }
 
 // GoString masks the secrets for %#v too.
@@ -86,10 +86,12 @@ func mask(s string) string {
 	return "***"
 }
 
-// maskToken hides the last path segment of a callback URL: the secret token.
-func maskToken(u string) string {
+// MaskToken hides the last path segment of a callback URL: the secret token that
+// is the only thing authenticating Daraja's callbacks. Anything that prints a
+// callback URL (config, logs, errors) prints it through here.
+func MaskToken(u string) string {
 	if i := strings.LastIndexByte(u, '/'); i >= 0 && i < len(u)-1 && strings.Contains(u[:i], "://") {
-		return u[:i+1] + "***"
+		return u[:i+1] + "****"
 	}
 	return u
 }
@@ -210,7 +212,14 @@ func (d *Daraja) redact(s string) string {
 	tok := d.token
 	d.mu.Unlock()
 	basic := base64.StdEncoding.EncodeToString([]byte(d.cfg.ConsumerKey + ":" + d.cfg.ConsumerSecret))
-	for _, secret := range []string{basic, d.cfg.ConsumerSecret, d.cfg.Passkey, d.cfg.B2CSecurityCredential, tok} {
+	secrets := []string{basic, d.cfg.ConsumerSecret, d.cfg.Passkey, d.cfg.B2CSecurityCredential, tok}
+	// Daraja's error texts may quote the callback URLs we sent, token included.
+	for _, u := range []string{d.cfg.CallbackURL, d.cfg.B2CResultURL, d.cfg.B2CTimeoutURL, d.cfg.B2CStatusURL} {
+		if m := MaskToken(u); m != u {
+			secrets = append(secrets, u[len(m)-len("****"):])
+		}
+	}
+	for _, secret := range secrets {
 		if len(secret) >= 4 {
 			s = strings.ReplaceAll(s, secret, "[redacted]")
 		}

@@ -1,9 +1,12 @@
 // Package callback delivers the callback_url notifications of payment files: the
 // engine queues each change of a file (its header and the transactions that
 // changed) on paysvc.callbacks.v1, and this consumer, run by the dispatcher role,
-// signs it like a webhook and POSTs it. The signing key is the file's nonce, which
-// only the merchant who created the file has seen (docs/payouts.md); it is read from
-// the file when delivering and never travels in a record.
+// signs it like a webhook and POSTs it. The signing key is the file's callback
+// secret (webhooks.CallbackSecret: 256 bits derived from a service secret and the
+// file id), which only the merchant who created the file has seen, in the
+// initiation answer (docs/payouts.md); it is derived when delivering and never
+// travels in a record. (It used to be the file's 8-character nonce: 40 bits, which
+// one observed callback's signature lets anyone search offline.)
 //
 // Callbacks are a courtesy next to webhooks, which carry the tracked, replayable
 // send_money_event: a callback is tried a few times over about half a minute and
@@ -26,6 +29,7 @@ import (
 
 	"paysvc/actors/webhooks"
 	"paysvc/actors/webhooks/outbound"
+	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -252,13 +256,22 @@ func Deliver(ctx context.Context, db *sqlx.DB, client Poster, value []byte, log 
 		delivered.WithLabelValues("skipped").Inc()
 		return false
 	}
-	var nonce string
-	readNonce := func() error {
-		return db.GetContext(ctx, &nonce, `SELECT data ->> 'nonce' FROM payout_files WHERE file_id = $1 AND merchant_id = $2`,
-			cb.FileID, cb.MerchantID)
+	var secret string
+	readSecret := func() error {
+		var fileID string
+		if err := db.GetContext(ctx, &fileID, `SELECT file_id FROM payout_files WHERE file_id = $1 AND merchant_id = $2`,
+			cb.FileID, cb.MerchantID); err != nil {
+			return err
+		}
+		key, err := storage.ServiceSecret(ctx, db, webhooks.CallbackSecretName)
+		if err != nil {
+			return err
+		}
+		secret = webhooks.CallbackSecret(key, fileID)
+		return nil
 	}
-	err := readNonce()
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && nonce == "") {
+	err := readSecret()
+	if errors.Is(err, sql.ErrNoRows) {
 		log.Error("callback of an unknown file skipped", "file_id", cb.FileID)
 		delivered.WithLabelValues("skipped").Inc()
 		return false
@@ -266,14 +279,14 @@ func Deliver(ctx context.Context, db *sqlx.DB, client Poster, value []byte, log 
 	for attempt := 0; ; attempt++ {
 		if err == nil {
 			// Signed per attempt: webhook-timestamp is the time of sending.
-			resp, perr := client.Post(ctx, cb.URL, webhooks.Headers(nonce, cb.ID, time.Now(), cb.Body), cb.Body)
+			resp, perr := client.Post(ctx, cb.URL, webhooks.Headers(secret, cb.ID, time.Now(), cb.Body), cb.Body)
 			if perr == nil && resp.Status == 200 {
 				delivered.WithLabelValues("delivered").Inc()
 				return true
 			}
 			log.Warn("callback not delivered", "file_id", cb.FileID, "attempt", attempt+1, "status", resp.Status, "err", perr)
 		} else {
-			log.Warn("callback: read file nonce", "file_id", cb.FileID, "err", err)
+			log.Warn("callback: derive the file's callback secret", "file_id", cb.FileID, "err", err)
 		}
 		if attempt >= len(Backoff) || ctx.Err() != nil {
 			delivered.WithLabelValues("dropped").Inc()
@@ -285,7 +298,7 @@ func Deliver(ctx context.Context, db *sqlx.DB, client Poster, value []byte, log 
 		case <-time.After(Backoff[attempt]):
 		}
 		if err != nil {
-			err = readNonce()
+			err = readSecret()
 		}
 	}
 }

@@ -329,6 +329,37 @@ func (c Config) Validate() error {
 	if !slices.Contains([]string{"auto", "json", "text"}, c.LogFormat) {
 		return errors.New("PAYSVC_LOG_FORMAT: must be auto, json or text")
 	}
+	return c.validateDarajaToken()
+}
+
+// MinCallbackTokenLen is the shortest PAYSVC_DARAJA_CALLBACK_TOKEN accepted: the
+// token is the only thing that authenticates Daraja's callbacks (Daraja signs
+// nothing), and whoever holds it can post payment and payout results, so it must
+// be as hard to guess as a key (32 characters of `openssl rand -hex 16` is 128 bits).
+const MinCallbackTokenLen = 32
+
+// validateDarajaToken checks the callback token. The error names the variable and
+// never quotes the token. An empty token is allowed: the callback routes then answer
+// 404, which is right for a server that does not use Daraja. The token is not tied
+// to PAYSVC_DARAJA_CONSUMER_KEY because API processes receive the callbacks of a
+// rails process elsewhere and hold no Daraja credentials themselves; but a rails
+// process that sends through Daraja without a callback URL would send requests
+// whose outcomes can never come back.
+func (c Config) validateDarajaToken() error {
+	tok := c.API.DarajaCallbackToken
+	if tok != "" && len(tok) < MinCallbackTokenLen {
+		return fmt.Errorf("PAYSVC_DARAJA_CALLBACK_TOKEN: must be at least %d characters (it is %d); generate one with `openssl rand -hex 32`",
+			MinCallbackTokenLen, len(tok))
+	}
+	for _, r := range tok {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			// It is a path segment of the callback URLs: anything else breaks them.
+			return errors.New("PAYSVC_DARAJA_CALLBACK_TOKEN: only letters, digits, '-' and '_'")
+		}
+	}
+	if c.Has(RoleRails) && c.Daraja.ConsumerKey != "" && (tok == "" || c.Daraja.CallbackURL == "") {
+		return errors.New("PAYSVC_DARAJA_CALLBACK_TOKEN and PAYSVC_DARAJA_CALLBACK_BASE_URL: both required with PAYSVC_DARAJA_CONSUMER_KEY (Daraja posts its results there)")
+	}
 	return nil
 }
 
@@ -338,7 +369,8 @@ func (c Config) Has(role string) bool { return slices.Contains(c.Roles, role) }
 // KafkaDir is where the embedded Kafka persists its log.
 func (c Config) KafkaDir() string { return filepath.Join(c.DataDir, "kafka") }
 
-// Redacted is the configuration as it may be printed: the database password masked.
+// Redacted is the configuration as it may be printed: the database password and
+// the Daraja callback token masked (mpesa.MaskToken), Daraja's credentials left out.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
 		"http_addr": c.HTTPAddr, "admin_addr": c.AdminAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
@@ -347,6 +379,8 @@ func (c Config) Redacted() map[string]any {
 		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst, "rate_limit_ip": c.API.AddrRateLimit,
 		"rate_burst_ip": c.API.AddrRateBurst, "rate_limit_callbacks": c.API.CallbackRateLimit,
 		"rate_burst_callbacks": c.API.CallbackRateBurst, "trusted_proxies": c.API.TrustedProxies,
+		"daraja_configured": c.Daraja.ConsumerKey != "", "daraja_callback_url": mpesa.MaskToken(c.Daraja.CallbackURL),
+		"daraja_callback_token_set": c.API.DarajaCallbackToken != "",
 	}
 }
 

@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		}
 		s.goRun(func() error {
 			defer closeRail()
-			return rails.RunPayouts(runCtx, s.Brokers, payoutRail, rails.PayoutSink(s.producer), log)
+			return rails.RunPayouts(runCtx, s.Brokers, s.DB, payoutRail, rails.PayoutSink(s.producer), log)
 		})
 		s.goRun(func() error {
 			return rails.RecoverPayouts(runCtx, s.DB, payoutRail, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paysvc/actors/rails/mpesa"
+	"paysvc/storage/storagetest"
+)
+
+// The Daraja callback token is the only thing that authenticates Daraja's callbacks:
+// `paysvc serve` with Daraja (STK and B2C) configured prints its configuration, the
+// rails' adapters and its request log without it, every callback URL masked.
+func TestServeNeverPrintsTheCallbackToken(t *testing.T) {
+	t.Parallel()
+	s := storagetest.New(t)
+	fake := mpesa.NewFakeDaraja()
+	defer fake.Close()
+	const token = "tok3n-0123456789abcdef0123456789abcdef"
+	env := envFor(s, "PAYSVC_HTTP_ADDR", "127.0.0.1:0", "PAYSVC_KAFKA_PORT", "0", "PAYSVC_DATA_DIR", t.TempDir(),
+		"PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:0", "PAYSVC_LOG_LEVEL", "debug", "PAYSVC_LOG_FORMAT", "json",
+		"PAYSVC_ENVIRONMENT", "live", "PAYSVC_PUBLIC_BASE_URL", "https://pay.example.com",
+		"PAYSVC_DARAJA_BASE_URL", fake.URL(), "PAYSVC_DARAJA_CONSUMER_KEY", mpesa.FakeConsumerKey,
+		"PAYSVC_DARAJA_CONSUMER_SECRET", mpesa.FakeConsumerSecret, "PAYSVC_DARAJA_SHORTCODE", mpesa.FakeShortCode,
+		"PAYSVC_DARAJA_PASSKEY", mpesa.FakePasskey, "PAYSVC_DARAJA_B2C_INITIATOR", mpesa.FakeB2CInitiator,
+		"PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", mpesa.FakeB2CSecurityCredential, "PAYSVC_DARAJA_B2C_SHORTCODE", mpesa.FakeB2CShortcode,
+		"PAYSVC_DARAJA_CALLBACK_BASE_URL", "https://pay.example.com/", "PAYSVC_DARAJA_CALLBACK_TOKEN", token)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"paysvc", "serve"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	}()
+	addr := ""
+	for deadline := time.Now().Add(time.Minute); addr == ""; {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var l struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "paysvc serving" {
+				addr = l.Addr
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never started:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Callbacks at the token's URLs (a malformed body is a 400 and a log line).
+	for _, path := range []string{"/api/v1/payment/mpesa/callback/", "/api/v1/send-money/mpesa/result/",
+		"/api/v1/send-money/mpesa/status/", "/api/v1/send-money/mpesa/timeout/"} {
+		resp, err := http.Post("http://"+addr+path+token, "application/json", strings.NewReader(`{"Body":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("%s<token>: %d, want 400 (the token is accepted, the body is not)", path, resp.StatusCode)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	out := stderr.String() + stdout.String()
+	if strings.Contains(out, token) || strings.Contains(out, token[:16]) {
+		t.Fatalf("the callback token was printed:\n%s", out)
+	}
+	// The configuration and both Daraja adapters were printed, masked.
+	for _, want := range []string{`"daraja_callback_url":"https://pay.example.com/api/v1/payment/mpesa/callback/****"`,
+		"CallbackURL:https://pay.example.com/api/v1/payment/mpesa/callback/****",
+		"B2CResultURL:https://pay.example.com/api/v1/send-money/mpesa/result/****"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
