@@ -208,6 +208,9 @@ func (s *Server) routes(e *echo.Echo) {
 	sm.GET("/bank-codes/ke", s.bankCodes)
 	sm.GET("/beneficiaries/frequently_used", s.beneficiaries, s.authSecret)
 	e.POST("/api/v1/payment/mpesa/callback/:token", s.mpesaCallback)
+	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
+	e.POST("/api/v1/payment/mpesa/callback/:token/:invoice", s.mpesaCallback)
+
 	s.routeB2CResults(e) // POST /api/v1/send-money/mpesa/{result,timeout}/:token
 	e.RouteNotFound("/*", func(c echo.Context) error { return notFound("Not found.") })
 }
