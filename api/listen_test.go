@@ -118,10 +118,11 @@ func TestListen(t *testing.T) {
 	a, other := newBundle(t, env, "Listener"), newBundle(t, env, "Other")
 
 	t.Run("OwnEventsOnly_ExactWebhookBody", func(t *testing.T) {
-		// A webhook with the same challenge gets the very bytes the stream carries.
+		// A webhook with the same challenge, echoed (the stream echoes the
+		// X-Paysvc-Listen-Challenge it was given), gets the very bytes the stream carries.
 		rcv := newReceiver(t, 200)
 		if r := a.post("/api/v1/webhooks/", map[string]any{"endpoint": rcv.srv.URL + "/hook", "challenge": "session-secret",
-			"collection_event": true}); r.Status != 201 {
+			"collection_event": true, "include_challenge": true}); r.Status != 201 {
 			t.Fatalf("webhook: %d %s", r.Status, r.Body)
 		}
 		mine := openStream(t, env, a.secret, "", "session-secret")

@@ -214,6 +214,8 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(PermViewCollections, "read pay requests"))
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
+	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
+	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})
 
 	r(GET, v1+"/webhooks", s.listWebhooks, secret(PermViewWebhooks, "list webhooks"))
 	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(PermViewWebhooks, "list webhook deliveries"))

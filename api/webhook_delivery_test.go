@@ -86,15 +86,19 @@ func TestWebhookDelivery(t *testing.T) {
 	}
 	flaky := newReceiver(t, 200, 500, 500, 200)
 	down := newReceiver(t, 500)
-	hook := func(url, secret string) string {
-		r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": url, "challenge": secret, "wallet_transfer_event": true})
+	keys := map[string][]byte{} // webhook -> its whsec_ signing key
+	hook := func(url, secret string, echo bool) string {
+		r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": url, "challenge": secret, "wallet_transfer_event": true,
+			"include_challenge": echo})
 		if r.Status != 201 {
 			t.Fatalf("webhook: %d %s", r.Status, r.Body)
 		}
-		return r.Map(t)["id"].(string)
+		id := r.Map(t)["id"].(string)
+		keys[id] = signingKey(t, r)
+		return id
 	}
-	flakyID := hook(flaky.srv.URL+"/hook", "flaky-secret")
-	downID := hook(down.srv.URL+"/hook", "down-secret")
+	flakyID := hook(flaky.srv.URL+"/hook", "flaky-secret", true) // opted in: its bodies echo the challenge
+	downID := hook(down.srv.URL+"/hook", "down-secret", false)
 	w := b.wallet(t, "KES", "W")
 	b.deposit(t, b.settlement, "10.00")
 	if r := b.transfer(b.settlement, w, "1.00"); r.Status != 200 {
@@ -109,7 +113,7 @@ func TestWebhookDelivery(t *testing.T) {
 			if r.headers["webhook-id"] != id || string(r.body) != string(got[0].body) {
 				t.Fatalf("attempt %d: another id or body", i)
 			}
-			if !webhooks.Verify("flaky-secret", r.headers, r.body, time.Now(), 5*time.Minute) {
+			if !webhooks.VerifyDelivery("flaky-secret", keys[flakyID], r.headers, r.body, time.Now(), 5*time.Minute) {
 				t.Fatalf("attempt %d does not verify with either scheme", i)
 			}
 		}
@@ -214,7 +218,7 @@ func TestWebhookDelivery(t *testing.T) {
 			t.Fatalf("replay after enabling: %d %s", r.Status, r.Body)
 		}
 		got := down.requests()
-		if len(got) != before+1 || !webhooks.Verify("down-secret", got[len(got)-1].headers, got[len(got)-1].body, time.Now(), 5*time.Minute) ||
+		if len(got) != before+1 || !webhooks.VerifyDelivery("down-secret", keys[downID], got[len(got)-1].headers, got[len(got)-1].body, time.Now(), 5*time.Minute) ||
 			got[len(got)-1].headers["webhook-id"] != id {
 			t.Fatalf("the replay reached the receiver %d times, or unsigned", len(got)-before)
 		}
@@ -239,6 +243,8 @@ func TestWebhookDelivery(t *testing.T) {
 		if r.Status != 200 || strings.Contains(string(r.Body), "rotated-secret") {
 			t.Fatalf("rotate: %d %s", r.Status, r.Body)
 		}
+		oldKey := keys[flakyID]
+		newKey := signingKey(t, r)
 		n := len(flaky.requests())
 		var replay struct{ Replays []map[string]any }
 		b.post("/api/v1/webhooks/events/"+first.headers["webhook-id"]+"/replay/", nil).JSON(t, &replay)
@@ -247,8 +253,8 @@ func TestWebhookDelivery(t *testing.T) {
 		if strings.Contains(string(got.body), "flaky-secret") || !strings.Contains(string(got.body), `"challenge":"rotated-secret"`) {
 			t.Fatalf("after rotation the body still carries the old secret: %s", got.body)
 		}
-		if !webhooks.Verify("rotated-secret", got.headers, got.body, time.Now(), 5*time.Minute) ||
-			webhooks.Verify("flaky-secret", got.headers, got.body, time.Now(), 5*time.Minute) {
+		if !webhooks.VerifyDelivery("rotated-secret", newKey, got.headers, got.body, time.Now(), 5*time.Minute) ||
+			webhooks.VerifyDelivery("flaky-secret", oldKey, got.headers, got.body, time.Now(), 5*time.Minute) {
 			t.Fatal("the replay is not signed with the new secret alone")
 		}
 		// The event itself is untouched: same topic and data bytes.
@@ -298,17 +304,30 @@ func TestWebhookDelivery_HTTPS(t *testing.T) {
 		c.Webhooks.Poll = 20 * time.Millisecond
 	})
 	b := newBundle(t, env, "TLS")
-	if r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": srv.URL + "/hook", "challenge": "tls-secret-1",
-		"wallet_transfer_event": true}); r.Status != 201 {
+	r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": srv.URL + "/hook", "challenge": "tls-secret-1",
+		"wallet_transfer_event": true})
+	if r.Status != 201 {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
+	key := signingKey(t, r)
 	w := b.wallet(t, "KES", "W")
 	b.deposit(t, b.settlement, "5.00")
 	b.transfer(b.settlement, w, "1.00")
 	waitUntil(t, "the HTTPS delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
-	if !webhooks.Verify("tls-secret-1", got[0].headers, got[0].body, time.Now(), 5*time.Minute) {
+	if !webhooks.VerifyDelivery("tls-secret-1", key, got[0].headers, got[0].body, time.Now(), 5*time.Minute) {
 		t.Fatal("the HTTPS delivery does not verify")
 	}
+}
+
+// signingKey is the whsec_ secret a create or rotate-secret answer shows, as key bytes.
+func signingKey(t *testing.T, r servicetest.Response) []byte {
+	t.Helper()
+	s, _ := r.Map(t)["signing_secret"].(string)
+	k, err := webhooks.ParseSecret(s)
+	if err != nil {
+		t.Fatalf("signing_secret %q: %v", s, err)
+	}
+	return k
 }

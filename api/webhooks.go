@@ -15,7 +15,8 @@ import (
 )
 
 // webhookJSON is the Webhook configuration of the interface. The challenge (the
-// signing secret) is never part of it.
+// key of X-SERVICE-Signature) is never part of it; the Standard Webhooks signing
+// secret only of the answers that make one (signedWebhookJSON).
 type webhookJSON struct {
 	ID                  string    `json:"id"`
 	Endpoint            string    `json:"endpoint"`
@@ -28,12 +29,27 @@ type webhookJSON struct {
 	FailuresCount       int       `json:"failures_count"`
 	CreatedAt           time.Time `json:"created_at"`
 	UpdatedAt           time.Time `json:"updated_at"`
+	// IncludeChallenge: delivery bodies echo the challenge (opt-in, default false;
+	// docs/security.md explains the risk).
+	IncludeChallenge bool `json:"include_challenge"`
+}
+
+// signedWebhookJSON is the answer of create and rotate-secret: the only time the
+// webhook's Standard Webhooks signing secret (whsec_...) is shown.
+type signedWebhookJSON struct {
+	webhookJSON
+	SigningSecret string `json:"signing_secret"`
 }
 
 func renderWebhook(w storage.Webhook) webhookJSON {
 	return webhookJSON{ID: w.WebhookID, Endpoint: w.Endpoint, IsActive: w.IsActive, CollectionEvent: w.CollectionEvent,
 		SendMoneyEvent: w.SendMoneyEvent, ReversalEvent: w.ReversalEvent, WalletTransferEvent: w.WalletTransferEvent,
-		SubscriptionEvent: w.SubscriptionEvent, FailuresCount: w.FailuresCount, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+		SubscriptionEvent: w.SubscriptionEvent, FailuresCount: w.FailuresCount, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+		IncludeChallenge: w.IncludeChallenge}
+}
+
+func renderSignedWebhook(w storage.Webhook) signedWebhookJSON {
+	return signedWebhookJSON{webhookJSON: renderWebhook(w), SigningSecret: webhooks.FormatSecret(w.SigningSecret)}
 }
 
 // applyWebhookFields reads the editable fields present in the body onto w.
@@ -62,7 +78,8 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 		w.Challenge = ch
 	}
 	flags := map[string]*bool{"collection_event": &w.CollectionEvent, "send_money_event": &w.SendMoneyEvent,
-		"reversal_event": &w.ReversalEvent, "wallet_transfer_event": &w.WalletTransferEvent, "subscription_event": &w.SubscriptionEvent}
+		"reversal_event": &w.ReversalEvent, "wallet_transfer_event": &w.WalletTransferEvent, "subscription_event": &w.SubscriptionEvent,
+		"include_challenge": &w.IncludeChallenge}
 	for name, dst := range flags {
 		v, err := b.boolean(name, *dst)
 		if err != nil {
@@ -99,10 +116,13 @@ func (s *Server) createWebhook(c echo.Context) error {
 	if err := s.applyWebhookFields(b, &w, true); err != nil {
 		return err
 	}
+	if w.SigningSecret, err = webhooks.NewSigningSecret(); err != nil {
+		return err
+	}
 	if err := storage.InsertWebhook(c.Request().Context(), s.db, w); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, renderWebhook(w))
+	return c.JSON(http.StatusCreated, renderSignedWebhook(w))
 }
 
 func (s *Server) pathWebhook(c echo.Context) (storage.Webhook, error) {
@@ -146,7 +166,7 @@ func (s *Server) updateWebhook(c echo.Context) error {
 		}
 		w.IsActive = active
 	}
-	if err := s.saveWebhook(c.Request().Context(), w, old.Challenge); err != nil {
+	if err := s.saveWebhook(c.Request().Context(), w, old); err != nil {
 		return err
 	}
 	w, err = s.pathWebhook(c)
@@ -156,7 +176,9 @@ func (s *Server) updateWebhook(c echo.Context) error {
 	return c.JSON(http.StatusOK, renderWebhook(w))
 }
 
-// rotateWebhookSecret replaces the signing secret with the given challenge.
+// rotateWebhookSecret makes a new Standard Webhooks signing secret, shown once in
+// the answer, and replaces the challenge when the body gives one. Deliveries sent
+// from then on (retries and replays included) are signed with the new secret only.
 func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	w, err := s.pathWebhook(c)
 	if err != nil {
@@ -166,24 +188,26 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !b.has("challenge") {
-		return invalid("challenge", "This field is required.")
+	previous := w
+	if b.has("challenge") {
+		if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
+			return err
+		}
 	}
-	previous := w.Challenge
-	if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
+	if w.SigningSecret, err = webhooks.NewSigningSecret(); err != nil {
 		return err
 	}
 	if err := s.saveWebhook(c.Request().Context(), w, previous); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderWebhook(w))
+	return c.JSON(http.StatusOK, renderSignedWebhook(w))
 }
 
-// saveWebhook stores a changed webhook. When its secret changed, every stored
-// delivery body is given the new challenge in the same transaction: retries and
-// replays then echo the secret they are signed with, and the old secret, perhaps
-// leaked, is never sent again.
-func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook, previousChallenge string) error {
+// saveWebhook stores a changed webhook. When its challenge or its echo changed,
+// every stored delivery body is rewritten in the same transaction to carry the
+// challenge it echoes now (or none): retries and replays then echo what they are
+// signed with, and an old challenge, perhaps leaked, is never sent again.
+func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook, previous storage.Webhook) error {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -192,9 +216,13 @@ func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook, previousCha
 	if err := storage.UpdateWebhook(ctx, tx, w); err != nil {
 		return err
 	}
-	if w.Challenge != previousChallenge {
+	if w.Challenge != previous.Challenge || w.IncludeChallenge != previous.IncludeChallenge {
+		echo := ""
+		if w.IncludeChallenge {
+			echo = w.Challenge
+		}
 		if _, err := storage.RewriteDeliveryBodies(ctx, tx, w.MerchantID, w.WebhookID, func(b []byte) ([]byte, error) {
-			return webhooks.Rechallenge(b, w.Challenge)
+			return webhooks.Rechallenge(b, echo)
 		}); err != nil {
 			return err
 		}

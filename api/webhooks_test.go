@@ -17,7 +17,7 @@ func TestWebhookConfiguration(t *testing.T) {
 	if r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	if strings.Contains(string(r.Body), "super-secret-1") || strings.Contains(string(r.Body), "challenge") {
+	if strings.Contains(string(r.Body), "super-secret-1") || strings.Contains(string(r.Body), `"challenge"`) {
 		t.Fatalf("the secret came back: %s", r.Body)
 	}
 	w := r.Map(t)

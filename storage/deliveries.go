@@ -31,6 +31,9 @@ type Delivery struct {
 	AggKey     string    `db:"agg_key"`
 	Partition  int32     `db:"src_partition"`
 	Offset     int64     `db:"src_offset"`
+
+	// SigningSecret keys webhook-signature (the webhook's, read when sending).
+	SigningSecret []byte `db:"signing_secret"`
 }
 
 // Queue is the queue the delivery waits in.
@@ -244,7 +247,7 @@ func takeChains(ctx context.Context, tx *sqlx.Tx, keys []QueueKey, lease time.Du
 	var rows []Delivery
 	if err := sqlx.SelectContext(ctx, tx, &rows, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status,
 			d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, d.agg_key, d.src_partition, d.src_offset,
-			w.endpoint, w.challenge, w.is_active
+			w.endpoint, w.challenge, w.signing_secret, w.is_active
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS q(webhook_id, topic, src_partition, agg_key)
 		CROSS JOIN LATERAL (SELECT * FROM webhook_deliveries x
 			WHERE x.webhook_id = q.webhook_id AND x.topic = q.topic AND x.src_partition = q.src_partition AND x.agg_key = q.agg_key
@@ -484,7 +487,7 @@ func ListDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, topi
 	}
 	out := []Delivery{}
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status, d.attempts,
-		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, w.is_active
+		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret, w.is_active
 		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE `+where+`
 		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`, merchantID, topic, status, since, limit, offset)
 	return out, total, err
@@ -494,7 +497,7 @@ func ListDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, topi
 func EventDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, eventID string) ([]Delivery, error) {
 	var out []Delivery
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status, d.attempts,
-		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, w.challenge, w.is_active
+		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, w.challenge, w.signing_secret, w.is_active
 		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.merchant_id = $1 AND d.event_id = $2`, merchantID, eventID)
 	return out, err
 }

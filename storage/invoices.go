@@ -69,12 +69,33 @@ func InvoiceByCheckoutRequest(ctx context.Context, q sqlx.QueryerContext, checko
 	return r, err
 }
 
+// InvoiceForCallback reads an invoice by id alone, for a rail's callback: the rail
+// is not a merchant, its URL (with a secret token) names the invoice. Never for a
+// merchant's request, which must go through GetInvoice.
+func InvoiceForCallback(ctx context.Context, q sqlx.QueryerContext, invoiceID string) (invoice.State, error) {
+	var data []byte
+	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM invoices WHERE invoice_id = $1`, invoiceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return invoice.State{}, ErrNotFound
+	}
+	if err != nil {
+		return invoice.State{}, fmt.Errorf("invoice for callback: %w", err)
+	}
+	var s invoice.State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("decode invoice %s: %w", invoiceID, err)
+	}
+	return s, nil
+}
+
 // StalePrompts lists invoices still waiting for their rail's outcome since before
-// olderThan: their callback may have been lost, so the rail is asked.
+// olderThan: their callback may have been lost, so the rail is asked. Held
+// invoices (a paid amount that differs) wait for an operator, not the rail.
 func StalePrompts(ctx context.Context, q sqlx.QueryerContext, olderThan time.Time, limit int) ([]InvoiceRef, error) {
 	var out []InvoiceRef
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, checkout_request_id FROM invoices
 		WHERE state IN ('PENDING', 'PROCESSING') AND checkout_request_id IS NOT NULL AND updated_at < $1
+		AND NOT coalesce((data ->> 'held')::boolean, false)
 		ORDER BY updated_at LIMIT $2`, olderThan, limit)
 	return out, err
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Webhook is a merchant's endpoint configuration. Challenge is the signing secret:
-// callers must never return it.
+// Webhook is a merchant's endpoint configuration. Challenge (the key of
+// X-SERVICE-Signature) and SigningSecret (the key of the Standard Webhooks
+// signature) are secrets: callers must never return them, except SigningSecret
+// once, when it is made.
 type Webhook struct {
 	WebhookID           string    `db:"webhook_id"`
 	MerchantID          string    `db:"merchant_id"`
@@ -26,16 +28,21 @@ type Webhook struct {
 	FailuresCount       int       `db:"failures_count"`
 	CreatedAt           time.Time `db:"created_at"`
 	UpdatedAt           time.Time `db:"updated_at"`
+	// IncludeChallenge: delivery bodies echo the challenge (opt-in; see
+	// docs/security.md for the risk).
+	IncludeChallenge bool   `db:"include_challenge"`
+	SigningSecret    []byte `db:"signing_secret"`
 }
 
 const webhookColumns = `webhook_id, merchant_id, endpoint, challenge, is_active, collection_event, send_money_event,
-	reversal_event, wallet_transfer_event, subscription_event, failures_count, created_at, updated_at`
+	reversal_event, wallet_transfer_event, subscription_event, failures_count, created_at, updated_at,
+	include_challenge, signing_secret`
 
 // InsertWebhook stores a new webhook.
 func InsertWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 	_, err := sqlx.NamedExecContext(ctx, ext, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (:webhook_id, :merchant_id,
 		:endpoint, :challenge, :is_active, :collection_event, :send_money_event, :reversal_event, :wallet_transfer_event,
-		:subscription_event, :failures_count, :created_at, :updated_at)`, w)
+		:subscription_event, :failures_count, :created_at, :updated_at, :include_challenge, :signing_secret)`, w)
 	if err != nil {
 		return fmt.Errorf("insert webhook: %w", err)
 	}
@@ -70,7 +77,8 @@ func UpdateWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 	res, err := sqlx.NamedExecContext(ctx, ext, `UPDATE webhooks SET endpoint = :endpoint, challenge = :challenge,
 		is_active = :is_active, collection_event = :collection_event, send_money_event = :send_money_event,
 		reversal_event = :reversal_event, wallet_transfer_event = :wallet_transfer_event,
-		subscription_event = :subscription_event, failures_count = :failures_count, updated_at = now()
+		subscription_event = :subscription_event, failures_count = :failures_count,
+		include_challenge = :include_challenge, signing_secret = :signing_secret, updated_at = now()
 		WHERE webhook_id = :webhook_id AND merchant_id = :merchant_id`, w)
 	if err != nil {
 		return fmt.Errorf("update webhook: %w", err)

@@ -74,11 +74,15 @@ type InvoiceSTKPush struct {
 // applied once.
 type ProviderResult struct {
 	InvoiceID         string `json:"invoice_id"`
-	Stage             string `json:"stage"` // ACCEPTED or FINAL
+	Stage             string `json:"stage"` // SENT, UNKNOWN, ACCEPTED or FINAL
 	Code              int    `json:"code"`
 	Description       string `json:"description"`
 	Receipt           string `json:"receipt,omitempty"`
 	CheckoutRequestID string `json:"checkout_request_id,omitempty"`
+	// PaidAmount is the amount the provider reports as paid on a success (an
+	// M-Pesa callback's Amount); absent when the provider does not say (Daraja's
+	// status query). The engine credits nothing when it differs from the invoice.
+	PaidAmount *money.Amount `json:"paid_amount,omitempty"`
 }
 
 // STKRequest is a record of RailsMpesaSTKTopic.

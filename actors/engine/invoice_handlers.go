@@ -23,6 +23,11 @@ const (
 // prompt (the rails role sends it right after the rail took the prompt).
 const StageSent = "SENT"
 
+// StageUnknown is the provider-result stage of a prompt whose fate the rail could
+// not learn (a timeout after the request was written, an unreadable answer): the
+// invoice waits in PROCESSING for its callback or status query.
+const StageUnknown = "UNKNOWN"
+
 // invoiceIDs are the invoices a command touches, for hydration.
 func invoiceIDs(payload any) []string {
 	switch p := payload.(type) {
@@ -193,11 +198,15 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	switch {
 	case in.Stage == StageSent:
 		cmd = invoice.Sent{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
+	case in.Stage == StageUnknown:
+		cmd = invoice.Unknown{CheckoutRequestID: in.CheckoutRequestID, Reason: in.Description, At: b.at}
 	case in.Stage == "ACCEPTED":
 		cmd = invoice.Accept{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	case in.Code == 0:
 		// M-Pesa funds clear at once; card funds when the acquirer settles (invoice.clear).
-		cmd = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, Cleared: !isCard(ref), At: b.at}
+		// The paid amount, when the provider reports one, is checked by Apply.
+		cmd = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, Cleared: !isCard(ref),
+			Paid: in.PaidAmount, At: b.at}
 	default:
 		cmd = invoice.Fail{Code: strconv.Itoa(in.Code), Reason: in.Description, CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	}
@@ -207,15 +216,22 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if errors.Is(resp.Err, invoice.ErrDuplicate) {
+	if errors.Is(resp.Err, invoice.ErrDuplicate) || errors.Is(resp.Err, invoice.ErrHeld) {
 		return topics.Reply{Result: mustJSON(resp.After)}, nil
 	}
 	if resp.Err != nil {
 		return refuse(CodeInvalid, resp.Err.Error(), ""), nil
 	}
 	inv := resp.After
-	if in.Stage == StageSent {
-		b.touchInvoice(resp.Before, inv) // no state change: no collection_event
+	if inv.Held && !resp.Before.Held {
+		// Not credited: the amount M-Pesa reports differs from what was asked
+		// (docs/security.md). The API counted the callback; this is the decision.
+		e.log.Error("collection held: paid amount differs from the invoice; nothing credited",
+			"invoice_id", inv.InvoiceID, "merchant_id", inv.MerchantID, "value", inv.Value.String(),
+			"paid", inv.PaidAmount.String(), "receipt", inv.MpesaReference)
+	}
+	if in.Stage == StageSent || resp.Before.State == inv.State {
+		b.touchInvoice(resp.Before, inv) // no state change (a reference, a hold): no collection_event
 		return topics.Reply{Result: mustJSON(inv)}, nil
 	}
 	if inv.State == invoice.StateComplete {

@@ -43,6 +43,12 @@ func Apply(s State, cmd any) (State, error) {
 		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
 		return n, nil
 	case Settle:
+		if s.Held {
+			return s, ErrHeld
+		}
+		if c.Paid != nil && !c.Paid.Equal(s.Value) {
+			return hold(s, c)
+		}
 		n, err := move(s, StateComplete, c.At)
 		if err != nil {
 			return s, err
@@ -63,7 +69,21 @@ func Apply(s State, cmd any) (State, error) {
 		n.Version++
 		n.UpdatedAt = c.At
 		return n, nil
+	case Unknown:
+		if s.Held {
+			return s, ErrHeld
+		}
+		n, err := move(s, StateProcessing, c.At)
+		if err != nil {
+			return s, err
+		}
+		n.OutcomeUnknown = true
+		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
+		return n, nil
 	case Fail:
+		if s.Held {
+			return s, ErrHeld
+		}
 		n, err := move(s, StateFailed, c.At)
 		if err != nil {
 			return s, err
@@ -74,6 +94,36 @@ func Apply(s State, cmd any) (State, error) {
 	default:
 		return s, fmt.Errorf("invoice: unknown command %T", cmd)
 	}
+}
+
+// hold records a success whose paid amount differs from the invoice: nothing is
+// credited (crediting the invoice's value would invent or lose money against what
+// the customer paid), the invoice stays (or goes) PROCESSING and is marked held,
+// and no later provider result moves it.
+func hold(s State, c Settle) (State, error) {
+	if !s.Exists() {
+		return s, ErrNotFound
+	}
+	switch s.State {
+	case StateComplete:
+		return s, ErrDuplicate // already paid and credited: a late, different report changes nothing
+	case StateFailed:
+		return s, TransitionError{From: s.State, To: StateComplete}
+	}
+	n := s
+	if n.State != StateProcessing {
+		if !CanMove(n.State, StateProcessing) {
+			return s, TransitionError{From: s.State, To: StateProcessing}
+		}
+		n.State = StateProcessing
+	}
+	paid := *c.Paid
+	n.Held, n.PaidAmount = true, &paid
+	n.MpesaReference = c.Receipt
+	n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
+	n.Version++
+	n.UpdatedAt = c.At
+	return n, nil
 }
 
 // move applies a state change. A provider result that arrives after the outcome is

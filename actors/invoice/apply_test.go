@@ -102,3 +102,87 @@ func TestTransitionsExhaustive(t *testing.T) {
 		}
 	}
 }
+
+// An unknown outcome keeps the invoice waiting in PROCESSING: the true callback (or
+// the status query) still completes or fails it, and a repeat changes nothing.
+func TestApply_UnknownOutcome(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(2, 0)
+	t.Run("UnknownThenSettle", func(t *testing.T) {
+		s, err := Apply(created(t), Unknown{Reason: "timeout after send", At: at})
+		if err != nil || s.State != StateProcessing || !s.OutcomeUnknown || s.CheckoutRequestID != "" || s.Version != 2 {
+			t.Fatalf("unknown: %+v %v", s, err)
+		}
+		if _, err := Apply(s, Unknown{At: at}); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("second unknown: %v", err)
+		}
+		paid := money.MustParse("100")
+		n, err := Apply(s, Settle{Receipt: "RKT1", CheckoutRequestID: "ws_CO_1", Paid: &paid, Cleared: true, At: at})
+		if err != nil || n.State != StateComplete || n.MpesaReference != "RKT1" || n.CheckoutRequestID != "ws_CO_1" || n.Held {
+			t.Fatalf("settle after unknown: %+v %v", n, err)
+		}
+	})
+	t.Run("UnknownWithReferenceThenFail", func(t *testing.T) {
+		s, err := Apply(created(t), Unknown{CheckoutRequestID: "ws_CO_2", At: at})
+		if err != nil || s.CheckoutRequestID != "ws_CO_2" {
+			t.Fatalf("unknown: %+v %v", s, err)
+		}
+		s, err = Apply(s, Fail{Code: "1032", At: at})
+		if err != nil || s.State != StateFailed || s.CheckoutRequestID != "ws_CO_2" {
+			t.Fatalf("fail after unknown: %+v %v", s, err)
+		}
+	})
+	t.Run("UnknownAfterFinal", func(t *testing.T) {
+		s, _ := Apply(created(t), Settle{Receipt: "R", At: at})
+		if n, err := Apply(s, Unknown{At: at}); !errors.Is(err, ErrDuplicate) || n.OutcomeUnknown {
+			t.Fatalf("unknown after COMPLETE: %+v %v", n, err)
+		}
+	})
+}
+
+// A success whose paid amount differs from the invoice is held: not COMPLETE (so
+// nothing is credited), PROCESSING, and deaf to later provider results.
+func TestApply_PaidAmountMismatch(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(2, 0)
+	for _, from := range []string{StatePending, StateProcessing} {
+		t.Run("HeldFrom"+from, func(t *testing.T) {
+			s := created(t)
+			s.State = from
+			paid := money.MustParse("10.00")
+			n, err := Apply(s, Settle{Receipt: "RKT9", CheckoutRequestID: "ws_CO_9", Paid: &paid, Cleared: true, At: at})
+			if err != nil || n.State != StateProcessing || !n.Held || n.PaidAmount == nil || !n.PaidAmount.Equal(paid) ||
+				n.MpesaReference != "RKT9" || n.Version != s.Version+1 {
+				t.Fatalf("%+v %v", n, err)
+			}
+			same := money.MustParse("100")
+			for _, cmd := range []any{Settle{Receipt: "RKT9", Paid: &same}, Settle{Receipt: "X"}, Fail{Code: "1"}, Unknown{}} {
+				if m, err := Apply(n, cmd); err == nil || m.State != StateProcessing || m.Version != n.Version {
+					t.Fatalf("%T moved a held invoice: %+v %v", cmd, m, err)
+				}
+			}
+		})
+	}
+	t.Run("SameAmountOtherScale", func(t *testing.T) {
+		paid := money.MustParse("100")
+		n, err := Apply(created(t), Settle{Receipt: "R", Paid: &paid, At: at})
+		if err != nil || n.State != StateComplete || n.Held {
+			t.Fatalf("%+v %v", n, err)
+		}
+	})
+	t.Run("AfterComplete", func(t *testing.T) {
+		s, _ := Apply(created(t), Settle{Receipt: "R", At: at})
+		paid := money.MustParse("1.00")
+		if n, err := Apply(s, Settle{Receipt: "R", Paid: &paid}); !errors.Is(err, ErrDuplicate) || n.Held {
+			t.Fatalf("%+v %v", n, err)
+		}
+	})
+	t.Run("AfterFailed", func(t *testing.T) {
+		s, _ := Apply(created(t), Fail{Code: "1032", At: at})
+		paid := money.MustParse("1.00")
+		var te TransitionError
+		if _, err := Apply(s, Settle{Receipt: "R", Paid: &paid}); !errors.As(err, &te) {
+			t.Fatal(err)
+		}
+	})
+}

@@ -38,11 +38,25 @@ type Accept struct {
 }
 
 // Settle records the provider's success (-> COMPLETE). Cleared says whether the
-// funds are available at once.
+// funds are available at once. Paid is the amount the provider reports as paid
+// (an M-Pesa callback's Amount), nil when the provider does not say (Daraja's
+// status query): a Paid that differs from the invoice's Value does not complete
+// the invoice but holds it (see Held).
 type Settle struct {
 	Receipt, CheckoutRequestID string
 	Cleared                    bool
+	Paid                       *money.Amount
 	At                         time.Time
+}
+
+// Unknown records that the rail may or may not have sent the prompt (a timeout
+// after the request was written, an unreadable answer, an answer without a
+// CheckoutRequestID): the invoice waits in PROCESSING for the true outcome
+// (callback or status query) instead of failing, since a customer may be paying.
+// CheckoutRequestID is set when an unusable answer still named the prompt.
+type Unknown struct {
+	CheckoutRequestID, Reason string
+	At                        time.Time
 }
 
 // Fail records the provider's failure (-> FAILED).
@@ -57,6 +71,9 @@ var (
 	ErrNotFound  = errors.New("invoice not found")
 	ErrInvalid   = errors.New("invalid invoice")
 	ErrDuplicate = errors.New("outcome already recorded") // a late or repeated provider result: no change
+	// ErrHeld: the invoice is held for review (a paid amount that differs from its
+	// value); no provider result moves it any more, only an operator.
+	ErrHeld = errors.New("invoice is held for review")
 )
 
 // TransitionError is a move the state machine does not allow.

@@ -62,6 +62,16 @@ type State struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// OutcomeUnknown: the rail could not say whether the prompt was sent; the
+	// invoice waits in PROCESSING for the callback or the status query.
+	OutcomeUnknown bool `json:"outcome_unknown,omitempty"`
+	// Held: the provider reported a payment of PaidAmount (receipt
+	// MpesaReference) that differs from Value. Nothing was credited; the invoice
+	// stays PROCESSING for an operator (ops/runbooks.md) and takes no further
+	// provider result.
+	Held       bool          `json:"held,omitempty"`
+	PaidAmount *money.Amount `json:"paid_amount,omitempty"`
 }
 
 // Exists reports whether the invoice was created.

@@ -41,8 +41,13 @@ const StageSent = "SENT"
 
 // ResultCommand is the command that carries a rail outcome back to the engine.
 func ResultCommand(r mpesa.Result) (topics.Command, error) {
-	payload, err := json.Marshal(topics.ProviderResult{InvoiceID: r.InvoiceID, Stage: r.Stage, Code: r.Code,
-		Description: r.Description, Receipt: r.Receipt, CheckoutRequestID: r.CheckoutRequestID})
+	pr := topics.ProviderResult{InvoiceID: r.InvoiceID, Stage: r.Stage, Code: r.Code,
+		Description: r.Description, Receipt: r.Receipt, CheckoutRequestID: r.CheckoutRequestID}
+	if r.Stage == mpesa.StageFinal && r.Amount.Sign() > 0 {
+		paid := r.Amount
+		pr.PaidAmount = &paid
+	}
+	payload, err := json.Marshal(pr)
 	if err != nil {
 		return topics.Command{}, err
 	}
@@ -80,55 +85,101 @@ type Options struct {
 	RecordSent bool
 	// RetryUnavailable sends a prompt again when the rail gave no usable answer. Only
 	// for the simulator: against live M-Pesa a retry could prompt the customer twice,
-	// so there the invoice fails instead.
+	// so there an unknown outcome leaves the invoice PROCESSING (StageUnknown) until
+	// its callback or status query tells the truth.
 	RetryUnavailable bool
+	// MaxAttempts bounds the sends of a prompt that certainly did not leave (no
+	// connection, no token, rate limited) on a live rail; then the invoice fails,
+	// since no prompt was sent. Default 6. The simulator retries without bound.
+	MaxAttempts int
+	// Backoff is the first pause between those attempts; it doubles up to 30 s.
+	// Default 1 s.
+	Backoff time.Duration
 }
+
+// StageUnknown records that the rail could not say whether a prompt was sent.
+const StageUnknown = "UNKNOWN"
 
 // Run consumes STK requests and sends them to the rail until ctx ends. Offsets are
 // committed after the rail took each request (at least once: a redelivered request
 // is sent again, and its outcome still applies once).
+//
+// What a live rail's answer means decides what happens (docs/security.md):
+//   - taken: the reference is recorded (SENT); the callback or the query finishes it;
+//   - refused (an error answer, a 4xx): nothing was sent, the invoice fails;
+//   - certainly not sent (no connection, no token, 429): sent again with backoff,
+//     MaxAttempts times, then the invoice fails;
+//   - unknown (a timeout or a lost connection after the request was written, an
+//     unreadable answer, an acceptance without a CheckoutRequestID): never sent
+//     again (the customer may be paying) and never failed: the invoice waits in
+//     PROCESSING (StageUnknown, with the reference when the answer named one).
 func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, log *slog.Logger) error {
 	log = log.With("component", "rails")
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 6
+	}
+	if opt.Backoff <= 0 {
+		opt.Backoff = time.Second
+	}
 	return consume(ctx, brokers, "paysvc-rails", topics.RailsMpesaSTKTopic, log, func(cl *kgo.Client, rec *kgo.Record) {
 		var req topics.STKRequest
 		if err := json.Unmarshal(rec.Value, &req); err != nil {
 			log.Error("undecodable rail request skipped", "offset", rec.Offset, "err", err)
 			return
 		}
+		// record feeds an outcome back, retrying until it is produced: it must not
+		// be lost once the rail took (or refused) the prompt.
+		record := func(r mpesa.Result) {
+			r.InvoiceID, r.MerchantID = req.InvoiceID, req.MerchantID
+			for ctx.Err() == nil {
+				err := Sink(cl)(ctx, r)
+				if err == nil {
+					return
+				}
+				log.Error("record prompt outcome", "invoice_id", req.InvoiceID, "stage", r.Stage, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
 		for attempt := 0; ctx.Err() == nil; attempt++ {
 			ref, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
 				Phone: req.Phone, Amount: req.Amount, AccountRef: req.AccountRef, Description: "Payment"})
-			if err != nil && errors.Is(err, mpesa.ErrUnavailable) && !opt.RetryUnavailable {
-				err = fmt.Errorf("%w (not retried: the prompt may have been sent)", mpesa.ErrRejected)
-			}
+			unsent := errors.Is(err, mpesa.ErrNotSent) || errors.Is(err, mpesa.ErrAuth)
 			switch {
 			case err == nil:
 				requests.WithLabelValues("mpesa_stk", "ok").Inc()
 				if opt.RecordSent && ref != "" {
-					sent := mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID, Stage: StageSent, CheckoutRequestID: ref}
-					for ctx.Err() == nil {
-						if err := Sink(cl)(ctx, sent); err == nil {
-							break
-						}
-						time.Sleep(time.Second)
-					}
+					record(mpesa.Result{Stage: StageSent, CheckoutRequestID: ref})
 				}
 				return
 			case errors.Is(err, mpesa.ErrInvalidRequest) || errors.Is(err, mpesa.ErrRejected):
 				// The rail refused: the invoice fails, as M-Pesa would report it.
 				requests.WithLabelValues("mpesa_stk", "refused").Inc()
-				if err := Sink(cl)(ctx, mpesa.Result{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
-					Stage: mpesa.StageFinal, Code: -1, Description: "The payment request was refused by M-Pesa."}); err != nil {
-					log.Error("record refused prompt", "invoice_id", req.InvoiceID, "err", err)
-					continue
-				}
+				log.Warn("prompt refused", "invoice_id", req.InvoiceID, "err", err)
+				record(mpesa.Result{Stage: mpesa.StageFinal, Code: -1, Description: "The payment request was refused by M-Pesa."})
+				return
+			case errors.Is(err, mpesa.ErrUnavailable) && !unsent && !opt.RetryUnavailable:
+				requests.WithLabelValues("mpesa_stk", "unknown").Inc()
+				log.Error("prompt outcome unknown: the invoice waits in PROCESSING for its callback or status query",
+					"invoice_id", req.InvoiceID, "checkout_request_id", ref, "err", err)
+				record(mpesa.Result{Stage: StageUnknown, CheckoutRequestID: ref,
+					Description: "M-Pesa's answer was lost or unreadable; waiting for the outcome."})
+				return
+			case !opt.RetryUnavailable && attempt+1 >= opt.MaxAttempts:
+				// Certainly never sent, and M-Pesa stayed out of reach: fail it, so the
+				// payer is not left waiting for a prompt that will never come.
+				requests.WithLabelValues("mpesa_stk", "refused").Inc()
+				log.Error("prompt not sent after retries", "invoice_id", req.InvoiceID, "attempts", attempt+1, "err", err)
+				record(mpesa.Result{Stage: mpesa.StageFinal, Code: -1, Description: "M-Pesa could not be reached; no payment request was sent."})
 				return
 			default:
 				requests.WithLabelValues("mpesa_stk", "error").Inc()
 				log.Warn("rail unavailable, retrying", "invoice_id", req.InvoiceID, "attempt", attempt+1, "err", err)
 				select {
 				case <-ctx.Done():
-				case <-time.After(min(time.Second<<min(attempt, 5), 30*time.Second)):
+				case <-time.After(min(opt.Backoff<<min(attempt, 5), 30*time.Second)):
 				}
 			}
 		}

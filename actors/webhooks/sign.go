@@ -2,29 +2,66 @@ package webhooks
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // Topics a webhook can subscribe to (the spec's flags).
 var Topics = []string{"collection_event", "send_money_event", "reversal_event", "wallet_transfer_event", "subscription_event"}
 
-// Body is the exact request body of a delivery.
+// Body is the exact request body of a delivery: the spec's {topic, data}, and the
+// challenge only when one is given (webhooks that opt in to the echo).
 func Body(topic string, data json.RawMessage, challenge string) ([]byte, error) {
 	return json.Marshal(struct {
 		Topic     string          `json:"topic"`
 		Data      json.RawMessage `json:"data"`
-		Challenge string          `json:"challenge"`
+		Challenge string          `json:"challenge,omitempty"`
 	}{topic, data, challenge})
 }
 
-// Rechallenge returns a stored delivery body with its challenge replaced and the
-// topic and data bytes kept as they are (used when a webhook's secret changes, so
-// no stored body keeps carrying the old secret).
+// SecretPrefix starts a Standard Webhooks signing secret as shown to merchants.
+const SecretPrefix = "whsec_"
+
+// secretBytes is the length of a generated signing key (Standard Webhooks asks
+// for 24 to 64 bytes).
+const secretBytes = 32
+
+// NewSigningSecret returns fresh random key bytes for webhook-signature.
+func NewSigningSecret() ([]byte, error) {
+	k := make([]byte, secretBytes)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// FormatSecret is the signing key as merchants see it: whsec_<base64>.
+func FormatSecret(key []byte) string { return SecretPrefix + base64.StdEncoding.EncodeToString(key) }
+
+// ParseSecret reads a whsec_<base64> secret back into its key bytes.
+func ParseSecret(s string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok {
+		return nil, errors.New("webhooks: a signing secret starts with " + SecretPrefix)
+	}
+	k, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil || len(k) < 24 || len(k) > 64 {
+		return nil, errors.New("webhooks: a signing secret is whsec_ and the base64 of 24 to 64 bytes")
+	}
+	return k, nil
+}
+
+// Rechallenge returns a stored delivery body with its challenge replaced (or
+// removed, for "") and the topic and data bytes kept as they are (used when a
+// webhook's challenge or its echo changes, so no stored body keeps carrying the
+// old secret).
 func Rechallenge(body []byte, challenge string) ([]byte, error) {
 	var b struct {
 		Topic string          `json:"topic"`
@@ -44,28 +81,36 @@ func ServiceSignature(secret string, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Headers are every header of a delivery: the spec's signature and the Standard
-// Webhooks set, where webhook-signature is "v1," + base64 HMAC-SHA256 over
-// "<webhook-id>.<webhook-timestamp>.<body>" keyed by the same secret (the raw secret
-// bytes; no whsec_ prefix is involved).
-func Headers(secret, eventID string, at time.Time, body []byte) map[string]string {
+// DeliveryHeaders are every header of a webhook delivery: the spec's
+// X-SERVICE-Signature keyed by the challenge, and the Standard Webhooks set, where
+// webhook-signature is "v1," + base64 HMAC-SHA256 over
+// "<webhook-id>.<webhook-timestamp>.<body>" keyed by the webhook's signing key (the
+// bytes behind whsec_). Two keys, so a challenge echoed in a body (opt-in) cannot
+// forge webhook-signature.
+func DeliveryHeaders(challenge string, key []byte, eventID string, at time.Time, body []byte) map[string]string {
 	ts := strconv.FormatInt(at.Unix(), 10)
-	m := hmac.New(sha256.New, []byte(secret))
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(eventID + "." + ts + "."))
 	m.Write(body)
 	return map[string]string{
 		"Content-Type":        "application/json",
-		"X-SERVICE-Signature": ServiceSignature(secret, body),
+		"X-SERVICE-Signature": ServiceSignature(challenge, body),
 		"webhook-id":          eventID,
 		"webhook-timestamp":   ts,
 		"webhook-signature":   "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)),
 	}
 }
 
-// Verify checks both signatures of a delivery as a receiver would (tests and
-// `paysvc listen` use it). tolerance bounds the timestamp's age.
-func Verify(secret string, headers map[string]string, body []byte, now time.Time, tolerance time.Duration) bool {
-	if !hmac.Equal([]byte(headers["X-SERVICE-Signature"]), []byte(ServiceSignature(secret, body))) {
+// Headers signs both ways with one secret (its raw bytes key webhook-signature):
+// for payment-file callbacks, which have a single secret.
+func Headers(secret, eventID string, at time.Time, body []byte) map[string]string {
+	return DeliveryHeaders(secret, []byte(secret), eventID, at, body)
+}
+
+// VerifyDelivery checks both signatures of a delivery as a receiver would (tests
+// and `paysvc listen` use it). tolerance bounds the timestamp's age.
+func VerifyDelivery(challenge string, key []byte, headers map[string]string, body []byte, now time.Time, tolerance time.Duration) bool {
+	if !hmac.Equal([]byte(headers["X-SERVICE-Signature"]), []byte(ServiceSignature(challenge, body))) {
 		return false
 	}
 	ts, err := strconv.ParseInt(headers["webhook-timestamp"], 10, 64)
@@ -75,7 +120,7 @@ func Verify(secret string, headers map[string]string, body []byte, now time.Time
 	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
 		return false
 	}
-	want := Headers(secret, headers["webhook-id"], time.Unix(ts, 0), body)["webhook-signature"]
+	want := DeliveryHeaders(challenge, key, headers["webhook-id"], time.Unix(ts, 0), body)["webhook-signature"]
 	return hmac.Equal([]byte(headers["webhook-signature"]), []byte(want))
 }
 
@@ -92,4 +137,9 @@ func CallbackSecret(serviceKey []byte, fileID string) string {
 	m := hmac.New(sha256.New, serviceKey)
 	m.Write([]byte("paysvc payment-file callback\x00" + fileID))
 	return "pcs_" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify is VerifyDelivery for what Headers signs (one secret for both).
+func Verify(secret string, headers map[string]string, body []byte, now time.Time, tolerance time.Duration) bool {
+	return VerifyDelivery(secret, []byte(secret), headers, body, now, tolerance)
 }

@@ -3,15 +3,16 @@ package main
 // `paysvc listen` and `paysvc trigger`: webhooks on a developer's machine against a
 // sandbox server, as `stripe listen` and `stripe trigger` do. listen reads the
 // merchant's event stream (GET /api/v1/events/listen/) and POSTs each body to a
-// local URL, signed like a real delivery with a secret of the session; trigger asks
+// local URL, signed like a real delivery of a default webhook (body {topic, data})
+// with a whsec_ secret of the session, which keys webhook-signature (its base64
+// bytes, as Standard Webhooks libraries read it) and, as the challenge,
+// X-SERVICE-Signature; trigger asks
 // the server for a sample event (POST /api/v1/events/trigger/).
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -140,6 +141,7 @@ func triggerCmd(ctx context.Context, cfg service.Config, args []string, getenv f
 // listener is one `paysvc listen` session.
 type listener struct {
 	api, key, events, forward, secret string
+	signingKey                        []byte // the bytes behind secret
 	stream, deliver                   *http.Client
 	stdout, stderr                    io.Writer
 	ready                             sync.Once
@@ -186,11 +188,11 @@ func listenCmd(ctx context.Context, cfg service.Config, args []string, getenv fu
 	if err != nil {
 		return err
 	}
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
+	raw, err := webhooks.NewSigningSecret()
+	if err != nil {
 		return err
 	}
-	l := &listener{api: apiURL, key: key, events: strings.Join(wanted, ","), forward: *forward, secret: "whsec_" + hex.EncodeToString(raw),
+	l := &listener{api: apiURL, key: key, events: strings.Join(wanted, ","), forward: *forward, secret: webhooks.FormatSecret(raw), signingKey: raw,
 		stream: &http.Client{}, stdout: stdout, stderr: stderr, seen: map[string]bool{},
 		deliver: &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // as real deliveries: no redirects followed
@@ -243,7 +245,8 @@ func (l *listener) listenOnce(ctx context.Context) (connected bool, err error) {
 	}
 	req.Header.Set("Authorization", "Bearer "+l.key)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(api.ListenChallengeHeader, l.secret)
+	// No X-Paysvc-Listen-Challenge: the stream's bodies are {topic, data}, as a
+	// webhook's that did not opt in to the challenge echo.
 	resp, err := l.stream.Do(req)
 	if err != nil {
 		return false, err
@@ -316,7 +319,7 @@ func (l *listener) forwardEvent(ctx context.Context, id, topic string, body []by
 	status := "error"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.forward, bytes.NewReader(body))
 	if err == nil {
-		for k, v := range webhooks.Headers(l.secret, id, start, body) {
+		for k, v := range webhooks.DeliveryHeaders(l.secret, l.signingKey, id, start, body) {
 			req.Header.Set(k, v)
 		}
 		var resp *http.Response

@@ -425,16 +425,27 @@ type stkPushAnswer struct {
 }
 
 // Push sends the STK prompt and returns Daraja's CheckoutRequestID. The
-// outcome arrives at CallbackURL (ParseCallback) or through Query.
+// outcome arrives at the prompt's callback URL (CallbackURL/<InvoiceID>, so a
+// callback names its invoice even when the answer to Push was lost;
+// ParseCallback) or through Query.
 //
 // Errors: ErrInvalidRequest (nothing sent), ErrAuth (no token; nothing
-// sent), *APIError wrapping ErrRejected (Daraja refused; no prompt),
-// ErrUnavailable (unknown: a prompt may have been sent, but without a
-// CheckoutRequestID it cannot be queried).
+// sent), *APIError wrapping ErrRejected (Daraja refused, or answered 4xx; no
+// prompt), ErrUnavailable with ErrNotSent (no connection could be made, or
+// Daraja answered 429: nothing sent, sending again is safe), other
+// ErrUnavailable (unknown: a timeout or lost connection after the request was
+// written, an unreadable answer, an acceptance without a CheckoutRequestID; a
+// prompt may have been sent). With an unknown outcome the returned reference is
+// not empty when the unusable answer still named the prompt's
+// CheckoutRequestID: Query can then learn its outcome.
 func (d *Daraja) Push(ctx context.Context, req STKRequest) (string, error) {
 	p, err := prepare(req)
 	if err != nil {
 		return "", err
+	}
+	cbURL, err := url.JoinPath(d.cfg.CallbackURL, p.InvoiceID)
+	if err != nil {
+		return "", fmt.Errorf("%w: callback URL of invoice %s", ErrInvalidRequest, clip(p.InvoiceID))
 	}
 	ts := Timestamp(d.cfg.Now())
 	status, body, err := d.call(ctx, "push", PathSTKPush, stkPushBody{
@@ -446,7 +457,7 @@ func (d *Daraja) Push(ctx context.Context, req STKRequest) (string, error) {
 		PartyA:            p.Phone,
 		PartyB:            d.cfg.PartyB,
 		PhoneNumber:       p.Phone,
-		CallBackURL:       d.cfg.CallbackURL,
+		CallBackURL:       cbURL,
 		AccountReference:  p.AccountRef,
 		TransactionDesc:   p.Description,
 	})
@@ -454,23 +465,52 @@ func (d *Daraja) Push(ctx context.Context, req STKRequest) (string, error) {
 		return "", err
 	}
 	if status != http.StatusOK {
-		return "", d.rejection("push", status, body)
+		return "", d.pushRejection(status, body)
 	}
 	var a stkPushAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return "", fmt.Errorf("%w: daraja push: HTTP 200 with an unreadable answer", ErrUnavailable)
+		return namedCheckout(body), fmt.Errorf("%w: daraja push: HTTP 200 with an unreadable answer", ErrUnavailable)
 	}
 	code, err := stringToken(a.ResponseCode)
 	if err != nil {
-		return "", fmt.Errorf("%w: daraja push: answer without a ResponseCode", ErrUnavailable)
+		return a.CheckoutRequestID, fmt.Errorf("%w: daraja push: answer without a ResponseCode", ErrUnavailable)
 	}
 	if code != "0" {
 		return "", &APIError{Op: "push", HTTPStatus: status, Code: code, Message: d.redact(a.ResponseDescription)}
 	}
 	if a.CheckoutRequestID == "" {
+		// Accepted: the customer may be paying. Only the callback (which names the
+		// invoice in its URL) can tell.
 		return "", fmt.Errorf("%w: daraja push: accepted without a CheckoutRequestID", ErrUnavailable)
 	}
 	return a.CheckoutRequestID, nil
+}
+
+// pushRejection classifies a non-200 answer to a push. A 4xx was refused before
+// Daraja accepted anything (a readable error body says why); 429 (rate limited)
+// means not processed, so it may be sent again; an unreadable 5xx or other answer
+// leaves the outcome unknown.
+func (d *Daraja) pushRejection(status int, body []byte) error {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %w: daraja push: HTTP 429", ErrUnavailable, ErrNotSent)
+	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
+		if _, ok := parseErrorBody(body); !ok {
+			return &APIError{Op: "push", HTTPStatus: status, Code: strconv.Itoa(status), Message: http.StatusText(status)}
+		}
+	}
+	return d.rejection("push", status, body)
+}
+
+// checkoutRE finds a CheckoutRequestID in an answer that is not valid JSON (cut
+// short, say): if Daraja named the prompt, Query can learn its outcome.
+var checkoutRE = regexp.MustCompile(`"CheckoutRequestID"\s*:\s*"([A-Za-z0-9_-]{1,64})"`)
+
+func namedCheckout(body []byte) string {
+	if m := checkoutRE.FindSubmatch(body); m != nil {
+		return string(m[1])
+	}
+	return ""
 }
 
 type stkQueryBody struct {

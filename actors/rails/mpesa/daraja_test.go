@@ -221,7 +221,7 @@ func TestDarajaPasswordAndFields(t *testing.T) {
 		{"PartyA", got.PartyA, "254708374149"},
 		{"PartyB", got.PartyB, "174379"},
 		{"PhoneNumber", got.PhoneNumber, "254708374149"},
-		{"CallBackURL", got.CallBackURL, "https://example.test/mpesa/callback"},
+		{"CallBackURL", got.CallBackURL, "https://example.test/mpesa/callback/INV-LONG-REFERENCE-1"},
 		{"AccountReference", got.AccountReference, "INV-LONG-REF"}, // 12 max
 		{"TransactionDesc", got.TransactionDesc, "Payment for o"},  // 13 max
 	}

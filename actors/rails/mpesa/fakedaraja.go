@@ -47,6 +47,7 @@ type FakeDaraja struct {
 	pushes        []FakeSTKRequest
 	txns          map[string]*fakeTxn
 	failures      []fakeFailure
+	pushFaults    []PushFault
 
 	b2cRequests   []FakeB2CRequest    // every B2C request taken, repeats included
 	b2c           map[string]*fakeB2C // by OriginatorConversationID (the first request)
@@ -168,6 +169,50 @@ func (f *FakeDaraja) FailNextPush(status int, errorCode, errorMessage string) {
 	f.mu.Lock()
 	f.failures = append(f.failures, fakeFailure{status: status, code: errorCode, message: errorMessage})
 	f.mu.Unlock()
+}
+
+// PushFault is a way the answer to an STK push that Daraja took goes wrong. In
+// every case the prompt exists (Requests lists it, Complete and Lose decide it):
+// only the caller cannot tell.
+type PushFault int
+
+// Faults of FaultNextPush.
+const (
+	// FaultDropAnswer takes the request and closes the connection without an
+	// answer (a timeout after the request was sent, as the client sees it).
+	FaultDropAnswer PushFault = iota + 1
+	// FaultHang takes the request and answers nothing until the client gives up.
+	FaultHang
+	// FaultCutAnswer answers 200 with the JSON cut short after the
+	// CheckoutRequestID (unreadable, but naming the prompt).
+	FaultCutAnswer
+	// FaultGarbage answers 200 with a body that is not JSON at all.
+	FaultGarbage
+	// FaultNoCheckoutID answers a success (ResponseCode "0") without a
+	// CheckoutRequestID.
+	FaultNoCheckoutID
+)
+
+// FaultNextPush makes the answer to the next valid STK push go wrong that way
+// (after any FailNextPush refusals). Calls queue up.
+func (f *FakeDaraja) FaultNextPush(fault PushFault) {
+	f.mu.Lock()
+	f.pushFaults = append(f.pushFaults, fault)
+	f.mu.Unlock()
+}
+
+// CompletePaid decides a prompt as paid and POSTs a callback whose Amount item
+// is paid (not the amount asked): a callback that does not match its invoice.
+func (f *FakeDaraja) CompletePaid(checkoutRequestID, receipt, paid string) error {
+	if _, _, err := f.decide(checkoutRequestID, CodeSuccess, receipt); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	t := f.txns[checkoutRequestID]
+	req, receipt := t.req, t.receipt
+	f.mu.Unlock()
+	req.Amount = paid
+	return f.postJSON(req.CallBackURL, fakeCallbackBody(req, CodeSuccess, receipt, time.Now()))
 }
 
 // Complete decides the outcome of a prompt and POSTs the callback to its
@@ -459,8 +504,40 @@ func (f *FakeDaraja) handlePush(w http.ResponseWriter, r *http.Request) {
 	req.CheckoutRequestID = newCheckoutRequestID(time.Now())
 	f.pushes = append(f.pushes, req)
 	f.txns[req.CheckoutRequestID] = &fakeTxn{req: req}
+	var fault PushFault
+	if len(f.pushFaults) > 0 {
+		fault, f.pushFaults = f.pushFaults[0], f.pushFaults[1:]
+	}
 	f.mu.Unlock()
 
+	switch fault {
+	case FaultDropAnswer:
+		dropConnection(w)
+		return
+	case FaultHang:
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		dropConnection(w)
+		return
+	case FaultCutAnswer:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"MerchantRequestID":%q,"CheckoutRequestID":%q,"ResponseCo`, req.MerchantRequestID, req.CheckoutRequestID)
+		return
+	case FaultGarbage:
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<html><body>upstream answered 200 with this page</body></html>"))
+		return
+	case FaultNoCheckoutID:
+		fakeJSON(w, map[string]string{
+			"MerchantRequestID":   req.MerchantRequestID,
+			"ResponseCode":        "0",
+			"ResponseDescription": "Success. Request accepted for processing",
+			"CustomerMessage":     "Success. Request accepted for processing",
+		})
+		return
+	}
 	fakeJSON(w, map[string]string{
 		"MerchantRequestID":   req.MerchantRequestID,
 		"CheckoutRequestID":   req.CheckoutRequestID,
@@ -715,13 +792,8 @@ func (f *FakeDaraja) handleB2C(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 
 	if fl != nil { // taken, but the answer is lost
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		dropConnection(w)
+		return
 	}
 	fakeJSON(w, map[string]string{
 		"ConversationID":           req.ConversationID,
@@ -729,6 +801,17 @@ func (f *FakeDaraja) handleB2C(w http.ResponseWriter, r *http.Request) {
 		"ResponseCode":             "0",
 		"ResponseDescription":      "Accept the service request successfully.",
 	})
+}
+
+// dropConnection closes the client's connection without an answer.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // ---- Transaction Status ----

@@ -115,7 +115,9 @@ func (r Result) Success() bool { return r.Stage == StageFinal && r.Code == CodeS
 type Sink func(ctx context.Context, r Result) error
 
 // Rail sends a prompt; the outcome arrives later through the Sink (simulator)
-// or the callback (Daraja).
+// or the callback (Daraja). An ErrUnavailable without ErrNotSent is an unknown
+// outcome (the prompt may have been sent): it must not be sent again nor failed;
+// checkoutRequestID is then set when the unusable answer still named the prompt.
 type Rail interface {
 	Push(ctx context.Context, req STKRequest) (checkoutRequestID string, err error)
 }

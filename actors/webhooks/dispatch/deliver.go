@@ -200,7 +200,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.
 		o.Status, o.Error = "FAILED", &msg
 		return o, true
 	}
-	resp, err := d.client.Post(ctx, dl.Endpoint, webhooks.Headers(dl.Challenge, dl.EventID, time.Now(), dl.Body), dl.Body)
+	resp, err := d.client.Post(ctx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
 	if ctx.Err() != nil {
 		return o, false
 	}

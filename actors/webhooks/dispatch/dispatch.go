@@ -199,7 +199,7 @@ func (d *Dispatcher) warn(ctx context.Context, dl storage.Delivery, failures int
 // Replay sends a stored delivery's exact bytes again now (fresh timestamp headers),
 // records the attempt, and creates no new event record.
 func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storage.Delivery) (outbound.Response, error) {
-	resp, err := client.Post(ctx, dl.Endpoint, webhooks.Headers(dl.Challenge, dl.EventID, time.Now(), dl.Body), dl.Body)
+	resp, err := client.Post(ctx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
 	status, errText := outcome(resp, err)
 	delivered := err == nil && resp.Status == 200
 	if rerr := storage.RecordReplay(ctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, delivered); rerr != nil {

@@ -28,6 +28,9 @@ import (
 
 const secret = "hook-secret-1"
 
+// signingKey keys the test webhooks' webhook-signature (whsec_ bytes).
+var signingKey = []byte("0123456789abcdef0123456789abcdef")
+
 // arrival is one request the receiver got: the event, what it answered, and whether
 // both signatures verified.
 type arrival struct {
@@ -59,7 +62,7 @@ func newReceiver(t *testing.T) *receiver {
 		if s := r.script[id]; len(s) > 0 {
 			status, r.script[id] = s[0], s[1:]
 		}
-		r.got = append(r.got, arrival{id, status, webhooks.Verify(secret, h, b, time.Now(), time.Minute)})
+		r.got = append(r.got, arrival{id, status, webhooks.VerifyDelivery(secret, signingKey, h, b, time.Now(), time.Minute)})
 		delay := r.delay
 		r.mu.Unlock()
 		time.Sleep(delay)
@@ -129,7 +132,7 @@ func setup(t *testing.T, cfg dispatch.Config) *bundle {
 	}
 	now := time.Now()
 	if err := storage.InsertWebhook(ctx, schema.DB, storage.Webhook{WebhookID: b.webhook, MerchantID: b.merchant,
-		Endpoint: b.recv.srv.URL + "/hook", Challenge: secret, IsActive: true, WalletTransferEvent: true,
+		Endpoint: b.recv.srv.URL + "/hook", Challenge: secret, SigningSecret: signingKey, IsActive: true, WalletTransferEvent: true,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +481,7 @@ func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
 	}
 	now := time.Now()
 	if err := storage.InsertWebhook(ctx, b.db.DB, storage.Webhook{WebhookID: otherHook, MerchantID: other,
-		Endpoint: fast.srv.URL + "/hook", Challenge: secret, IsActive: true, WalletTransferEvent: true,
+		Endpoint: fast.srv.URL + "/hook", Challenge: secret, SigningSecret: signingKey, IsActive: true, WalletTransferEvent: true,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,11 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 			if !w.Subscribes(e.ev.Type) {
 				continue
 			}
-			body, err := webhooks.Body(e.ev.Type, e.ev.Payload, w.Challenge)
+			echo := "" // the spec's {topic, data}; the challenge only for webhooks that opt in
+			if w.IncludeChallenge {
+				echo = w.Challenge
+			}
+			body, err := webhooks.Body(e.ev.Type, e.ev.Payload, echo)
 			if err != nil {
 				d.log.Error("event payload cannot be sent; skipped", "event_id", e.ev.ID, "err", err)
 				continue
@@ -202,7 +206,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 			w := hooksByID[n.WebhookID]
 			chains[k] = append(chains[k], storage.Delivery{EventID: n.EventID, WebhookID: n.WebhookID, MerchantID: n.MerchantID,
 				Topic: n.Topic, Body: n.Body, Status: "PENDING", CreatedAt: now, UpdatedAt: now, Endpoint: w.Endpoint,
-				Challenge: w.Challenge, IsActive: w.IsActive, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset})
+				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset})
 		}
 		for _, k := range ins.Leased {
 			ds := chains[k]

@@ -69,8 +69,9 @@ type hookReceiver struct {
 	dupes   int                 // arrivals of an event already seen (at least once delivery)
 	bad     int                 // signatures or bodies that did not check out
 	badWhy  string
-	notify  chan struct{} // a first arrival happened
-	conns   atomic.Int64  // connections the dispatcher opened to the receivers
+	keys    map[string][]byte // challenge -> signing key of its webhook (set once created)
+	notify  chan struct{}     // a first arrival happened
+	conns   atomic.Int64      // connections the dispatcher opened to the receivers
 }
 
 type hookArrival struct {
@@ -79,7 +80,7 @@ type hookArrival struct {
 }
 
 func newHookReceiver(secrets []string) (*hookReceiver, error) {
-	h := &hookReceiver{first: map[string]struct{}{}, notify: make(chan struct{}, 1)}
+	h := &hookReceiver{first: map[string]struct{}{}, keys: map[string][]byte{}, notify: make(chan struct{}, 1)}
 	for _, secret := range secrets {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -105,6 +106,12 @@ func (h *hookReceiver) close() {
 	}
 }
 
+func (h *hookReceiver) key(challenge string) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.keys[challenge]
+}
+
 func (h *hookReceiver) handler(secret string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		at := time.Now()
@@ -124,9 +131,9 @@ func (h *hookReceiver) handler(secret string) http.Handler {
 		switch {
 		case err != nil:
 			why = "body: " + err.Error()
-		case !webhooks.Verify(secret, hdr, body, at, 5*time.Minute):
+		case !webhooks.VerifyDelivery(secret, h.key(secret), hdr, body, at, 5*time.Minute):
 			why = "signature does not verify"
-		case json.Unmarshal(body, &b) != nil || b.Topic != "wallet_transfer_event" || b.Challenge != secret || b.Data.CreatedAt.IsZero():
+		case json.Unmarshal(body, &b) != nil || b.Topic != "wallet_transfer_event" || b.Challenge != "" || b.Data.CreatedAt.IsZero():
 			why = "unexpected body: " + string(body[:min(len(body), 200)])
 		}
 		id := hdr["webhook-id"]
@@ -236,9 +243,23 @@ func (r *runner) setupWebhooks(ctx context.Context, name string) (*scenarioSetup
 	}
 	for i, m := range s.Merchants {
 		body, _ := json.Marshal(map[string]any{"endpoint": r.hooks.urls[i], "challenge": secrets[i], "wallet_transfer_event": true})
-		if _, err := r.postRetry(ctx, m, "/api/v1/webhooks/", body, http.StatusCreated); err != nil {
+		out, err := r.postRetry(ctx, m, "/api/v1/webhooks/", body, http.StatusCreated)
+		if err != nil {
 			return nil, fmt.Errorf("create webhook: %w", err)
 		}
+		var created struct {
+			SigningSecret string `json:"signing_secret"`
+		}
+		if err := json.Unmarshal(out, &created); err != nil {
+			return nil, fmt.Errorf("create webhook: %w", err)
+		}
+		key, err := webhooks.ParseSecret(created.SigningSecret)
+		if err != nil {
+			return nil, fmt.Errorf("create webhook: %w", err)
+		}
+		r.hooks.mu.Lock()
+		r.hooks.keys[secrets[i]] = key
+		r.hooks.mu.Unlock()
 	}
 	return s, nil
 }

@@ -58,8 +58,8 @@ func TestWebhookChildEnv(t *testing.T) {
 	}
 }
 
-// The receivers count each event once, check both signatures and the body, and
-// keep the event's commit time.
+// The receivers count each event once, check both signatures (challenge and
+// signing key) and the body ({topic, data}), and keep the event's commit time.
 func TestHookReceiver(t *testing.T) {
 	t.Parallel()
 	h, err := newHookReceiver([]string{"secret-one", "secret-two"})
@@ -67,11 +67,13 @@ func TestHookReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.close()
+	keys := map[string][]byte{"secret-one": []byte("key-one-0123456789abcdefghijklm"), "secret-two": []byte("key-two-0123456789abcdefghijklm")}
+	h.keys["secret-one"], h.keys["secret-two"] = keys["secret-one"], keys["secret-two"]
 	committed := time.Now().Add(-30 * time.Millisecond).UTC().Truncate(time.Microsecond)
 	post := func(url, secret, id string) int {
-		body, _ := webhooks.Body("wallet_transfer_event", []byte(`{"created_at":"`+committed.Format(time.RFC3339Nano)+`"}`), secret)
+		body, _ := webhooks.Body("wallet_transfer_event", []byte(`{"created_at":"`+committed.Format(time.RFC3339Nano)+`"}`), "")
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-		for k, v := range webhooks.Headers(secret, id, time.Now(), body) {
+		for k, v := range webhooks.DeliveryHeaders(secret, keys[secret], id, time.Now(), body) {
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)

@@ -1,0 +1,208 @@
+package rails_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/money"
+	"paysvc/actors/rails"
+	"paysvc/actors/rails/mpesa"
+	"paysvc/topics"
+)
+
+// stkBundle runs the rails role (Run) against the fake Daraja over an in-process
+// Kafka: STK requests go in on their topic, outcomes come out as commands.
+type stkBundle struct {
+	fake    *mpesa.FakeDaraja
+	prod    *kgo.Client
+	refuse  atomic.Int32 // connections to Daraja to refuse (really: dialled to a port nobody listens on)
+	mu      sync.Mutex
+	results map[string][]topics.ProviderResult // by invoice, in order
+}
+
+func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics.CommandsTopic, topics.RailsMpesaSTKTopic),
+		kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &stkBundle{fake: mpesa.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}}
+	refused := boundNotListening(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if b.refuse.Load() > 0 && b.refuse.Add(-1) >= 0 {
+			return dial(ctx, network, refused)
+		}
+		return dial(ctx, network, addr)
+	}
+	tr.DisableKeepAlives = true // every request dials: a refusal hits the request it was meant for
+	d, err := mpesa.NewDaraja(b.fake.Config("http://127.0.0.1:1/cb/tok"), &http.Client{Transport: tr, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.prod, err = kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(topics.CommandsTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = rails.Run(ctx, cluster.ListenAddrs(), d, opt, log) }()
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				c, err := topics.DecodeCommand(r.Value)
+				var pr topics.ProviderResult
+				if err != nil || json.Unmarshal(c.Payload, &pr) != nil {
+					return
+				}
+				b.mu.Lock()
+				b.results[pr.InvoiceID] = append(b.results[pr.InvoiceID], pr)
+				b.mu.Unlock()
+			})
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		cons.Close()
+		b.prod.Close()
+		b.fake.Close()
+		cluster.Close()
+	})
+	return b
+}
+
+func (b *stkBundle) push(t *testing.T, invoiceID, phone string) {
+	t.Helper()
+	v, _ := json.Marshal(topics.STKRequest{InvoiceID: invoiceID, MerchantID: "M1", Phone: phone, Amount: money.MustParse("100"), AccountRef: "ref"})
+	if err := b.prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.RailsMpesaSTKTopic, Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outcome waits for the first outcome of an invoice.
+func (b *stkBundle) outcome(t *testing.T, invoiceID string) topics.ProviderResult {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		b.mu.Lock()
+		got := b.results[invoiceID]
+		b.mu.Unlock()
+		if len(got) > 0 {
+			return got[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no outcome for %s", invoiceID)
+	return topics.ProviderResult{}
+}
+
+// prompts counts the prompts Daraja took for a phone.
+func (b *stkBundle) prompts(phone string) (n int, ref string) {
+	for _, r := range b.fake.Requests() {
+		if r.PhoneNumber == phone {
+			n, ref = n+1, r.CheckoutRequestID
+		}
+	}
+	return n, ref
+}
+
+func TestRunSTK_Daraja(t *testing.T) {
+	t.Parallel()
+
+	t.Run("UnknownOutcomeIsNeitherFailedNorResent", func(t *testing.T) {
+		t.Parallel()
+		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond})
+		for i, fault := range []mpesa.PushFault{mpesa.FaultDropAnswer, mpesa.FaultCutAnswer, mpesa.FaultGarbage, mpesa.FaultNoCheckoutID} {
+			inv, phone := "INVU"+strconv.Itoa(i), "25471100000"+strconv.Itoa(i)
+			b.fake.FaultNextPush(fault)
+			b.push(t, inv, phone)
+			got := b.outcome(t, inv)
+			n, ref := b.prompts(phone)
+			if got.Stage != rails.StageUnknown || n != 1 {
+				t.Fatalf("fault %d: outcome %+v after %d prompts, want UNKNOWN after 1", fault, got, n)
+			}
+			if fault == mpesa.FaultCutAnswer && got.CheckoutRequestID != ref {
+				t.Fatalf("cut answer: reference %q, want the named %q", got.CheckoutRequestID, ref)
+			}
+			if fault != mpesa.FaultCutAnswer && got.CheckoutRequestID != "" {
+				t.Fatalf("fault %d: reference %q from nowhere", fault, got.CheckoutRequestID)
+			}
+		}
+	})
+	t.Run("CertainlyUnsentIsRetried", func(t *testing.T) {
+		t.Parallel()
+		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond})
+		b.refuse.Store(3) // the token request and then the push are refused at first
+		b.fake.FailNextPush(http.StatusTooManyRequests, "", "")
+		b.push(t, "INVR", "254711000010")
+		got := b.outcome(t, "INVR")
+		n, ref := b.prompts("254711000010")
+		if got.Stage != rails.StageSent || got.CheckoutRequestID != ref || n != 1 || b.refuse.Load() > 0 {
+			t.Fatalf("outcome %+v after %d prompts (refusals left %d), want SENT of the one prompt", got, n, b.refuse.Load())
+		}
+	})
+	t.Run("NeverReachableFailsAfterMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond, MaxAttempts: 3})
+		b.refuse.Store(1 << 20)
+		b.push(t, "INVN", "254711000011")
+		got := b.outcome(t, "INVN")
+		if got.Stage != mpesa.StageFinal || got.Code != -1 || len(b.fake.Requests()) != 0 {
+			t.Fatalf("outcome %+v, want FINAL -1 with nothing sent", got)
+		}
+		if used := 1<<20 - b.refuse.Load(); used != 3 {
+			t.Fatalf("%d connections tried, want 3 (MaxAttempts)", used)
+		}
+	})
+	t.Run("RefusedBeforeAcceptanceFails", func(t *testing.T) {
+		t.Parallel()
+		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond})
+		b.fake.FailNextPush(http.StatusBadRequest, "", "")
+		b.push(t, "INVF", "254711000012")
+		if got := b.outcome(t, "INVF"); got.Stage != mpesa.StageFinal || got.Code != -1 {
+			t.Fatalf("outcome %+v, want FINAL -1", got)
+		}
+	})
+}
+
+// boundNotListening returns an address whose port this test holds (bound, never
+// listening), so connecting is refused for as long as the test runs.
+func boundNotListening(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+}
