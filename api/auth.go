@@ -340,11 +340,11 @@ func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 // validation error, as the interface says.
 func (s *Server) authPublicOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if c.Request().Header.Get("Authorization") != "" {
-			return unauthorized("Use the public key for checkout: a secret key is not accepted here")
-		}
 		pk := publicKey(c)
 		if pk == "" {
+			if c.Request().Header.Get("Authorization") != "" {
+				return unauthorized("Use the public key for checkout: a secret key is not accepted here")
+			}
 			return unauthorized(msgNoCredentials)
 		}
 		p, e := s.auth.verify(c.Request().Context(), pk, "public")
@@ -353,6 +353,18 @@ func (s *Server) authPublicOnly(next echo.HandlerFunc) echo.HandlerFunc {
 				return invalid("public_key", "The public key is not valid for this environment.")
 			}
 			return e
+		}
+		// The official Python SDK sends its Bearer token on every call, this one too
+		// (COMPAT.md). The session is made with the public key alone; the extra secret
+		// key is never used, but it must be a valid key of the same merchant, so a
+		// request never mixes two merchants' credentials.
+		if c.Request().Header.Get("Authorization") != "" {
+			if e := s.verifyBearer(c); e != nil {
+				return e
+			}
+			if principal(c).MerchantID != p.MerchantID {
+				return unauthorized(msgInvalidToken)
+			}
 		}
 		c.Set(ctxPrincipal, p)
 		return next(c)

@@ -24,10 +24,22 @@ func TestCheckout(t *testing.T) {
 	}
 
 	t.Run("Refusals", func(t *testing.T) {
-		r := b.env.Do("POST", "/api/v1/payment/collection/checkout/", map[string]any{"amount": 10, "currency": "KES", "public_key": b.public},
+		r := b.env.Do("POST", "/api/v1/payment/collection/checkout/", map[string]any{"amount": 10, "currency": "KES"},
 			"Authorization", "Bearer "+b.secret)
 		if r.Status != 401 {
-			t.Fatalf("secret key on checkout: %d %s", r.Status, r.Body)
+			t.Fatalf("secret key alone on checkout: %d %s", r.Status, r.Body)
+		}
+		// The Python SDK sends its Bearer token with the public key on every call: the
+		// extra valid credential is no reason to refuse (COMPAT.md).
+		r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 10, "currency": "KES"},
+			"Authorization", "Bearer "+b.secret, "INTASEND_PUBLIC_API_KEY", b.public)
+		if r.Status != 200 {
+			t.Fatalf("public key with the same merchant's secret key: %d %s", r.Status, r.Body)
+		}
+		r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 10, "currency": "KES", "public_key": b.public},
+			"Authorization", "Bearer ISSecretKey_test_"+strings.Repeat("0", 64))
+		if r.Status != 401 {
+			t.Fatalf("public key with an invalid secret key: %d %s", r.Status, r.Body)
 		}
 		live := strings.Replace(b.public, "_test_", "_live_", 1)
 		r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 10, "currency": "KES", "public_key": live})
