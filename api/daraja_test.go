@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -20,12 +19,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 	t.Parallel()
 	fake := mpesa.NewFakeDaraja()
 	defer fake.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	const token = "cb-secret-123"
 	env := servicetest.Start(t, func(c *service.Config) {
 		c.Environment, c.API.Environment = "live", "live"

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -28,12 +27,7 @@ func setupLiveDaraja(t *testing.T) *liveDaraja {
 	t.Helper()
 	fake := mpesa.NewFakeDaraja()
 	t.Cleanup(fake.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	const token = "cb-secret-unknown-outcomes-0123456789"
 	env := servicetest.Start(t, func(c *service.Config) {
 		c.Environment, c.API.Environment = "live", "live"

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"net"
 	"testing"
 
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -106,4 +107,16 @@ func errorBody(t *testing.T, r servicetest.Response) (detail, code, attr string)
 		attr = *e.Errors[0].Attr
 	}
 	return e.Detail, e.Errors[0].Code, attr
+}
+
+// freeAddr is a loopback address no one listens on, for a service whose callback
+// URLs must be known before it starts.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -105,6 +105,25 @@ func (s *scanner) ws() {
 	}
 }
 
+// after reads what follows a member or an element: a comma (more follows) or the
+// container's closing byte (done, well formed); anything else is malformed.
+func (s *scanner) after(closing byte) (more, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return true, true
+	case closing:
+		s.i++
+		s.depth--
+		return false, true
+	}
+	return false, false
+}
+
 func (s *scanner) object() bool {
 	if s.depth++; s.depth > maxScanDepth {
 		return false
@@ -136,19 +155,8 @@ func (s *scanner) object() bool {
 			return false
 		}
 		s.path = s.path[:len(s.path)-1]
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.after('}'); !more {
+			return ok
 		}
 	}
 }
@@ -171,19 +179,8 @@ func (s *scanner) array() bool {
 			return false
 		}
 		s.path = s.path[:len(s.path)-1]
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.after(']'); !more {
+			return ok
 		}
 	}
 }

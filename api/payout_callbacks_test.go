@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -24,12 +23,7 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	t.Parallel()
 	fake := mpesa.NewFakeDaraja()
 	defer fake.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	const token = "cb-secret-b2c"
 	base := "http://" + addr
 	env := servicetest.Start(t, func(c *service.Config) {
@@ -245,12 +239,7 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 	t.Parallel()
 	fake := mpesa.NewFakeDaraja()
 	defer fake.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	const token = "cb-secret-tsq"
 	base := "http://" + addr
 	statusURL := base + "/api/v1/send-money/mpesa/status/" + token

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"testing"
 	"time"
 
@@ -36,12 +35,7 @@ func TestPayoutB2C_ForgedResultsChangeNothing(t *testing.T) {
 	t.Parallel()
 	fake := mpesa.NewFakeDaraja()
 	defer fake.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	const token = "cb-forgery-0123456789abcdef0123456789"
 	base := "http://" + addr
 	// No rails role yet: the file is approved and waits to be sent.

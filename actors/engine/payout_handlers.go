@@ -522,7 +522,7 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 	// (whose balance is play money) nor the reverse. The API refuses such files;
 	// this holds whatever produced the command. The wallet is then "not found",
 	// as the other environment's wallets are to the API.
-	sameEnv, err := e.sameEnvironment(ctx, in.PayerMerchantID, c.MerchantID)
+	sameEnv, err := e.sameEnvironment(ctx, p, in.PayerMerchantID, c.MerchantID)
 	if err != nil {
 		return topics.Reply{}, err
 	}
@@ -590,22 +590,33 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 }
 
 // sameEnvironment reports whether two merchants exist and share an environment.
-func (e *Engine) sameEnvironment(ctx context.Context, a, b string) (bool, error) {
-	ma, err := storage.GetMerchant(ctx, e.db, a)
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
+func (e *Engine) sameEnvironment(ctx context.Context, p *partition, a, b string) (bool, error) {
+	ea, err := e.environment(ctx, p, a)
+	if err != nil || ea == "" {
 		return false, err
 	}
-	mb, err := storage.GetMerchant(ctx, e.db, b)
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	eb, err := e.environment(ctx, p, b)
+	if err != nil || eb == "" {
 		return false, err
 	}
-	return ma.Environment == mb.Environment, nil
+	return ea == eb, nil
+}
+
+// environment is a merchant's environment, "" for no such merchant. It never
+// changes, so each partition asks the database once per merchant.
+func (e *Engine) environment(ctx context.Context, p *partition, merchantID string) (string, error) {
+	if env, ok := p.environments[merchantID]; ok {
+		return env, nil
+	}
+	m, err := storage.GetMerchant(ctx, e.db, merchantID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", nil // not cached: the merchant may be made later
+	}
+	if err != nil {
+		return "", err
+	}
+	p.environments[merchantID] = m.Environment
+	return m.Environment, nil
 }
 
 func (e *Engine) sendMoneyEvent(c *topics.Command, at time.Time, f payoutfile.State) storage.OutboxEvent {

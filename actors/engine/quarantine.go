@@ -62,16 +62,22 @@ func permanent(err error) bool {
 		return false
 	}
 	var (
-		pe  panicError
-		wp  wallet.PanicError
-		ip  invoice.PanicError
-		fp  payoutfile.PanicError
 		uve *json.UnsupportedValueError
 		ute *json.UnsupportedTypeError
 		me  *json.MarshalerError
 	)
-	return errors.As(err, &pe) || errors.As(err, &wp) || errors.As(err, &ip) || errors.As(err, &fp) ||
-		errors.As(err, &uve) || errors.As(err, &ute) || errors.As(err, &me)
+	return isPanic(err) || errors.As(err, &uve) || errors.As(err, &ute) || errors.As(err, &me)
+}
+
+// isPanic reports a panic caught in the engine or in an aggregate's actor.
+func isPanic(err error) bool {
+	var (
+		pe panicError
+		wp wallet.PanicError
+		ip invoice.PanicError
+		fp payoutfile.PanicError
+	)
+	return errors.As(err, &pe) || errors.As(err, &wp) || errors.As(err, &ip) || errors.As(err, &fp)
 }
 
 // failureCode names a permanent failure for the quarantine table and the metric:
@@ -81,13 +87,7 @@ func failureCode(err error) string {
 	if errors.As(err, &pqErr) {
 		return string(pqErr.Code)
 	}
-	var (
-		pe panicError
-		wp wallet.PanicError
-		ip invoice.PanicError
-		fp payoutfile.PanicError
-	)
-	if errors.As(err, &pe) || errors.As(err, &wp) || errors.As(err, &ip) || errors.As(err, &fp) {
+	if isPanic(err) {
 		return "panic"
 	}
 	return "encode"

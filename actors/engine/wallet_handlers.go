@@ -210,14 +210,14 @@ func (e *Engine) ensureSettlement(ctx context.Context, p *partition, b *batch, c
 // invent money, and is refused as a domain answer (not an error, which would
 // retry it forever).
 func (e *Engine) deposit(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
-	m, err := storage.GetMerchant(ctx, e.db, c.MerchantID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
-	}
+	env, err := e.environment(ctx, p, c.MerchantID)
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if m.Environment != "sandbox" {
+	if env == "" {
+		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	}
+	if env != "sandbox" {
 		return refuse(CodeInvalid, "Deposits exist only in the sandbox; this merchant is live.", ""), nil
 	}
 	ref := p.wallets[in.WalletID]
