@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/wallet"
 )
@@ -73,25 +72,75 @@ type OutboxEvent struct {
 	Body       []byte
 }
 
-// Batch is everything one partition worker commits at once.
+// Batch is everything one partition worker commits at once: the fixed core
+// (offset, wallets, ledger entries, processed commands, outbox) and the rows of
+// every other aggregate the batch touched.
 type Batch struct {
 	Topic      string
 	Partition  int32
 	Epoch      int64
 	NextOffset int64
 	At         time.Time
-	Wallets    []WalletWrite
-	Entries    []EntryWrite
-	Processed  []Processed
-	Outbox     []OutboxEvent
-	Invoices   []InvoiceWrite
-	Payouts    []PayoutWrite
+	// Wallets stay typed arrays in the core: every transfer writes two, and the
+	// jsonb path was measured slower for them (docs/adr/0003-generic-batch-commit.md).
+	Wallets   []WalletWrite
+	Entries   []EntryWrite
+	Processed []Processed
+	Outbox    []OutboxEvent
+	// Aggregates are the other aggregates' writes, applied in this order by their
+	// own SQL functions inside the same call.
+	Aggregates []AggregateRows
 }
 
-// InvoiceWrite is an invoice snapshot to store; PrevVersion 0 inserts it.
-type InvoiceWrite struct {
-	State       invoice.State
-	PrevVersion int64
+// AggregateRows is what one kind of aggregate writes in a batch. CommitBatch sends
+// Rows next to Kind, and paysvc_commit_batch hands them to that aggregate's own
+// function paysvc_apply_<Kind>(rows jsonb, at timestamptz), registered with its kind
+// in batch_aggregates by the aggregate's migration. So a new aggregate brings its
+// own type implementing this, its own migration, and nothing in the core changes.
+//
+// The function must raise PS002 (ErrStaleSnapshot) when a version-checked update
+// finds another version; any other error it raises reaches the engine with its own
+// SQLSTATE (classes 22, 23 and 54 set the command aside, see actors/engine).
+type AggregateRows interface {
+	// Kind names the aggregate: lowercase letters, digits and '_', as registered.
+	Kind() string
+	// Rows is the aggregate's JSON for its function; nil means nothing to write.
+	Rows() (json.RawMessage, error)
+}
+
+// validKind mirrors the CHECK of batch_aggregates.kind, to fail early, without a
+// round trip, on a kind that could never be registered.
+func validKind(k string) bool {
+	if k == "" || len(k) > 41 || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for _, c := range k {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// aggregateArrays lays the aggregates' rows out as the core's (a_kind, a_rows)
+// arrays, skipping those with nothing to write.
+func aggregateArrays(as []AggregateRows) (kinds, rows pq.StringArray, err error) {
+	kinds, rows = make(pq.StringArray, 0, len(as)), make(pq.StringArray, 0, len(as))
+	for _, a := range as {
+		k := a.Kind()
+		if !validKind(k) {
+			return nil, nil, fmt.Errorf("batch: aggregate kind %q is not a valid kind", k)
+		}
+		r, err := a.Rows()
+		if err != nil {
+			return nil, nil, fmt.Errorf("batch: %s rows: %w", k, err)
+		}
+		if len(r) == 0 {
+			continue
+		}
+		kinds, rows = append(kinds, k), append(rows, string(r))
+	}
+	return kinds, rows, nil
 }
 
 // EntryWrite is a ledger entry with the command that made it.
@@ -101,9 +150,10 @@ type EntryWrite struct {
 }
 
 // CommitBatch writes a batch atomically with one call of paysvc_commit_batch (one
-// round trip). Its first statement advances the partition's offset only if the epoch
-// is still ours, so a worker that lost the partition gets ErrFenced and writes
-// nothing; snapshot updates are version-checked (ErrStaleSnapshot).
+// round trip, whatever the aggregates). Its first statement advances the
+// partition's offset only if the epoch is still ours, so a worker that lost the
+// partition gets ErrFenced and writes nothing; snapshot updates are version-checked
+// (ErrStaleSnapshot), in the core and in every aggregate's function.
 func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 	var ins, upd []WalletWrite
 	for _, w := range b.Wallets {
@@ -131,11 +181,7 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 	}
-	iv, err := invoiceArrays(b.Invoices)
-	if err != nil {
-		return err
-	}
-	pf, pt, err := payoutJSON(b.Payouts)
+	aKind, aRows, err := aggregateArrays(b.Aggregates)
 	if err != nil {
 		return err
 	}
@@ -146,8 +192,7 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 		e.txn, e.cmd, e.merchant, e.account, e.wallet, e.currency, e.amount, e.running, e.transType, e.narrative,
 		cID, cMerchant, cType, cOffset, cReply,
 		oID, oTopic, oKey, oMerchant, oBody,
-		iv.ids, iv.merchants, iv.states, iv.refs, iv.checkouts, iv.versions, iv.prev, iv.data, iv.created, iv.updated,
-		string(pf), string(pt))
+		aKind, aRows)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
@@ -169,8 +214,7 @@ const commitBatchSQL = `SELECT paysvc_commit_batch($1, $2, $3, $4, $5,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
 	$35, $36, $37, $38, $39,
 	$40, $41, $42, $43, $44,
-	$45, $46, $47, $48, $49, $50, $51, $52, $53, $54,
-	$55::jsonb, $56::jsonb)`
+	$45, $46::jsonb[])`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated pq.StringArray
@@ -266,27 +310,4 @@ func ProcessedCommand(ctx context.Context, q sqlx.QueryerContext, merchantID, co
 		return "", nil, false, fmt.Errorf("processed reply: %w", err)
 	}
 	return row.Type, row.Reply, true, nil
-}
-
-type invoiceCols struct {
-	ids, merchants, states, refs, checkouts, data, created, updated pq.StringArray
-	versions, prev                                                  pq.Int64Array
-}
-
-func invoiceArrays(ws []InvoiceWrite) (invoiceCols, error) {
-	n := len(ws)
-	c := invoiceCols{make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.Int64Array, n), make(pq.Int64Array, n)}
-	for i, w := range ws {
-		s := w.State
-		data, err := json.Marshal(s)
-		if err != nil {
-			return c, fmt.Errorf("batch: invoice %s: %w", s.InvoiceID, err)
-		}
-		c.ids[i], c.merchants[i], c.states[i], c.refs[i], c.checkouts[i] = s.InvoiceID, s.MerchantID, s.State, s.APIRef, s.CheckoutRequestID
-		c.data[i], c.versions[i], c.prev[i] = string(data), s.Version, w.PrevVersion
-		c.created[i], c.updated[i] = s.CreatedAt.UTC().Format(time.RFC3339Nano), s.UpdatedAt.UTC().Format(time.RFC3339Nano)
-	}
-	return c, nil
 }

@@ -29,7 +29,7 @@ type batchBundle struct {
 	epoch int64
 }
 
-func setupBatch(t *testing.T) batchBundle {
+func setupBatch(t testing.TB) batchBundle {
 	t.Helper()
 	ctx := context.Background()
 	s := storagetest.New(t)

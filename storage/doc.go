@@ -7,5 +7,15 @@
 // command ids, the consumed offset and outbox events in ONE transaction, and the
 // version and epoch checks in those statements are what make a stale writer fail.
 //
+// The batch commit (CommitBatch, one call of paysvc_commit_batch: one round trip) has
+// a fixed core, the partition fence and offset, wallets, ledger entries, processed
+// commands with their replies and the outbox, and is generic over every other
+// aggregate: each brings an AggregateRows (its kind and its rows as JSON, collected
+// by its own type such as InvoiceWrites or PayoutWrites), which the core hands to
+// that aggregate's own SQL function paysvc_apply_<kind>(rows jsonb, at timestamptz),
+// registered in batch_aggregates by the aggregate's migration. Adding an aggregate
+// is its migration, its collector and its handlers' calls: see
+// docs/adr/0003-generic-batch-commit.md.
+//
 // Every read the API makes is scoped by the authenticated merchant id.
 package storage

@@ -110,3 +110,66 @@ func UnclearedCardInvoices(ctx context.Context, q sqlx.QueryerContext, completed
 		ORDER BY updated_at LIMIT $2`, completedBefore, limit)
 	return out, err
 }
+
+// InvoiceKind is the invoices' kind in the batch commit (paysvc_apply_invoice).
+const InvoiceKind = "invoice"
+
+// InvoiceWrites collects the invoices a batch changed: for each, the version it had
+// when the batch first touched it (0: new, inserted) and its last state. It is the
+// invoices' AggregateRows.
+type InvoiceWrites struct {
+	prev   map[string]int64
+	states map[string]invoice.State
+	order  []string
+}
+
+// NewInvoiceWrites returns an empty collector.
+func NewInvoiceWrites() *InvoiceWrites {
+	return &InvoiceWrites{prev: map[string]int64{}, states: map[string]invoice.State{}}
+}
+
+// Touch records an invoice's new state; the update stays conditional on the version
+// it had before the batch's first change.
+func (w *InvoiceWrites) Touch(before, after invoice.State) {
+	if _, ok := w.states[after.InvoiceID]; !ok {
+		w.prev[after.InvoiceID] = before.Version
+		w.order = append(w.order, after.InvoiceID)
+	}
+	w.states[after.InvoiceID] = after
+}
+
+// Kind implements AggregateRows.
+func (w *InvoiceWrites) Kind() string { return InvoiceKind }
+
+type invoiceRow struct {
+	InvoiceID         string          `json:"invoice_id"`
+	MerchantID        string          `json:"merchant_id"`
+	State             string          `json:"state"`
+	APIRef            string          `json:"api_ref"`
+	CheckoutRequestID string          `json:"checkout_request_id"`
+	Version           int64           `json:"version"`
+	Prev              int64           `json:"prev"`
+	Data              json.RawMessage `json:"data"`
+	CreatedAt         time.Time       `json:"created_at"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+}
+
+// Rows implements AggregateRows: the rows of paysvc_apply_invoice, in the order the
+// batch first touched each invoice.
+func (w *InvoiceWrites) Rows() (json.RawMessage, error) {
+	if len(w.order) == 0 {
+		return nil, nil
+	}
+	rows := make([]invoiceRow, len(w.order))
+	for i, id := range w.order {
+		s := w.states[id]
+		data, err := json.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("invoice %s: %w", s.InvoiceID, err)
+		}
+		rows[i] = invoiceRow{InvoiceID: s.InvoiceID, MerchantID: s.MerchantID, State: s.State, APIRef: s.APIRef,
+			CheckoutRequestID: s.CheckoutRequestID, Version: s.Version, Prev: w.prev[id], Data: data,
+			CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
+	}
+	return json.Marshal(rows)
+}

@@ -15,18 +15,83 @@ import (
 	"paysvc/topics"
 )
 
-// PayoutWrite is a payment file to store: its header (PrevVersion 0 inserts it)
-// and the transactions the batch changed.
-type PayoutWrite struct {
-	Header      payoutfile.Header
-	PrevVersion int64
-	Txns        []PayoutTxnWrite
+// PayoutKind is the payment files' kind in the batch commit (paysvc_apply_payout).
+const PayoutKind = "payout"
+
+// PayoutWrites collects the payment files a batch changed: for each, the version
+// its header had when the batch first touched it (0: new, inserted), its last
+// state, and which of its transactions changed (only those are written: a rail
+// result for 500 of a file's 10,000 transactions writes 500 rows). It is the
+// payment files' AggregateRows.
+type PayoutWrites struct {
+	files map[string]*payoutAcc
+	order []string
 }
 
-// PayoutTxnWrite is one transaction and its position in the file.
-type PayoutTxnWrite struct {
-	Seq int
-	Txn payoutfile.Txn
+type payoutAcc struct {
+	prev    int64
+	state   payoutfile.State
+	changed map[int]bool
+}
+
+// NewPayoutWrites returns an empty collector.
+func NewPayoutWrites() *PayoutWrites { return &PayoutWrites{files: map[string]*payoutAcc{}} }
+
+// Touch records a file's new state and the positions of the transactions that
+// changed. Rows reads the state when the batch commits, after the engine moved on:
+// after must not be changed in place later (payoutfile's apply functions return new
+// states, cloning the transactions they change).
+func (w *PayoutWrites) Touch(before, after payoutfile.State, changed []int) {
+	a, ok := w.files[after.FileID]
+	if !ok {
+		a = &payoutAcc{prev: before.Version, changed: map[int]bool{}}
+		w.files[after.FileID] = a
+		w.order = append(w.order, after.FileID)
+	}
+	a.state = after
+	for _, i := range changed {
+		a.changed[i] = true
+	}
+}
+
+// Kind implements AggregateRows.
+func (w *PayoutWrites) Kind() string { return PayoutKind }
+
+// Rows implements AggregateRows: {"files": [...], "txns": [...]} for
+// paysvc_apply_payout, files in the order the batch first touched them and each
+// file's changed transactions in file order.
+func (w *PayoutWrites) Rows() (json.RawMessage, error) {
+	if len(w.order) == 0 {
+		return nil, nil
+	}
+	fr := make([]fileRow, 0, len(w.order))
+	tr := []txnRow{}
+	for _, id := range w.order {
+		a := w.files[id]
+		h := a.state.Header
+		data, err := json.Marshal(h)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", h.FileID, err)
+		}
+		fr = append(fr, fileRow{FileID: h.FileID, MerchantID: h.MerchantID, TrackingID: h.TrackingID, Status: h.Status,
+			Version: h.Version, Prev: a.prev, Data: data, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
+		for seq, t := range a.state.Txns {
+			if !a.changed[seq] {
+				continue
+			}
+			data, err := json.Marshal(t)
+			if err != nil {
+				return nil, fmt.Errorf("transaction %s: %w", t.TransactionID, err)
+			}
+			tr = append(tr, txnRow{TransactionID: t.TransactionID, FileID: h.FileID, MerchantID: h.MerchantID, Seq: seq,
+				Status: t.Status, Provider: h.Provider, Account: t.Account, IdempotencyKey: t.IdempotencyKey,
+				ClaimsKey: ClaimsKey(h, t), Data: data, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
+		}
+	}
+	return json.Marshal(struct {
+		Files []fileRow `json:"files"`
+		Txns  []txnRow  `json:"txns"`
+	}{fr, tr})
 }
 
 type fileRow struct {
@@ -61,39 +126,6 @@ type txnRow struct {
 func ClaimsKey(h payoutfile.Header, t payoutfile.Txn) bool {
 	return t.IdempotencyKey != "" && t.Status != payoutfile.TxnFailed &&
 		(h.Status == payoutfile.StatusProcessing || h.Status == payoutfile.StatusComplete)
-}
-
-// payoutJSON lays the files and transactions out as the two jsonb arguments of
-// paysvc_commit_batch (never null: an empty batch is "[]").
-func payoutJSON(ws []PayoutWrite) (files, txns []byte, err error) {
-	fr := make([]fileRow, 0, len(ws))
-	var tr []txnRow
-	for _, w := range ws {
-		h := w.Header
-		data, err := json.Marshal(h)
-		if err != nil {
-			return nil, nil, fmt.Errorf("batch: file %s: %w", h.FileID, err)
-		}
-		fr = append(fr, fileRow{FileID: h.FileID, MerchantID: h.MerchantID, TrackingID: h.TrackingID, Status: h.Status,
-			Version: h.Version, Prev: w.PrevVersion, Data: data, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
-		for _, t := range w.Txns {
-			data, err := json.Marshal(t.Txn)
-			if err != nil {
-				return nil, nil, fmt.Errorf("batch: transaction %s: %w", t.Txn.TransactionID, err)
-			}
-			tr = append(tr, txnRow{TransactionID: t.Txn.TransactionID, FileID: h.FileID, MerchantID: h.MerchantID, Seq: t.Seq,
-				Status: t.Txn.Status, Provider: h.Provider, Account: t.Txn.Account, IdempotencyKey: t.Txn.IdempotencyKey,
-				ClaimsKey: ClaimsKey(h, t.Txn), Data: data, CreatedAt: t.Txn.CreatedAt, UpdatedAt: t.Txn.UpdatedAt})
-		}
-	}
-	if tr == nil {
-		tr = []txnRow{}
-	}
-	if files, err = json.Marshal(fr); err != nil {
-		return nil, nil, err
-	}
-	txns, err = json.Marshal(tr)
-	return files, txns, err
 }
 
 // LoadPayoutFiles reads whole files (header and transactions in file order) of one

@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/payoutfile"
 	"paysvc/actors/wallet"
@@ -19,19 +18,37 @@ import (
 // batch accumulates the effects of one partition's commands until they commit.
 type batch struct {
 	at        time.Time
-	wallets   map[string]*storage.WalletWrite
+	wallets   map[string]*storage.WalletWrite // the core's aggregate (typed arrays: the hot path)
 	order     []string
 	entries   []storage.EntryWrite
 	outbox    []storage.OutboxEvent
 	newLabels map[string]bool // merchant/currency/label of wallets opened in this batch
-	invoices  map[string]*storage.InvoiceWrite
-	invOrder  []string
-	payouts   map[string]*payoutAcc
-	payOrder  []string
-	newKeys   []string // payout idempotency keys claimed in this batch
+	// aggs are every other aggregate's writes, by kind, in the order the batch first
+	// touched each kind: handlers add to them through writes.
+	aggs     map[string]storage.AggregateRows
+	aggOrder []string
+	newKeys  []string // payout idempotency keys claimed in this batch
+	finished []string // payment files this batch made final
 	// payoutOutcomes counts transactions finished by the batch, by provider and
 	// status, for paysvc_payout_transactions_total once it commits.
 	payoutOutcomes map[[2]string]int
+}
+
+// writes returns the batch's collector of one kind of aggregate, made by newRows
+// the first time the batch touches that kind. An aggregate's handlers call it with
+// their storage collector (e.g. storage.InvoiceKind, storage.NewInvoiceWrites):
+// the batch itself knows no aggregate but the wallets.
+func writes[W storage.AggregateRows](b *batch, kind string, newRows func() W) W {
+	if w, ok := b.aggs[kind]; ok {
+		return w.(W)
+	}
+	w := newRows()
+	if b.aggs == nil {
+		b.aggs = map[string]storage.AggregateRows{}
+	}
+	b.aggs[kind] = w
+	b.aggOrder = append(b.aggOrder, kind)
+	return w
 }
 
 // countPayouts books transactions of a file that reached an outcome in this batch.
@@ -41,50 +58,6 @@ func (b *batch) countPayouts(provider string, complete, failed int) {
 	}
 	b.payoutOutcomes[[2]string{provider, payoutfile.TxnComplete}] += complete
 	b.payoutOutcomes[[2]string{provider, payoutfile.TxnFailed}] += failed
-}
-
-// payoutAcc gathers one file's changes across the batch's commands.
-type payoutAcc struct {
-	prev    int64
-	state   payoutfile.State
-	changed map[int]bool
-	final   bool
-}
-
-// touchPayout records a file's new state and which of its transactions changed.
-func (b *batch) touchPayout(before, after payoutfile.State, changed []int) {
-	a, ok := b.payouts[after.FileID]
-	if !ok {
-		a = &payoutAcc{prev: before.Version, changed: map[int]bool{}}
-		b.payouts[after.FileID] = a
-		b.payOrder = append(b.payOrder, after.FileID)
-	}
-	a.state = after
-	a.final = after.Status == payoutfile.StatusComplete || after.Status == payoutfile.StatusCancelled || after.Status == payoutfile.StatusFailed
-	for _, i := range changed {
-		a.changed[i] = true
-	}
-}
-
-func (a *payoutAcc) write() storage.PayoutWrite {
-	w := storage.PayoutWrite{Header: a.state.Header, PrevVersion: a.prev, Txns: make([]storage.PayoutTxnWrite, 0, len(a.changed))}
-	for i := range a.state.Txns {
-		if a.changed[i] {
-			w.Txns = append(w.Txns, storage.PayoutTxnWrite{Seq: i, Txn: a.state.Txns[i]})
-		}
-	}
-	return w
-}
-
-// touchInvoice is touch for invoices.
-func (b *batch) touchInvoice(before, after invoice.State) {
-	w, ok := b.invoices[after.InvoiceID]
-	if !ok {
-		w = &storage.InvoiceWrite{PrevVersion: before.Version}
-		b.invoices[after.InvoiceID] = w
-		b.invOrder = append(b.invOrder, after.InvoiceID)
-	}
-	w.State = after
 }
 
 // touch records a wallet's new state, remembering the version the batch started
@@ -124,8 +97,7 @@ type prepared struct {
 func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record) (*prepared, error) {
 	// Postgres keeps microseconds: truncating here makes replies, events and later
 	// reads show the same timestamps.
-	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{},
-		invoices: map[string]*storage.InvoiceWrite{}, payouts: map[string]*payoutAcc{}}
+	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
 	var ids []string
@@ -215,19 +187,11 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 	for _, id := range b.order {
 		sb.Wallets = append(sb.Wallets, *b.wallets[id])
 	}
-	for _, id := range b.invOrder {
-		sb.Invoices = append(sb.Invoices, *b.invoices[id])
-	}
-	for _, id := range b.payOrder {
-		sb.Payouts = append(sb.Payouts, b.payouts[id].write())
+	for _, k := range b.aggOrder {
+		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
 	}
 	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels, newKeys: b.newKeys,
-		payouts: b.payoutOutcomes}
-	for _, id := range b.payOrder {
-		if b.payouts[id].final {
-			pr.finished = append(pr.finished, id)
-		}
-	}
+		finished: b.finished, payouts: b.payoutOutcomes}
 	for _, c := range cmds {
 		if c != nil && !c.IssuedAt.IsZero() {
 			pr.issued = append(pr.issued, c.IssuedAt)

@@ -318,3 +318,8 @@ func (e *Engine) collectionEvent(c *topics.Command, at time.Time, s invoice.Stat
 		FailedCode: opt(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	return e.event(c, at, topics.CollectionEvent, s.InvoiceID, ev)
 }
+
+// touchInvoice records an invoice's new state in the batch's invoice writes.
+func (b *batch) touchInvoice(before, after invoice.State) {
+	writes(b, storage.InvoiceKind, storage.NewInvoiceWrites).Touch(before, after)
+}

@@ -663,3 +663,14 @@ func (e *Engine) callback(b *batch, c *topics.Command, f payoutfile.State, chang
 	b.outbox = append(b.outbox, storage.OutboxEvent{EventID: cb.ID, Topic: topics.CallbackTopic, Key: f.FileID,
 		MerchantID: f.MerchantID, Body: mustJSON(cb)})
 }
+
+// touchPayout records a file's new state and which of its transactions changed in
+// the batch's payout writes, and notes a file that became final (its actor can go
+// once the batch commits).
+func (b *batch) touchPayout(before, after payoutfile.State, changed []int) {
+	writes(b, storage.PayoutKind, storage.NewPayoutWrites).Touch(before, after, changed)
+	if final := after.Status == payoutfile.StatusComplete || after.Status == payoutfile.StatusCancelled ||
+		after.Status == payoutfile.StatusFailed; final && !slices.Contains(b.finished, after.FileID) {
+		b.finished = append(b.finished, after.FileID)
+	}
+}

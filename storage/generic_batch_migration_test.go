@@ -1,0 +1,110 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"paysvc/actors/invoice"
+	"paysvc/storage"
+)
+
+// A database migrated before 0024, holding invoices and a payment file written by
+// the old paysvc_commit_batch, migrates to the generic batch commit: the old
+// signature is gone, and batches update the rows it wrote, version-checked.
+func TestMigration0024_ExistingDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := emptySchema(t)
+	files, err := fs.Glob(os.DirFS("migrations"), "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		v, err := strconv.Atoi(strings.SplitN(f, "_", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v >= 24 {
+			continue
+		}
+		sql, err := os.ReadFile("migrations/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, string(sql)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, v, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rows as the old function left them, through the old function itself.
+	for _, q := range []string{
+		`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Old', 'sandbox')`,
+		`INSERT INTO partition_offsets (topic, partition, epoch, next_offset, owner) VALUES ('paysvc.commands.v1', 0, 1, 5, 'A')`,
+		`SELECT paysvc_commit_batch('paysvc.commands.v1', 0, 1, 6, '2026-03-01T12:00:00Z',
+			'{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}',
+			'{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}',
+			'{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}',
+			'{}', '{}', '{}', '{}', '{}',
+			'{}', '{}', '{}', '{}', '{}',
+			'{I1}', '{M1}', '{PENDING}', '{ref}', '{""}', '{1}', '{0}',
+			ARRAY['{"invoice_id":"I1","merchant_id":"M1","state":"PENDING","api_ref":"ref","version":1}'],
+			'{2026-03-01T12:00:00Z}', '{2026-03-01T12:00:00Z}',
+			'[{"file_id":"F1","merchant_id":"M1","tracking_id":"7d8f9e5a-2c1b-4e0a-9f3d-1a2b3c4d5e6f","status":"PREVIEW_AND_APPROVE",
+			   "version":1,"prev":0,"data":{"file_id":"F1"},"created_at":"2026-03-01T12:00:00Z","updated_at":"2026-03-01T12:00:00Z"}]',
+			'[]')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	applied, err := storage.Migrate(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0] != 24 {
+		t.Fatalf("applied %v, want [24]", applied)
+	}
+	var n int
+	if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_proc WHERE proname = 'paysvc_commit_batch' AND pronamespace = current_schema()::regnamespace`); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d paysvc_commit_batch functions, want only the generic one", n)
+	}
+
+	b := batchBundle{ctx: ctx, db: db, epoch: 1}
+	w := storage.NewInvoiceWrites()
+	old := invoice.State{InvoiceID: "I1", MerchantID: "M1", State: invoice.StatePending, APIRef: "ref", Version: 1, CreatedAt: t0, UpdatedAt: t0}
+	next := old
+	next.State, next.Version = invoice.StateFailed, 2
+	w.Touch(old, next)
+	bt := aggBatch(b, 7, w)
+	if err := storage.CommitBatch(ctx, db, bt); err != nil {
+		t.Fatal(err)
+	}
+	got, err := storage.GetInvoice(ctx, db, "M1", "I1")
+	if err != nil || got.State != invoice.StateFailed || got.Version != 2 {
+		t.Fatalf("I1 after the migration: %+v %v", got, err)
+	}
+	wantOffset(t, b, 7)
+	// The file written before the migration is version-checked by paysvc_apply_payout.
+	stale := rawRows{"payout", `{"files":[{"file_id":"F1","merchant_id":"M1","tracking_id":"7d8f9e5a-2c1b-4e0a-9f3d-1a2b3c4d5e6f",
+		"status":"CANCELLED","version":3,"prev":2,"data":{},"created_at":"2026-03-01T12:00:00Z","updated_at":"2026-03-01T12:00:00Z"}],"txns":[]}`}
+	if err := storage.CommitBatch(ctx, db, aggBatch(b, 8, stale)); !errors.Is(err, storage.ErrStaleSnapshot) {
+		t.Fatalf("stale file after the migration: %v", err)
+	}
+}
