@@ -54,9 +54,18 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.str("phone_number", method == "M-PESA", 20, nil)
+	if method == "PESALINK" && target.checkout != nil {
+		// A session prices M-Pesa and card by its own tariffs; it has no bank
+		// tariff, and the payer must not pick who pays the fee (docs/api-decisions.md).
+		return invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
+	}
+	sessionPhone := target.checkout != nil && target.checkout.PhoneNumber != nil
+	phone, err := b.text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
 	if err != nil {
 		return err
+	}
+	if phone == "" && sessionPhone {
+		phone = *target.checkout.PhoneNumber
 	}
 	if strings.Contains(phone, "*") { // the hosted page's masked prefill, kept by the payer
 		if phone, err = s.prefilledPhone(c, target, phone); err != nil {
@@ -66,18 +75,13 @@ func (s *Server) collection(c echo.Context) error {
 	if phone != "" && !phonePattern.MatchString(phone) {
 		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
-	for _, f := range []struct {
-		name    string
-		max     int
-		pattern *regexp.Regexp
-	}{
-		{"first_name", 45, namePattern}, {"last_name", 45, namePattern},
-		{"country", 2, countryPattern}, {"zipcode", 10, namePattern}, {"city", 100, nil}, {"state", 100, nil},
-		{"address", 140, nil}, {"bank_tarrif", 20, nil},
-	} {
-		if _, err := b.str(f.name, false, f.max, f.pattern); err != nil {
-			return err
-		}
+	cust, err := readCustomer(b, "")
+	if err != nil {
+		return err
+	}
+	host, err := readHost(b)
+	if err != nil {
+		return err
 	}
 	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
@@ -90,8 +94,8 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, APIRef: apiRef,
-		CheckoutID: target.checkoutID, Email: target.email}
+	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
+		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host}
 	if method == "PESALINK" {
 		if kes.Cmp(pesalinkMax) > 0 {
 			return invalid("amount", "PesaLink amount must be at most KES 999,999 (after conversion to KES).")
@@ -120,6 +124,12 @@ func (s *Server) collection(c echo.Context) error {
 		tar, err := b.str("mobile_tarrif", false, 20, nil)
 		if err != nil {
 			return err
+		}
+		if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
+			return invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		}
+		if target.checkout != nil {
+			tar = target.checkout.MobileTarrif
 		}
 		q, err := s.stkQuote(tar, kes)
 		if err != nil {

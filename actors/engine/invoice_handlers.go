@@ -128,7 +128,8 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: provider,
 			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
 			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
-			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, At: b.at,
+			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: invoice.Customer(in.Customer), Host: in.Host,
+			Narrative: in.Narrative, At: b.at,
 		}}
 	})
 	if err != nil {
@@ -314,7 +315,7 @@ func (e *Engine) collectionEvent(c *topics.Command, at time.Time, s invoice.Stat
 	}
 	ev := topics.Collection{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: topics.CollectionProvider(s.Provider),
 		Value: s.Value.String(), Charges: s.Charges.String(), NetAmount: s.NetAmount.String(), Currency: s.Currency,
-		Account: s.Account, APIRef: s.APIRef, MpesaReference: opt(s.MpesaReference), FailedReason: opt(s.FailedReason),
+		Account: opt(s.Account), APIRef: s.APIRef, MpesaReference: opt(s.MpesaReference), FailedReason: opt(s.FailedReason),
 		FailedCode: opt(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	return e.event(c, at, topics.CollectionEvent, s.InvoiceID, ev)
 }

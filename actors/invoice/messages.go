@@ -16,6 +16,8 @@ type Create struct {
 	Account, APIRef                 string
 	CheckoutID, Email               string
 	CardLast4, CardNetwork          string
+	Customer                        Customer
+	Host, Narrative                 string
 	At                              time.Time
 }
 
