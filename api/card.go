@@ -137,16 +137,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if kes.Cmp(maxCollectionKES) > 0 {
-		return invalid("amount", "Card amount must be at most KES 999,999 (after conversion to KES).")
-	}
-	q, err := s.cfg.Fees.Quote(tariff.MethodCard, tar, kes)
-	if errors.Is(err, tariff.ErrUnknownTariff) {
-		return invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
-	}
-	if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-		return invalid("amount", "The amount does not cover the card fee.")
-	}
+	q, _, err := s.priceCollection(tariff.MethodCard, tar, kes)
 	if err != nil {
 		return err
 	}

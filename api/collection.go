@@ -21,7 +21,6 @@ import (
 var maxCollectionKES = money.MustParse("999999.00")
 
 var (
-	pesalinkMax    = maxCollectionKES
 	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
 	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 	countryPattern = regexp.MustCompile(`^[a-zA-Z]{2}$`)
@@ -97,30 +96,17 @@ func (s *Server) collection(c echo.Context) error {
 	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host}
 	if method == "PESALINK" {
-		if kes.Cmp(pesalinkMax) > 0 {
-			return invalid("amount", "PesaLink amount must be at most KES 999,999 (after conversion to KES).")
-		}
 		tar, err := b.str("bank_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}
-		q, err := s.cfg.Fees.Quote(tariff.MethodPesalink, tar, kes)
-		if errors.Is(err, tariff.ErrUnknownTariff) {
-			return invalid("bank_tarrif", "bank_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
-		}
-		if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-			return invalid("amount", "The amount does not cover the PesaLink fee.")
-		}
+		q, _, err := s.priceCollection(tariff.MethodPesalink, tar, kes)
 		if err != nil {
 			return err
 		}
 		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
 		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
 	} else {
-		kes = tariff.RoundUpShillings(kes)
-		if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
-			return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
-		}
 		tar, err := b.str("mobile_tarrif", false, 20, nil)
 		if err != nil {
 			return err
@@ -131,7 +117,7 @@ func (s *Server) collection(c echo.Context) error {
 		if target.checkout != nil {
 			tar = target.checkout.MobileTarrif
 		}
-		q, err := s.stkQuote(tar, kes)
+		q, _, err := s.priceCollection(tariff.MethodMpesa, tar, kes)
 		if err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ func (s *Server) priceCollection(method, tar string, kes money.Amount) (tariff.Q
 	case errors.Is(err, tariff.ErrUnknownTariff):
 		return q, kes, invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	case errors.Is(err, tariff.ErrFeeExceedsAmount):
-		return q, kes, invalid("amount", "The amount does not cover the transaction fee.")
+		return q, kes, invalid("amount", "The amount does not cover the "+method+" fee.")
 	case errors.Is(err, tariff.ErrUnknownMethod):
 		return q, kes, invalid("method", "This server does not collect by "+method+".")
 	}
