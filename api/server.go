@@ -213,6 +213,9 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(GET, "/checkout/:checkout_id", s.checkoutPage, open)
+	// The hosted pages' stylesheet, script and icon (pages.go): served here, so a
+	// page needs no other host.
+	r(GET, "/static/:name", s.serveStatic, open)
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(PermViewCollections, "read pay requests"))
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
