@@ -34,6 +34,7 @@ type browserScenario struct {
 	Expect   string `json:"expect,omitempty"` // PROCESSING: the live stage must be seen
 	Retry    bool   `json:"retry,omitempty"`
 	Card     string `json:"card,omitempty"`
+	Redirect bool   `json:"redirect,omitempty"` // follow the success screen's Continue link
 }
 
 type browserResult struct {
@@ -51,6 +52,7 @@ type browserResult struct {
 	MerchantShown string   `json:"merchantShown"`
 	HeadingShown  string   `json:"headingShown"`
 	PhoneHidden   bool     `json:"phoneHidden"`
+	RedirectedTo  string   `json:"redirectedTo"`
 }
 
 func TestHostedCheckoutInBrowser(t *testing.T) {
@@ -86,6 +88,10 @@ func TestHostedCheckoutInBrowser(t *testing.T) {
 			Phone: "254712340003", Retry: true},
 		{Name: "checkout-card", Kind: "card", Checkout: checkout(map[string]any{"amount": 40, "currency": "KES"}),
 			Card: "4242 4242 4242 4242"},
+		// The merchant's redirect_url is paysvc's own health check, so that following
+		// it stays on the one host the page may talk to.
+		{Name: "checkout-redirect", Kind: "stk", Checkout: checkout(map[string]any{"amount": 60, "currency": "KES",
+			"redirect_url": env.BaseURL + "/healthz?order=9"}), Phone: "254708374149", Redirect: true},
 		// A pay request without an amount: its checkout asks the customer for one.
 		{Name: "checkout-keyboard", Kind: "keyboard", Checkout: openPayRequest(), Phone: "254722000123", Amount: "150"},
 	}
@@ -165,12 +171,25 @@ func TestHostedCheckoutInBrowser(t *testing.T) {
 		paid = append(paid, inv["net_amount"].(string))
 	})
 
+	t.Run("SuccessContinuesToTheRedirectURL", func(t *testing.T) {
+		r := res["checkout-redirect"]
+		if r.Final != "done" {
+			t.Fatalf("final screen %s: %q", r.Final, r.FinalText)
+		}
+		u, err := url.Parse(r.RedirectedTo)
+		if err != nil || u.Path != "/healthz" || u.Query().Get("order") != "9" || u.Query().Get("checkout_id") != r.checkoutOf(scenarios, "checkout-redirect") ||
+			u.Query().Get("tracking_id") != r.Invoice {
+			t.Fatalf("redirected to %q, want /healthz?order=9 with the checkout and invoice (%s)", r.RedirectedTo, r.Invoice)
+		}
+		paid = append(paid, b.waitInvoice(t, r.Invoice)["net_amount"].(string))
+	})
+
 	// The settlement wallet's current balance is exactly the completed payments' net
 	// amounts (card funds count there at once, available later): the failed payment
 	// credited nothing.
 	t.Run("WalletCreditedWithTheCompletedPaymentsOnly", func(t *testing.T) {
-		if len(paid) != 3 {
-			t.Fatalf("want three completed payments, have %v", paid)
+		if len(paid) != 4 {
+			t.Fatalf("want four completed payments, have %v", paid)
 		}
 		want := money.MustParse("0")
 		for _, p := range paid {
@@ -279,4 +298,14 @@ func runBrowser(t *testing.T, dir, baseURL string, scenarios []browserScenario) 
 	}
 	t.Logf("browser results (screenshots in %s):\n%s", shots, &stdout)
 	return res
+}
+
+// checkoutOf is the checkout id of the named scenario.
+func (browserResult) checkoutOf(scenarios []browserScenario, name string) string {
+	for _, s := range scenarios {
+		if s.Name == name {
+			return s.Checkout
+		}
+	}
+	return ""
 }

@@ -288,10 +288,13 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	return s.renderPage(c, "checkout", hostedPage{Title: title, Merchant: merchant.Name, Data: data})
 }
 
-// checkoutRedirectURL is the session's redirect_url, "" when it has none. Sessions
-// do not store one yet (a parallel change adds the column): this is the one line to
-// point at it.
-func checkoutRedirectURL(storage.Checkout) string { return "" }
+// checkoutRedirectURL is the session's redirect_url, "" when it has none.
+func checkoutRedirectURL(co storage.Checkout) string {
+	if co.RedirectURL == nil {
+		return ""
+	}
+	return *co.RedirectURL
+}
 
 // paymentTarget is what a payment names: currency, amount, and (optionally) the
 // checkout session it pays, whose currency and fixed amount it must match.

@@ -110,6 +110,12 @@ const run = {
         out.focused = await page.evaluate(() => document.activeElement && document.activeElement.id);
         out.status = (await page.locator('#status').textContent()).trim();
         await shot(page, `${s.name}-9-${out.final}`);
+        if (out.final === 'done' && s.redirect) {
+          // The merchant's redirect_url, with the session and invoice appended.
+          await page.locator('#continue').click();
+          await page.waitForURL((u) => !u.pathname.startsWith('/checkout/'), { timeout: TIMEOUT });
+          out.redirectedTo = page.url();
+        }
         if (out.final === 'failed' && s.retry) {
           await page.getByRole('button', { name: 'Try again' }).click();
           await page.locator('#pay').waitFor({ state: 'visible' });
