@@ -314,12 +314,12 @@ func (e *Engine) queuePayouts(b *batch, c *topics.Command, f payoutfile.State, r
 			if _, no := rejected[t.TransactionID]; no {
 				continue
 			}
-			wallet := t.Account
+			dest := t.Account
 			if t.RecipientWalletID != "" {
-				wallet = t.RecipientWalletID
+				dest = t.RecipientWalletID // an email resolved at initiation
 			}
 			payload := mustJSON(topics.PayoutP2PCredit{PayerMerchantID: f.MerchantID, FileID: f.FileID, TransactionID: t.TransactionID,
-				WalletID: wallet, Account: t.Account, Amount: t.Amount, Currency: f.Currency, Narrative: t.Narrative})
+				WalletID: dest, Account: t.Account, Amount: t.Amount, Currency: f.Currency, Narrative: t.Narrative})
 			cmd := topics.Command{ID: ids.DeriveUUID("p2p-credit", f.FileID, t.TransactionID), Type: topics.CmdPayoutP2PCredit,
 				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: b.at, Payload: payload}
 			body, err := topics.EncodeCommand(cmd)
