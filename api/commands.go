@@ -95,6 +95,7 @@ var replyStatus = map[string]int{
 	"not_cancellable":       http.StatusBadRequest,
 	"cannot_disburse":       http.StatusBadRequest,
 	"nonce_mismatch":        http.StatusBadRequest,
+	"insufficient_balance":  http.StatusBadRequest,
 	"reply_expired":         http.StatusConflict,
 	// Set aside by the engine (docs/security.md, "Poison commands in the engine").
 	"unprocessable_command": http.StatusUnprocessableEntity,

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"paysvc/actors/money"
+	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )
@@ -212,7 +213,13 @@ type sdkFixture struct {
 
 func sdkStart(t *testing.T, funds string) *sdkFixture {
 	t.Helper()
-	env := servicetest.Start(t, nil)
+	return sdkStartWith(t, funds, nil)
+}
+
+// sdkStartWith is sdkStart on a service configured by mutate.
+func sdkStartWith(t *testing.T, funds string, mutate func(*service.Config)) *sdkFixture {
+	t.Helper()
+	env := servicetest.Start(t, mutate)
 	m := env.Merchant("SDK Merchant")
 	f := &sdkFixture{env: env, public: m.PublicKey, secret: m.SecretKey}
 

@@ -310,16 +310,25 @@ func (s *Server) connectionClose(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// initiationBodyBytes is payment-file initiation's body limit with a body limit
+// of limit: a payment file of 10,000 transactions is up to about 8 MB in ASCII.
+func initiationBodyBytes(limit int64) int64 { return limit * 16 }
+
 // MaxBodyBytes is the largest body any route takes with a body limit of limit:
-// payment-file initiation's.
-func MaxBodyBytes(limit int64) int64 { return limit * 16 }
+// payment-file initiation's, or approve's (approvelimit.go), whichever is larger.
+func MaxBodyBytes(limit int64) int64 { return max(initiationBodyBytes(limit), approveBodyLimit) }
 
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		limit := s.cfg.BodyLimit
-		if strings.HasPrefix(r.URL.Path, "/api/v1/send-money/initiat") {
-			limit = MaxBodyBytes(limit) // a payment file of 10,000 transactions is about 1.5 MB
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/api/v1/send-money/initiat"):
+			limit = initiationBodyBytes(limit)
+		case strings.HasPrefix(r.URL.Path, "/api/v1/send-money/approve"):
+			// The SDKs post the whole initiation response back; the slow-body
+			// bound (api/deadline) and the text check apply as on every route.
+			limit = max(limit, approveBodyLimit)
 		}
 		if r.ContentLength > limit {
 			return clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.")
