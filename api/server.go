@@ -194,6 +194,9 @@ func (s *Server) routes(e *echo.Echo) {
 	const v1 = "/api/v1"
 
 	r(GET, "/healthz", s.healthz, open)
+	// The interface's own description (spec, Versioning): no credential, so a client
+	// can learn what it talks to before it has keys. Also at /api/v1/ (trailing slash).
+	r(GET, v1, s.apiVersion, open)
 
 	r(GET, v1+"/wallets", s.listWallets, secret(PermViewWallets, "list wallets"))
 	r(POST, v1+"/wallets", s.createWallet, secret(PermAddWallets, "create wallets").idem())
@@ -265,6 +268,18 @@ func (s *Server) healthz(c echo.Context) error {
 		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "database_unavailable", Detail: "Database is unavailable."}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "environment": s.cfg.Environment})
+}
+
+// InterfaceVersion is the version of the interface description this server
+// implements (spec, Versioning: the path prefix is /api/v1, the description 1.0.0).
+// It changes with the interface, not with paysvc's releases.
+const InterfaceVersion = "1.0.0"
+
+// apiVersion states which interface this server speaks: its name, the interface
+// version and the path prefix, and the environment (sandbox or live) as /healthz does.
+func (s *Server) apiVersion(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"name": "paysvc", "version": InterfaceVersion, "api": "v1",
+		"prefix": "/api/v1", "environment": s.cfg.Environment})
 }
 
 // requestID takes a sane X-Request-Id from the client or makes one, and echoes it.

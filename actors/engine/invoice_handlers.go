@@ -20,7 +20,9 @@ const (
 )
 
 // StageSent is the provider-result stage that records the rail's reference for a
-// prompt (the rails role sends it right after the rail took the prompt).
+// prompt without a state change. The rails role now sends ACCEPTED when Daraja takes
+// a prompt (PENDING -> PROCESSING, as in the sandbox); SENT is still applied for
+// commands produced before that change.
 const StageSent = "SENT"
 
 // StageUnknown is the provider-result stage of a prompt whose fate the rail could

@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 				return nil, fmt.Errorf("PAYSVC_DARAJA_*: %w", err)
 			}
 			sink := rails.Sink(s.producer)
-			s.goRun(func() error { return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordSent: true}, log) })
+			s.goRun(func() error { return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordAccepted: true}, log) })
 			s.goRun(func() error {
 				return rails.Recover(runCtx, s.DB, d, sink, cfg.DarajaQueryAfter, max(cfg.DarajaQueryAfter/4, 100*time.Millisecond), log)
 			})
