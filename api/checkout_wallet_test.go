@@ -222,11 +222,11 @@ func TestCheckoutCustomerPaysByMpesa(t *testing.T) {
 		id := r.Map(t)["detail"].(map[string]any)["checkout"].(map[string]any)["id"].(string)
 		// The emailed link's page carries the session's signature.
 		page := string(b.env.Do("GET", "/checkout/"+id+"/", nil).Body)
-		i := strings.Index(page, `name="signature" value="`)
+		i := strings.Index(page, `data-signature="`)
 		if i < 0 {
 			t.Fatalf("no signature on the page:\n%s", page)
 		}
-		sig := page[i+len(`name="signature" value="`):]
+		sig := page[i+len(`data-signature="`):]
 		sig = sig[:strings.Index(sig, `"`)]
 		co := map[string]any{"id": id, "signature": sig, "currency": "KES", "amount": "100.00"}
 		paid := b.payOnPage(t, co, "254708374149", map[string]any{"mobile_tarrif": "BUSINESS-PAYS"})
