@@ -118,4 +118,3 @@ func (s *Server) cancelRefund(c echo.Context) error {
 	}
 	return s.walletReply(c, r, http.StatusOK)
 }
-

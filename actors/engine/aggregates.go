@@ -262,7 +262,9 @@ func (e *Engine) applyRegistered(ctx context.Context, p *partition, b *batch, c 
 	if p.aggs[k.Name] == nil {
 		p.aggs[k.Name] = map[string]*liveAgg{}
 	}
-	rows := writes(b, k.Name, func() *genericWrites { return &genericWrites{kind: k.Name, prev: map[string]int64{}, last: map[string]genericRow{}} })
+	rows := writes(b, k.Name, func() *genericWrites {
+		return &genericWrites{kind: k.Name, prev: map[string]int64{}, last: map[string]genericRow{}}
+	})
 	for _, id := range tx.order {
 		key := aggKey(c.MerchantID, id)
 		a := p.aggs[k.Name][key]
