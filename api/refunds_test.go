@@ -323,3 +323,36 @@ func containsAll(s string, subs ...string) bool {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestNodeSDK_Refunds runs the official SDK's refunds() calls (sdktest/refunds.js)
+// against a completed collection.
+func TestNodeSDK_Refunds(t *testing.T) {
+	t.Parallel()
+	dir := sdkDir(t)
+	f := sdkStart(t, "1.00")
+	b := &bundle{env: f.env, secret: f.secret, public: f.public, settlement: f.settlement}
+	inv := b.collected(t, "1000")
+	res := f.run(t, dir, "refunds.js", map[string]string{"PAYSVC_INVOICE": inv})
+	created := sdkOK(t, res, "create")
+	if created["status"] != "PENDING" || created["amount"] != "200.00" || created["invoice"] != inv || created["reason"] != "Unavailable service" {
+		t.Fatalf("create: %v", created)
+	}
+	got := sdkOK(t, res, "get")
+	if got["id"] != created["id"] || got["chargeback_id"] != created["chargeback_id"] {
+		t.Fatalf("get: %v, created %v", got, created)
+	}
+	list := sdkOK(t, res, "list")
+	sdkListShape(t, list)
+	if rs := sdkResults(t, list); len(rs) != 1 || rs[0]["id"] != created["id"] {
+		t.Fatalf("list: %v", list)
+	}
+	if e := sdkRejected(t, res, "createTooMuch", 400); e.Code != "refund_exceeds_invoice" {
+		t.Fatalf("createTooMuch: %+v", e)
+	}
+	if e := sdkRejected(t, res, "createBadReason", 400); e.Code != "invalid" {
+		t.Fatalf("createBadReason: %+v", e)
+	}
+	if cur, avail := b.balance(t, b.settlement); cur != "986.00" || avail != "786.00" {
+		t.Fatalf("wallet %s/%s, want 986.00/786.00 (200.00 held)", cur, avail)
+	}
+}
