@@ -101,6 +101,9 @@ var replyStatus = map[string]int{
 	"unprocessable_command": http.StatusUnprocessableEntity,
 	"command_failed":        http.StatusInternalServerError,
 	"balance_limit":         http.StatusBadRequest,
+	// refunds (actors/refund/refundkind)
+	"refund_exceeds_invoice": http.StatusBadRequest,
+	"invoice_not_refundable": http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.

@@ -268,6 +268,11 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/send-money/mpesa/timeout/:token", s.b2cTimeout, access{kind: kindCallback})
 	r(POST, v1+"/send-money/mpesa/status/:token", s.b2cStatus, access{kind: kindCallback})
 
+	r(GET, v1+"/chargebacks", s.listRefunds, secret(PermViewRefunds, "list refunds"))
+	r(POST, v1+"/chargebacks", s.createRefund, secret(PermAddRefunds, "request refunds").idem())
+	r(GET, v1+"/chargebacks/:refund_id", s.getRefund, secret(PermViewRefunds, "read refunds"))
+	r(POST, v1+"/chargebacks/:refund_id/cancel", s.cancelRefund, secret(PermAddRefunds, "cancel refunds").idem())
+
 	sandbox := access{kind: kindSandbox}
 	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
 	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)

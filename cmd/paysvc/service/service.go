@@ -61,6 +61,7 @@ type Service struct {
 // Start brings up the configured roles and returns once the HTTP listener is open.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
 	s := &Service{Config: cfg, Log: log}
+	registerAggregates()
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -230,6 +231,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error { return callback.Run(runCtx, s.Brokers, s.DB, client, log) })
 		s.goRun(func() error { return pruneWebhookEvents(runCtx, s.DB, cfg.Retention, log) })
 	}
+	if cfg.Has(RoleRails) && cfg.Environment == "sandbox" {
+		// Registered aggregates' sandbox rails (refunds), each as its kind defines it.
+		for _, k := range engine.Kinds() {
+			if k.Simulate == nil {
+				continue
+			}
+			d := engine.SimDeps{DB: s.DB, Delay: cfg.SimAggregateDelay, Log: log, Produce: s.produceCommand}
+			s.goRun(func() error { return k.Simulate(runCtx, d) })
+		}
+	}
 	if cfg.Has(RoleRails) {
 		s.goRun(func() error {
 			return rails.ClearCards(runCtx, s.DB, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
@@ -356,6 +367,15 @@ func defaultPublicBaseURL(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// produceCommand appends a command to the command log, keyed by its merchant.
+func (s *Service) produceCommand(ctx context.Context, c topics.Command) error {
+	b, err := topics.EncodeCommand(c)
+	if err != nil {
+		return err
+	}
+	return s.producer.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(c.MerchantID), Value: b}).FirstErr()
 }
 
 func (s *Service) goRun(f func() error) {
