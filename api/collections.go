@@ -265,6 +265,10 @@ func renderSession(s invoice.State) sessionJSON {
 	if who == "" {
 		who = s.Email
 	}
+	customerID := s.Customer.CustomerID
+	if customerID == "" {
+		customerID = ids.Derive(8, "customer", s.MerchantID, who)
+	}
 	refundable := "false"
 	if s.State == invoice.StateComplete {
 		refundable = "true"
@@ -272,7 +276,7 @@ func renderSession(s invoice.State) sessionJSON {
 	return sessionJSON{
 		ID:      ids.DeriveUUID("session", s.InvoiceID),
 		Invoice: inv,
-		Customer: customerJSON{CustomerID: ids.Derive(8, "customer", s.MerchantID, who), PhoneNumber: optional(s.Account),
+		Customer: customerJSON{CustomerID: customerID, PhoneNumber: optional(s.Account),
 			Email: optional(s.Email), FirstName: optional(s.Customer.FirstName), LastName: optional(s.Customer.LastName),
 			Country: optional(s.Customer.Country), Zipcode: optional(s.Customer.Zipcode),
 			Provider: s.Provider, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt},

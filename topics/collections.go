@@ -80,14 +80,17 @@ type InvoiceSTKPush struct {
 // request gave them (the payer's email and phone travel as Email and Phone). Its
 // fields are those of invoice.Customer, so one converts to the other.
 type PaymentCustomer struct {
-	FirstName string `json:"first_name,omitempty"`
-	LastName  string `json:"last_name,omitempty"`
-	Country   string `json:"country,omitempty"`
-	Zipcode   string `json:"zipcode,omitempty"`
-	Address   string `json:"address,omitempty"`
-	City      string `json:"city,omitempty"`
-	State     string `json:"state,omitempty"`
-	Comment   string `json:"comment,omitempty"`
+	// CustomerID is the merchant's customer record of the payer's email (the
+	// customers API); empty when the payment carried no email.
+	CustomerID string `json:"customer_id,omitempty"`
+	FirstName  string `json:"first_name,omitempty"`
+	LastName   string `json:"last_name,omitempty"`
+	Country    string `json:"country,omitempty"`
+	Zipcode    string `json:"zipcode,omitempty"`
+	Address    string `json:"address,omitempty"`
+	City       string `json:"city,omitempty"`
+	State      string `json:"state,omitempty"`
+	Comment    string `json:"comment,omitempty"`
 }
 
 // ProviderResult is a rail's outcome for an invoice, fed back as a command. Its

@@ -85,14 +85,17 @@ type State struct {
 // Customer is the payer's identity and billing address (email and phone number
 // are the invoice's Email and Account). Same fields as topics.PaymentCustomer.
 type Customer struct {
-	FirstName string `json:"first_name,omitempty"`
-	LastName  string `json:"last_name,omitempty"`
-	Country   string `json:"country,omitempty"`
-	Zipcode   string `json:"zipcode,omitempty"`
-	Address   string `json:"address,omitempty"`
-	City      string `json:"city,omitempty"`
-	State     string `json:"state,omitempty"`
-	Comment   string `json:"comment,omitempty"`
+	// CustomerID is the merchant's customer record of the payer's email (the
+	// customers API); empty when the payment carried no email.
+	CustomerID string `json:"customer_id,omitempty"`
+	FirstName  string `json:"first_name,omitempty"`
+	LastName   string `json:"last_name,omitempty"`
+	Country    string `json:"country,omitempty"`
+	Zipcode    string `json:"zipcode,omitempty"`
+	Address    string `json:"address,omitempty"`
+	City       string `json:"city,omitempty"`
+	State      string `json:"state,omitempty"`
+	Comment    string `json:"comment,omitempty"`
 }
 
 // Exists reports whether the invoice was created.
