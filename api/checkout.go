@@ -229,9 +229,8 @@ type checkoutView struct {
 	Phone                   string // a returning payer's number, masked
 	Paid                    bool
 	Card                    bool // card payments are offered (sandbox only until a live acquirer exists)
-	// Reason is a pay request's reason, which the spec shows on the page. Not filled
-	// yet: finding a session's pay request needs an index on pay_requests.checkout_id
-	// (a migration), and a public page must not scan a table.
+	// Reason is the reason of the pay request that emailed the session (the spec
+	// shows it on the page); found by index (migration 0032).
 	Reason       string
 	RedirectURL  string // where "Continue" goes after success; "" for none
 	RedirectHost string
@@ -256,6 +255,10 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	reason, err := storage.PayRequestReason(ctx, s.db, co.CheckoutID)
+	if err != nil {
+		return err
+	}
 	// A returning payer's phone is offered masked: the page is public to whoever
 	// holds its link, so the full number never reaches it. Kept as is, the masked
 	// value is resolved on the server from the same stored payment (prefilledPhone).
@@ -272,7 +275,7 @@ func (s *Server) checkoutPage(c echo.Context) error {
 			phone = maskPhone(prev)
 		}
 	}
-	data := checkoutView{ID: co.CheckoutID, Currency: co.Currency, Paid: co.Paid, Signature: view.Signature, Phone: phone,
+	data := checkoutView{ID: co.CheckoutID, Reason: reason, Currency: co.Currency, Paid: co.Paid, Signature: view.Signature, Phone: phone,
 		Card: s.cfg.Environment == "sandbox"}
 	if co.Amount != nil && co.Amount.Sign() > 0 {
 		data.Amount = co.Amount.String()

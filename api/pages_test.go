@@ -82,3 +82,28 @@ func TestHostedPageHeaders(t *testing.T) {
 		}
 	})
 }
+
+// TestPayRequestPageShowsReason: the page a pay request emails shows the request's
+// reason (escaped: the merchant typed it, the customer reads it); a checkout that
+// no pay request sent shows none.
+func TestPayRequestPageShowsReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.post("/api/v1/payment/collection/pay-requests/", map[string]any{"first_name": "Otieno", "last_name": "Ouma",
+		"email": "otieno@example.com", "currency": "KES", "amount": 300, "reason": "Invoice <12> & delivery"})
+	if r.Status != 200 {
+		t.Fatalf("pay request: %d %s", r.Status, r.Body)
+	}
+	id := r.Map(t)["detail"].(map[string]any)["checkout"].(map[string]any)["id"].(string)
+	page := string(b.env.Do("GET", "/checkout/"+id+"/", nil).Body)
+	if !strings.Contains(page, `<p class="reason">Invoice &lt;12&gt; &amp; delivery</p>`) {
+		t.Fatalf("pay request page lacks its reason:\n%s", page)
+	}
+	r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 75, "currency": "KES"}, "X-SERVICE-PUBLIC-API-KEY", b.public)
+	if r.Status != 200 {
+		t.Fatalf("checkout: %d %s", r.Status, r.Body)
+	}
+	if page := string(b.env.Do("GET", "/checkout/"+r.Map(t)["id"].(string)+"/", nil).Body); strings.Contains(page, `class="reason"`) {
+		t.Fatalf("a plain checkout shows a reason:\n%s", page)
+	}
+}

@@ -92,3 +92,15 @@ func ReleaseReminder(ctx context.Context, ext sqlx.ExtContext, requestID, detail
 		WHERE request_id = $1`, requestID, details, retry)
 	return err
 }
+
+// PayRequestReason is the reason of the pay request that sent a checkout session
+// ("" when the session was not sent by one), for the session's hosted page.
+func PayRequestReason(ctx context.Context, q sqlx.QueryerContext, checkoutID string) (string, error) {
+	var reason string
+	err := sqlx.GetContext(ctx, q, &reason, `SELECT reason FROM pay_requests WHERE checkout_id = $1::uuid
+		ORDER BY created_at DESC LIMIT 1`, checkoutID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return reason, err
+}
