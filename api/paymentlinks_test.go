@@ -87,7 +87,9 @@ func waitLinkPayment(t *testing.T, env *servicetest.Env, sess map[string]any, in
 	}
 }
 
-func invoiceIDOf(m map[string]any) string { return m["invoice"].(map[string]any)["invoice_id"].(string) }
+func invoiceIDOf(m map[string]any) string {
+	return m["invoice"].(map[string]any)["invoice_id"].(string)
+}
 
 func TestPaymentLinksPythonSDK(t *testing.T) {
 	t.Parallel()
