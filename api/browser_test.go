@@ -35,6 +35,7 @@ type browserScenario struct {
 	Retry    bool   `json:"retry,omitempty"`
 	Card     string `json:"card,omitempty"`
 	Redirect bool   `json:"redirect,omitempty"` // follow the success screen's Continue link
+	Path     string `json:"path,omitempty"`     // the page to open; default /checkout/{Checkout}/
 }
 
 type browserResult struct {

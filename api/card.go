@@ -145,7 +145,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 		InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, Value: q.Value, Charges: q.Charges,
 		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
 		Provider: "CARD", CardLast4: pan[len(pan)-4:], CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
-		Customer: withSession(cust, target.checkout), Host: host,
+		Customer: withSession(cust, target.checkout), Host: host, PaymentLinkID: target.paymentLinkID(),
 	})
 	if err != nil {
 		return err

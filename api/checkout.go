@@ -234,6 +234,9 @@ type checkoutView struct {
 	Reason       string
 	RedirectURL  string // where "Continue" goes after success; "" for none
 	RedirectHost string
+	// Link is the payment link a page pays (payment_link_id): the page opens its
+	// checkout session when the customer pays, so ID and Signature are empty.
+	Link string
 }
 
 // checkoutPage serves the hosted checkout page of a session. The page pays and

@@ -94,7 +94,8 @@ func (s *Server) collection(c echo.Context) error {
 		return err
 	}
 	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
-		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host}
+		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
+		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {
 		tar, err := b.str("bank_tarrif", false, 20, nil)
 		if err != nil {

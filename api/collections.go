@@ -181,8 +181,12 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	}
 	sess := renderSession(inv)
 	forBrowser(c, &sess)
+	if sess.PaymentLink, err = s.sessionLink(c, inv); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "meta": map[string]any{
 		"id": sess.ID, "customer": sess.Customer, "customer_comment": sess.CustomerComment, "created_at": sess.CreatedAt,
+		"payment_link": sess.PaymentLink,
 	}})
 }
 
@@ -225,10 +229,10 @@ type customerJSON struct {
 }
 
 type sessionJSON struct {
-	ID          string       `json:"id"`
-	Invoice     invoiceJSON  `json:"invoice"`
-	Customer    customerJSON `json:"customer"`
-	PaymentLink *struct{}    `json:"payment_link"` // null: payment links do not exist yet
+	ID          string           `json:"id"`
+	Invoice     invoiceJSON      `json:"invoice"`
+	Customer    customerJSON     `json:"customer"`
+	PaymentLink *paymentLinkJSON `json:"payment_link"` // null: not paid through a payment link
 	// CustomerComment is the comment the checkout session was created with.
 	CustomerComment *string `json:"customer_comment"`
 	// Refundable is a string, as the spec's resource types it: "true" once the

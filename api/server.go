@@ -190,7 +190,7 @@ func (s *Server) routes(e *echo.Echo) {
 	s.declared = map[string]access{}
 	r := func(method, path string, h echo.HandlerFunc, a access) { s.handle(e, method, path, h, a) }
 	open := access{kind: kindOpen}
-	const GET, POST, PATCH, DELETE = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
+	const GET, POST, PATCH, PUT, DELETE = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete
 	const v1 = "/api/v1"
 
 	r(GET, "/healthz", s.healthz, open)
@@ -221,6 +221,17 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, "/static/:name", s.serveStatic, open)
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(PermViewCollections, "read pay requests"))
+	// Payment links (paymentlinks.go): merchant configuration with the secret key,
+	// and each link's public page, the session it opens and its QR code.
+	r(GET, v1+"/paymentlinks", s.listPaymentLinks, secret(PermViewCollections, "list payment links"))
+	r(POST, v1+"/paymentlinks", s.createPaymentLink, secret(PermAddCollections, "create payment links").idem())
+	r(GET, v1+"/paymentlinks/:link_id", s.getPaymentLink, secret(PermViewCollections, "read payment links"))
+	r(PATCH, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(PermAddCollections, "change payment links"))
+	r(PUT, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(PermAddCollections, "change payment links"))
+	r(POST, v1+"/paymentlinks/:link_id/deactivate", s.deactivatePaymentLink, secret(PermAddCollections, "change payment links"))
+	r(GET, "/pay/:link_id", s.paymentLinkPage, open)
+	r(POST, "/pay/:link_id/session", s.paymentLinkSession, open)
+	r(GET, "/pay/:link_id/qr.png", s.paymentLinkQR, open)
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})

@@ -108,24 +108,33 @@ func (s *Server) signInvoice(ctx context.Context, inv invoice.State) (string, er
 // openInvoice issues an invoice-opening command and returns the opened invoice with
 // its status token.
 func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, string, error) {
+	// A payment through a payment link holds one of its uses first (paymentlinks.go).
+	use, err := s.reserveLinkUse(c, cmd)
+	if err != nil {
+		return invoice.State{}, "", err
+	}
 	if cmd.Email != "" {
 		id, err := s.linkPayer(c, cmd)
 		if err != nil {
+			use.refused() // nothing was produced
 			return invoice.State{}, "", err
 		}
 		cmd.Customer.CustomerID = id
 	}
 	r, err := s.issue(c, topics.CmdInvoiceSTKPush, cmd)
 	if err != nil {
+		// Outcome unknown: the use stays held (storage.LinkUseHold).
 		return invoice.State{}, "", err
 	}
 	if r.Error != nil {
+		use.refused()
 		return invoice.State{}, "", refusal(r.Error)
 	}
 	var inv invoice.State
 	if err := json.Unmarshal(r.Result, &inv); err != nil {
 		return inv, "", err
 	}
+	use.settled(inv)
 	sig, err := s.signInvoice(c.Request().Context(), inv)
 	return inv, sig, err
 }

@@ -42,11 +42,14 @@ type Checkout struct {
 	CreatedAt   time.Time `db:"created_at"`
 	UpdatedAt   time.Time `db:"updated_at"`
 	Paid        bool      `db:"paid"`
+
+	// PaymentLinkID is the payment link the session was opened for (nil: none).
+	PaymentLinkID *string `db:"payment_link_id"`
 }
 
 const checkoutColumns = `c.checkout_id, c.merchant_id, c.amount, c.currency, c.email, c.api_ref, c.card_tarrif,
 	c.mobile_tarrif, c.wallet_id, c.redirect_url, c.phone_number, c.first_name, c.last_name, c.country, c.zipcode,
-	c.address, c.city, c.state, c.comment, c.created_at, c.updated_at,
+	c.address, c.city, c.state, c.comment, c.payment_link_id, c.created_at, c.updated_at,
 	EXISTS (SELECT 1 FROM invoices i WHERE i.data ? 'checkout_id' AND i.data ->> 'checkout_id' = c.checkout_id::text
 		AND i.state = 'COMPLETE') AS paid`
 
@@ -54,11 +57,11 @@ const checkoutColumns = `c.checkout_id, c.merchant_id, c.amount, c.currency, c.e
 func InsertCheckout(ctx context.Context, ext sqlx.ExtContext, c Checkout) error {
 	_, err := ext.ExecContext(ctx, `INSERT INTO checkouts (checkout_id, merchant_id, amount, currency, email, api_ref,
 		card_tarrif, mobile_tarrif, wallet_id, redirect_url, phone_number, first_name, last_name, country, zipcode,
-		address, city, state, comment, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)`,
+		address, city, state, comment, created_at, updated_at, payment_link_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20, $21)`,
 		c.CheckoutID, c.MerchantID, c.Amount, c.Currency, c.Email, c.APIRef, c.CardTarrif, c.MobileTarrif,
 		c.WalletID, c.RedirectURL, c.PhoneNumber, c.FirstName, c.LastName, c.Country, c.Zipcode,
-		c.Address, c.City, c.State, c.Comment, c.CreatedAt)
+		c.Address, c.City, c.State, c.Comment, c.CreatedAt, c.PaymentLinkID)
 	if err != nil {
 		return fmt.Errorf("insert checkout: %w", err)
 	}

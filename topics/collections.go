@@ -74,6 +74,9 @@ type InvoiceSTKPush struct {
 	Customer  PaymentCustomer `json:"customer,omitzero"`
 	Host      string          `json:"host,omitempty"`
 	Narrative string          `json:"narrative,omitempty"`
+	// PaymentLinkID is the payment link the invoice pays through (its checkout
+	// session was opened for it), shown as the Payment session's payment_link.
+	PaymentLinkID string `json:"payment_link_id,omitempty"`
 }
 
 // PaymentCustomer is the payer's identity and billing address as a collection

@@ -131,7 +131,7 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
 			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
 			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: invoice.Customer(in.Customer), Host: in.Host,
-			Narrative: in.Narrative, At: b.at,
+			Narrative: in.Narrative, PaymentLinkID: in.PaymentLinkID, At: b.at,
 		}}
 	})
 	if err != nil {

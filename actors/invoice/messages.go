@@ -18,6 +18,7 @@ type Create struct {
 	CardLast4, CardNetwork          string
 	Customer                        Customer
 	Host, Narrative                 string
+	PaymentLinkID                   string
 	At                              time.Time
 }
 

@@ -64,8 +64,8 @@ type State struct {
 	Customer  Customer `json:"customer,omitzero"`
 	Host      string   `json:"host,omitempty"`
 	Narrative string   `json:"narrative,omitempty"`
-	// PaymentLinkID: the payment link the invoice pays, once payment links exist
-	// (the Payment session's payment_link is null until then).
+	// PaymentLinkID: the payment link the invoice pays through (the Payment
+	// session's payment_link), "" for any other payment.
 	PaymentLinkID string    `json:"payment_link_id,omitempty"`
 	Version       int64     `json:"version"`
 	CreatedAt     time.Time `json:"created_at"`

@@ -103,7 +103,7 @@ const run = {
         }
       });
       try {
-        await page.goto(`${base}/checkout/${s.checkout}/`, { waitUntil: 'load' });
+        await page.goto(base + (s.path || `/checkout/${s.checkout}/`), { waitUntil: 'load' });
         out.lang = await page.getAttribute('html', 'lang');
         out.merchantShown = (await page.locator('.merchant').innerText()).trim();
         out.headingShown = (await page.locator('#pay-title').innerText()).trim();

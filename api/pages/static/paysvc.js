@@ -150,7 +150,12 @@
       busy = true;
       button.disabled = true;
       announce('Starting your payment.');
-      postJSON(m === 'mpesa' ? '/api/v1/payment/collection/' : '/api/v1/payment/card/', body, attemptKey).then(function (r) {
+      session().then(function (r) {
+        if (!r.ok) return r;
+        body.checkout_id = d.checkout;
+        body.signature = d.signature;
+        return postJSON(m === 'mpesa' ? '/api/v1/payment/collection/' : '/api/v1/payment/card/', body, attemptKey);
+      }).then(function (r) {
         busy = false;
         button.disabled = false;
         if (!r.ok) {
@@ -175,6 +180,20 @@
         announce('We could not reach the payment service.');
       });
     });
+
+    // session resolves once the page has a checkout session to pay: a checkout page
+    // has one; a payment link's page opens its own the first time the customer pays
+    // and keeps it for every retry (the link's terms, never the page's).
+    function session() {
+      if (d.checkout || !d.link) return Promise.resolve({ ok: true });
+      return postJSON('/pay/' + encodeURIComponent(d.link) + '/session/', {}).then(function (r) {
+        if (r.ok) {
+          d.checkout = r.body.checkout_id;
+          d.signature = r.body.signature;
+        }
+        return r;
+      });
+    }
 
     function wait(m, invoiceID, phone) {
       $('wait-title').textContent = m === 'mpesa' ? 'Check your phone' : 'Processing your card payment';

@@ -1,0 +1,424 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	qrcode "github.com/skip2/go-qrcode"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/invoice"
+	"paysvc/actors/money"
+	"paysvc/actors/tariff"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// Payment links (docs/api-decisions.md, "Payment links"): a merchant's reusable
+// hosted page at /pay/{id}/. Each customer who pays through it gets a checkout
+// session of their own, opened with the link's terms, and pays that session as the
+// checkout page does: pricing, tariffs, status and redirect are the checkout's.
+
+var linkCurrencies = map[string]bool{"KES": true, "USD": true, "EUR": true, "GBP": true}
+
+// maxUsageLimit bounds usage_limit (a bigint column; no link is paid a billion times).
+const maxUsageLimit = 1_000_000_000
+
+type paymentLinkJSON struct {
+	ID           string    `json:"id"`
+	Title        string    `json:"title"`
+	IsActive     bool      `json:"is_active"`
+	RedirectURL  *string   `json:"redirect_url"`
+	Amount       int64     `json:"amount"`
+	UsageLimit   int64     `json:"usage_limit"`
+	QRCodeFile   string    `json:"qrcode_file"`
+	URL          string    `json:"url"`
+	Currency     string    `json:"currency"`
+	MobileTarrif string    `json:"mobile_tarrif"`
+	CardTarrif   string    `json:"card_tarrif"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+func (s *Server) linkURL(id string) string { return s.cfg.PublicBaseURL + "/pay/" + id + "/" }
+
+func (s *Server) renderLink(l storage.PaymentLink) paymentLinkJSON {
+	return paymentLinkJSON{ID: l.LinkID, Title: l.Title, IsActive: l.IsActive, RedirectURL: l.RedirectURL, Amount: l.Amount,
+		UsageLimit: l.UsageLimit, QRCodeFile: s.linkURL(l.LinkID) + "qr.png", URL: s.linkURL(l.LinkID), Currency: l.Currency,
+		MobileTarrif: l.MobileTarrif, CardTarrif: l.CardTarrif, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt}
+}
+
+// readLinkFields applies the body's fields to l: every field present is checked
+// and set, absent ones keep l's value (create starts from the defaults).
+func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
+	if b.has("title") {
+		t, err := b.str("title", true, 140, namePattern)
+		if err != nil {
+			return err
+		}
+		l.Title = t
+	}
+	if b.has("is_active") {
+		v, err := b.boolean("is_active", true)
+		if err != nil {
+			return err
+		}
+		l.IsActive = v
+	}
+	if _, ok := b["redirect_url"]; ok {
+		// null or "" clears it.
+		v, err := readRedirectURL(b, "redirect_url")
+		if err != nil {
+			return err
+		}
+		l.RedirectURL = optional(v)
+	}
+	if b.has("currency") {
+		v, err := b.str("currency", true, 3, nil)
+		if err != nil {
+			return err
+		}
+		if !linkCurrencies[v] {
+			return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		}
+		l.Currency = v
+	}
+	if b.has("amount") {
+		a, _, err := b.amount("amount", true)
+		if err != nil {
+			return err
+		}
+		cents, err := a.Cents()
+		if err != nil || a.Sign() < 0 {
+			return invalid("amount", "Amount must be 0 (the customer enters it) or greater.")
+		}
+		if cents%100 != 0 {
+			return invalid("amount", "Amount must be a whole number of "+l.Currency+" (no cents).")
+		}
+		l.Amount = cents / 100
+	}
+	if b.has("usage_limit") {
+		n, _, err := b.integer("usage_limit", true, 0, 0, maxUsageLimit)
+		if err != nil {
+			return err
+		}
+		l.UsageLimit = int64(n)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"mobile_tarrif", &l.MobileTarrif}, {"card_tarrif", &l.CardTarrif}} {
+		if !b.has(f.name) {
+			continue
+		}
+		v, err := b.str(f.name, true, 20, nil)
+		if err != nil {
+			return err
+		}
+		if v != tariff.BusinessPays && v != tariff.CustomerPays {
+			return invalid(f.name, f.name+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		}
+		*f.dst = v
+	}
+	// A fixed amount must be one some method can collect, in the link's currency
+	// (checked on the result, so a currency change re-checks the kept amount).
+	if l.Amount > 0 {
+		return s.payableAmount(l.Currency, money.FromUnits(l.Amount*100))
+	}
+	return nil
+}
+
+// paymentLinkID is the link a payment's checkout session was opened for, "" if none.
+func (t paymentTarget) paymentLinkID() string {
+	if t.checkout == nil || t.checkout.PaymentLinkID == nil {
+		return ""
+	}
+	return *t.checkout.PaymentLinkID
+}
+
+// createPaymentLink creates a link (the Python SDK's paymentlinks.create).
+func (s *Server) createPaymentLink(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if _, err := b.str("title", true, 140, namePattern); err != nil {
+		return err
+	}
+	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: principal(c).MerchantID, IsActive: true, Currency: "KES",
+		MobileTarrif: tariff.BusinessPays, CardTarrif: tariff.BusinessPays, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	if err := s.readLinkFields(b, &l); err != nil {
+		return err
+	}
+	l.UpdatedAt = l.CreatedAt
+	if err := storage.InsertPaymentLink(c.Request().Context(), s.db, l); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, s.renderLink(l))
+}
+
+func (s *Server) listPaymentLinks(c echo.Context) error {
+	p, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	links, total, err := storage.ListPaymentLinks(c.Request().Context(), s.db, principal(c).MerchantID, p.size, p.offset())
+	if err != nil {
+		return err
+	}
+	out := make([]paymentLinkJSON, len(links))
+	for i, l := range links {
+		out[i] = s.renderLink(l)
+	}
+	return c.JSON(http.StatusOK, p.list(c, total, out))
+}
+
+func linkNotFound() *Error { return notFound("Payment link not found.") }
+
+func (s *Server) getPaymentLink(c echo.Context) error {
+	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("link_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return linkNotFound()
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.renderLink(l))
+}
+
+// updatePaymentLink is PATCH and PUT: both change only the fields sent; PUT also
+// requires title, as a full representation always has it.
+func (s *Server) updatePaymentLink(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if c.Request().Method == http.MethodPut {
+		if _, err := b.str("title", true, 140, namePattern); err != nil {
+			return err
+		}
+	}
+	return s.changeLink(c, func(l *storage.PaymentLink) error { return s.readLinkFields(b, l) })
+}
+
+// deactivatePaymentLink stops a link taking payments (is_active false); payments
+// already started finish. PATCH is_active true turns it back on.
+func (s *Server) deactivatePaymentLink(c echo.Context) error {
+	return s.changeLink(c, func(l *storage.PaymentLink) error { l.IsActive = false; return nil })
+}
+
+func (s *Server) changeLink(c echo.Context, change func(*storage.PaymentLink) error) error {
+	l, err := storage.UpdatePaymentLink(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("link_id"), change)
+	if errors.Is(err, storage.ErrNotFound) {
+		return linkNotFound()
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.renderLink(l))
+}
+
+// linkRefusal says why a link takes no payment now, nil when it does. Payments in
+// flight count against the limit: they may still complete.
+func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *Error {
+	if !l.IsActive {
+		return clientError(http.StatusBadRequest, "payment_link_inactive", "This payment link is not accepting payments.")
+	}
+	if l.UsageLimit > 0 && u.Completed >= l.UsageLimit {
+		return clientError(http.StatusBadRequest, "payment_link_limit_reached", "This payment link has reached its limit of payments.")
+	}
+	if l.UsageLimit > 0 && u.Completed+u.InFlight >= l.UsageLimit {
+		return clientError(http.StatusBadRequest, "payment_link_busy",
+			"Other payments through this link are in progress and would reach its limit. Please try again in a few minutes.")
+	}
+	return nil
+}
+
+// publicLink reads a link by its id for the public page routes.
+func (s *Server) publicLink(c echo.Context) (storage.PaymentLink, error) {
+	l, err := storage.PaymentLinkByID(c.Request().Context(), s.db, c.Param("link_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return l, linkNotFound()
+	}
+	return l, err
+}
+
+// closedView is the page of a link that takes no payment.
+type closedView struct{ Heading, Detail string }
+
+// paymentLinkPage serves the link's hosted page: the checkout page without a
+// session yet (the script opens one when the customer pays), or a page saying why
+// the link takes no payment. Opening it writes nothing.
+func (s *Server) paymentLinkPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	l, err := s.publicLink(c)
+	if err != nil {
+		return err
+	}
+	merchant, err := storage.GetMerchant(ctx, s.db, l.MerchantID)
+	if err != nil {
+		return err
+	}
+	u, err := storage.PaymentLinkUsage(ctx, s.db, l.LinkID)
+	if err != nil {
+		return err
+	}
+	if e := linkRefusal(l, u); e != nil && e.Code != "payment_link_busy" {
+		heading := "This link is not accepting payments"
+		if e.Code == "payment_link_limit_reached" {
+			heading = "This link has reached its limit"
+		}
+		return s.renderPage(c, "paylink_closed", hostedPage{Title: heading, Merchant: merchant.Name,
+			Data: closedView{Heading: heading, Detail: e.Detail + " Please contact " + merchant.Name + "."}})
+	}
+	data := checkoutView{Link: l.LinkID, Currency: l.Currency, Reason: l.Title, APIRef: l.Title,
+		Card: s.cfg.Environment == "sandbox"}
+	if l.Amount > 0 {
+		data.Amount = money.FromUnits(l.Amount * 100).String()
+	}
+	if l.RedirectURL != nil {
+		data.RedirectURL, data.RedirectHost = s.pageRedirect(*l.RedirectURL)
+	}
+	title := "Pay in " + l.Currency
+	if data.Amount != "" {
+		title = "Pay " + l.Currency + " " + data.Amount
+	}
+	return s.renderPage(c, "checkout", hostedPage{Title: title, Merchant: merchant.Name, Data: data})
+}
+
+// paymentLinkSession opens the checkout session one customer pays a link through
+// (POST /pay/{id}/session/, no credential: the link's id is the capability, and
+// the address rate limit bounds how many a client opens). The session carries the
+// link's terms; the answer is what the page needs to pay it.
+func (s *Server) paymentLinkSession(c echo.Context) error {
+	ctx := c.Request().Context()
+	l, err := s.publicLink(c)
+	if err != nil {
+		return err
+	}
+	u, err := storage.PaymentLinkUsage(ctx, s.db, l.LinkID)
+	if err != nil {
+		return err
+	}
+	if e := linkRefusal(l, u); e != nil {
+		return e
+	}
+	amount := money.FromUnits(l.Amount * 100)
+	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: l.MerchantID, Amount: &amount, Currency: l.Currency,
+		APIRef: optional(l.Title), CardTarrif: l.CardTarrif, MobileTarrif: l.MobileTarrif, RedirectURL: l.RedirectURL,
+		PaymentLinkID: &l.LinkID, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	co.UpdatedAt = co.CreatedAt
+	if err := storage.InsertCheckout(ctx, s.db, co); err != nil {
+		return err
+	}
+	sig, err := s.sig.sign(ctx, signatureClaims{Merchant: co.MerchantID, Checkout: co.CheckoutID,
+		Expires: time.Now().Add(signatureTTL).Unix()})
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, map[string]string{"checkout_id": co.CheckoutID, "signature": sig})
+}
+
+// paymentLinkQR is the link's QR code (its url), a PNG made on request: a few
+// milliseconds, and nothing to store or keep in step when the base URL changes.
+func (s *Server) paymentLinkQR(c echo.Context) error {
+	l, err := s.publicLink(c)
+	if err != nil {
+		return err
+	}
+	png, err := qrcode.Encode(s.linkURL(l.LinkID), qrcode.Medium, 512)
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	pageHeaders(h)
+	// The image only ever shows the link's address, fixed for the link's life.
+	h.Set("Cache-Control", "public, max-age=86400")
+	return c.Blob(http.StatusOK, "image/png", png)
+}
+
+// linkUse is a payment's hold on its link's usage_limit (openInvoice).
+type linkUse struct {
+	s                 *Server
+	c                 echo.Context
+	linkID, commandID string
+}
+
+// reserveLinkUse holds a use of the link a payment goes through, under the link's
+// row lock, refusing when the link is inactive, its limit is taken, or the session
+// was opened with terms the link no longer has. nil without a link.
+func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*linkUse, error) {
+	if cmd.PaymentLinkID == "" {
+		return nil, nil
+	}
+	ctx := c.Request().Context()
+	co, err := storage.GetCheckout(ctx, s.db, principal(c).MerchantID, cmd.CheckoutID)
+	if err != nil {
+		return nil, err
+	}
+	// The command id the payment will be produced with: set here when the request
+	// has no Idempotency-Key, so issue uses the same one.
+	id, _ := c.Get(ctxCommandID).(string)
+	if id == "" {
+		id = ids.UUID()
+		c.Set(ctxCommandID, id)
+	}
+	err = storage.ReserveLinkUse(ctx, s.db, cmd.PaymentLinkID, id, cmd.InvoiceID, func(l storage.PaymentLink, u storage.LinkUsage) error {
+		if e := linkRefusal(l, u); e != nil {
+			return e
+		}
+		if co.Amount == nil || !co.Amount.Equal(money.FromUnits(l.Amount*100)) || co.Currency != l.Currency ||
+			co.MobileTarrif != l.MobileTarrif || co.CardTarrif != l.CardTarrif {
+			return clientError(http.StatusConflict, "payment_link_changed",
+				"The payment link was changed since this page was opened. Please reload the page.")
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, linkNotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &linkUse{s: s, c: c, linkID: cmd.PaymentLinkID, commandID: id}, nil
+}
+
+// settled points the use at the invoice the engine answered with.
+func (u *linkUse) settled(inv invoice.State) {
+	if u == nil {
+		return
+	}
+	if err := storage.SettleLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID, inv.InvoiceID); err != nil {
+		// The use stays on the generated id: it counts as in flight for LinkUseHold.
+		u.s.log.Error("settle payment link use", "request_id", requestID(u.c), "err", err)
+	}
+}
+
+// refused frees the use of a payment the engine refused (no invoice will exist).
+func (u *linkUse) refused() {
+	if u == nil {
+		return
+	}
+	if err := storage.ReleaseLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID); err != nil {
+		u.s.log.Error("release payment link use", "request_id", requestID(u.c), "err", err)
+	}
+}
+
+// sessionLink is the Payment session's payment_link of an invoice (nil: none).
+func (s *Server) sessionLink(c echo.Context, inv invoice.State) (*paymentLinkJSON, error) {
+	if inv.PaymentLinkID == "" {
+		return nil, nil
+	}
+	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, inv.MerchantID, inv.PaymentLinkID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := s.renderLink(l)
+	return &out, nil
+}
