@@ -151,6 +151,10 @@ func (s *Server) cardPayment(c echo.Context) error {
 		return err
 	}
 	sess := renderSession(inv)
-	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "signature": sig,
+	link, err := s.sessionLink(c, inv)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "signature": sig, "payment_link": link,
 		"card": map[string]string{"last4": inv.CardLast4, "network": inv.CardNetwork}})
 }

@@ -130,5 +130,10 @@ func (s *Server) collection(c echo.Context) error {
 	}
 	sess := renderSession(inv)
 	forBrowser(c, &sess)
-	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig})
+	link, err := s.sessionLink(c, inv)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig,
+		"payment_link": link})
 }

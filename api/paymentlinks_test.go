@@ -288,6 +288,9 @@ func TestPaymentLinkPayments(t *testing.T) {
 	if err != nil || st != 200 {
 		t.Fatalf("pay: %d %v %v", st, m, err)
 	}
+	if l, _ := m["payment_link"].(map[string]any); l == nil || l["id"] != fixed["id"] {
+		t.Errorf("the collection's reply names no payment_link: %v", m)
+	}
 	done := waitLinkPayment(t, b.env, sess, invoiceIDOf(m))
 	inv := done["invoice"].(map[string]any)
 	// CUSTOMER-PAYS came from the link, not the request.
