@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -176,4 +177,37 @@ func (b body) text(field string, required bool, maxLen int, pattern *regexp.Rege
 		b[field] = q
 	}
 	return b.str(field, required, maxLen, pattern)
+}
+
+// integer reads a whole-number field from a JSON integer or a string of digits
+// (form-minded clients send "3"), within lo..hi; def when the field is absent or
+// null. present reports whether the body carried it.
+func (b body) integer(field string, required bool, def, lo, hi int) (n int, present bool, err error) {
+	v, ok := b[field]
+	if !ok || string(v) == "null" {
+		if required {
+			return 0, false, invalid(field, "This field is required.")
+		}
+		return def, false, nil
+	}
+	s := string(v)
+	if len(s) > 0 && s[0] == '"' {
+		if err := json.Unmarshal(v, &s); err != nil {
+			return 0, true, invalid(field, "A valid integer is required.")
+		}
+	}
+	bad := invalid(field, fmt.Sprintf("A whole number between %d and %d is required.", lo, hi))
+	if s == "" || len(s) > 12 {
+		return 0, true, bad
+	}
+	for i, r := range s {
+		if !(r >= '0' && r <= '9' || i == 0 && r == '-' && len(s) > 1) {
+			return 0, true, bad
+		}
+	}
+	n, err = strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, true, bad
+	}
+	return n, true, nil
 }

@@ -37,8 +37,8 @@ var Permissions = []struct{ Name, Grants string }{
 	{PermViewWallets, "list and read wallets and their transactions"},
 	{PermAddWallets, "create wallets"},
 	{PermAddTransfers, "move money between the merchant's own wallets (intra_transfer)"},
-	{PermViewCollections, "read collection status and pay requests"},
-	{PermAddCollections, "start collections with the secret key: STK push, collection, card, pay requests"},
+	{PermViewCollections, "read collection status, pay requests, customers and their payments"},
+	{PermAddCollections, "start collections with the secret key: STK push, collection, card, pay requests; create and update customers (/customers/)"},
 	{PermViewFiles, "read payment files and frequently used beneficiaries"},
 	{PermAddFiles, "create payment files (awaiting approval) and validate recipient accounts"},
 	{PermChangeFiles, "cancel payment files"},
@@ -47,8 +47,8 @@ var Permissions = []struct{ Name, Grants string }{
 	{PermChangeWebhooks, "create, change, delete webhooks, rotate their secrets, replay events"},
 	{PermViewRefunds, "reserved for chargebacks and refunds (no route yet)"},
 	{PermAddRefunds, "reserved for chargebacks and refunds (no route yet)"},
-	{PermViewSubscriptions, "reserved for subscriptions (no route yet)"},
-	{PermChangeSubscriptions, "reserved for subscriptions (no route yet)"},
+	{PermViewSubscriptions, "list and read subscription plans and subscription customers"},
+	{PermChangeSubscriptions, "create and update subscription plans and subscription customers"},
 }
 
 // KnownPermission reports whether name is a permission of the catalogue.

@@ -217,6 +217,26 @@ func (s *Server) routes(e *echo.Echo) {
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})
 
+	// Subscription plans and customers, at the spec's paths and the public service's
+	// hyphenated aliases (COMPAT.md). Not money state: written directly (plans.go,
+	// customers.go).
+	for _, base := range []string{v1 + "/subscriptions/plans", v1 + "/subscriptions-plans"} {
+		r(POST, base, s.upsertPlan, secret(PermChangeSubscriptions, "create and change subscription plans").idem())
+		r(GET, base, s.listPlans, secret(PermViewSubscriptions, "list subscription plans"))
+		r(GET, base+"/:plan_id", s.getPlan, secret(PermViewSubscriptions, "read subscription plans"))
+	}
+	for _, base := range []string{v1 + "/subscriptions/customers", v1 + "/subscriptions-customers"} {
+		r(POST, base, s.upsertSubscriptionCustomer, secret(PermChangeSubscriptions, "create and change subscription customers").idem())
+		r(GET, base, s.listCustomers, secret(PermViewSubscriptions, "list subscription customers"))
+		r(GET, base+"/:customer_id", s.getCustomer, secret(PermViewSubscriptions, "read subscription customers"))
+	}
+	// The same customer records as the payers of collections (the Python SDK's
+	// customers API): collection permissions.
+	r(POST, v1+"/customers", s.upsertCustomer, secret(PermAddCollections, "create and change customers").idem())
+	r(GET, v1+"/customers", s.listCustomers, secret(PermViewCollections, "list customers"))
+	r(GET, v1+"/customers/:customer_id", s.getCustomer, secret(PermViewCollections, "read customers"))
+	r(GET, v1+"/customers/:customer_id/transactions", s.customerTransactions, secret(PermViewCollections, "read customers' payments"))
+
 	r(GET, v1+"/webhooks", s.listWebhooks, secret(PermViewWebhooks, "list webhooks"))
 	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(PermViewWebhooks, "list webhook deliveries"))
 	r(POST, v1+"/webhooks/events/:event_id/replay", s.replayWebhookEvent, secret(PermChangeWebhooks, "replay webhook events"))

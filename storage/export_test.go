@@ -5,3 +5,6 @@ var (
 	GetCheckoutQuery  = getCheckoutQuery
 	CheckoutByIDQuery = checkoutByIDQuery
 )
+
+// A customer's payments, for the same reason.
+var CustomerInvoicesQuery = customerInvoicesQuery

@@ -1,0 +1,176 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"paysvc/actors/invoice"
+)
+
+// Customer is one record per merchant and email (matched case-insensitively):
+// the subscription customer, the /customers/ resource and, later, the payer of
+// collections are the same record (migration 0025).
+type Customer struct {
+	CustomerID  string    `db:"customer_id"`
+	MerchantID  string    `db:"merchant_id"`
+	Email       string    `db:"email"`
+	FirstName   *string   `db:"first_name"`
+	LastName    *string   `db:"last_name"`
+	PhoneNumber *string   `db:"phone_number"`
+	Reference   *string   `db:"reference"`
+	Address     *string   `db:"address"`
+	City        *string   `db:"city"`
+	State       *string   `db:"state"`
+	Zipcode     *string   `db:"zipcode"`
+	Country     *string   `db:"country"`
+	Version     int64     `db:"version"`
+	CreatedAt   time.Time `db:"created_at"`
+	UpdatedAt   time.Time `db:"updated_at"`
+}
+
+const customerColumns = `customer_id, merchant_id, email, first_name, last_name, phone_number, reference, address,
+	city, state, zipcode, country, version, created_at, updated_at`
+
+// CustomerFields are the columns of a customer an upsert may write, besides email.
+var CustomerFields = []string{"first_name", "last_name", "phone_number", "reference", "address", "city", "state",
+	"zipcode", "country"}
+
+// ErrZipcodeRequired: the record would have country US, CA or GB and no zipcode
+// (the customers_zipcode_required constraint), so nothing was written.
+var ErrZipcodeRequired = errors.New("zipcode is required when country is US, CA or GB")
+
+// CustomerUpsert is a write of the merchant's customer with that email.
+type CustomerUpsert struct {
+	MerchantID string
+	Email      string
+	// NewID is the customer_id the record gets if it does not exist yet.
+	NewID string
+	// Fields are the columns to write, by name (CustomerFields): a nil value clears
+	// the column. A column not in Fields keeps its stored value (NULL when new), so
+	// a partial write, such as a payer known by email and phone only, never erases
+	// what another write recorded.
+	Fields map[string]*string
+}
+
+// UpsertCustomer creates the merchant's customer with that email, or updates the
+// one that exists (whatever the case of its stored email, which stays as first
+// given) and returns it under its own id. The version and updated_at move only when
+// a value changed. Concurrent upserts of one email meet on the unique index
+// customers_email and leave exactly one record. ErrZipcodeRequired when the record
+// would break the zipcode rule. q may be a transaction (a collection linking its
+// payer).
+func UpsertCustomer(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert) (Customer, bool, error) {
+	cols := make([]string, 0, len(u.Fields))
+	for col := range u.Fields {
+		if !slices.Contains(CustomerFields, col) {
+			return Customer{}, false, fmt.Errorf("upsert customer: unknown column %q", col)
+		}
+		cols = append(cols, col)
+	}
+	slices.Sort(cols)
+	args := []any{u.NewID, u.MerchantID, u.Email}
+	insertCols := []string{"customer_id", "merchant_id", "email"}
+	values := []string{"$1", "$2", "$3"}
+	set := []string{}
+	for _, col := range cols {
+		args = append(args, u.Fields[col])
+		insertCols = append(insertCols, col)
+		values = append(values, fmt.Sprintf("$%d", len(args)))
+		set = append(set, col+" = EXCLUDED."+col)
+	}
+	changed := "false"
+	if len(cols) > 0 {
+		changed = "(c." + strings.Join(cols, ", c.") + ") IS DISTINCT FROM (EXCLUDED." + strings.Join(cols, ", EXCLUDED.") + ")"
+	}
+	set = append(set, "version = CASE WHEN "+changed+" THEN c.version + 1 ELSE c.version END",
+		"updated_at = CASE WHEN "+changed+" THEN now() ELSE c.updated_at END")
+	query := `INSERT INTO customers AS c (` + strings.Join(insertCols, ", ") + `, version, created_at, updated_at)
+		VALUES (` + strings.Join(values, ", ") + `, 1, now(), now())
+		ON CONFLICT (merchant_id, lower(email)) DO UPDATE SET ` + strings.Join(set, ", ") + `
+		RETURNING ` + customerColumns + `, (xmax = 0) AS created`
+	var row struct {
+		Customer
+		Created bool `db:"created"`
+	}
+	err := sqlx.GetContext(ctx, q, &row, query, args...)
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == "customers_zipcode_required" {
+		return Customer{}, false, ErrZipcodeRequired
+	}
+	if err != nil {
+		return Customer{}, false, fmt.Errorf("upsert customer: %w", err)
+	}
+	return row.Customer, row.Created, nil
+}
+
+// GetCustomer reads one of the merchant's customers; another merchant's is ErrNotFound.
+func GetCustomer(ctx context.Context, q sqlx.QueryerContext, merchantID, customerID string) (Customer, error) {
+	var c Customer
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND customer_id = $2`,
+		merchantID, customerID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// CustomerByEmail reads the merchant's customer with that email, whatever its case.
+func CustomerByEmail(ctx context.Context, q sqlx.QueryerContext, merchantID, email string) (Customer, error) {
+	var c Customer
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND lower(email) = lower($2)`,
+		merchantID, email)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// ListCustomers returns one page of the merchant's customers, newest first, and the total.
+func ListCustomers(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]Customer, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM customers WHERE merchant_id = $1`, merchantID); err != nil {
+		return nil, 0, fmt.Errorf("count customers: %w", err)
+	}
+	out := []Customer{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1
+		ORDER BY created_at DESC, customer_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list customers: %w", err)
+	}
+	return out, total, nil
+}
+
+const (
+	customerInvoicesWhere = `FROM invoices WHERE merchant_id = $1 AND data ? 'email' AND lower(data ->> 'email') = lower($2)`
+	customerInvoicesQuery = `SELECT data ` + customerInvoicesWhere + ` ORDER BY created_at DESC, invoice_id DESC LIMIT $3 OFFSET $4`
+)
+
+// CustomerInvoices returns one page of the merchant's invoices paid with that email
+// (whatever its case), newest first, and the total: a customer's payments. The
+// predicate matches the index invoices_email_lower.
+func CustomerInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID, email string, limit, offset int) ([]invoice.State, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) `+customerInvoicesWhere, merchantID, email); err != nil {
+		return nil, 0, fmt.Errorf("count customer invoices: %w", err)
+	}
+	var rows [][]byte
+	if err := sqlx.SelectContext(ctx, q, &rows, customerInvoicesQuery, merchantID, email, limit, offset); err != nil {
+		return nil, 0, fmt.Errorf("customer invoices: %w", err)
+	}
+	out := make([]invoice.State, len(rows))
+	for i, d := range rows {
+		if err := json.Unmarshal(d, &out[i]); err != nil {
+			return nil, 0, fmt.Errorf("decode invoice: %w", err)
+		}
+	}
+	return out, total, nil
+}
