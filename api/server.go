@@ -230,6 +230,11 @@ func (s *Server) routes(e *echo.Echo) {
 		r(GET, base, s.listCustomers, secret(PermViewSubscriptions, "list subscription customers"))
 		r(GET, base+"/:customer_id", s.getCustomer, secret(PermViewSubscriptions, "read subscription customers"))
 	}
+	// Sandbox test clocks for subscriptions (test_clocks.go); 404 on a live server.
+	tc := v1 + "/subscriptions/test_clocks"
+	r(POST, tc, s.createTestClock, secret(PermChangeSubscriptions, "create subscription test clocks (sandbox)"))
+	r(GET, tc+"/:clock_id", s.getTestClock, secret(PermViewSubscriptions, "read subscription test clocks (sandbox)"))
+	r(POST, tc+"/:clock_id/advance", s.advanceTestClock, secret(PermChangeSubscriptions, "advance subscription test clocks (sandbox)"))
 	// The same customer records as the payers of collections (the Python SDK's
 	// customers API): collection permissions.
 	r(POST, v1+"/customers", s.upsertCustomer, secret(PermAddCollections, "create and change customers").idem())
