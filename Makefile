@@ -12,8 +12,9 @@ GOTESTFLAGS ?= -race -count=1 -timeout 20m
 BENCHFLAGS  ?=
 FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
+BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop build run sdk test test-short bench fuzz lint clean
+.PHONY: help pg pg-stop build run sdk browser test test-short bench fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -43,25 +44,28 @@ endif
 run: $(RUN_DEPS) ## Build and run the server (private cluster unless PAYSVC_DATABASE_URL is set)
 	PAYSVC_DATABASE_URL="$${PAYSVC_DATABASE_URL:-$$($(PG) url)}" ./$(BIN) serve
 
-# npm ci reruns only when package-lock.json changes (or node_modules is gone);
-# skipped silently until api/sdktest/package-lock.json exists.
-SDK_STAMP := $(SDK_DIR)/node_modules/.paysvc-npm-ci.stamp
+# npm ci reruns only when a package-lock.json changes (or node_modules is gone);
+# a harness directory without a package-lock.json is skipped silently.
+NPM_DIRS    := $(foreach d,$(SDK_DIR) $(BROWSER_DIR),$(if $(wildcard $(d)/package-lock.json),$(d)))
+NPM_STAMPS  := $(addsuffix /node_modules/.paysvc-npm-ci.stamp,$(NPM_DIRS))
 
-sdk: ## Install the Node SDK test harness deps (api/sdktest, if present)
-ifneq ($(wildcard $(SDK_DIR)/package-lock.json),)
-sdk: $(SDK_STAMP)
+sdk: $(NPM_STAMPS) ## Install the Node test harnesses' deps (api/sdktest: the SDK; api/browsertest: playwright-core)
 
-$(SDK_STAMP): $(SDK_DIR)/package-lock.json
-	cd $(SDK_DIR) && npm ci --no-audit --no-fund
+%/node_modules/.paysvc-npm-ci.stamp: %/package-lock.json
+	cd $* && npm ci --no-audit --no-fund
 	@touch $@
-else
-	@:
-endif
 
-test: pg sdk ## Run all tests (race detector) against the private cluster
+# The hosted-page browser tests drive Debian's chromium (playwright-core downloads
+# no browser of its own).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+browser: ## Install chromium for the browser tests (Debian package), if missing
+	@command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+
+test: pg sdk browser ## Run all tests (race detector) against the private cluster
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(GOTESTFLAGS) $(PKGS)
 
-test-short: pg sdk ## Like test, without -race
+test-short: pg sdk browser ## Like test, without -race
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
 
 bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster

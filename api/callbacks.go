@@ -86,7 +86,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 			return err
 		}
 	default:
-		// Not recorded yet (the SENT command races the callback) or not ours: the
+		// Not recorded yet (the ACCEPTED command races the callback) or not ours: the
 		// status query of the rails role finds the outcome later if it is ours.
 		s.log.Warn("M-Pesa callback for an unknown CheckoutRequestID", "checkout_request_id", res.CheckoutRequestID)
 		return accepted()

@@ -101,8 +101,34 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if tar == "" && target.checkout != nil {
+	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
+		return invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	}
+	if target.checkout != nil {
+		// The session's tariff, whatever the request says (the page is public).
 		tar = target.checkout.CardTarrif
+	}
+	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	if err != nil {
+		return err
+	}
+	cust, err := readCustomer(b, "")
+	if err != nil {
+		return err
+	}
+	host, err := readHost(b)
+	if err != nil {
+		return err
+	}
+	phone, err := b.text("phone_number", false, 20, nil)
+	if err != nil {
+		return err
+	}
+	if phone != "" && !phonePattern.MatchString(phone) {
+		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+	}
+	if phone == "" && target.checkout != nil && target.checkout.PhoneNumber != nil {
+		phone = *target.checkout.PhoneNumber
 	}
 	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
@@ -111,23 +137,15 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if kes.Cmp(maxCollectionKES) > 0 {
-		return invalid("amount", "Card amount must be at most KES 999,999 (after conversion to KES).")
-	}
-	q, err := s.cfg.Fees.Quote(tariff.MethodCard, tar, kes)
-	if errors.Is(err, tariff.ErrUnknownTariff) {
-		return invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
-	}
-	if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-		return invalid("amount", "The amount does not cover the card fee.")
-	}
+	q, _, err := s.priceCollection(tariff.MethodCard, tar, kes)
 	if err != nil {
 		return err
 	}
 	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
-		InvoiceID: ids.Alias(8), Value: q.Value, Charges: q.Charges, NetAmount: q.NetAmount, Tariff: tarOrDefault(tar),
-		APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email, Provider: "CARD", CardLast4: pan[len(pan)-4:],
-		CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
+		InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, Value: q.Value, Charges: q.Charges,
+		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
+		Provider: "CARD", CardLast4: pan[len(pan)-4:], CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
+		Customer: withSession(cust, target.checkout), Host: host,
 	})
 	if err != nil {
 		return err

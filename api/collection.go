@@ -21,7 +21,6 @@ import (
 var maxCollectionKES = money.MustParse("999999.00")
 
 var (
-	pesalinkMax    = maxCollectionKES
 	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
 	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 	countryPattern = regexp.MustCompile(`^[a-zA-Z]{2}$`)
@@ -54,9 +53,18 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.str("phone_number", method == "M-PESA", 20, nil)
+	if method == "PESALINK" && target.checkout != nil {
+		// A session prices M-Pesa and card by its own tariffs; it has no bank
+		// tariff, and the payer must not pick who pays the fee (docs/api-decisions.md).
+		return invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
+	}
+	sessionPhone := target.checkout != nil && target.checkout.PhoneNumber != nil
+	phone, err := b.text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
 	if err != nil {
 		return err
+	}
+	if phone == "" && sessionPhone {
+		phone = *target.checkout.PhoneNumber
 	}
 	if strings.Contains(phone, "*") { // the hosted page's masked prefill, kept by the payer
 		if phone, err = s.prefilledPhone(c, target, phone); err != nil {
@@ -66,18 +74,13 @@ func (s *Server) collection(c echo.Context) error {
 	if phone != "" && !phonePattern.MatchString(phone) {
 		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
-	for _, f := range []struct {
-		name    string
-		max     int
-		pattern *regexp.Regexp
-	}{
-		{"first_name", 45, namePattern}, {"last_name", 45, namePattern},
-		{"country", 2, countryPattern}, {"zipcode", 10, namePattern}, {"city", 100, nil}, {"state", 100, nil},
-		{"address", 140, nil}, {"bank_tarrif", 20, nil},
-	} {
-		if _, err := b.str(f.name, false, f.max, f.pattern); err != nil {
-			return err
-		}
+	cust, err := readCustomer(b, "")
+	if err != nil {
+		return err
+	}
+	host, err := readHost(b)
+	if err != nil {
+		return err
 	}
 	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
@@ -90,38 +93,31 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, APIRef: apiRef,
-		CheckoutID: target.checkoutID, Email: target.email}
+	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
+		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host}
 	if method == "PESALINK" {
-		if kes.Cmp(pesalinkMax) > 0 {
-			return invalid("amount", "PesaLink amount must be at most KES 999,999 (after conversion to KES).")
-		}
 		tar, err := b.str("bank_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}
-		q, err := s.cfg.Fees.Quote(tariff.MethodPesalink, tar, kes)
-		if errors.Is(err, tariff.ErrUnknownTariff) {
-			return invalid("bank_tarrif", "bank_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
-		}
-		if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-			return invalid("amount", "The amount does not cover the PesaLink fee.")
-		}
+		q, _, err := s.priceCollection(tariff.MethodPesalink, tar, kes)
 		if err != nil {
 			return err
 		}
 		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
 		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
 	} else {
-		kes = tariff.RoundUpShillings(kes)
-		if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
-			return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
-		}
 		tar, err := b.str("mobile_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}
-		q, err := s.stkQuote(tar, kes)
+		if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
+			return invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		}
+		if target.checkout != nil {
+			tar = target.checkout.MobileTarrif
+		}
+		q, _, err := s.priceCollection(tariff.MethodMpesa, tar, kes)
 		if err != nil {
 			return err
 		}

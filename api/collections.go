@@ -35,7 +35,7 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.str("phone_number", true, 20, nil)
+	phone, err := b.text("phone_number", true, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -84,9 +84,30 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The payer's details (the Python SDK sends name, email and narrative).
+	email, err := b.str("email", false, 254, emailPattern)
+	if err != nil {
+		return err
+	}
+	cust, err := readCustomer(b, "")
+	if err != nil {
+		return err
+	}
+	if err := readFullName(b, &cust); err != nil {
+		return err
+	}
+	narrative, err := b.str("narrative", false, 140, nil)
+	if err != nil {
+		return err
+	}
+	host, err := readHost(b)
+	if err != nil {
+		return err
+	}
 	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
 		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
-		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef,
+		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, Email: email, Customer: cust,
+		Host: host, Narrative: narrative,
 	})
 	if err != nil {
 		return err
@@ -161,7 +182,7 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	sess := renderSession(inv)
 	forBrowser(c, &sess)
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "meta": map[string]any{
-		"id": sess.ID, "customer": sess.Customer, "customer_comment": nil, "created_at": sess.CreatedAt,
+		"id": sess.ID, "customer": sess.Customer, "customer_comment": sess.CustomerComment, "created_at": sess.CreatedAt,
 	}})
 }
 
@@ -174,7 +195,7 @@ type invoiceJSON struct {
 	NetAmount      money.Amount `json:"net_amount"`
 	Currency       string       `json:"currency"`
 	Value          money.Amount `json:"value"`
-	Account        string       `json:"account"`
+	Account        *string      `json:"account"`
 	APIRef         string       `json:"api_ref"`
 	ClearingStatus string       `json:"clearing_status"`
 	MpesaReference *string      `json:"mpesa_reference"`
@@ -187,9 +208,12 @@ type invoiceJSON struct {
 	UpdatedAt      time.Time    `json:"updated_at"`
 }
 
+// customerJSON is the spec's Payment customer: identity, country and zipcode. The
+// rest of the billing address (address, city, state) is kept on the invoice but
+// not shown, as the resource has no field for it.
 type customerJSON struct {
 	CustomerID  string    `json:"customer_id"`
-	PhoneNumber string    `json:"phone_number"`
+	PhoneNumber *string   `json:"phone_number"`
 	Email       *string   `json:"email"`
 	FirstName   *string   `json:"first_name"`
 	LastName    *string   `json:"last_name"`
@@ -201,14 +225,17 @@ type customerJSON struct {
 }
 
 type sessionJSON struct {
-	ID              string       `json:"id"`
-	Invoice         invoiceJSON  `json:"invoice"`
-	Customer        customerJSON `json:"customer"`
-	PaymentLink     *struct{}    `json:"payment_link"`
-	CustomerComment *string      `json:"customer_comment"`
-	Refundable      bool         `json:"refundable"`
-	CreatedAt       time.Time    `json:"created_at"`
-	UpdatedAt       time.Time    `json:"updated_at"`
+	ID          string       `json:"id"`
+	Invoice     invoiceJSON  `json:"invoice"`
+	Customer    customerJSON `json:"customer"`
+	PaymentLink *struct{}    `json:"payment_link"` // null: payment links do not exist yet
+	// CustomerComment is the comment the checkout session was created with.
+	CustomerComment *string `json:"customer_comment"`
+	// Refundable is a string, as the spec's resource types it: "true" once the
+	// invoice is COMPLETE, else "false" (docs/api-decisions.md).
+	Refundable string    `json:"refundable"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 func optional(v string) *string {
@@ -226,18 +253,33 @@ func renderSession(s invoice.State) sessionJSON {
 		clearing = "AVAILABLE"
 	}
 	inv := invoiceJSON{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: s.Provider, Charges: s.Charges,
-		NetAmount: s.NetAmount, Currency: s.Currency, Value: s.Value, Account: s.Account, APIRef: s.APIRef,
-		ClearingStatus: clearing, MpesaReference: optional(s.MpesaReference), FailedReason: optional(s.FailedReason),
-		FailedCode: optional(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		NetAmount: s.NetAmount, Currency: s.Currency, Value: s.Value, Account: optional(s.Account), APIRef: s.APIRef,
+		ClearingStatus: clearing, MpesaReference: optional(s.MpesaReference), Host: optional(s.Host),
+		FailedReason: optional(s.FailedReason), FailedCode: optional(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if s.FailedCode != "" {
 		link := resultCodesLink + "#" + s.FailedCode
 		inv.FailedCodeLink = &link
 	}
+	// A customer is known by the number that paid, else by their email.
+	who := s.Account
+	if who == "" {
+		who = s.Email
+	}
+	customerID := s.Customer.CustomerID
+	if customerID == "" {
+		customerID = ids.Derive(8, "customer", s.MerchantID, who)
+	}
+	refundable := "false"
+	if s.State == invoice.StateComplete {
+		refundable = "true"
+	}
 	return sessionJSON{
 		ID:      ids.DeriveUUID("session", s.InvoiceID),
 		Invoice: inv,
-		Customer: customerJSON{CustomerID: ids.Derive(8, "customer", s.MerchantID, s.Account), PhoneNumber: s.Account,
+		Customer: customerJSON{CustomerID: customerID, PhoneNumber: optional(s.Account),
+			Email: optional(s.Email), FirstName: optional(s.Customer.FirstName), LastName: optional(s.Customer.LastName),
+			Country: optional(s.Customer.Country), Zipcode: optional(s.Customer.Zipcode),
 			Provider: s.Provider, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt},
-		Refundable: s.State == invoice.StateComplete, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		CustomerComment: optional(s.Customer.Comment), Refundable: refundable, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 }

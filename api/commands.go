@@ -95,11 +95,15 @@ var replyStatus = map[string]int{
 	"not_cancellable":       http.StatusBadRequest,
 	"cannot_disburse":       http.StatusBadRequest,
 	"nonce_mismatch":        http.StatusBadRequest,
+	"insufficient_balance":  http.StatusBadRequest,
 	"reply_expired":         http.StatusConflict,
 	// Set aside by the engine (docs/security.md, "Poison commands in the engine").
 	"unprocessable_command": http.StatusUnprocessableEntity,
 	"command_failed":        http.StatusInternalServerError,
 	"balance_limit":         http.StatusBadRequest,
+	// refunds (actors/refund/refundkind)
+	"refund_exceeds_invoice": http.StatusBadRequest,
+	"invoice_not_refundable": http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.

@@ -76,12 +76,12 @@ func renderCustomer(c storage.Customer) customerRecordJSON {
 		Zipcode: c.Zipcode, Country: c.Country, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 }
 
-// readCustomer reads a customer upsert. email is the key and always required;
+// readCustomerUpsert reads a customer upsert. email is the key and always required;
 // first_name and last_name are required when requireNames (the subscriptions form)
 // and may be left out otherwise (the /customers/ form: a payer may be known by
 // email alone), but are never blanked. Every other field: absent or null keeps the
 // stored value, "" clears it, anything else replaces it.
-func readCustomer(c echo.Context, b body, requireNames bool) (storage.CustomerUpsert, error) {
+func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.CustomerUpsert, error) {
 	u := storage.CustomerUpsert{MerchantID: principal(c).MerchantID, NewID: ids.Alias(customerIDLength), Fields: map[string]*string{}}
 	email, err := b.str("email", true, emailMax, nil)
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Server) saveCustomer(c echo.Context, requireNames bool) error {
 	if err != nil {
 		return err
 	}
-	u, err := readCustomer(c, b, requireNames)
+	u, err := readCustomerUpsert(c, b, requireNames)
 	if err != nil {
 		return err
 	}

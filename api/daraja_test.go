@@ -57,6 +57,31 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 		return "", ""
 	}
 
+	t.Run("AcceptedPromptIsProcessing", func(t *testing.T) {
+		// Daraja answered ResponseCode 0 (request accepted for processing): the invoice
+		// is PROCESSING, as a sandbox invoice is once its prompt is accepted, and not
+		// flagged unknown. The reference is recorded in the same change, so the state
+		// is already there when push returns.
+		inv, co := push("254712000004")
+		r := b.post("/api/v1/payment/status/", map[string]any{"invoice_id": inv})
+		if r.Status != 200 {
+			t.Fatalf("status: %d %s", r.Status, r.Body)
+		}
+		if st := r.Map(t)["invoice"].(map[string]any); st["state"] != "PROCESSING" {
+			t.Fatalf("invoice after Daraja accepted the prompt: %v, want PROCESSING", st)
+		}
+		if st, err := storage.GetInvoice(context.Background(), env.Schema.DB, b.merchant, inv); err != nil || st.OutcomeUnknown {
+			t.Fatalf("invoice %+v (%v): an accepted prompt is not an unknown outcome", st, err)
+		}
+		// The customer then cancels: PROCESSING -> FAILED (nothing credited, so the
+		// balances the next subtests check are untouched).
+		if err := fake.Complete(co, 1032, ""); err != nil {
+			t.Fatal(err)
+		}
+		if final := b.waitInvoice(t, inv); final["state"] != "FAILED" || final["failed_code"] != "1032" {
+			t.Fatalf("%v", final)
+		}
+	})
 	t.Run("CallbackCompletes", func(t *testing.T) {
 		inv, co := push("254712000001")
 		if err := fake.Complete(co, 0, "RKT1234567"); err != nil {

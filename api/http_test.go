@@ -63,6 +63,32 @@ func TestHTTPBehaviour(t *testing.T) {
 			t.Fatalf("healthz %d", r.Status)
 		}
 	})
+	t.Run("InterfaceVersion", func(t *testing.T) {
+		// The spec's Versioning: the interface is /api/v1, its description 1.0.0. Stated
+		// at the prefix, with and without the trailing slash, to anyone (no key, or a
+		// wrong one: nothing is checked), as JSON.
+		for _, c := range []struct {
+			path    string
+			headers []string
+		}{
+			{"/api/v1/", nil}, {"/api/v1", nil},
+			{"/api/v1/", []string{"Authorization", "Bearer not-a-key"}},
+			{"/api/v1/", []string{"INTASEND_PUBLIC_API_KEY", b.public}},
+		} {
+			r := b.env.Do("GET", c.path, nil, c.headers...)
+			if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("GET %s: %d %s %s", c.path, r.Status, r.Header.Get("Content-Type"), r.Body)
+			}
+			var v map[string]any
+			r.JSON(t, &v)
+			if v["name"] != "paysvc" || v["version"] != "1.0.0" || v["api"] != "v1" || v["environment"] != "sandbox" {
+				t.Fatalf("GET %s: %v", c.path, v)
+			}
+		}
+		if r := b.env.Do("POST", "/api/v1/", map[string]any{}); r.Status < 400 || r.Status >= 500 {
+			t.Fatalf("POST /api/v1/: %d %s", r.Status, r.Body)
+		}
+	})
 	t.Run("Metrics", func(t *testing.T) {
 		b.transfer(b.settlement, "NOPE", "1.00")
 		metrics := b.env.Metrics() // the operator listener, not the public port (TestAdminListener)

@@ -299,11 +299,11 @@ func (s *Server) triggerEvent(c echo.Context) error {
 // Events table shows (and, for the topics the service emits already, the same
 // shape as the real ones: collections, payouts, wallet transfers).
 func samplePayload(topic, id string, now time.Time) any {
-	ref := "SAMPLE" + ids.Alias(4)
+	ref, phone := "SAMPLE"+ids.Alias(4), "254712345678"
 	switch topic {
 	case topics.CollectionEvent:
 		return topics.Collection{ID: id, InvoiceID: id, State: "COMPLETE", Provider: "MPESA", Value: "100.00", Charges: "1.50",
-			NetAmount: "98.50", Currency: "KES", Account: "254712345678", APIRef: "sample-trigger", MpesaReference: &ref,
+			NetAmount: "98.50", Currency: "KES", Account: &phone, APIRef: "sample-trigger", MpesaReference: &ref,
 			CreatedAt: now, UpdatedAt: now}
 	case topics.SendMoneyEvent:
 		batch := "sample-batch"

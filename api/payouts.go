@@ -244,29 +244,47 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 	}
 	switch f.Provider {
 	case payoutfile.ProviderP2P:
-		rec, seen := recipients[t.Account]
+		key := f.Currency + "\x00" + t.Account
+		rec, seen := recipients[key]
 		if !seen {
 			var err error
-			rec, err = storage.WalletRecipient(c.Request().Context(), s.db, t.Account, s.cfg.Environment)
-			if errors.Is(err, storage.ErrNotFound) {
-				return t, invalid("account", "No wallet "+t.Account+" exists to receive this P2P payout.")
-			}
-			if err != nil {
+			if rec, err = s.p2pRecipient(c.Request().Context(), t.Account, f.Currency); err != nil {
 				return t, err
 			}
-			recipients[t.Account] = rec
+			recipients[key] = rec
 		}
 		if rec.Currency != f.Currency {
 			return t, invalid("account", "Wallet "+t.Account+" holds "+rec.Currency+"; this file pays "+f.Currency+".")
 		}
 		// Without wallet_id the file pays from the merchant's settlement wallet of its
 		// currency, so that wallet is the payer too.
-		paysItself := t.Account == f.WalletID ||
+		paysItself := rec.WalletID == f.WalletID ||
 			(f.WalletID == "" && rec.MerchantID == principal(c).MerchantID && rec.WalletType == "SETTLEMENT")
 		if paysItself {
 			return t, invalid("account", "A P2P payout cannot go to the wallet that pays it.")
 		}
 		t.RecipientMerchantID = rec.MerchantID
+		if rec.WalletID != t.Account {
+			t.RecipientWalletID = rec.WalletID
+		}
+	case payoutfile.ProviderPesalink, payoutfile.ProviderRTGS:
+		// Bank codes are numbers: "2" and "02" name the same bank. The file keeps
+		// and shows the published form (bank-codes/ke), whatever the client wrote.
+		if t.BankCode == "" {
+			return t, invalid("bank_code", "bank_code is required for every "+f.Provider+" transaction.")
+		}
+		if !bankCodePattern.MatchString(t.BankCode) {
+			return t, invalid("bank_code", fmt.Sprintf("bank_code must be a bank's numeric code (digits only, at most %d) from GET /api/v1/send-money/bank-codes/ke/.",
+				payout.MaxBankCodeDigits))
+		}
+		bank, ok := payout.BankByCode(t.BankCode)
+		if !ok {
+			return t, invalid("bank_code", "bank_code "+t.BankCode+" is not a known Kenyan bank code; see GET /api/v1/send-money/bank-codes/ke/.")
+		}
+		t.BankCode = bank.BankCode
+		if err := validAccount(f.Provider, t); err != nil {
+			return t, err
+		}
 	default:
 		if f.Provider == payoutfile.ProviderB2B && t.AccountType == "" {
 			return t, invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
@@ -274,15 +292,8 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		if f.Provider == payoutfile.ProviderB2B && t.AccountType == "PayBill" && t.AccountReference == "" {
 			return t, invalid("account_reference", "account_reference is required for PayBill payments.")
 		}
-		if (f.Provider == payoutfile.ProviderPesalink || f.Provider == payoutfile.ProviderRTGS) && t.BankCode == "" {
-			return t, invalid("bank_code", "bank_code is required for every "+f.Provider+" transaction.")
-		}
-		if err := payout.ValidAccount(f.Provider, t.Account, t.AccountType, t.BankCode); err != nil {
-			var ae *payout.AccountError
-			if errors.As(err, &ae) {
-				return t, invalid(ae.Field, ae.Message)
-			}
-			return t, invalid("account", "The account is not valid for "+f.Provider+".")
+		if err := validAccount(f.Provider, t); err != nil {
+			return t, err
 		}
 	}
 	if t.Charge, err = s.payoutFee(f.Provider, amount); err != nil {
@@ -290,6 +301,52 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 	}
 	t.TransactionID, t.RequestReferenceID = ids.Alias(10), ids.UUID()
 	return t, nil
+}
+
+// validAccount is the rail's format check of a transaction's account, as a 400
+// naming the field.
+func validAccount(provider string, t topics.PayoutTxnIn) error {
+	if err := payout.ValidAccount(provider, t.Account, t.AccountType, t.BankCode); err != nil {
+		var ae *payout.AccountError
+		if errors.As(err, &ae) {
+			return invalid(ae.Field, ae.Message)
+		}
+		return invalid("account", "The account is not valid for "+provider+".")
+	}
+	return nil
+}
+
+var (
+	bankCodePattern = regexp.MustCompile(`^[0-9]+$`)
+	// p2pEmailPattern and p2pPhonePattern tell what a P2P account that is no
+	// wallet id was meant to be (docs/payouts.md, "P2P recipients").
+	p2pEmailPattern = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+	p2pPhonePattern = regexp.MustCompile(`^\+?[0-9]{9,15}$`)
+)
+
+// p2pRecipient resolves a P2P account: a wallet id of this environment (any
+// merchant's), else the email of one merchant of this environment (its settlement
+// wallet of currency). A phone number names no wallet here. Every refusal is a
+// 400 on account that says no more than a payout to it would: not found, unknown
+// email, an email two merchants share and a merchant without a wallet in the
+// currency all read alike.
+func (s *Server) p2pRecipient(ctx context.Context, account, currency string) (storage.Recipient, error) {
+	rec, err := storage.WalletRecipient(ctx, s.db, account, s.cfg.Environment)
+	if !errors.Is(err, storage.ErrNotFound) {
+		return rec, err
+	}
+	switch {
+	case p2pEmailPattern.MatchString(account):
+		rec, err = storage.EmailRecipient(ctx, s.db, account, currency, s.cfg.Environment)
+		if errors.Is(err, storage.ErrNotFound) {
+			return rec, invalid("account", "No merchant of this service receives "+currency+" P2P payouts at "+account+".")
+		}
+		return rec, err
+	case p2pPhonePattern.MatchString(account):
+		return rec, invalid("account", "A P2P (INTASEND) payout goes to a wallet of this service, named by its wallet id or by "+
+			"its merchant's email; a phone number names no wallet here. To pay a phone number, use MPESA-B2C.")
+	}
+	return rec, invalid("account", "No wallet "+account+" exists to receive this P2P payout.")
 }
 
 // payoutFee prices one payout; a provider missing from PAYSVC_FEES uses its default.
@@ -424,11 +481,24 @@ func (s *Server) validateAccount(c echo.Context) error {
 		return invalid("bank_code", "bank_code is required for bank accounts.")
 	}
 	if provider == payoutfile.ProviderP2P {
+		// Resolved as a payout resolves it; an email names a settlement wallet of
+		// currency (KES unless given).
+		currency, err := b.str("currency", false, 3, nil)
+		if err != nil {
+			return err
+		}
+		if currency == "" {
+			currency = "KES"
+		}
+		if !wallet.Currencies[currency] {
+			return invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
+		}
 		v := payout.Validation{Account: account, Status: payout.StatusSuccess}
-		rec, err := storage.WalletRecipient(c.Request().Context(), s.db, account, s.cfg.Environment)
+		rec, err := s.p2pRecipient(c.Request().Context(), account, currency)
+		var refused *Error
 		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			v.Status, v.Description = payout.StatusInvalidAccount, "No such wallet"
+		case errors.As(err, &refused):
+			v.Status, v.Description = payout.StatusInvalidAccount, refused.Detail
 		case err != nil:
 			return err
 		default:

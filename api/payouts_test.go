@@ -175,23 +175,6 @@ func TestPayoutNoApprovalAndCancel(t *testing.T) {
 	}
 }
 
-func TestPayoutInsufficientFunds(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	b.deposit(t, b.settlement, "100") // the file needs 110
-	r := b.post("/api/v1/send-money/initiation/", b2cFile("NO", "254708374149"))
-	if r.Status != 201 {
-		t.Fatalf("initiation: %d %s", r.Status, r.Body)
-	}
-	f := r.Map(t)
-	if f["status"] != "FAILED" || f["failed_reason"] == nil || f["failed_amount"] != "100.00" {
-		t.Fatalf("an unfunded file fails at once with its reason: %s", r.Body)
-	}
-	if cur, av := b.balance(t, b.settlement); cur != "100.00" || av != "100.00" {
-		t.Fatalf("nothing held: %s / %s", cur, av)
-	}
-}
-
 func TestPayoutValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -214,6 +197,14 @@ func TestPayoutValidation(t *testing.T) {
 			"transactions": []any{map[string]any{"account": "254708374149", "amount": 100}}}, "requires_approval"},
 		{"pesalink without bank_code", map[string]any{"currency": "KES", "provider": "PESALINK",
 			"transactions": []any{map[string]any{"account": "1234567890", "amount": 100}}}, "transactions[0].bank_code"},
+		{"bank_code not digits", map[string]any{"currency": "KES", "provider": "PESALINK",
+			"transactions": []any{map[string]any{"account": "1234567890", "amount": 100, "bank_code": "0x2"}}}, "transactions[0].bank_code"},
+		{"bank_code negative number", map[string]any{"currency": "KES", "provider": "PESALINK",
+			"transactions": []any{map[string]any{"account": "1234567890", "amount": 100, "bank_code": -2}}}, "transactions[0].bank_code"},
+		{"bank_code unknown", map[string]any{"currency": "KES", "provider": "RTGS",
+			"transactions": []any{map[string]any{"account": "1234567890", "amount": 100, "bank_code": "99"}}}, "transactions[0].bank_code"},
+		{"bank_code too long", map[string]any{"currency": "KES", "provider": "PESALINK",
+			"transactions": []any{map[string]any{"account": "1234567890", "amount": 100, "bank_code": "00000000002"}}}, "transactions[0].bank_code"},
 		{"paybill without reference", map[string]any{"currency": "KES", "provider": "MPESA-B2B",
 			"transactions": []any{map[string]any{"account": "888880", "amount": 100, "account_type": "PayBill"}}}, "transactions[0].account_reference"},
 		{"b2b without type", map[string]any{"currency": "KES", "provider": "MPESA-B2B",

@@ -119,17 +119,24 @@ func (s *Server) createPayRequest(c echo.Context) error {
 		}
 		days = d
 	}
-	cardTarrif, err := b.str("card_tarrif", false, 20, nil)
-	if err != nil {
-		return err
-	}
-	if cardTarrif != "" && cardTarrif != "BUSINESS-PAYS" && cardTarrif != "CUSTOMER-PAYS" {
-		return invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	// The tariffs are the session's: its payments are priced by them whatever the
+	// paying request says (readPaymentTarget's callers).
+	tariffs := map[string]string{}
+	for _, f := range []string{"card_tarrif", "mobile_tarrif"} {
+		v, err := b.str(f, false, 20, nil)
+		if err != nil {
+			return err
+		}
+		if v != "" && v != "BUSINESS-PAYS" && v != "CUSTOMER-PAYS" {
+			return invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		}
+		tariffs[f] = tarOrDefault(v)
 	}
 	p := principal(c)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: p.MerchantID, Currency: currency, Email: &email,
-		CardTarrif: tarOrDefault(cardTarrif), MobileTarrif: "BUSINESS-PAYS", CreatedAt: now, UpdatedAt: now}
+		CardTarrif: tariffs["card_tarrif"], MobileTarrif: tariffs["mobile_tarrif"], FirstName: &first, LastName: &last,
+		CreatedAt: now, UpdatedAt: now}
 	if hasAmount {
 		co.Amount = &amount
 	}

@@ -45,8 +45,8 @@ var Permissions = []struct{ Name, Grants string }{
 	{PermApproveFiles, "approve payment files, including initiation with requires_approval NO"},
 	{PermViewWebhooks, "list webhooks and their deliveries (the deliveries carry event payloads)"},
 	{PermChangeWebhooks, "create, change, delete webhooks, rotate their secrets, replay events"},
-	{PermViewRefunds, "reserved for chargebacks and refunds (no route yet)"},
-	{PermAddRefunds, "reserved for chargebacks and refunds (no route yet)"},
+	{PermViewRefunds, "list and read refunds (chargebacks)"},
+	{PermAddRefunds, "request refunds of collected invoices and cancel them (holds and moves money)"},
 	{PermViewSubscriptions, "list and read subscription plans and subscription customers"},
 	{PermChangeSubscriptions, "create and update subscription plans and subscription customers"},
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"paysvc/actors/money"
+	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )
@@ -212,7 +213,13 @@ type sdkFixture struct {
 
 func sdkStart(t *testing.T, funds string) *sdkFixture {
 	t.Helper()
-	env := servicetest.Start(t, nil)
+	return sdkStartWith(t, funds, nil)
+}
+
+// sdkStartWith is sdkStart on a service configured by mutate.
+func sdkStartWith(t *testing.T, funds string, mutate func(*service.Config)) *sdkFixture {
+	t.Helper()
+	env := servicetest.Start(t, mutate)
 	m := env.Merchant("SDK Merchant")
 	f := &sdkFixture{env: env, public: m.PublicKey, secret: m.SecretKey}
 
@@ -659,4 +666,46 @@ func TestSDKPayouts(t *testing.T) {
 			t.Errorf("ledger: %+v %v", rep, err)
 		}
 	})
+}
+
+// TestNodeSDK_FundCheckout: wallets().fundCheckout with a WORKING wallet and
+// CUSTOMER-PAYS, paid by M-Pesa as the hosted page pays (a payer also naming
+// BUSINESS-PAYS and the settlement wallet): the customer pays 1,015.00 and the
+// WORKING wallet, not the settlement wallet, is credited 1,000.00.
+func TestNodeSDK_FundCheckout(t *testing.T) {
+	t.Parallel()
+	dir := sdkDir(t)
+	f := sdkStart(t, "1.00")
+	r := f.env.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": "Funded"},
+		servicetest.Bearer(f.secret)...)
+	if r.Status != 201 {
+		t.Fatalf("create wallet: %d %s", r.Status, r.Body)
+	}
+	working := r.Map(t)["wallet_id"].(string)
+	res := f.run(t, dir, "checkout.js", map[string]string{"PAYSVC_WALLET": working, "PAYSVC_PHONE": "254708374149",
+		"PAYSVC_OTHER_WALLET": f.settlement})
+	co := sdkOK(t, res, "fundCheckout")
+	if co["wallet_id"] != working || co["mobile_tarrif"] != "CUSTOMER-PAYS" || co["amount"] != "1000.00" {
+		t.Fatalf("fundCheckout: %v", co)
+	}
+	inv := sdkOK(t, res, "payOnPage")["invoice"].(map[string]any)
+	if inv["value"] != "1015.00" || inv["charges"] != "15.00" || inv["net_amount"] != "1000.00" {
+		t.Fatalf("payOnPage: %v", inv)
+	}
+	st := sdkOK(t, res, "status")
+	if st["invoice"].(map[string]any)["state"] != "COMPLETE" {
+		t.Fatalf("status: %v", st)
+	}
+	if c := st["meta"].(map[string]any)["customer"].(map[string]any); c["first_name"] != "Node" || c["email"] != "fund@example.com" {
+		t.Fatalf("customer: %v", c)
+	}
+	for id, want := range map[string]string{working: "1000.00", f.settlement: "1.00"} {
+		r := f.env.Do("GET", "/api/v1/wallets/"+id+"/", nil, servicetest.Bearer(f.secret)...)
+		if got := r.Map(t)["current_balance"]; got != want {
+			t.Fatalf("wallet %s holds %v, want %s", id, got, want)
+		}
+	}
+	if rep, err := storage.CheckLedger(context.Background(), f.env.Schema.DB); err != nil || !rep.OK {
+		t.Fatalf("ledger: %+v %v", rep, err)
+	}
 }

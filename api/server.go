@@ -194,6 +194,9 @@ func (s *Server) routes(e *echo.Echo) {
 	const v1 = "/api/v1"
 
 	r(GET, "/healthz", s.healthz, open)
+	// The interface's own description (spec, Versioning): no credential, so a client
+	// can learn what it talks to before it has keys. Also at /api/v1/ (trailing slash).
+	r(GET, v1, s.apiVersion, open)
 
 	r(GET, v1+"/wallets", s.listWallets, secret(PermViewWallets, "list wallets"))
 	r(POST, v1+"/wallets", s.createWallet, secret(PermAddWallets, "create wallets").idem())
@@ -208,9 +211,14 @@ func (s *Server) routes(e *echo.Echo) {
 		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
 	r(POST, v1+"/payment/card", s.cardPayment,
 		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
+	r(POST, v1+"/payment/get_amount_estimate", s.amountEstimate,
+		access{kind: kindPublicOrSecret, perm: PermViewCollections, what: "estimate collection fees"})
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(GET, "/checkout/:checkout_id", s.checkoutPage, open)
+	// The hosted pages' stylesheet, script and icon (pages.go): served here, so a
+	// page needs no other host.
+	r(GET, "/static/:name", s.serveStatic, open)
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(PermViewCollections, "read pay requests"))
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
@@ -265,6 +273,11 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/send-money/mpesa/timeout/:token", s.b2cTimeout, access{kind: kindCallback})
 	r(POST, v1+"/send-money/mpesa/status/:token", s.b2cStatus, access{kind: kindCallback})
 
+	r(GET, v1+"/chargebacks", s.listRefunds, secret(PermViewRefunds, "list refunds"))
+	r(POST, v1+"/chargebacks", s.createRefund, secret(PermAddRefunds, "request refunds").idem())
+	r(GET, v1+"/chargebacks/:refund_id", s.getRefund, secret(PermViewRefunds, "read refunds"))
+	r(POST, v1+"/chargebacks/:refund_id/cancel", s.cancelRefund, secret(PermAddRefunds, "cancel refunds").idem())
+
 	sandbox := access{kind: kindSandbox}
 	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
 	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
@@ -285,6 +298,18 @@ func (s *Server) healthz(c echo.Context) error {
 		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "database_unavailable", Detail: "Database is unavailable."}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "environment": s.cfg.Environment})
+}
+
+// InterfaceVersion is the version of the interface description this server
+// implements (spec, Versioning: the path prefix is /api/v1, the description 1.0.0).
+// It changes with the interface, not with paysvc's releases.
+const InterfaceVersion = "1.0.0"
+
+// apiVersion states which interface this server speaks: its name, the interface
+// version and the path prefix, and the environment (sandbox or live) as /healthz does.
+func (s *Server) apiVersion(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"name": "paysvc", "version": InterfaceVersion, "api": "v1",
+		"prefix": "/api/v1", "environment": s.cfg.Environment})
 }
 
 // requestID takes a sane X-Request-Id from the client or makes one, and echoes it.
@@ -330,16 +355,25 @@ func (s *Server) connectionClose(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// initiationBodyBytes is payment-file initiation's body limit with a body limit
+// of limit: a payment file of 10,000 transactions is up to about 8 MB in ASCII.
+func initiationBodyBytes(limit int64) int64 { return limit * 16 }
+
 // MaxBodyBytes is the largest body any route takes with a body limit of limit:
-// payment-file initiation's.
-func MaxBodyBytes(limit int64) int64 { return limit * 16 }
+// payment-file initiation's, or approve's (approvelimit.go), whichever is larger.
+func MaxBodyBytes(limit int64) int64 { return max(initiationBodyBytes(limit), approveBodyLimit) }
 
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		limit := s.cfg.BodyLimit
-		if strings.HasPrefix(r.URL.Path, "/api/v1/send-money/initiat") {
-			limit = MaxBodyBytes(limit) // a payment file of 10,000 transactions is about 1.5 MB
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/api/v1/send-money/initiat"):
+			limit = initiationBodyBytes(limit)
+		case strings.HasPrefix(r.URL.Path, "/api/v1/send-money/approve"):
+			// The SDKs post the whole initiation response back; the slow-body
+			// bound (api/deadline) and the text check apply as on every route.
+			limit = max(limit, approveBodyLimit)
 		}
 		if r.ContentLength > limit {
 			return clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.")

@@ -108,6 +108,13 @@ func (s *Server) signInvoice(ctx context.Context, inv invoice.State) (string, er
 // openInvoice issues an invoice-opening command and returns the opened invoice with
 // its status token.
 func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, string, error) {
+	if cmd.Email != "" {
+		id, err := s.linkPayer(c, cmd)
+		if err != nil {
+			return invoice.State{}, "", err
+		}
+		cmd.Customer.CustomerID = id
+	}
 	r, err := s.issue(c, topics.CmdInvoiceSTKPush, cmd)
 	if err != nil {
 		return invoice.State{}, "", err

@@ -1,9 +1,10 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -237,36 +238,77 @@ func TestWebhookDelivery(t *testing.T) {
 			t.Fatalf("after the replay: %d DELIVERED listings, %d records (%v)", delivered, records, err)
 		}
 	})
-	t.Run("RotatedSecretReplacesTheStoredChallenge", func(t *testing.T) {
+	t.Run("ReplayAfterRotationSendsTheOriginalBytes", func(t *testing.T) {
+		// The opted-in webhook's first delivery echoed "flaky-secret". After the
+		// challenge and the signing secret rotate, a replay sends exactly those bytes
+		// (the old challenge in them signs nothing any more), signed with the new
+		// secrets only.
 		first := flaky.requests()[0]
+		if !strings.Contains(string(first.body), `"challenge":"flaky-secret"`) {
+			t.Fatalf("first body %s", first.body)
+		}
+		id := first.headers["webhook-id"]
 		r := b.post("/api/v1/webhooks/"+flakyID+"/rotate-secret/", map[string]any{"challenge": "rotated-secret"})
 		if r.Status != 200 || strings.Contains(string(r.Body), "rotated-secret") {
 			t.Fatalf("rotate: %d %s", r.Status, r.Body)
 		}
 		oldKey := keys[flakyID]
 		newKey := signingKey(t, r)
+		keys[flakyID] = newKey
+		replayFlaky := func() map[string]any {
+			t.Helper()
+			var out struct{ Replays []map[string]any }
+			b.post("/api/v1/webhooks/events/"+id+"/replay/", nil).JSON(t, &out)
+			for _, x := range out.Replays {
+				if x["webhook_id"] == flakyID {
+					return x
+				}
+			}
+			t.Fatalf("no replay to %s: %v", flakyID, out.Replays)
+			return nil
+		}
 		n := len(flaky.requests())
-		var replay struct{ Replays []map[string]any }
-		b.post("/api/v1/webhooks/events/"+first.headers["webhook-id"]+"/replay/", nil).JSON(t, &replay)
-		waitUntil(t, "the replay after rotation", func() bool { return len(flaky.requests()) > n })
+		if x := replayFlaky(); x["delivered"] != true {
+			t.Fatalf("replay after rotation: %v", x)
+		}
 		got := flaky.requests()[n]
-		if strings.Contains(string(got.body), "flaky-secret") || !strings.Contains(string(got.body), `"challenge":"rotated-secret"`) {
-			t.Fatalf("after rotation the body still carries the old secret: %s", got.body)
+		if !bytes.Equal(got.body, first.body) {
+			t.Fatalf("the replay after rotation changed the body:\n%s\n%s", got.body, first.body)
+		}
+		if got.headers["webhook-id"] != id {
+			t.Fatalf("webhook-id %q, want %q", got.headers["webhook-id"], id)
 		}
 		if !webhooks.VerifyDelivery("rotated-secret", newKey, got.headers, got.body, time.Now(), 5*time.Minute) ||
 			webhooks.VerifyDelivery("flaky-secret", oldKey, got.headers, got.body, time.Now(), 5*time.Minute) {
-			t.Fatal("the replay is not signed with the new secret alone")
+			t.Fatal("the replay is not signed with the new secrets alone")
 		}
-		// The event itself is untouched: same topic and data bytes.
-		data := func(body []byte) string {
-			var x struct{ Topic, Data json.RawMessage }
-			if err := json.Unmarshal(body, &x); err != nil {
-				t.Fatal(err)
-			}
-			return string(x.Topic) + string(x.Data)
+
+		// The merchant sets the challenge those bytes echo again and turns the echo
+		// off: sending them would hand out the live key of X-SERVICE-Signature that
+		// the merchant withdrew from bodies. Not sent, and the answer says why.
+		if r := b.env.Do("PATCH", "/api/v1/webhooks/"+flakyID+"/", map[string]any{"challenge": "flaky-secret", "include_challenge": false},
+			servicetest.Bearer(b.secret)...); r.Status != 200 {
+			t.Fatalf("patch: %d %s", r.Status, r.Body)
 		}
-		if data(got.body) != data(first.body) {
-			t.Fatalf("rotation changed the event: %s vs %s", got.body, first.body)
+		n = len(flaky.requests())
+		if x := replayFlaky(); x["delivered"] != false || !strings.Contains(fmt.Sprint(x["error"]), "challenge") {
+			t.Fatalf("replay echoing the withdrawn live challenge: %v", x)
+		}
+		if len(flaky.requests()) != n {
+			t.Fatal("a body echoing the live, withdrawn challenge was sent")
+		}
+		// A new challenge makes the old one harmless: the same bytes go out again.
+		if r := b.post("/api/v1/webhooks/"+flakyID+"/rotate-secret/", map[string]any{"challenge": "third-secret"}); r.Status != 200 {
+			t.Fatalf("rotate: %d %s", r.Status, r.Body)
+		} else {
+			keys[flakyID] = signingKey(t, r)
+		}
+		if x := replayFlaky(); x["delivered"] != true {
+			t.Fatalf("replay after the second rotation: %v", x)
+		}
+		got = flaky.requests()[n]
+		if !bytes.Equal(got.body, first.body) || !webhooks.VerifyDelivery("third-secret", keys[flakyID], got.headers, got.body, time.Now(), 5*time.Minute) {
+			t.Fatalf("second replay: %s", got.body)
 		}
 	})
 	t.Run("EventsAreMerchantScoped", func(t *testing.T) {

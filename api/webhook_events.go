@@ -2,11 +2,13 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/webhooks"
 	"paysvc/actors/webhooks/dispatch"
 	"paysvc/actors/webhooks/outbound"
 	"paysvc/storage"
@@ -66,7 +68,10 @@ func (s *Server) listWebhookEvents(c echo.Context) error {
 }
 
 // replayWebhookEvent resends the exact stored bytes of an event to its webhooks,
-// records the attempts, and creates no new event record.
+// records the attempts, and creates no new event record. The bytes are never
+// rewritten, also after a rotation (the signatures use the current secrets); a body
+// that would echo a challenge the webhook has withdrawn is not sent
+// (webhooks.EchoesWithdrawnChallenge).
 func (s *Server) replayWebhookEvent(c echo.Context) error {
 	ctx := c.Request().Context()
 	ds, err := storage.EventDeliveries(ctx, s.db, principal(c).MerchantID, c.Param("event_id"))
@@ -83,7 +88,16 @@ func (s *Server) replayWebhookEvent(c echo.Context) error {
 				"error": "The webhook is disabled; enable it (PATCH is_active true) and replay again."})
 			continue
 		}
+		if webhooks.EchoesWithdrawnChallenge(d.Body, d.Challenge, d.IncludeChallenge) {
+			results = append(results, map[string]any{"webhook_id": d.WebhookID, "http_status": 0, "delivered": false,
+				"error": "Not sent: the stored body echoes this webhook's current challenge, which it no longer echoes. " +
+					"Change the challenge (rotate-secret with a new challenge) and replay again."})
+			continue
+		}
 		resp, err := dispatch.Replay(ctx, s.db, s.webhookClient, d)
+		if errors.Is(err, dispatch.ErrDeliveryGone) {
+			continue // pruned or its webhook deleted meanwhile: nothing to replay to
+		}
 		r := map[string]any{"webhook_id": d.WebhookID, "http_status": resp.Status, "delivered": err == nil && resp.Status == 200}
 		if err != nil {
 			r["error"] = outbound.Describe(err)

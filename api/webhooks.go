@@ -152,7 +152,6 @@ func (s *Server) updateWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	old := w
 	if err := s.applyWebhookFields(b, &w, false); err != nil {
 		return err
 	}
@@ -166,7 +165,7 @@ func (s *Server) updateWebhook(c echo.Context) error {
 		}
 		w.IsActive = active
 	}
-	if err := s.saveWebhook(c.Request().Context(), w, old); err != nil {
+	if err := s.saveWebhook(c.Request().Context(), w); err != nil {
 		return err
 	}
 	w, err = s.pathWebhook(c)
@@ -178,7 +177,8 @@ func (s *Server) updateWebhook(c echo.Context) error {
 
 // rotateWebhookSecret makes a new Standard Webhooks signing secret, shown once in
 // the answer, and replaces the challenge when the body gives one. Deliveries sent
-// from then on (retries and replays included) are signed with the new secret only.
+// from then on (retries and replays included) are signed with the new secret only;
+// their bodies stay the bytes first recorded.
 func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	w, err := s.pathWebhook(c)
 	if err != nil {
@@ -188,7 +188,6 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	previous := w
 	if b.has("challenge") {
 		if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
 			return err
@@ -197,37 +196,18 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	if w.SigningSecret, err = webhooks.NewSigningSecret(); err != nil {
 		return err
 	}
-	if err := s.saveWebhook(c.Request().Context(), w, previous); err != nil {
+	if err := s.saveWebhook(c.Request().Context(), w); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, renderSignedWebhook(w))
 }
 
-// saveWebhook stores a changed webhook. When its challenge or its echo changed,
-// every stored delivery body is rewritten in the same transaction to carry the
-// challenge it echoes now (or none): retries and replays then echo what they are
-// signed with, and an old challenge, perhaps leaked, is never sent again.
-func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook, previous storage.Webhook) error {
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := storage.UpdateWebhook(ctx, tx, w); err != nil {
-		return err
-	}
-	if w.Challenge != previous.Challenge || w.IncludeChallenge != previous.IncludeChallenge {
-		echo := ""
-		if w.IncludeChallenge {
-			echo = w.Challenge
-		}
-		if _, err := storage.RewriteDeliveryBodies(ctx, tx, w.MerchantID, w.WebhookID, func(b []byte) ([]byte, error) {
-			return webhooks.Rechallenge(b, echo)
-		}); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+// saveWebhook stores a changed webhook. Stored delivery bodies are not touched, also
+// when the challenge or its echo changes: a replay resends the exact bytes the
+// merchant was sent (docs/security.md, Webhook signing, says why an old challenge in
+// them is no leak, and when a body is not sent again).
+func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook) error {
+	return storage.UpdateWebhook(ctx, s.db, w)
 }
 
 func (s *Server) deleteWebhook(c echo.Context) error {

@@ -23,21 +23,42 @@ type Checkout struct {
 	APIRef       *string       `db:"api_ref"`
 	CardTarrif   string        `db:"card_tarrif"`
 	MobileTarrif string        `db:"mobile_tarrif"`
-	CreatedAt    time.Time     `db:"created_at"`
-	UpdatedAt    time.Time     `db:"updated_at"`
-	Paid         bool          `db:"paid"`
+	// WalletID receives every payment through the session (nil: the merchant's KES
+	// settlement wallet); RedirectURL is where the hosted page sends the payer after
+	// a successful payment.
+	WalletID    *string `db:"wallet_id"`
+	RedirectURL *string `db:"redirect_url"`
+	// The customer details given at creation, carried by every payment through the
+	// session (a payment's own values win only where the session has none).
+	PhoneNumber *string   `db:"phone_number"`
+	FirstName   *string   `db:"first_name"`
+	LastName    *string   `db:"last_name"`
+	Country     *string   `db:"country"`
+	Zipcode     *string   `db:"zipcode"`
+	Address     *string   `db:"address"`
+	City        *string   `db:"city"`
+	State       *string   `db:"state"`
+	Comment     *string   `db:"comment"`
+	CreatedAt   time.Time `db:"created_at"`
+	UpdatedAt   time.Time `db:"updated_at"`
+	Paid        bool      `db:"paid"`
 }
 
 const checkoutColumns = `c.checkout_id, c.merchant_id, c.amount, c.currency, c.email, c.api_ref, c.card_tarrif,
-	c.mobile_tarrif, c.created_at, c.updated_at,
+	c.mobile_tarrif, c.wallet_id, c.redirect_url, c.phone_number, c.first_name, c.last_name, c.country, c.zipcode,
+	c.address, c.city, c.state, c.comment, c.created_at, c.updated_at,
 	EXISTS (SELECT 1 FROM invoices i WHERE i.data ? 'checkout_id' AND i.data ->> 'checkout_id' = c.checkout_id::text
 		AND i.state = 'COMPLETE') AS paid`
 
 // InsertCheckout stores a new session.
 func InsertCheckout(ctx context.Context, ext sqlx.ExtContext, c Checkout) error {
 	_, err := ext.ExecContext(ctx, `INSERT INTO checkouts (checkout_id, merchant_id, amount, currency, email, api_ref,
-		card_tarrif, mobile_tarrif, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
-		c.CheckoutID, c.MerchantID, c.Amount, c.Currency, c.Email, c.APIRef, c.CardTarrif, c.MobileTarrif, c.CreatedAt)
+		card_tarrif, mobile_tarrif, wallet_id, redirect_url, phone_number, first_name, last_name, country, zipcode,
+		address, city, state, comment, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)`,
+		c.CheckoutID, c.MerchantID, c.Amount, c.Currency, c.Email, c.APIRef, c.CardTarrif, c.MobileTarrif,
+		c.WalletID, c.RedirectURL, c.PhoneNumber, c.FirstName, c.LastName, c.Country, c.Zipcode,
+		c.Address, c.City, c.State, c.Comment, c.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("insert checkout: %w", err)
 	}

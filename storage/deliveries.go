@@ -28,9 +28,11 @@ type Delivery struct {
 	Endpoint   string    `db:"endpoint"`
 	Challenge  string    `db:"challenge"`
 	IsActive   bool      `db:"is_active"`
-	AggKey     string    `db:"agg_key"`
-	Partition  int32     `db:"src_partition"`
-	Offset     int64     `db:"src_offset"`
+	// IncludeChallenge is the webhook's echo setting now (read for replays).
+	IncludeChallenge bool   `db:"include_challenge"`
+	AggKey           string `db:"agg_key"`
+	Partition        int32  `db:"src_partition"`
+	Offset           int64  `db:"src_offset"`
 
 	// SigningSecret keys webhook-signature (the webhook's, read when sending).
 	SigningSecret []byte `db:"signing_secret"`
@@ -216,7 +218,8 @@ type Claimed struct {
 // ClaimQueues leases up to limit due queues for lease and returns up to perQueue of
 // each one's unfinished deliveries in offset order. A due queue with nothing left is
 // deleted. While leased, a queue is claimed by no one else; a dispatcher that dies
-// lets its leases run out. Deliveries stay PENDING while their queue is leased.
+// lets its leases run out. Deliveries stay PENDING while their queue is leased; the
+// dispatcher marks each PROCESSING just before its first attempt (MarkProcessing).
 func ClaimQueues(ctx context.Context, db *sqlx.DB, lease time.Duration, limit, perQueue int) ([]Claimed, error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -247,7 +250,7 @@ func takeChains(ctx context.Context, tx *sqlx.Tx, keys []QueueKey, lease time.Du
 	var rows []Delivery
 	if err := sqlx.SelectContext(ctx, tx, &rows, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status,
 			d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, d.agg_key, d.src_partition, d.src_offset,
-			w.endpoint, w.challenge, w.signing_secret, w.is_active
+			w.endpoint, w.challenge, w.signing_secret, w.is_active, w.include_challenge
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS q(webhook_id, topic, src_partition, agg_key)
 		CROSS JOIN LATERAL (SELECT * FROM webhook_deliveries x
 			WHERE x.webhook_id = q.webhook_id AND x.topic = q.topic AND x.src_partition = q.src_partition AND x.agg_key = q.agg_key
@@ -292,9 +295,10 @@ func takeChains(ctx context.Context, tx *sqlx.Tx, keys []QueueKey, lease time.Du
 type Outcome struct {
 	EventID   string
 	WebhookID string
-	// Status is DELIVERED, FAILED, PROCESSING (attempted before, due again at Next)
-	// or PENDING (never attempted, due at Next). When not Attempted, the delivery
-	// is released untouched for the next claim of its queue.
+	// Status is DELIVERED, FAILED or PROCESSING (attempted, due again at Next). When
+	// not Attempted, the delivery is released for the next claim of its queue with
+	// its status untouched (statuses never go back: PENDING -> PROCESSING ->
+	// DELIVERED or FAILED).
 	Status     string
 	Next       time.Time
 	Attempted  bool // counts as an attempt: attempts + 1, last status and error set
@@ -399,7 +403,7 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::bool[], $9::int[])
 				AS o(event_id, webhook_id, status, next, attempted, http_status, error, recorded, latency_ms)),
 		finished AS (
-			UPDATE webhook_deliveries d SET status = o.status, next_attempt_at = o.next,
+			UPDATE webhook_deliveries d SET status = CASE WHEN o.attempted THEN o.status ELSE d.status END, next_attempt_at = o.next,
 				attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END,
 				last_status = CASE WHEN o.attempted THEN o.http_status ELSE d.last_status END,
 				last_error = CASE WHEN o.attempted THEN o.error ELSE d.last_error END, updated_at = now()
@@ -450,9 +454,13 @@ func RecordAttempt(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID 
 	return err
 }
 
-// RecordReplay records a replay attempt; one the endpoint accepted also makes the
-// delivery DELIVERED (a FAILED event that a replay got through is delivered, and a
-// pending retry of it need not be sent). The event record itself stays the same.
+// RecordReplay records a replay attempt and ends the replay's lease (StartReplay).
+// The record takes the replay's outcome: DELIVERED when the endpoint accepted it
+// (a pending retry of it then need not be sent); FAILED when it did not and the
+// delivery was finished (DELIVERED or FAILED: its latest delivery failed, as Svix
+// shows a resent message); unchanged (PROCESSING) when it did not and the dispatcher
+// still has the delivery queued for a retry. The last HTTP status and error are the
+// replay's. The event record itself stays the same.
 func RecordReplay(ctx context.Context, db *sqlx.DB, eventID, webhookID string, status *int, latency time.Duration, errText *string, delivered bool) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -462,11 +470,11 @@ func RecordReplay(ctx context.Context, db *sqlx.DB, eventID, webhookID string, s
 	if err := RecordAttempt(ctx, tx, eventID, webhookID, status, latency, errText, true); err != nil {
 		return err
 	}
-	if delivered {
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'DELIVERED', last_status = $3, last_error = NULL,
-			updated_at = now() WHERE event_id = $1 AND webhook_id = $2`, eventID, webhookID, status); err != nil {
-			return err
-		}
+	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET replaying_until = NULL, updated_at = now(),
+			status = CASE WHEN $3 THEN 'DELIVERED' WHEN status IN ('DELIVERED', 'FAILED') THEN 'FAILED' ELSE status END,
+			last_status = $4, last_error = $5
+		WHERE event_id = $1 AND webhook_id = $2`, eventID, webhookID, delivered, status, errText); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
@@ -480,61 +488,60 @@ func DisableWebhook(ctx context.Context, ext sqlx.ExtContext, webhookID string) 
 // ListDeliveries returns one page of the merchant's delivery records, newest first,
 // filtered by topic and status when given, and the total.
 func ListDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, topic, status string, since time.Time, limit, offset int) ([]Delivery, int, error) {
-	where := `d.merchant_id = $1 AND ($2 = '' OR d.topic = $2) AND ($3 = '' OR d.status = $3) AND d.created_at >= $4`
+	where := `d.merchant_id = $1 AND ($2 = '' OR d.topic = $2) AND ($3 = '' OR ` + shownStatus + ` = $3) AND d.created_at >= $4`
 	var total int
 	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM webhook_deliveries d WHERE `+where, merchantID, topic, status, since); err != nil {
 		return nil, 0, err
 	}
 	out := []Delivery{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status, d.attempts,
-		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret, w.is_active
-		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE `+where+`
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, `+shownStatus+` AS status,
+		d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret,
+		w.is_active FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE `+where+`
 		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`, merchantID, topic, status, since, limit, offset)
 	return out, total, err
 }
 
-// EventDeliveries returns the merchant's deliveries of one event, with secrets, for replay.
+// shownStatus is a delivery's status as the API shows it: PROCESSING while a replay
+// is in flight (replaying_until, migration 0023), its stored status otherwise.
+const shownStatus = `CASE WHEN d.replaying_until > now() THEN 'PROCESSING' ELSE d.status END`
+
+// EventDeliveries returns the merchant's deliveries of one event, with secrets and the
+// webhook's echo setting, for replay.
 func EventDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, eventID string) ([]Delivery, error) {
 	var out []Delivery
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status, d.attempts,
-		d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, w.challenge, w.signing_secret, w.is_active
-		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.merchant_id = $1 AND d.event_id = $2`, merchantID, eventID)
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, `+shownStatus+` AS status,
+		d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, w.challenge, w.signing_secret, w.is_active,
+		w.include_challenge FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.merchant_id = $1 AND d.event_id = $2`,
+		merchantID, eventID)
 	return out, err
 }
 
-// RewriteDeliveryBodies passes every stored body of one of the merchant's webhooks
-// through rewrite and stores the result, a thousand at a time, inside the caller's
-// transaction; it returns how many it rewrote.
-func RewriteDeliveryBodies(ctx context.Context, tx *sqlx.Tx, merchantID, webhookID string, rewrite func([]byte) ([]byte, error)) (int, error) {
-	n, after := 0, ""
-	for {
-		var rows []struct {
-			EventID string `db:"event_id"`
-			Body    []byte `db:"body"`
-		}
-		if err := tx.SelectContext(ctx, &rows, `SELECT event_id, body FROM webhook_deliveries
-			WHERE merchant_id = $1 AND webhook_id = $2 AND event_id > $3 ORDER BY event_id LIMIT 1000`, merchantID, webhookID, after); err != nil {
-			return n, fmt.Errorf("rewrite delivery bodies: %w", err)
-		}
-		if len(rows) == 0 {
-			return n, nil
-		}
-		ids := make([]string, len(rows))
-		bodies := make([][]byte, len(rows))
-		for i, r := range rows {
-			b, err := rewrite(r.Body)
-			if err != nil {
-				return n, fmt.Errorf("rewrite delivery body of %s: %w", r.EventID, err)
-			}
-			ids[i], bodies[i] = r.EventID, b
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries d SET body = u.body
-			FROM unnest($3::text[], $4::bytea[]) AS u(event_id, body)
-			WHERE d.merchant_id = $1 AND d.webhook_id = $2 AND d.event_id = u.event_id`,
-			merchantID, webhookID, pq.StringArray(ids), pq.ByteaArray(bodies)); err != nil {
-			return n, fmt.Errorf("rewrite delivery bodies: %w", err)
-		}
-		n += len(rows)
-		after = rows[len(rows)-1].EventID
+// StartReplay marks a delivery as being replayed until now+lease: the API shows it
+// PROCESSING meanwhile (whatever its stored status), and a PENDING one becomes
+// PROCESSING for good (a delivery has now been attempted; if the replay's answer is
+// never recorded, its queue still sends it). It reports false when the delivery is
+// gone (pruned, or its webhook deleted).
+func StartReplay(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID string, lease time.Duration) (bool, error) {
+	res, err := ext.ExecContext(ctx, `UPDATE webhook_deliveries SET replaying_until = now() + $3 * interval '1 millisecond',
+		status = CASE WHEN status = 'PENDING' THEN 'PROCESSING' ELSE status END, updated_at = now()
+		WHERE event_id = $1 AND webhook_id = $2`, eventID, webhookID, lease.Milliseconds())
+	if err != nil {
+		return false, err
 	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// MarkProcessing moves deliveries the dispatcher is about to attempt for the first
+// time from PENDING to PROCESSING, in one statement; a delivery that is no longer
+// PENDING (a replay took it, or it is finished) is left as it is.
+func MarkProcessing(ctx context.Context, ext sqlx.ExtContext, keys [][2]string) error {
+	ev, wh := make(pq.StringArray, len(keys)), make(pq.StringArray, len(keys))
+	for i, k := range keys {
+		ev[i], wh[i] = k[0], k[1]
+	}
+	_, err := ext.ExecContext(ctx, `UPDATE webhook_deliveries d SET status = 'PROCESSING', updated_at = now()
+		FROM unnest($1::text[], $2::text[]) AS k(event_id, webhook_id)
+		WHERE d.event_id = k.event_id AND d.webhook_id = k.webhook_id AND d.status = 'PENDING'`, ev, wh)
+	return err
 }

@@ -286,6 +286,7 @@ func FrequentBeneficiaries(ctx context.Context, q sqlx.QueryerContext, merchantI
 type Recipient struct {
 	MerchantID   string `db:"merchant_id"`
 	MerchantName string `db:"name"`
+	WalletID     string `db:"wallet_id"`
 	Currency     string `db:"currency"`
 	WalletType   string `db:"wallet_type"`
 }
@@ -295,13 +296,34 @@ type Recipient struct {
 // other environment (money never crosses between sandbox and live), is ErrNotFound.
 func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID, environment string) (Recipient, error) {
 	var r Recipient
-	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.currency, w.wallet_type FROM wallets w
+	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.wallet_id, w.currency, w.wallet_type FROM wallets w
 		JOIN merchants m ON m.merchant_id = w.merchant_id WHERE w.wallet_id = $1 AND m.enabled AND m.environment = $2`, walletID, environment)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}
 	if err != nil {
 		return r, fmt.Errorf("wallet recipient: %w", err)
+	}
+	return r, nil
+}
+
+// EmailRecipient returns the settlement wallet of currency of the one enabled
+// merchant of environment whose email (merchants.email, compared without regard to
+// case) is email: what a P2P payout to an email pays. No such merchant, no such
+// wallet, and an address that more than one merchant has are all ErrNotFound,
+// alike, so the answer tells the payer no more than a payout would.
+func EmailRecipient(ctx context.Context, q sqlx.QueryerContext, email, currency, environment string) (Recipient, error) {
+	var r Recipient
+	err := sqlx.GetContext(ctx, q, &r, `WITH named AS (
+		SELECT merchant_id, name FROM merchants WHERE lower(email) = lower($1) AND enabled AND environment = $3)
+		SELECT m.merchant_id, m.name, w.wallet_id, w.currency, w.wallet_type
+		  FROM named m JOIN wallets w ON w.merchant_id = m.merchant_id AND w.wallet_type = 'SETTLEMENT' AND w.currency = $2
+		 WHERE (SELECT count(*) FROM named) = 1`, email, currency, environment)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("email recipient: %w", err)
 	}
 	return r, nil
 }

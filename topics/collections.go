@@ -67,6 +67,30 @@ type InvoiceSTKPush struct {
 	CardLast4   string `json:"card_last4,omitempty"`
 	CardNetwork string `json:"card_network,omitempty"`
 	TestOutcome string `json:"test_outcome,omitempty"`
+	// Customer is what the request (or the checkout session it pays) said about the
+	// payer, shown back in the Payment session's customer; Host is the invoice's
+	// origin host; Narrative the merchant's description of the payment (the
+	// Python SDK's STK push sends one). All optional, checked by the API.
+	Customer  PaymentCustomer `json:"customer,omitzero"`
+	Host      string          `json:"host,omitempty"`
+	Narrative string          `json:"narrative,omitempty"`
+}
+
+// PaymentCustomer is the payer's identity and billing address as a collection
+// request gave them (the payer's email and phone travel as Email and Phone). Its
+// fields are those of invoice.Customer, so one converts to the other.
+type PaymentCustomer struct {
+	// CustomerID is the merchant's customer record of the payer's email (the
+	// customers API); empty when the payment carried no email.
+	CustomerID string `json:"customer_id,omitempty"`
+	FirstName  string `json:"first_name,omitempty"`
+	LastName   string `json:"last_name,omitempty"`
+	Country    string `json:"country,omitempty"`
+	Zipcode    string `json:"zipcode,omitempty"`
+	Address    string `json:"address,omitempty"`
+	City       string `json:"city,omitempty"`
+	State      string `json:"state,omitempty"`
+	Comment    string `json:"comment,omitempty"`
 }
 
 // ProviderResult is a rail's outcome for an invoice, fed back as a command. Its
@@ -102,12 +126,14 @@ type Collection struct {
 	State     string `json:"state"`
 	// Provider is in the events' vocabulary (see CollectionProvider): MPESA, CARD or
 	// PESALINK.
-	Provider       string    `json:"provider"`
-	Value          string    `json:"value"`
-	Charges        string    `json:"charges"`
-	NetAmount      string    `json:"net_amount"`
-	Currency       string    `json:"currency"`
-	Account        string    `json:"account"`
+	Provider  string `json:"provider"`
+	Value     string `json:"value"`
+	Charges   string `json:"charges"`
+	NetAmount string `json:"net_amount"`
+	Currency  string `json:"currency"`
+	// Account is the paying phone number, null when the payment has none (a card
+	// or PesaLink collection without a phone), as the invoice shows it.
+	Account        *string   `json:"account"`
 	APIRef         string    `json:"api_ref"`
 	MpesaReference *string   `json:"mpesa_reference"`
 	FailedReason   *string   `json:"failed_reason"`

@@ -59,6 +59,10 @@ type PayoutTxnIn struct {
 	// RecipientMerchantID is, for P2P, the merchant owning the destination wallet
 	// (Account); the API looks it up so the credit can be keyed to that merchant.
 	RecipientMerchantID string `json:"recipient_merchant_id,omitempty"`
+	// RecipientWalletID is, for P2P, the wallet Account resolved to when Account
+	// is not a wallet id itself (a merchant's email: its settlement wallet of the
+	// file's currency). Internal: the payer sees Account as it wrote it.
+	RecipientWalletID string `json:"recipient_wallet_id,omitempty"`
 }
 
 // PayoutInitiate opens a payment file.
@@ -137,13 +141,17 @@ type PayoutResults struct {
 
 // PayoutP2PCredit is the payload of CmdPayoutP2PCredit.
 type PayoutP2PCredit struct {
-	PayerMerchantID string       `json:"payer_merchant_id"`
-	FileID          string       `json:"file_id"`
-	TransactionID   string       `json:"transaction_id"`
-	WalletID        string       `json:"wallet_id"` // the recipient's wallet
-	Amount          money.Amount `json:"amount"`
-	Currency        string       `json:"currency"`
-	Narrative       string       `json:"narrative,omitempty"`
+	PayerMerchantID string `json:"payer_merchant_id"`
+	FileID          string `json:"file_id"`
+	TransactionID   string `json:"transaction_id"`
+	WalletID        string `json:"wallet_id"` // the recipient's wallet
+	// Account is the recipient as the payer named it (a wallet id or an email):
+	// outcome descriptions, which the payer reads, name it and never the wallet
+	// an email resolved to. Empty in commands queued before it existed: WalletID.
+	Account   string       `json:"account,omitempty"`
+	Amount    money.Amount `json:"amount"`
+	Currency  string       `json:"currency"`
+	Narrative string       `json:"narrative,omitempty"`
 }
 
 // SendMoney is the payload of a send_money_event: the file at the time of the

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"paysvc/actors/money"
+	"paysvc/actors/refund"
 	"paysvc/topics"
 )
 
@@ -48,6 +49,9 @@ var schemaFiles = []struct {
 	{"payout_results_command.schema.json", topics.PayoutResults{}},
 	{"payout_rail_request.schema.json", topics.PayoutRailRequest{}},
 	{"payout_callback.schema.json", topics.Callback{}},
+	{"reversal_event.schema.json", refund.Reversal{}},
+	{"refund_create_command.schema.json", refund.Create{}},
+	{"refund_settle_command.schema.json", refund.Settle{}},
 }
 
 func TestSchemas(t *testing.T) {

@@ -32,6 +32,8 @@ type batch struct {
 	// payoutOutcomes counts transactions finished by the batch, by provider and
 	// status, for paysvc_payout_transactions_total once it commits.
 	payoutOutcomes map[[2]string]int
+	// after runs once the batch committed (registered kinds' metrics).
+	after []func()
 }
 
 // writes returns the batch's collector of one kind of aggregate, made by newRows
@@ -89,6 +91,7 @@ type prepared struct {
 	newKeys   []string
 	finished  []string // payment files this batch made final
 	payouts   map[[2]string]int
+	after     []func()
 }
 
 // applyBatch applies the records through the actors and returns what to commit.
@@ -110,7 +113,7 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 			continue
 		}
 		cmds[i] = &c
-		payloads[i] = decodePayload(&c)
+		payloads[i] = e.decodePayload(&c)
 		ids = append(ids, c.ID)
 	}
 	done, doneTypes, err := storage.ProcessedReplies(ctx, e.db, ids)
@@ -191,7 +194,7 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
 	}
 	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels, newKeys: b.newKeys,
-		finished: b.finished, payouts: b.payoutOutcomes}
+		finished: b.finished, payouts: b.payoutOutcomes, after: b.after}
 	for _, c := range cmds {
 		if c != nil && !c.IssuedAt.IsZero() {
 			pr.issued = append(pr.issued, c.IssuedAt)
@@ -231,6 +234,9 @@ func (e *Engine) commit(ctx context.Context, pr *prepared) error {
 	}
 	for _, t := range pr.issued {
 		commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())
+	}
+	for _, f := range pr.after {
+		f()
 	}
 	e.deliver(pr.out)
 	if len(pr.batch.Outbox) > 0 {
@@ -301,7 +307,7 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	return nil
+	return e.hydrateRegistered(ctx, p, cmds, payloads, done)
 }
 
 func labelKey(merchant, currency, label string) string {

@@ -67,6 +67,8 @@ type Engine struct {
 	mu    sync.Mutex
 	parts map[int32]*partition
 	live  atomic.Int64
+	// kinds are the registered aggregates (aggregates.go), fixed at New.
+	kinds registered
 }
 
 // New connects the engine's Kafka client; Run starts consuming.
@@ -76,7 +78,8 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: actor engine: %w", err)
 	}
-	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine")}
+	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine"),
+		kinds: snapshotRegistry()}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -295,6 +298,7 @@ func (e *Engine) passivate(idleSince time.Time) {
 				}
 			}
 		}
+		e.dropIdleRegistered(p, idleSince)
 		p.mu.Unlock()
 	}
 	liveActors.Set(float64(e.live.Load()))

@@ -20,7 +20,9 @@ const (
 )
 
 // StageSent is the provider-result stage that records the rail's reference for a
-// prompt (the rails role sends it right after the rail took the prompt).
+// prompt without a state change. The rails role now sends ACCEPTED when Daraja takes
+// a prompt (PENDING -> PROCESSING, as in the sandbox); SENT is still applied for
+// commands produced before that change.
 const StageSent = "SENT"
 
 // StageUnknown is the provider-result stage of a prompt whose fate the rail could
@@ -128,7 +130,8 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: provider,
 			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
 			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
-			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, At: b.at,
+			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: invoice.Customer(in.Customer), Host: in.Host,
+			Narrative: in.Narrative, At: b.at,
 		}}
 	})
 	if err != nil {
@@ -314,7 +317,7 @@ func (e *Engine) collectionEvent(c *topics.Command, at time.Time, s invoice.Stat
 	}
 	ev := topics.Collection{ID: s.InvoiceID, InvoiceID: s.InvoiceID, State: s.State, Provider: topics.CollectionProvider(s.Provider),
 		Value: s.Value.String(), Charges: s.Charges.String(), NetAmount: s.NetAmount.String(), Currency: s.Currency,
-		Account: s.Account, APIRef: s.APIRef, MpesaReference: opt(s.MpesaReference), FailedReason: opt(s.FailedReason),
+		Account: opt(s.Account), APIRef: s.APIRef, MpesaReference: opt(s.MpesaReference), FailedReason: opt(s.FailedReason),
 		FailedCode: opt(s.FailedCode), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	return e.event(c, at, topics.CollectionEvent, s.InvoiceID, ev)
 }

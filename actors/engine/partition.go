@@ -49,6 +49,8 @@ type partition struct {
 	// payoutKeys are idempotency keys (merchant\x00key -> transaction) claimed by
 	// batches applied but not committed yet: the table does not show them.
 	payoutKeys map[string]string
+	// aggs are the registered kinds' live instances: kind -> merchant\x00id.
+	aggs map[string]map[string]*liveAgg
 	// finished are files that reached a final status: their actors (up to 10,000
 	// transactions each) are dropped as soon as no commit is in flight.
 	finished    []string
@@ -91,7 +93,8 @@ func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1, suspectEnd: -1, poison: -1,
 		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{},
 		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{}, environments: map[string]string{},
-		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{}}
+		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{},
+		aggs: map[string]map[string]*liveAgg{}}
 }
 
 // resetActors throws away the partition's actors; they rehydrate from Postgres on
@@ -104,6 +107,7 @@ func (e *Engine) resetActors(p *partition) {
 			e.live.Add(-1)
 		}
 	}
+	e.dropRegistered(p)
 	clear(p.payoutKeys)
 	p.finished = p.finished[:0]
 	p.gen++

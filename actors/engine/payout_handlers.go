@@ -23,6 +23,10 @@ const (
 	CodeNotCancellable      = "not_cancellable"
 	CodeCannotDisburse      = "cannot_disburse"
 	CodeNonceMismatch       = "nonce_mismatch"
+	// CodeInsufficientBalance refuses an approval (or an initiation with
+	// requires_approval NO) that the paying wallet's available balance cannot
+	// cover. Nothing changes: the file, if it exists, still awaits approval.
+	CodeInsufficientBalance = "insufficient_balance"
 )
 
 // payoutFileIDs are the files a command touches, for hydration.
@@ -101,7 +105,8 @@ func (e *Engine) initiatePayout(ctx context.Context, p *partition, b *batch, c *
 		txns[i] = payoutfile.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
 			Amount: t.Amount, Charge: t.Charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
 			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
-			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID}
+			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
+			RecipientWalletID: t.RecipientWalletID}
 	}
 	ref := e.spawnFile(p, payoutfile.State{Header: payoutfile.Header{FileID: in.FileID}})
 	resp, err := e.askFile(p, ref, payoutfile.Create{Header: payoutfile.Header{
@@ -116,10 +121,17 @@ func (e *Engine) initiatePayout(ctx context.Context, p *partition, b *batch, c *
 		e.dropFile(p, in.FileID, ref)
 		return refuse(CodeInvalid, "Invalid payment file: "+resp.Err.Error(), ""), nil
 	}
-	b.touchPayout(resp.Before, resp.After, resp.Delta.Changed)
 	if !in.RequiresApproval {
-		return e.approveFile(ctx, p, b, c, ref, resp.After, wref)
+		// Approved in the same command. If the wallet cannot cover it the file never
+		// comes to be (a 400 changes nothing): approveFile records the creation only
+		// once the money is held, and the actor is dropped here otherwise.
+		r, err := e.approveFile(ctx, p, b, c, ref, resp.After, wref, &resp)
+		if err == nil && r.Error != nil {
+			e.dropFile(p, in.FileID, ref)
+		}
+		return r, err
 	}
+	b.touchPayout(resp.Before, resp.After, resp.Delta.Changed)
 	b.outbox = append(b.outbox, e.sendMoneyEvent(c, b.at, resp.After))
 	e.callback(b, c, resp.After, resp.Delta.Changed)
 	return fileReply(resp.After, w.View()), nil
@@ -165,12 +177,17 @@ func (e *Engine) approvePayout(ctx context.Context, p *partition, b *batch, c *t
 		}
 		wref = e.spawn(p, s)
 	}
-	return e.approveFile(ctx, p, b, c, ref, st, wref)
+	return e.approveFile(ctx, p, b, c, ref, st, wref, nil)
 }
 
-// approveFile holds the file's money and queues its transactions, or fails the
-// file when its wallet cannot cover it.
-func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *topics.Command, ref *actorRef, st payoutfile.State, wref *actorRef) (topics.Reply, error) {
+// approveFile holds the file's money and queues its transactions. When the wallet
+// cannot cover it, it refuses (insufficient_balance) and changes nothing: the
+// file still awaits approval, nothing is held, no event or callback is queued, so
+// the merchant can top the wallet up and approve again. The refusal's text derives
+// from the wallet's state and the file only, so a re-applied command answers the
+// same. created is the file's creation when initiation approves in the same
+// command: it is recorded in the batch only once the approval goes ahead.
+func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *topics.Command, ref *actorRef, st payoutfile.State, wref *actorRef, created *payoutfile.Response) (topics.Reply, error) {
 	rejected, err := e.rejectedKeys(ctx, p, st)
 	if err != nil {
 		return topics.Reply{}, err
@@ -186,20 +203,13 @@ func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *top
 		}
 		var short wallet.InsufficientFundsError
 		if errors.As(wr.Err, &short) {
-			reason := fmt.Sprintf("Insufficient balance in wallet %s: available %s, the file needs %s (amounts plus charges).",
-				st.WalletID, short.Available, short.Requested)
-			resp, err := e.askFile(p, ref, payoutfile.Fail{Reason: reason, At: b.at})
-			if err != nil {
-				return topics.Reply{}, err
+			// The wallet refused the hold and did not change.
+			after := "Nothing was held; the file still awaits approval."
+			if created != nil {
+				after = "Nothing was held and no file was created."
 			}
-			if resp.Err != nil {
-				return topics.Reply{}, resp.Err
-			}
-			b.touchPayout(resp.Before, resp.After, resp.Delta.Changed)
-			b.countPayouts(st.Provider, 0, resp.After.Count)
-			b.outbox = append(b.outbox, e.sendMoneyEvent(c, b.at, resp.After))
-			e.callback(b, c, resp.After, resp.Delta.Changed)
-			return fileReply(resp.After, wr.Before.View()), nil
+			return refuse(CodeInsufficientBalance, fmt.Sprintf("Insufficient balance in wallet %s: available %s, the file needs %s "+
+				"(amounts plus charges). %s", st.WalletID, short.Available, short.Requested, after), "wallet_id"), nil
 		}
 		if wr.Err != nil {
 			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, wr.Err)
@@ -225,6 +235,9 @@ func (e *Engine) approveFile(ctx context.Context, p *partition, b *batch, c *top
 			}
 		}
 		return topics.Reply{}, err
+	}
+	if created != nil {
+		b.touchPayout(created.Before, created.After, created.Delta.Changed)
 	}
 	if hold.Sign() > 0 {
 		b.touch(wbefore, wafter)
@@ -301,8 +314,12 @@ func (e *Engine) queuePayouts(b *batch, c *topics.Command, f payoutfile.State, r
 			if _, no := rejected[t.TransactionID]; no {
 				continue
 			}
+			dest := t.Account
+			if t.RecipientWalletID != "" {
+				dest = t.RecipientWalletID // an email resolved at initiation
+			}
 			payload := mustJSON(topics.PayoutP2PCredit{PayerMerchantID: f.MerchantID, FileID: f.FileID, TransactionID: t.TransactionID,
-				WalletID: t.Account, Amount: t.Amount, Currency: f.Currency, Narrative: t.Narrative})
+				WalletID: dest, Account: t.Account, Amount: t.Amount, Currency: f.Currency, Narrative: t.Narrative})
 			cmd := topics.Command{ID: ids.DeriveUUID("p2p-credit", f.FileID, t.TransactionID), Type: topics.CmdPayoutP2PCredit,
 				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: b.at, Payload: payload}
 			body, err := topics.EncodeCommand(cmd)
@@ -541,8 +558,14 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 			return topics.Reply{}, err
 		}
 	}
+	// What the payer called the recipient: its descriptions never show the wallet
+	// an email resolved to.
+	named := in.Account
+	if named == "" {
+		named = in.WalletID
+	}
 	if wref == nil {
-		result.Description = "Recipient wallet " + in.WalletID + " not found."
+		result.Description = "Recipient " + named + " not found."
 	} else {
 		wr, err := e.ask(p, wref, func(corr uint64, reply chan<- wallet.Response) any {
 			return wallet.Request{CorrID: corr, Reply: reply, Cmd: wallet.Collect{
@@ -561,7 +584,7 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 			if rerr := e.restore(p, wref, wr.Before); rerr != nil {
 				return topics.Reply{}, rerr
 			}
-			result.Description = "Recipient wallet " + in.WalletID + " holds " + wr.Result.State.Currency + ", not " + in.Currency + "."
+			result.Description = "Recipient " + named + " cannot receive " + in.Currency + "."
 		default:
 			if err := ledger.Balanced(wr.Result.Entries); err != nil {
 				if rerr := e.restore(p, wref, wr.Before); rerr != nil {
@@ -571,7 +594,7 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 			}
 			b.touch(wr.Before, wr.Result.State)
 			b.addEntries(c.ID, wr.Result.Entries)
-			result.Success, result.Description = true, "Credited to wallet "+in.WalletID+"."
+			result.Success, result.Description = true, "Credited to "+named+"."
 			result.ProviderReference = ids.Derive(10, "p2p", in.FileID, in.TransactionID)
 			result.ProviderAccountName = wr.Result.State.Label
 		}
@@ -634,7 +657,8 @@ func (e *Engine) sendMoneyEvent(c *topics.Command, at time.Time, f payoutfile.St
 		CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
 	// Keyed (and so ordered) by file. The id derives from the command and the file, so
 	// each command reports a file once: an initiation without approval, which moves
-	// the file twice, reports only where it ended (PROCESSING or FAILED).
+	// the file twice, reports only where it ended (PROCESSING, or COMPLETE when every
+	// transaction was refused).
 	out := e.event(c, at, topics.SendMoneyEvent, f.FileID, ev)
 	return out
 }

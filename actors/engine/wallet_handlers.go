@@ -29,9 +29,10 @@ const (
 	CodeBalanceLimit      = "balance_limit"
 )
 
-// decodePayload parses a command's payload once per batch into its typed form;
-// nil means the type is unknown or the payload malformed (apply refuses it).
-func decodePayload(c *topics.Command) any {
+// decodeBuiltin parses a built-in command's payload into its typed form; nil means
+// the type is not built in or the payload malformed. Registered kinds' commands
+// are decoded by Engine.decodePayload (aggregates.go).
+func decodeBuiltin(c *topics.Command) any {
 	var v any
 	switch c.Type {
 	case topics.CmdWalletCreate:
@@ -122,6 +123,10 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 	case topics.CmdWalletCreate, topics.CmdWalletDeposit, topics.CmdWalletTransfer, topics.CmdInvoiceSTKPush, topics.CmdInvoiceProviderResult, topics.CmdInvoiceClear,
 		topics.CmdPayoutInitiate, topics.CmdPayoutApprove, topics.CmdPayoutCancel, topics.CmdPayoutResults, topics.CmdPayoutP2PCredit:
 		return refuse(CodeInvalid, "malformed "+c.Type+" payload", ""), nil
+	}
+	// Not built in: a registered aggregate's command, if any kind claims the type.
+	if k := e.kinds.byCmd[c.Type]; k != nil {
+		return e.applyRegistered(ctx, p, b, c, k, payload)
 	}
 	return refuse(CodeUnknownCommand, "unknown command type "+c.Type, ""), nil
 }

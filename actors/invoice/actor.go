@@ -32,6 +32,12 @@ type Restore struct {
 	Reply  chan<- Response
 }
 
+// Get asks for the actor's state (Before and After are both it); nothing changes.
+type Get struct {
+	CorrID uint64
+	Reply  chan<- Response
+}
+
 // PanicError is the result of a command whose Apply panicked; state is unchanged.
 type PanicError struct{ Value any }
 
@@ -53,6 +59,8 @@ func (a *Actor) Receive(c *actor.Context) {
 	case Restore:
 		a.state = m.State
 		m.Reply <- Response{CorrID: m.CorrID, Before: m.State, After: m.State}
+	case Get:
+		m.Reply <- Response{CorrID: m.CorrID, Before: a.state, After: a.state}
 	}
 }
 

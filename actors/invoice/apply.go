@@ -20,7 +20,7 @@ func Apply(s State, cmd any) (State, error) {
 			InvoiceID: c.InvoiceID, MerchantID: c.MerchantID, WalletID: c.WalletID, State: StatePending,
 			Provider: c.Provider, Currency: c.Currency, Value: c.Value, Charges: c.Charges, NetAmount: c.NetAmount,
 			Tariff: c.Tariff, Account: c.Account, APIRef: c.APIRef, CheckoutID: c.CheckoutID, Email: c.Email,
-			CardLast4: c.CardLast4, CardNetwork: c.CardNetwork,
+			CardLast4: c.CardLast4, CardNetwork: c.CardNetwork, Customer: c.Customer, Host: c.Host, Narrative: c.Narrative,
 			Version: 1, CreatedAt: c.At, UpdatedAt: c.At,
 		}, nil
 	case Sent:

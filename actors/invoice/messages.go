@@ -16,6 +16,8 @@ type Create struct {
 	Account, APIRef                 string
 	CheckoutID, Email               string
 	CardLast4, CardNetwork          string
+	Customer                        Customer
+	Host, Narrative                 string
 	At                              time.Time
 }
 
@@ -31,7 +33,8 @@ type Sent struct {
 	At                time.Time
 }
 
-// Accept records that the customer approved the prompt (PENDING -> PROCESSING).
+// Accept records that the prompt was accepted (PENDING -> PROCESSING): the sandbox
+// customer entered the PIN, or live Daraja accepted the request for processing.
 type Accept struct {
 	CheckoutRequestID string
 	At                time.Time

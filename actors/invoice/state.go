@@ -57,11 +57,19 @@ type State struct {
 	CardNetwork       string       `json:"card_network,omitempty"`
 	// Cleared: the collected funds are in the wallet's available balance. M-Pesa
 	// funds clear on completion; card funds later (docs/api-decisions.md).
-	Cleared   bool      `json:"cleared,omitempty"`
-	Email     string    `json:"email,omitempty"`
-	Version   int64     `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Cleared bool   `json:"cleared,omitempty"`
+	Email   string `json:"email,omitempty"`
+	// Customer: the payer's details as the request or its checkout session gave
+	// them. Host: the payment's origin host. Narrative: the merchant's description.
+	Customer  Customer `json:"customer,omitzero"`
+	Host      string   `json:"host,omitempty"`
+	Narrative string   `json:"narrative,omitempty"`
+	// PaymentLinkID: the payment link the invoice pays, once payment links exist
+	// (the Payment session's payment_link is null until then).
+	PaymentLinkID string    `json:"payment_link_id,omitempty"`
+	Version       int64     `json:"version"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 
 	// OutcomeUnknown: the rail could not say whether the prompt was sent; the
 	// invoice waits in PROCESSING for the callback or the status query.
@@ -72,6 +80,22 @@ type State struct {
 	// provider result.
 	Held       bool          `json:"held,omitempty"`
 	PaidAmount *money.Amount `json:"paid_amount,omitempty"`
+}
+
+// Customer is the payer's identity and billing address (email and phone number
+// are the invoice's Email and Account). Same fields as topics.PaymentCustomer.
+type Customer struct {
+	// CustomerID is the merchant's customer record of the payer's email (the
+	// customers API); empty when the payment carried no email.
+	CustomerID string `json:"customer_id,omitempty"`
+	FirstName  string `json:"first_name,omitempty"`
+	LastName   string `json:"last_name,omitempty"`
+	Country    string `json:"country,omitempty"`
+	Zipcode    string `json:"zipcode,omitempty"`
+	Address    string `json:"address,omitempty"`
+	City       string `json:"city,omitempty"`
+	State      string `json:"state,omitempty"`
+	Comment    string `json:"comment,omitempty"`
 }
 
 // Exists reports whether the invoice was created.

@@ -27,6 +27,9 @@ const (
 	// recipient's credit and the payer's payout each post against it (in two
 	// partitions, so two transactions), and it nets to zero per completed payout.
 	P2PClearing = "system:p2p_clearing"
+	// RefundsClearing is what is owed to payers for completed refunds (the payer's
+	// rail pays them back out of it).
+	RefundsClearing = "system:refunds_clearing"
 	// Fees is the service's fee income.
 	Fees = "system:fees"
 )

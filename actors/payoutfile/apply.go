@@ -15,8 +15,6 @@ func Apply(s State, cmd any) (State, Delta, error) {
 		return applyCreate(s, c)
 	case Approve:
 		return applyApprove(s, c)
-	case Fail:
-		return applyFail(s, c)
 	case Cancel:
 		return applyCancel(s, c)
 	case Results:
@@ -103,28 +101,6 @@ func applyApprove(s State, c Approve) (State, Delta, error) {
 	if n.Finished == n.Count {
 		n.Status, n.StatusCode = StatusComplete, CodeCompleted
 	}
-	n.Version++
-	n.UpdatedAt = c.At
-	return n, d, nil
-}
-
-func applyFail(s State, c Fail) (State, Delta, error) {
-	if !s.Exists() {
-		return s, Delta{}, ErrNotFound
-	}
-	if s.Status != StatusPreview {
-		return s, Delta{}, ErrNotAwaitingApproval
-	}
-	n := s
-	n.Txns = slices.Clone(s.Txns)
-	d := Delta{Moved: true, Changed: make([]int, len(n.Txns))}
-	for i := range n.Txns {
-		t := &n.Txns[i]
-		t.Status, t.StatusCode, t.StatusDescription, t.UpdatedAt = TxnFailed, TxnCodeFailed, c.Reason, c.At
-		d.Changed[i] = i
-	}
-	n.Status, n.StatusCode, n.FailedReason = StatusFailed, CodeFileFailed, c.Reason
-	n.FailedAmount, n.Finished = n.TotalAmount, n.Count
 	n.Version++
 	n.UpdatedAt = c.At
 	return n, d, nil

@@ -59,6 +59,21 @@ func created(t *testing.T, txns ...pf.Txn) pf.State {
 	return s
 }
 
+// legacyFailed is the usual file as earlier versions stored it after failing it for
+// an unfunded approval (FAILED, BF110, every transaction failed). No command makes
+// one any more, but stored ones must stay terminal.
+func legacyFailed(t *testing.T) pf.State {
+	t.Helper()
+	s := created(t)
+	s.Txns = slices.Clone(s.Txns)
+	for i := range s.Txns {
+		s.Txns[i].Status, s.Txns[i].StatusCode, s.Txns[i].StatusDescription = pf.TxnFailed, pf.TxnCodeFailed, "insufficient funds"
+	}
+	s.Status, s.StatusCode, s.FailedReason = pf.StatusFailed, pf.CodeFileFailed, "insufficient funds"
+	s.FailedAmount, s.Finished, s.Version = s.TotalAmount, s.Count, s.Version+1
+	return s
+}
+
 // processing returns the usual file approved with nothing rejected.
 func processing(t *testing.T, submitNow bool) pf.State {
 	t.Helper()
@@ -299,31 +314,8 @@ func TestApply_Approve(t *testing.T) {
 	})
 }
 
-func TestApply_FailAndCancel(t *testing.T) {
+func TestApply_Cancel(t *testing.T) {
 	t.Parallel()
-
-	t.Run("Fail_EveryTxnFailedWithTheReason", func(t *testing.T) {
-		t.Parallel()
-		s := created(t)
-		n, d := mustApply(t, s, pf.Fail{Reason: "insufficient funds", At: later})
-		if n.Status != pf.StatusFailed || n.StatusCode != pf.CodeFileFailed || n.FailedReason != "insufficient funds" ||
-			n.Finished != 3 || n.Version != 2 || !n.UpdatedAt.Equal(later) {
-			t.Fatalf("header %+v", n.Header)
-		}
-		wantAmount(t, "failed_amount", n.FailedAmount, "350.51")
-		wantAmount(t, "paid_amount", n.PaidAmount, "0.00")
-		wantAmount(t, "held", n.Held, "0.00")
-		wantAmount(t, "actual_charges", n.ActualCharges, "0.00")
-		for _, x := range n.Txns {
-			wantTxn(t, x, pf.TxnFailed, pf.TxnCodeFailed, "insufficient funds")
-			if !x.UpdatedAt.Equal(later) {
-				t.Fatalf("updated_at %v", x.UpdatedAt)
-			}
-		}
-		if !d.Moved || !slices.Equal(d.Changed, []int{0, 1, 2}) || !d.Hold.IsZero() || !d.Release.IsZero() || len(d.Paid) != 0 {
-			t.Fatalf("delta %+v", d)
-		}
-	})
 
 	t.Run("Cancel_TxnsStayPendingWithTC108", func(t *testing.T) {
 		t.Parallel()
@@ -356,11 +348,9 @@ func TestApply_FailAndCancel(t *testing.T) {
 	}{
 		{"Cancel_FromProcessing_ErrNotCancellable", func(t *testing.T) pf.State { return processing(t, false) }, pf.Cancel{}, pf.ErrNotCancellable},
 		{"Cancel_Twice_ErrNotCancellable", func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Cancel{}); return s }, pf.Cancel{}, pf.ErrNotCancellable},
-		{"Cancel_AfterFail_ErrNotCancellable", func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Fail{}); return s }, pf.Cancel{}, pf.ErrNotCancellable},
+		{"Cancel_LegacyFailed_ErrNotCancellable", legacyFailed, pf.Cancel{}, pf.ErrNotCancellable},
+		{"Approve_LegacyFailed_ErrNotAwaitingApproval", legacyFailed, pf.Approve{}, pf.ErrNotAwaitingApproval},
 		{"Cancel_Unknown_ErrNotFound", func(t *testing.T) pf.State { return pf.State{} }, pf.Cancel{}, pf.ErrNotFound},
-		{"Fail_FromProcessing_ErrNotAwaitingApproval", func(t *testing.T) pf.State { return processing(t, true) }, pf.Fail{Reason: "x"}, pf.ErrNotAwaitingApproval},
-		{"Fail_Twice_ErrNotAwaitingApproval", func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Fail{}); return s }, pf.Fail{}, pf.ErrNotAwaitingApproval},
-		{"Fail_Unknown_ErrNotFound", func(t *testing.T) pf.State { return pf.State{} }, pf.Fail{}, pf.ErrNotFound},
 	}
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
@@ -549,7 +539,7 @@ func TestApply_Results(t *testing.T) {
 	for name, from := range map[string]func(*testing.T) pf.State{
 		"Preview":   func(t *testing.T) pf.State { return created(t) },
 		"Cancelled": func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Cancel{}); return s },
-		"Failed":    func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Fail{}); return s },
+		"Failed":    legacyFailed,
 	} {
 		t.Run("Results_On"+name+"_ErrNotProcessing", func(t *testing.T) {
 			t.Parallel()
@@ -625,7 +615,6 @@ func TestApply_Purity(t *testing.T) {
 		{"Approve", func(t *testing.T) pf.State { return created(t) }, pf.Approve{Rejected: map[string]string{"T2": "dup"}, SubmitNow: true, At: later}},
 		{"ApproveAllRejected", func(t *testing.T) pf.State { return created(t) }, pf.Approve{Rejected: map[string]string{"T1": "a", "T2": "b", "T3": "c"}, At: later}},
 		{"Cancel", func(t *testing.T) pf.State { return created(t) }, pf.Cancel{At: later}},
-		{"Fail", func(t *testing.T) pf.State { return created(t) }, pf.Fail{Reason: "r", At: later}},
 		{"ResultsSubmitted", func(t *testing.T) pf.State { return processing(t, false) }, submitted(ok("T1"), ok("T2"))},
 		{"ResultsFinal", func(t *testing.T) pf.State { return processing(t, true) }, final(ok("T1"), ko("T2"))},
 		{"ResultsFinalLast", func(t *testing.T) pf.State { return processing(t, true) }, final(ok("T1"), ko("T2"), ok("T3"))},

@@ -25,12 +25,6 @@ type Approve struct {
 	At        time.Time
 }
 
-// Fail ends a file that cannot be paid at all (its wallet cannot cover it).
-type Fail struct {
-	Reason string
-	At     time.Time
-}
-
 // Cancel cancels a file awaiting approval.
 type Cancel struct{ At time.Time }
 

@@ -6,8 +6,11 @@ import (
 	"paysvc/actors/money"
 )
 
-// File statuses. The first four are the spec's; FAILED is a file that could not be
-// funded or paid at all (docs/state-machines.md).
+// File statuses. The first four are the spec's. FAILED is no longer reached: earlier
+// versions failed a file whose wallet could not cover it at approval, and such files
+// may still be stored; an approval that cannot be funded is now refused and leaves
+// the file awaiting approval (docs/payouts.md). FAILED stays a terminal status so
+// those stored files read and refuse commands as before.
 const (
 	StatusPreview    = "PREVIEW-AND-APPROVE"
 	StatusProcessing = "PROCESSING"
@@ -16,7 +19,7 @@ const (
 	StatusFailed     = "FAILED"
 )
 
-// File status codes (COMPAT.md; BF110 is paysvc's own, for FAILED).
+// File status codes (COMPAT.md; BF110 is paysvc's own, for the legacy FAILED).
 const (
 	CodeNew        = "BP101"
 	CodeAwaiting   = "BP103"
@@ -56,15 +59,15 @@ var Providers = []string{ProviderB2C, ProviderB2B, ProviderPesalink, ProviderP2P
 // fileTransitions is the file state machine; a test walks every pair.
 var fileTransitions = map[string][]string{
 	// requires_approval NO goes through PREVIEW-AND-APPROVE and approval inside
-	// the one command that creates the file: only PROCESSING (or FAILED) is seen.
+	// the one command that creates the file: only PROCESSING (or COMPLETE) is seen.
 	"": {StatusPreview},
 	// COMPLETE at approval when every transaction was refused (idempotency keys
 	// already paid): nothing is left to pay.
-	StatusPreview:    {StatusProcessing, StatusComplete, StatusCancelled, StatusFailed},
+	StatusPreview:    {StatusProcessing, StatusComplete, StatusCancelled},
 	StatusProcessing: {StatusComplete},
 	StatusComplete:   {},
 	StatusCancelled:  {},
-	StatusFailed:     {},
+	StatusFailed:     {}, // legacy: see above
 }
 
 // txnTransitions is the transaction state machine.
@@ -108,6 +111,7 @@ type Txn struct {
 	BankCode            string       `json:"bank_code,omitempty"`
 	IdempotencyKey      string       `json:"idempotency_key,omitempty"`
 	RecipientMerchantID string       `json:"recipient_merchant_id,omitempty"`
+	RecipientWalletID   string       `json:"recipient_wallet_id,omitempty"` // P2P to an email: the wallet it named
 	Status              string       `json:"status"`
 	StatusCode          string       `json:"status_code"`
 	StatusDescription   string       `json:"status_description,omitempty"`

@@ -19,7 +19,6 @@ var wantFileMoves = map[[2]string]bool{
 	{pf.StatusPreview, pf.StatusProcessing}:  true,
 	{pf.StatusPreview, pf.StatusComplete}:    true, // approval with every transaction refused
 	{pf.StatusPreview, pf.StatusCancelled}:   true,
-	{pf.StatusPreview, pf.StatusFailed}:      true,
 	{pf.StatusProcessing, pf.StatusComplete}: true,
 }
 
@@ -98,7 +97,7 @@ func fileOrigins() []fileOrigin {
 			return s
 		}},
 		{"Cancelled", pf.StatusCancelled, func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Cancel{At: at}); return s }},
-		{"Failed", pf.StatusFailed, func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Fail{Reason: "r", At: at}); return s }},
+		{"Failed", pf.StatusFailed, legacyFailed}, // stored by earlier versions
 	}
 }
 
@@ -143,8 +142,6 @@ func fileCommands() []fileCommand {
 			cmd: func(pf.State) any { return pf.Approve{SubmitNow: true, At: later} }, want: notAwaiting},
 		{name: "ApproveAllRejected", to: pf.StatusComplete,
 			cmd: func(s pf.State) any { return pf.Approve{Rejected: allRejected(s), At: later} }, want: notAwaiting},
-		{name: "Fail", to: pf.StatusFailed,
-			cmd: func(pf.State) any { return pf.Fail{Reason: "no funds", At: later} }, want: notAwaiting},
 		{name: "Cancel", to: pf.StatusCancelled,
 			cmd: func(pf.State) any { return pf.Cancel{At: later} },
 			want: map[string]error{"": pf.ErrNotFound, pf.StatusProcessing: pf.ErrNotCancellable,

@@ -36,7 +36,9 @@ var (
 	}, []string{"rail", "stage", "code"})
 )
 
-// StageSent records the rail's reference for a prompt (see Options.RecordSent).
+// StageSent records the rail's reference for a prompt without a state change. The
+// rails role no longer sends it (Options.RecordAccepted sends ACCEPTED); the engine
+// still applies one produced before that change.
 const StageSent = "SENT"
 
 // ResultCommand is the command that carries a rail outcome back to the engine.
@@ -80,9 +82,16 @@ func Sink(cl *kgo.Client) mpesa.Sink {
 
 // Options say how a rail behaves.
 type Options struct {
-	// RecordSent feeds the rail's reference (CheckoutRequestID) back as a SENT result,
-	// for rails whose callbacks carry only that reference (Daraja).
-	RecordSent bool
+	// RecordAccepted feeds the rail's acceptance of a prompt back as an ACCEPTED
+	// result carrying its reference (CheckoutRequestID), for rails that say nothing
+	// between taking the prompt and its final callback (Daraja, whose callbacks carry
+	// only that reference). ACCEPTED is the stage at which the simulator's invoices
+	// move PENDING -> PROCESSING (the customer entered the PIN); Daraja has no such
+	// signal, and its ResponseCode 0 ("Success. Request accepted for processing") is
+	// the network accepting the payment request, the spec's condition for PROCESSING.
+	// So a live invoice shows PROCESSING from then on, as a sandbox one does after
+	// ACCEPTED, and the same collection_event is emitted.
+	RecordAccepted bool
 	// RetryUnavailable sends a prompt again when the rail gave no usable answer. Only
 	// for the simulator: against live M-Pesa a retry could prompt the customer twice,
 	// so there an unknown outcome leaves the invoice PROCESSING (StageUnknown) until
@@ -105,7 +114,8 @@ const StageUnknown = "UNKNOWN"
 // is sent again, and its outcome still applies once).
 //
 // What a live rail's answer means decides what happens (docs/security.md):
-//   - taken: the reference is recorded (SENT); the callback or the query finishes it;
+//   - taken: the invoice moves to PROCESSING with the reference (ACCEPTED); the
+//     callback or the query finishes it;
 //   - refused (an error answer, a 4xx): nothing was sent, the invoice fails;
 //   - certainly not sent (no connection, no token, 429): sent again with backoff,
 //     MaxAttempts times, then the invoice fails;
@@ -150,8 +160,9 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 			switch {
 			case err == nil:
 				requests.WithLabelValues("mpesa_stk", "ok").Inc()
-				if opt.RecordSent && ref != "" {
-					record(mpesa.Result{Stage: StageSent, CheckoutRequestID: ref})
+				if opt.RecordAccepted && ref != "" {
+					record(mpesa.Result{Stage: mpesa.StageAccepted, CheckoutRequestID: ref,
+						Description: "M-Pesa accepted the payment request; waiting for the customer."})
 				}
 				return
 			case errors.Is(err, mpesa.ErrInvalidRequest) || errors.Is(err, mpesa.ErrRejected):

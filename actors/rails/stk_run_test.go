@@ -134,7 +134,7 @@ func TestRunSTK_Daraja(t *testing.T) {
 
 	t.Run("UnknownOutcomeIsNeitherFailedNorResent", func(t *testing.T) {
 		t.Parallel()
-		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond})
+		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond})
 		for i, fault := range []mpesa.PushFault{mpesa.FaultDropAnswer, mpesa.FaultCutAnswer, mpesa.FaultGarbage, mpesa.FaultNoCheckoutID} {
 			inv, phone := "INVU"+strconv.Itoa(i), "25471100000"+strconv.Itoa(i)
 			b.fake.FaultNextPush(fault)
@@ -154,19 +154,19 @@ func TestRunSTK_Daraja(t *testing.T) {
 	})
 	t.Run("CertainlyUnsentIsRetried", func(t *testing.T) {
 		t.Parallel()
-		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond})
+		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond})
 		b.refuse.Store(3) // the token request and then the push are refused at first
 		b.fake.FailNextPush(http.StatusTooManyRequests, "", "")
 		b.push(t, "INVR", "254711000010")
 		got := b.outcome(t, "INVR")
 		n, ref := b.prompts("254711000010")
-		if got.Stage != rails.StageSent || got.CheckoutRequestID != ref || n != 1 || b.refuse.Load() > 0 {
-			t.Fatalf("outcome %+v after %d prompts (refusals left %d), want SENT of the one prompt", got, n, b.refuse.Load())
+		if got.Stage != mpesa.StageAccepted || got.CheckoutRequestID != ref || n != 1 || b.refuse.Load() > 0 {
+			t.Fatalf("outcome %+v after %d prompts (refusals left %d), want ACCEPTED of the one prompt", got, n, b.refuse.Load())
 		}
 	})
 	t.Run("NeverReachableFailsAfterMaxAttempts", func(t *testing.T) {
 		t.Parallel()
-		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond, MaxAttempts: 3})
+		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond, MaxAttempts: 3})
 		b.refuse.Store(1 << 20)
 		b.push(t, "INVN", "254711000011")
 		got := b.outcome(t, "INVN")
@@ -179,7 +179,7 @@ func TestRunSTK_Daraja(t *testing.T) {
 	})
 	t.Run("RefusedBeforeAcceptanceFails", func(t *testing.T) {
 		t.Parallel()
-		b := setupSTK(t, rails.Options{RecordSent: true, Backoff: time.Millisecond})
+		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond})
 		b.fake.FailNextPush(http.StatusBadRequest, "", "")
 		b.push(t, "INVF", "254711000012")
 		if got := b.outcome(t, "INVF"); got.Stage != mpesa.StageFinal || got.Code != -1 {

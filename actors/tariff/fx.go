@@ -27,11 +27,12 @@ type Rates struct {
 }
 
 // DefaultRates returns the indicative table documented in docs/fees.md:
-// KES 1, USD 129.50, EUR 151.20, GBP 174.80 (KES per unit). These are
+// KES 1, USD 129.50, EUR 151.20, GBP 174.80, UGX 0.035, TZS 0.05 (KES per
+// unit; UGX and TZS are taken by checkout sessions only). These are
 // configuration defaults, not live market rates; production sets
 // PAYSVC_FX_RATES.
 func DefaultRates() *Rates {
-	r, err := ParseRates("USD=129.50;EUR=151.20;GBP=174.80")
+	r, err := ParseRates("USD=129.50;EUR=151.20;GBP=174.80;UGX=0.035;TZS=0.05")
 	if err != nil {
 		panic(err) // the literal above is wrong; a test catches this
 	}

@@ -11,10 +11,10 @@ import (
 func TestDefaultRates(t *testing.T) {
 	t.Parallel()
 	r := DefaultRates()
-	if got, want := r.String(), "EUR=151.2;GBP=174.8;USD=129.5"; got != want {
+	if got, want := r.String(), "EUR=151.2;GBP=174.8;TZS=0.05;UGX=0.035;USD=129.5"; got != want {
 		t.Fatalf("DefaultRates().String() = %q, want %q", got, want)
 	}
-	if got, want := strings.Join(r.Currencies(), ","), "EUR,GBP,KES,USD"; got != want {
+	if got, want := strings.Join(r.Currencies(), ","), "EUR,GBP,KES,TZS,UGX,USD"; got != want {
 		t.Fatalf("Currencies() = %q, want %q", got, want)
 	}
 }
@@ -70,7 +70,7 @@ func TestToKESErrors(t *testing.T) {
 		currency string
 		wantMsg  string
 	}{
-		{"unknown", DefaultRates(), "UGX", `"UGX" (configured: EUR, GBP, KES, USD)`},
+		{"unknown", DefaultRates(), "RWF", `"RWF" (configured: EUR, GBP, KES, TZS, UGX, USD)`},
 		{"lower case", DefaultRates(), "usd", `"usd"`},
 		{"empty", DefaultRates(), "", `""`},
 		{"not configured", kesOnly, "USD", `"USD" (configured: KES)`},

@@ -253,13 +253,17 @@ func applyDisburse(s State, c Disburse) (Result, error) {
 		return Result{}, InsufficientFundsError{WalletID: s.WalletID, Requested: total, Available: s.CurrentBalance.Sub(s.AvailableBalance)}
 	}
 	n := s
+	tt := c.TransType
+	if tt == "" {
+		tt = TransTypePayout
+	}
 	entries := make([]ledger.Entry, 0, 3*len(c.Items))
 	for _, it := range c.Items {
 		out := it.Amount.Add(it.Charge)
 		n.CurrentBalance = n.CurrentBalance.Sub(out)
-		entries = append(entries, entry(n, it.TransactionID, out.Neg(), TransTypePayout, it.Narrative),
+		entries = append(entries, entry(n, it.TransactionID, out.Neg(), tt, it.Narrative),
 			ledger.Entry{TransactionID: it.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
-				Amount: it.Amount, TransType: TransTypePayout, Narrative: it.Narrative})
+				Amount: it.Amount, TransType: tt, Narrative: it.Narrative})
 		if it.Charge.Sign() > 0 {
 			entries = append(entries, ledger.Entry{TransactionID: it.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
 				Currency: s.Currency, Amount: it.Charge, TransType: TransTypeCharge, Narrative: it.Narrative})

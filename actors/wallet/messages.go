@@ -105,7 +105,9 @@ type Disburse struct {
 	MerchantID string
 	Items      []Disbursement
 	Clearing   string
-	At         time.Time
+	// TransType of the statement lines; default PAYOUT (a refund is REFUND).
+	TransType string
+	At        time.Time
 }
 
 // Release makes cleared collection funds available (no ledger entry: they were
@@ -124,6 +126,7 @@ const (
 	TransTypeCharge   = "CHARGE"
 	TransTypePayout   = "PAYOUT"
 	TransTypeP2P      = "P2P"
+	TransTypeRefund   = "REFUND"
 )
 
 // Errors of Apply. The engine maps them to stable reply codes.

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -58,20 +59,30 @@ func ParseSecret(s string) ([]byte, error) {
 	return k, nil
 }
 
-// Rechallenge returns a stored delivery body with its challenge replaced (or
-// removed, for "") and the topic and data bytes kept as they are (used when a
-// webhook's challenge or its echo changes, so no stored body keeps carrying the
-// old secret).
-func Rechallenge(body []byte, challenge string) ([]byte, error) {
+// EchoesWithdrawnChallenge reports whether a stored delivery body echoes the
+// webhook's current challenge although the webhook no longer opts in to the echo
+// (include_challenge was turned off after the body was recorded, and the challenge
+// was not changed). Such a body is not sent again (docs/security.md, Webhook
+// signing): bodies are never rewritten, and sending it would hand the key of
+// X-SERVICE-Signature, still in use, to whoever sees the request, against the
+// merchant's choice. A body echoing an older challenge is sent as it is: that
+// challenge no longer signs anything.
+func EchoesWithdrawnChallenge(body []byte, challenge string, includeChallenge bool) bool {
+	if includeChallenge || challenge == "" || !bytes.Contains(body, []byte(`"challenge"`)) {
+		return false
+	}
 	var b struct {
-		Topic string          `json:"topic"`
-		Data  json.RawMessage `json:"data"`
+		Challenge string `json:"challenge"`
 	}
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, err
+	if json.Unmarshal(body, &b) != nil {
+		return false
 	}
-	return Body(b.Topic, b.Data, challenge)
+	return b.Challenge != "" && hmac.Equal([]byte(b.Challenge), []byte(challenge))
 }
+
+// WithdrawnChallengeError is what the merchant reads about such a delivery.
+const WithdrawnChallengeError = "not sent: the stored body echoes the webhook's current challenge, which it no longer echoes; " +
+	"change the challenge (rotate-secret with a new challenge) and replay"
 
 // ServiceSignature is the spec's X-SERVICE-Signature: hex HMAC-SHA256 of the raw
 // body, keyed by the endpoint's secret.

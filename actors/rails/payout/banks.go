@@ -1,6 +1,9 @@
 package payout
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Bank is a Kenyan bank that PESALINK and RTGS payouts can reach.
 type Bank struct {
@@ -57,15 +60,11 @@ var banks = []Bank{
 	{BankName: "Kenya Women Microfinance Bank (KWFT)", BankCode: "78"},
 }
 
-// sortedBanks is banks by name, built once; byCode indexes it.
-var sortedBanks, byCode = func() ([]Bank, map[string]Bank) {
+// sortedBanks is banks by name, built once.
+var sortedBanks = func() []Bank {
 	s := append([]Bank(nil), banks...)
 	sort.Slice(s, func(i, j int) bool { return s[i].BankName < s[j].BankName })
-	m := make(map[string]Bank, len(s))
-	for _, b := range s {
-		m[b.BankCode] = b
-	}
-	return s, m
+	return s
 }()
 
 // Banks returns the Kenyan banks payouts can reach, sorted by name. The slice is
@@ -74,8 +73,34 @@ func Banks() []Bank {
 	return append([]Bank(nil), sortedBanks...)
 }
 
-// BankByCode returns the bank with the two-digit code ("68"), if it is listed.
+// MaxBankCodeDigits bounds a bank code as clients may write it: the published
+// two digits, with as many leading zeros as a form or spreadsheet adds.
+const MaxBankCodeDigits = 10
+
+// BankByCode returns the listed bank a code names, if any. Codes are numbers:
+// "2", "02" and "002" all name bank 02 (IntaSend's own examples send codes
+// unpadded, and a spreadsheet drops the leading zero), so the code is matched by
+// its value. Only digits are a code (no sign, space or exponent), at most
+// MaxBankCodeDigits of them. The bank returned carries the published form ("02"),
+// which is what payouts store and show.
 func BankByCode(code string) (Bank, bool) {
-	b, ok := byCode[code]
+	if code == "" || len(code) > MaxBankCodeDigits {
+		return Bank{}, false
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] < '0' || code[i] > '9' {
+			return Bank{}, false
+		}
+	}
+	b, ok := byValue[strings.TrimLeft(code, "0")]
 	return b, ok
 }
+
+// byValue indexes the banks by their code without leading zeros ("2" for "02").
+var byValue = func() map[string]Bank {
+	m := make(map[string]Bank, len(banks))
+	for _, b := range banks {
+		m[strings.TrimLeft(b.BankCode, "0")] = b
+	}
+	return m
+}()

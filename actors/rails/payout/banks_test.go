@@ -57,7 +57,13 @@ func TestBanks(t *testing.T) {
 				t.Errorf("BankByCode(%q) = %+v, %v; want a bank named like %q", code, b, ok, word)
 			}
 		}
-		for _, code := range []string{"", "99", "68 ", "068", "8"} {
+		// Codes are numbers: unpadded or zero-padded, they name the published code.
+		for code, want := range map[string]string{"2": "02", "02": "02", "002": "02", "068": "68", "0000000001": "01", "11": "11"} {
+			if b, ok := BankByCode(code); !ok || b.BankCode != want {
+				t.Errorf("BankByCode(%q) = %+v, %v; want code %s", code, b, ok, want)
+			}
+		}
+		for _, code := range []string{"", "0", "00", "99", "8", "68 ", " 68", "+68", "-2", "6e1", "6.8", "00000000002", "６８"} {
 			if b, ok := BankByCode(code); ok {
 				t.Errorf("BankByCode(%q) = %+v, want not found", code, b)
 			}

@@ -56,6 +56,8 @@ func (d *Dispatcher) deliverLoop(ctx context.Context) {
 	for range finisherCount {
 		finishers.Go(func() { d.finishLoop(ctx, done) })
 	}
+	var marker sync.WaitGroup
+	marker.Go(func() { d.markLoop(ctx) })
 
 	t := time.NewTicker(d.cfg.Poll)
 	defer t.Stop()
@@ -93,8 +95,62 @@ func (d *Dispatcher) deliverLoop(ctx context.Context) {
 	close(d.work)
 	d.workMu.Unlock()
 	workers.Wait()
+	close(d.marks)
+	marker.Wait()
 	close(done)
 	finishers.Wait()
+}
+
+// markReq asks markLoop to record one delivery as PROCESSING before its first attempt.
+type markReq struct {
+	key  [2]string // event id, webhook id
+	done chan error
+}
+
+// maxMarkBatch bounds the deliveries marked in one statement.
+const maxMarkBatch = 1000
+
+// markLoop writes PROCESSING for the deliveries workers are about to attempt for the
+// first time: whatever has been asked meanwhile, in one statement, so the step the
+// spec's order needs costs one round trip per batch, not one per delivery. Each
+// worker waits for its mark to commit before it sends, so a record reads PROCESSING
+// while its request is out.
+func (d *Dispatcher) markLoop(ctx context.Context) {
+	for first := range d.marks {
+		batch := []markReq{first}
+	more:
+		for len(batch) < maxMarkBatch {
+			select {
+			case m, ok := <-d.marks:
+				if !ok {
+					break more
+				}
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		keys := make([][2]string, len(batch))
+		for i, m := range batch {
+			keys[i] = m.key
+		}
+		err := storage.MarkProcessing(ctx, d.db, keys)
+		for _, m := range batch {
+			m.done <- err
+		}
+	}
+}
+
+// markProcessing records dl as PROCESSING and waits until that is committed.
+func (d *Dispatcher) markProcessing(ctx context.Context, dl storage.Delivery) error {
+	done := make(chan error, 1)
+	d.marks <- markReq{key: [2]string{dl.EventID, dl.WebhookID}, done: done}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // send hands a leased queue (with its reserved place) to the workers. Once they
@@ -174,14 +230,12 @@ func (d *Dispatcher) leave(webhookID string) {
 	}
 }
 
+// release gives deliveries back for the next claim of their queue, due at next, with
+// their status as it is (storage.Outcome: not attempted).
 func (r *queueDone) release(ds []storage.Delivery, next time.Time) {
 	r.goOn = false
 	for _, dl := range ds {
-		status := "PENDING" // never attempted
-		if dl.Attempts > 0 {
-			status = statusRetrying
-		}
-		r.outcomes = append(r.outcomes, storage.Outcome{EventID: dl.EventID, WebhookID: dl.WebhookID, Status: status, Next: next})
+		r.outcomes = append(r.outcomes, storage.Outcome{EventID: dl.EventID, WebhookID: dl.WebhookID, Status: dl.Status, Next: next})
 		r.sent = append(r.sent, dl)
 	}
 }
@@ -191,12 +245,34 @@ func (r *queueDone) release(ds []storage.Delivery, next time.Time) {
 const statusRetrying = "PROCESSING"
 
 // attempt makes one attempt and says what follows: DELIVERED, FAILED (attempts
-// exhausted, or the webhook is disabled), or PROCESSING until the retry. ok is false
-// when ctx ended during the attempt.
+// exhausted, the webhook is disabled, or the body may not be sent), or PROCESSING
+// until the retry. ok is false when ctx ended during the attempt (or the PROCESSING
+// mark could not be written): it does not count, and the delivery goes back as it is.
+//
+// Every path follows the spec's order PENDING -> PROCESSING -> DELIVERED or FAILED:
+// a delivery's first turn marks it PROCESSING before anything else, also when the
+// turn ends without a request (a disabled webhook), so no record jumps from PENDING
+// to an end, and a record being sent reads PROCESSING while the receiver holds the
+// request.
 func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.Outcome, bool) {
 	o := storage.Outcome{EventID: dl.EventID, WebhookID: dl.WebhookID, Attempted: true, Next: time.Now()}
+	if dl.Status == "PENDING" {
+		if err := d.markProcessing(ctx, dl); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("mark webhook delivery PROCESSING; it is sent later", "event_id", dl.EventID, "err", err)
+			}
+			return o, false
+		}
+	}
 	if !dl.IsActive {
 		msg := "webhook is disabled"
+		o.Status, o.Error = "FAILED", &msg
+		return o, true
+	}
+	if webhooks.EchoesWithdrawnChallenge(dl.Body, dl.Challenge, dl.IncludeChallenge) {
+		// Never rewritten, and not sent with the live challenge the merchant
+		// withdrew from bodies: the merchant changes the challenge and replays.
+		msg := webhooks.WithdrawnChallengeError
 		o.Status, o.Error = "FAILED", &msg
 		return o, true
 	}

@@ -18,6 +18,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -126,6 +127,8 @@ type Dispatcher struct {
 
 	busyMu sync.Mutex
 	busy   map[string]int // workers sending to each webhook now (at most PerWebhook)
+
+	marks chan markReq // deliveries to mark PROCESSING before their first attempt (markLoop)
 }
 
 // New makes a dispatcher sending with client; mailer (may be nil) sends the warning
@@ -134,7 +137,7 @@ func New(cfg Config, db *sqlx.DB, client *outbound.Client, mailer mail.Sender, l
 	cfg.defaults()
 	return &Dispatcher{cfg: cfg, db: db, client: client, mailer: mailer, log: log.With("component", "dispatcher"),
 		wakeCh: make(chan struct{}, 1), work: make(chan claim, pipeline*cfg.Workers), ingestEnded: make(chan struct{}),
-		busy: map[string]int{}}
+		busy: map[string]int{}, marks: make(chan markReq, cfg.Workers)}
 }
 
 // Run ingests events and delivers until ctx ends. A Dispatcher runs once.
@@ -196,13 +199,32 @@ func (d *Dispatcher) warn(ctx context.Context, dl storage.Delivery, failures int
 		Headers: map[string]string{"X-Paysvc-Merchant": dl.MerchantID}})
 }
 
-// Replay sends a stored delivery's exact bytes again now (fresh timestamp headers),
-// records the attempt, and creates no new event record.
+// ErrDeliveryGone: the delivery to replay no longer exists (pruned, or its webhook
+// deleted meanwhile).
+var ErrDeliveryGone = errors.New("dispatch: delivery gone")
+
+// Replay sends a stored delivery's exact bytes again now (fresh timestamp headers,
+// signed with the webhook's current secrets), records the attempt, and creates no
+// new event record. The record shows PROCESSING while the request is out (a lease a
+// little longer than the client's timeout, so a replay whose process dies cannot
+// hold it there), then DELIVERED or FAILED as storage.RecordReplay says. The caller
+// checks that the webhook is active and that the body may be sent
+// (webhooks.EchoesWithdrawnChallenge).
 func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storage.Delivery) (outbound.Response, error) {
+	ok, err := storage.StartReplay(ctx, db, dl.EventID, dl.WebhookID, client.Timeout()+5*time.Second)
+	if err != nil {
+		return outbound.Response{}, err
+	}
+	if !ok {
+		return outbound.Response{}, ErrDeliveryGone
+	}
 	resp, err := client.Post(ctx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
 	status, errText := outcome(resp, err)
 	delivered := err == nil && resp.Status == 200
-	if rerr := storage.RecordReplay(ctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, delivered); rerr != nil {
+	// Recorded even if the caller went away meanwhile: the request was sent.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if rerr := storage.RecordReplay(rctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, delivered); rerr != nil {
 		return resp, rerr
 	}
 	return resp, err

@@ -274,8 +274,9 @@ func TestOrderPerAggregate(t *testing.T) {
 		}
 	})
 
-	// The event record's status: PENDING before the first attempt, PROCESSING while
-	// a failed attempt waits for its retry, DELIVERED after.
+	// The event record's status: PENDING before the first attempt, PROCESSING from
+	// the moment it is attempted and while a failed attempt waits for its retry,
+	// DELIVERED after.
 	t.Run("RetryingDeliveryIsProcessing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, dispatch.Config{RetryBase: 2 * time.Second})
@@ -295,8 +296,8 @@ func TestOrderPerAggregate(t *testing.T) {
 				}
 				break
 			}
-			if err == nil && st.Attempts == 0 && st.Status != "PENDING" {
-				t.Fatalf("before any attempt the status is %q, want PENDING", st.Status)
+			if err == nil && st.Attempts == 0 && st.Status != "PENDING" && st.Status != "PROCESSING" {
+				t.Fatalf("before the first attempt's outcome the status is %q, want PENDING or PROCESSING", st.Status)
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("no failed attempt recorded: %+v %v", st, err)
@@ -387,7 +388,7 @@ func TestLeaseOfDeadDispatcherRunsOut(t *testing.T) {
 	ctx := context.Background()
 	var rows []storage.NewDelivery
 	for i, id := range evs {
-		body, _ := webhooks.Body(topics.WalletTransferEvent, json.RawMessage(`{}`), secret)
+		body, _ := webhooks.Body(topics.WalletTransferEvent, json.RawMessage(`{}`), "") // the webhook does not opt in to the echo
 		rows = append(rows, storage.NewDelivery{EventID: id, WebhookID: b.webhook, MerchantID: b.merchant,
 			Topic: topics.WalletTransferEvent, AggKey: "WALLET-Z", Partition: 0, Offset: int64(100 + i), Body: body})
 	}
@@ -408,6 +409,44 @@ func TestLeaseOfDeadDispatcherRunsOut(t *testing.T) {
 		t.Fatalf("delivered %s after the lease was taken: before it ran out", waited)
 	}
 	b.waitNoQueues()
+}
+
+// A stored body that echoes the webhook's current challenge, while the webhook no
+// longer opts in to the echo (a body recorded before include_challenge was turned
+// off, or before migration 0020), is not sent: bodies are never rewritten, and
+// sending it would hand out the live key of X-SERVICE-Signature. The delivery is
+// FAILED with the reason, and the next event of the aggregate goes on.
+func TestBodyEchoingWithdrawnChallengeIsNotSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{})
+	evs := newIDs(2)
+	var rows []storage.NewDelivery
+	for i, id := range evs {
+		echo := secret // the webhook's current challenge
+		if i == 1 {
+			echo = "an-older-challenge" // rotated away: it signs nothing now, so it is sent
+		}
+		body, _ := webhooks.Body(topics.WalletTransferEvent, json.RawMessage(`{}`), echo)
+		rows = append(rows, storage.NewDelivery{EventID: id, WebhookID: b.webhook, MerchantID: b.merchant,
+			Topic: topics.WalletTransferEvent, AggKey: "WALLET-E", Partition: 0, Offset: int64(200 + i), Body: body})
+	}
+	if _, err := storage.InsertDeliveries(context.Background(), b.db.DB, rows, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.waitDelivered(1)
+	if as := b.recv.arrivals(); len(as) != 1 || as[0].EventID != evs[1] {
+		t.Fatalf("arrivals %+v, want only %s", as, evs[1])
+	}
+	var st struct {
+		Status    string  `db:"status"`
+		LastError *string `db:"last_error"`
+	}
+	if err := b.db.DB.Get(&st, `SELECT status, last_error FROM webhook_deliveries WHERE event_id = $1`, evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != "FAILED" || st.LastError == nil || *st.LastError != webhooks.WithdrawnChallengeError {
+		t.Fatalf("the body echoing the live challenge: %+v", st)
+	}
 }
 
 // The database drops the dispatcher's connections again and again while events

@@ -206,7 +206,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 			w := hooksByID[n.WebhookID]
 			chains[k] = append(chains[k], storage.Delivery{EventID: n.EventID, WebhookID: n.WebhookID, MerchantID: n.MerchantID,
 				Topic: n.Topic, Body: n.Body, Status: "PENDING", CreatedAt: now, UpdatedAt: now, Endpoint: w.Endpoint,
-				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset})
+				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, IncludeChallenge: w.IncludeChallenge, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset})
 		}
 		for _, k := range ins.Leased {
 			ds := chains[k]

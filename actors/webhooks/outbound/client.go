@@ -133,6 +133,9 @@ func New(o Options) *Client {
 	}
 }
 
+// Timeout is the longest one request may take (Options.Timeout with its default).
+func (c *Client) Timeout() time.Duration { return c.opts.Timeout }
+
 // CloseIdleConnections closes the client's idle keep-alive connections.
 func (c *Client) CloseIdleConnections() { c.tr.CloseIdleConnections() }
 

@@ -104,6 +104,9 @@ type Config struct {
 	SimCardDelay time.Duration
 	// SimPayoutDelay is the sandbox payout rails' time from submission to outcome.
 	SimPayoutDelay time.Duration
+	// SimAggregateDelay paces registered aggregates' sandbox rails (refunds: the
+	// time from request to the rail's outcome).
+	SimAggregateDelay time.Duration
 	// PayoutRecoverAfter is how long a payout waits for its outcome before the
 	// rails role submits it again (a rails process died holding it).
 	PayoutRecoverAfter time.Duration
@@ -218,6 +221,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.CardClearingInterval = dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)
 	c.SimCardDelay = dur("PAYSVC_SIM_CARD_DELAY", time.Second)
 	c.SimPayoutDelay = dur("PAYSVC_SIM_PAYOUT_DELAY", 2*time.Second)
+	c.SimAggregateDelay = dur("PAYSVC_SIM_AGGREGATE_DELAY", 10*time.Second)
 	c.PayoutRecoverAfter = dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")

@@ -61,6 +61,7 @@ type Service struct {
 // Start brings up the configured roles and returns once the HTTP listener is open.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
 	s := &Service{Config: cfg, Log: log}
+	registerAggregates()
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -187,7 +188,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 				return nil, fmt.Errorf("PAYSVC_DARAJA_*: %w", err)
 			}
 			sink := rails.Sink(s.producer)
-			s.goRun(func() error { return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordSent: true}, log) })
+			s.goRun(func() error { return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordAccepted: true}, log) })
 			s.goRun(func() error {
 				return rails.Recover(runCtx, s.DB, d, sink, cfg.DarajaQueryAfter, max(cfg.DarajaQueryAfter/4, 100*time.Millisecond), log)
 			})
@@ -229,6 +230,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error { return dsp.Run(runCtx, s.Brokers) })
 		s.goRun(func() error { return callback.Run(runCtx, s.Brokers, s.DB, client, log) })
 		s.goRun(func() error { return pruneWebhookEvents(runCtx, s.DB, cfg.Retention, log) })
+	}
+	if cfg.Has(RoleRails) && cfg.Environment == "sandbox" {
+		// Registered aggregates' sandbox rails (refunds), each as its kind defines it.
+		for _, k := range engine.Kinds() {
+			if k.Simulate == nil {
+				continue
+			}
+			d := engine.SimDeps{DB: s.DB, Delay: cfg.SimAggregateDelay, Log: log, Produce: s.produceCommand}
+			s.goRun(func() error { return k.Simulate(runCtx, d) })
+		}
 	}
 	if cfg.Has(RoleRails) {
 		s.goRun(func() error {
@@ -356,6 +367,15 @@ func defaultPublicBaseURL(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// produceCommand appends a command to the command log, keyed by its merchant.
+func (s *Service) produceCommand(ctx context.Context, c topics.Command) error {
+	b, err := topics.EncodeCommand(c)
+	if err != nil {
+		return err
+	}
+	return s.producer.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(c.MerchantID), Value: b}).FirstErr()
 }
 
 func (s *Service) goRun(f func() error) {

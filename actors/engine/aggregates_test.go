@@ -1,0 +1,263 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"paysvc/actors/engine"
+	"paysvc/actors/money"
+	"paysvc/actors/wallet"
+	"paysvc/topics"
+)
+
+// A registered kind that exists only in these tests: a "jar" holds money set aside
+// from a wallet (testjar.put) and pays it out through the ledger (testjar.pay). The
+// engine knows it only through Register; its table and batch function are made
+// here, as its own migration would.
+const jarKind = "testjar"
+
+type jar struct {
+	ID     string       `json:"id"`
+	Wallet string       `json:"wallet"`
+	Held   money.Amount `json:"held"`
+	Puts   int          `json:"puts"`
+	Note   string       `json:"note"`
+}
+
+type jarPut struct {
+	Jar, Wallet, Note string
+	Amount            money.Amount
+	RefuseAfterHold   bool
+}
+
+type jarPay struct{ Jar string }
+
+var registerJar = sync.OnceFunc(func() {
+	engine.Register(engine.Kind{
+		Name: jarKind,
+		Commands: map[string]func() any{
+			"testjar.put": func() any { return &jarPut{} },
+			"testjar.pay": func() any { return &jarPay{} },
+		},
+		IDs: func(p any) []string {
+			switch p := p.(type) {
+			case *jarPut:
+				return []string{p.Jar}
+			case *jarPay:
+				return []string{p.Jar}
+			}
+			return nil
+		},
+		Load: func(ctx context.Context, q sqlx.QueryerContext, merchant string, ids []string) ([]engine.Snapshot, error) {
+			rows, err := q.QueryxContext(ctx, `SELECT id, version, state FROM testjars WHERE merchant_id = $1 AND id = ANY($2)`,
+				merchant, ids)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out []engine.Snapshot
+			for rows.Next() {
+				var s engine.Snapshot
+				var raw []byte
+				var j jar
+				if err := rows.Scan(&s.ID, &s.Version, &raw); err != nil {
+					return nil, err
+				}
+				if err := json.Unmarshal(raw, &j); err != nil {
+					return nil, err
+				}
+				s.State = j
+				out = append(out, s)
+			}
+			return out, rows.Err()
+		},
+		Apply: func(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
+			var j jar
+			if s, ok := tx.Get(jarID(payload)); ok {
+				j = s.(jar)
+			}
+			switch in := payload.(type) {
+			case *jarPut:
+				if j.ID == "" {
+					j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
+				}
+				if err := tx.Hold(j.Wallet, in.Amount); err != nil {
+					var we engine.WalletError
+					if errors.As(err, &we) {
+						return engine.WalletRefusal(we.Err), nil
+					}
+					return topics.Reply{}, err
+				}
+				if in.RefuseAfterHold {
+					return engine.Refuse(engine.CodeInvalid, "refused after the hold", ""), nil
+				}
+				j.Held, j.Puts, j.Note = j.Held.Add(in.Amount), j.Puts+1, in.Note
+			case *jarPay:
+				if j.ID == "" {
+					return engine.Refuse(engine.CodeNotFound, "no such jar", ""), nil
+				}
+				err := tx.Debit(j.Wallet, "system:test_jar", "JAR", []wallet.Disbursement{{TransactionID: tx.TransactionID(), Amount: j.Held,
+					Charge: money.Zero(), Narrative: "jar"}})
+				if err != nil {
+					return topics.Reply{}, err
+				}
+				j.Held = money.Zero()
+			}
+			tx.Put(j.ID, j)
+			tx.Event(topics.ReversalEvent, j.ID, j)
+			b, _ := json.Marshal(j)
+			return topics.Reply{Result: b}, nil
+		},
+	})
+})
+
+func jarID(p any) string {
+	switch p := p.(type) {
+	case *jarPut:
+		return p.Jar
+	case *jarPay:
+		return p.Jar
+	}
+	return ""
+}
+
+const jarSchema = `
+CREATE TABLE testjars (merchant_id text NOT NULL, id text NOT NULL, version bigint NOT NULL, state jsonb NOT NULL,
+                       PRIMARY KEY (merchant_id, id));
+CREATE FUNCTION paysvc_apply_testjar(p_rows jsonb, p_at timestamptz) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE n bigint; r record;
+BEGIN
+    FOR r IN SELECT * FROM jsonb_to_recordset(p_rows) AS x(id text, merchant_id text, prev bigint, version bigint, state jsonb) LOOP
+        IF r.prev = 0 THEN
+            INSERT INTO testjars VALUES (r.merchant_id, r.id, r.version, r.state);
+        ELSE
+            UPDATE testjars SET version = r.version, state = r.state WHERE merchant_id = r.merchant_id AND id = r.id AND version = r.prev;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> 1 THEN RAISE EXCEPTION 'stale jar' USING ERRCODE = 'PS002'; END IF;
+        END IF;
+    END LOOP;
+END $$;
+INSERT INTO batch_aggregates (kind, description) VALUES ('testjar', 'engine tests');`
+
+func (b *engineBundle) jar(t *testing.T, id string) (held string, puts int, version int64) {
+	t.Helper()
+	var raw []byte
+	if err := b.db.QueryRowContext(b.ctx, `SELECT version, state FROM testjars WHERE merchant_id = $1 AND id = $2`, b.merchant, id).
+		Scan(&version, &raw); err != nil {
+		t.Fatalf("jar %s: %v", id, err)
+	}
+	var j jar
+	if err := json.Unmarshal(raw, &j); err != nil {
+		t.Fatal(err)
+	}
+	return j.Held.String(), j.Puts, version
+}
+
+func (b *engineBundle) balances(t *testing.T, walletID string) (cur, avail string) {
+	t.Helper()
+	if err := b.db.QueryRowContext(b.ctx, `SELECT current_balance::text, available_balance::text FROM wallets WHERE wallet_id = $1`,
+		walletID).Scan(&cur, &avail); err != nil {
+		t.Fatal(err)
+	}
+	return cur, avail
+}
+
+// A registered kind gets what built-in aggregates get: hydration, replies, exactly
+// once, undo of a refused command's wallet moves, quarantine of a poison command,
+// rehydration after a restart and after a stale snapshot, balanced ledger entries.
+func TestRegisteredAggregate(t *testing.T) {
+	registerJar()
+	b := setup(t)
+	if _, err := b.db.ExecContext(b.ctx, jarSchema); err != nil {
+		t.Fatal(err)
+	}
+	stop := b.startEngine(t, "r1")
+	ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, "100.00")))
+	put := func(jarID, amount, note string) topics.Command {
+		return b.command(t, "testjar.put", b.merchant, jarPut{Jar: jarID, Wallet: b.settle, Amount: money.MustParse(amount), Note: note})
+	}
+
+	first := put("j1", "10.00", "a")
+	r1 := b.send(t, first)
+	ok(t, r1)
+	ok(t, b.send(t, put("j1", "5.00", "b")))
+	if held, puts, v := b.jar(t, "j1"); held != "15.00" || puts != 2 || v != 2 {
+		t.Fatalf("jar after two puts: held %s, puts %d, version %d", held, puts, v)
+	}
+	if cur, avail := b.balances(t, b.settle); cur != "100.00" || avail != "85.00" {
+		t.Fatalf("wallet %s/%s, want 100.00/85.00", cur, avail)
+	}
+
+	// Exactly once: the same command again gets the same reply and changes nothing.
+	again := b.send(t, first)
+	if string(encoded(t, again)) != string(encoded(t, r1)) {
+		t.Fatalf("redelivered command answered %s, first answer %s", encoded(t, again), encoded(t, r1))
+	}
+	// A refusal after a wallet move undoes the move.
+	refused := b.command(t, "testjar.put", b.merchant, jarPut{Jar: "j1", Wallet: b.settle, Amount: money.MustParse("1.00"), RefuseAfterHold: true})
+	wantCode(t, b.send(t, refused), "invalid")
+	wantCode(t, b.send(t, put("j1", "1000.00", "")), "insufficient_funds")
+	if held, puts, _ := b.jar(t, "j1"); held != "15.00" || puts != 2 {
+		t.Fatalf("jar changed by refused commands: held %s puts %d", held, puts)
+	}
+	if _, avail := b.balances(t, b.settle); avail != "85.00" {
+		t.Fatalf("refused commands left available %s, want 85.00", avail)
+	}
+	// A malformed payload of a registered type is refused; an unknown type stays unknown.
+	bad := topics.Command{ID: first.ID + "-bad", Type: "testjar.put", MerchantID: b.merchant, ReplyTo: b.hub.Instance(),
+		Payload: json.RawMessage(`{"Amount": "x"}`)}
+	wantCode(t, b.send(t, bad), "invalid")
+	wantCode(t, b.send(t, b.command(t, "testjar.nothing", b.merchant, jarPay{Jar: "j1"})), "unknown_command")
+
+	// A poison command (a NUL the jsonb column refuses) among good ones: only it is
+	// quarantined; the others apply once.
+	good1, poison, good2 := put("j1", "1.00", "c"), put("j1", "1.00", "bad\x00note"), put("j2", "2.00", "d")
+	waits := []<-chan topics.Reply{}
+	for _, c := range []topics.Command{good1, poison, good2} {
+		ch, cancel := b.hub.Register(c.ID)
+		defer cancel()
+		waits = append(waits, ch)
+	}
+	b.produce(t, -1, good1, poison, good2)
+	ok(t, await(t, waits[0], "good1"))
+	wantCode(t, await(t, waits[1], "poison"), "unprocessable_command")
+	ok(t, await(t, waits[2], "good2"))
+	if held, puts, _ := b.jar(t, "j1"); held != "16.00" || puts != 3 {
+		t.Fatalf("jar j1 after the poison batch: held %s puts %d, want 16.00 / 3", held, puts)
+	}
+	if n := b.count(t, `SELECT count(*) FROM command_quarantine WHERE command_id = $1`, poison.ID); n != 1 {
+		t.Fatalf("poison quarantined %d times", n)
+	}
+
+	// A restart rehydrates the jar from its row (not a new jar: that insert would
+	// collide).
+	stop()
+	stop = b.startEngine(t, "r2")
+	ok(t, b.send(t, put("j1", "4.00", "e")))
+	if held, puts, _ := b.jar(t, "j1"); held != "20.00" || puts != 4 {
+		t.Fatalf("after restart: held %s puts %d, want 20.00 / 4", held, puts)
+	}
+
+	// A snapshot changed behind the engine's back: the commit is stale, the jar is
+	// loaded again and the command applies on top of the stored state.
+	if _, err := b.db.ExecContext(b.ctx, `UPDATE testjars SET version = version + 1, state = jsonb_set(state, '{puts}', '100')
+		WHERE id = 'j1'`); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, b.send(t, put("j1", "1.00", "f")))
+	if _, puts, _ := b.jar(t, "j1"); puts != 101 {
+		t.Fatalf("after a stale snapshot the jar has %d puts, want 101 (rehydrated)", puts)
+	}
+	// Paying out moves held money through balanced ledger entries.
+	ok(t, b.send(t, b.command(t, "testjar.pay", b.merchant, jarPay{Jar: "j1"})))
+	if cur, avail := b.balances(t, b.settle); cur != "79.00" || avail != "77.00" {
+		t.Fatalf("after paying j1 (21.00) the wallet is %s/%s, want 79.00/77.00 (j2 still holds 2.00)", cur, avail)
+	}
+	b.ledgerOK(t)
+	_ = stop
+}

@@ -1,0 +1,283 @@
+// paysvc hosted pages: the one script of every page, served from /static/ (the pages'
+// Content-Security-Policy allows no inline script). A page hands it its data through
+// data- attributes on the payment form; the script only ever sets textContent (the
+// CSP requires Trusted Types for DOM sinks) and talks to paysvc alone.
+(function () {
+  'use strict';
+
+  var POLL_EVERY_MS = 1000;
+  var POLL_FOR_MS = 3 * 60 * 1000; // M-Pesa gives up on a prompt well before this
+  var REDIRECT_AFTER_S = 5;
+
+  // API field (attr of a validation error) -> the input that shows it.
+  var FIELD_INPUTS = { phone_number: 'phone', amount: 'amount', card_number: 'card-number', expiry: 'expiry', cvv: 'cvv' };
+
+  function $(id) { return document.getElementById(id); }
+
+  function newKey() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return Array.prototype.map.call(b, function (x) { return ('0' + x.toString(16)).slice(-2); }).join('');
+  }
+
+  function announce(text) {
+    var s = $('status');
+    if (s) s.textContent = text;
+  }
+
+  // show makes one view of the page visible and moves focus to its heading, so a
+  // keyboard or screen-reader user lands on what changed.
+  function show(view) {
+    ['pay', 'wait', 'done', 'failed'].forEach(function (id) {
+      var el = $(id);
+      if (el) el.hidden = id !== view;
+    });
+    var h = $(view + '-title');
+    if (h) h.focus();
+  }
+
+  function setFieldError(inputID, text) {
+    var input = $(inputID), err = $(inputID + '-error');
+    if (!input || !err) return false;
+    err.textContent = text;
+    err.hidden = !text;
+    if (text) input.setAttribute('aria-invalid', 'true');
+    else input.removeAttribute('aria-invalid');
+    return true;
+  }
+
+  function clearErrors() {
+    Object.keys(FIELD_INPUTS).forEach(function (k) { setFieldError(FIELD_INPUTS[k], ''); });
+    var fe = $('form-error');
+    fe.textContent = '';
+    fe.hidden = true;
+  }
+
+  function formError(text) {
+    var fe = $('form-error');
+    fe.textContent = text;
+    fe.hidden = false;
+  }
+
+  // normalisePhone accepts how Kenyans write their number (0712 345 678, +254 712...)
+  // and returns the API's 254XXXXXXXXX; a masked prefill (2547****5678) is sent as is.
+  function normalisePhone(raw) {
+    var p = raw.replace(/[\s-]/g, '');
+    if (p.charAt(0) === '+') p = p.slice(1);
+    if (/^0[17][0-9]{8}$/.test(p)) p = '254' + p.slice(1);
+    if (/^[17][0-9]{8}$/.test(p)) p = '254' + p;
+    return p;
+  }
+
+  function postJSON(url, body, key) {
+    var headers = { 'Content-Type': 'application/json', 'Accept': 'application/json' };
+    if (key) headers['Idempotency-Key'] = key;
+    return fetch(url, { method: 'POST', headers: headers, body: JSON.stringify(body), credentials: 'omit',
+      cache: 'no-store' }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (j) { return { ok: r.ok, status: r.status, body: j }; });
+    });
+  }
+
+  function initCheckout(form) {
+    var d = form.dataset;
+    var attemptKey = newKey(); // one Idempotency-Key per attempt: a resent request never pays twice
+    var busy = false;
+
+    function method() {
+      var checked = form.querySelector('input[name=method]:checked');
+      return checked ? checked.value : 'mpesa';
+    }
+
+    // Only the chosen method's fields are shown and enabled, so Enter in any field
+    // submits that method and the hidden one's fields are never sent or required.
+    function syncMethod() {
+      form.querySelectorAll('fieldset.method').forEach(function (fs) {
+        var on = fs.dataset.method === method();
+        fs.hidden = !on;
+        fs.disabled = !on;
+      });
+    }
+    form.querySelectorAll('input[name=method]').forEach(function (r) { r.addEventListener('change', syncMethod); });
+    syncMethod();
+    // The buttons come disabled: without this script the form must not submit at
+    // all (the browser would send card or phone fields to the page's own address).
+    form.querySelectorAll('button[type=submit]').forEach(function (b) { b.disabled = false; });
+
+    function amountText() {
+      return d.currency + ' ' + (d.amount || ($('amount') ? $('amount').value.trim() : ''));
+    }
+
+    function validate(m, body) {
+      var ok = true, first = null;
+      function bad(id, text) { setFieldError(id, text); ok = false; first = first || id; }
+      if (!d.amount) {
+        var a = $('amount').value.replace(/[\s,]/g, '');
+        if (!/^[0-9]+(\.[0-9]{1,2})?$/.test(a) || Number(a) <= 0) bad('amount', 'Enter the amount to pay, for example 1500 or 1500.50.');
+        body.amount = a;
+      }
+      if (m === 'mpesa') {
+        var p = normalisePhone($('phone').value);
+        if (!/^254[0-9*]{9}$/.test(p)) bad('phone', 'Enter your M-Pesa number, for example 0712 345 678.');
+        body.phone_number = p;
+      } else {
+        var n = $('card-number').value.replace(/[\s-]/g, '');
+        if (!/^[0-9]{12,19}$/.test(n)) bad('card-number', 'Enter the card number as printed on the card.');
+        var e = $('expiry').value.replace(/\s/g, '');
+        if (/^[0-9]{4}$/.test(e)) e = e.slice(0, 2) + '/' + e.slice(2);
+        if (!/^(0[1-9]|1[0-2])\/[0-9]{2}$/.test(e)) bad('expiry', 'Enter the expiry date as MM/YY, for example 08/29.');
+        var c = $('cvv').value.trim();
+        if (!/^[0-9]{3,4}$/.test(c)) bad('cvv', 'Enter the 3 or 4 digit code on the back of the card.');
+        body.card_number = n; body.expiry = e; body.cvv = c;
+      }
+      if (first) $(first).focus();
+      return ok;
+    }
+
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      if (busy) return;
+      clearErrors();
+      var m = method();
+      var body = { checkout_id: d.checkout, signature: d.signature, currency: d.currency, api_ref: d.apiRef || 'checkout' };
+      if (d.amount) body.amount = d.amount;
+      if (!validate(m, body)) {
+        announce('Please correct the highlighted field.');
+        return;
+      }
+      if (m === 'mpesa') body.method = 'M-PESA';
+      var button = form.querySelector('fieldset.method:not([disabled]) button[type=submit]');
+      busy = true;
+      button.disabled = true;
+      announce('Starting your payment.');
+      postJSON(m === 'mpesa' ? '/api/v1/payment/collection/' : '/api/v1/payment/card/', body, attemptKey).then(function (r) {
+        busy = false;
+        button.disabled = false;
+        if (!r.ok) {
+          var item = r.body.errors && r.body.errors[0];
+          var text = r.body.detail || 'The payment could not be started. Please try again.';
+          if (!(item && item.attr && FIELD_INPUTS[item.attr] && setFieldError(FIELD_INPUTS[item.attr], text))) formError(text);
+          if (item && item.attr && $(FIELD_INPUTS[item.attr])) $(FIELD_INPUTS[item.attr]).focus();
+          announce(text);
+          // The service answered: this attempt is over (its answer is what the key
+          // would replay), so the corrected one is a new attempt.
+          attemptKey = newKey();
+          return;
+        }
+        var inv = r.body.invoice || {};
+        wait(m, inv.invoice_id || inv.id, body.phone_number);
+      }, function () {
+        // The request may or may not have arrived: keep the key, so trying again
+        // cannot start a second payment.
+        busy = false;
+        button.disabled = false;
+        formError('We could not reach the payment service. Check your connection and try again.');
+        announce('We could not reach the payment service.');
+      });
+    });
+
+    function wait(m, invoiceID, phone) {
+      $('wait-title').textContent = m === 'mpesa' ? 'Check your phone' : 'Processing your card payment';
+      $('wait-detail').textContent = m === 'mpesa'
+        ? 'Enter your M-Pesa PIN on ' + phone + ' to pay ' + amountText() + ' to ' + d.merchant + '.'
+        : 'Please wait while your bank confirms the payment of ' + amountText() + '.';
+      $('wait-stage').textContent = m === 'mpesa' ? 'Waiting for your PIN…' : 'Waiting for your bank…';
+      $('check-again').hidden = true;
+      show('wait');
+      announce($('wait-title').textContent + '. ' + $('wait-detail').textContent);
+      poll(m, invoiceID, Date.now());
+    }
+
+    function poll(m, invoiceID, started) {
+      var lastStage = '';
+      function tick() {
+        postJSON('/api/v1/payment/status/', { invoice_id: invoiceID, checkout_id: d.checkout, signature: d.signature }).then(function (r) {
+          var inv = r.ok && r.body.invoice;
+          if (inv && inv.state === 'COMPLETE') return succeeded(m, inv);
+          if (inv && inv.state === 'FAILED') return failed(inv.failed_reason);
+          if (inv && inv.state === 'PROCESSING' && lastStage !== 'PROCESSING') {
+            lastStage = 'PROCESSING';
+            var text = m === 'mpesa' ? 'PIN received. Confirming your payment…' : 'Your bank is confirming the payment…';
+            $('wait-stage').textContent = text;
+            announce(text);
+          }
+          next();
+        }, next);
+      }
+      function next() {
+        if (Date.now() - started < POLL_FOR_MS) { setTimeout(tick, POLL_EVERY_MS); return; }
+        var text = 'We have not received a confirmation yet. If you completed the payment, it will show here shortly.';
+        $('wait-stage').textContent = text;
+        announce(text);
+        var again = $('check-again');
+        again.hidden = false;
+        again.onclick = function () { again.hidden = true; poll(m, invoiceID, Date.now()); };
+        again.focus();
+      }
+      setTimeout(tick, POLL_EVERY_MS);
+    }
+
+    function succeeded(m, inv) {
+      $('done-detail').textContent = 'You paid ' + inv.currency + ' ' + inv.value + ' to ' + d.merchant + '. Thank you.';
+      var ref = $('done-ref');
+      if (inv.mpesa_reference) {
+        ref.textContent = 'M-Pesa reference: ' + inv.mpesa_reference;
+        ref.hidden = false;
+      }
+      show('done');
+      var said = $('done-title').textContent + '. ' + $('done-detail').textContent;
+      var cont = $('continue');
+      if (cont && d.redirect) {
+        // The merchant's page learns which payment to confirm (with its own key,
+        // never trusting the redirect itself) from these two parameters.
+        var u = new URL(d.redirect);
+        u.searchParams.set('checkout_id', d.checkout);
+        u.searchParams.set('tracking_id', inv.invoice_id || inv.id);
+        cont.href = u.toString();
+        said += ' ' + redirectCountdown(u.toString(), cont);
+      }
+      announce(said);
+    }
+
+    function redirectCountdown(target, cont) {
+      var left = REDIRECT_AFTER_S, note = $('redirect-note'), stay = $('stay');
+      function say() { note.textContent = 'Returning you to ' + new URL(target).hostname + ' in ' + left + ' s.'; }
+      say();
+      note.hidden = false;
+      stay.hidden = false;
+      var timer = setInterval(function () {
+        left -= 1;
+        if (left > 0) { say(); return; }
+        clearInterval(timer);
+        window.location.assign(target);
+      }, 1000);
+      // Timed navigation must be stoppable (WCAG 2.2.1).
+      stay.onclick = function () {
+        clearInterval(timer);
+        note.textContent = 'You can continue whenever you are ready.';
+        stay.hidden = true;
+        cont.focus();
+      };
+      return note.textContent;
+    }
+
+    function failed(reason) {
+      $('failed-reason').textContent = reason || 'The payment was not completed.';
+      show('failed');
+      announce('Payment failed. ' + $('failed-reason').textContent);
+    }
+
+    $('retry').addEventListener('click', function () {
+      attemptKey = newKey();
+      show('pay');
+      var first = form.querySelector('fieldset.method:not([disabled]) input, #amount');
+      if (first) first.focus();
+      announce('Ready to try again.');
+    });
+  }
+
+  document.addEventListener('DOMContentLoaded', function () {
+    var form = document.querySelector('form[data-checkout]');
+    if (form) initCheckout(form);
+  });
+})();

@@ -1,0 +1,30 @@
+package api
+
+import "testing"
+
+// The script navigates to the redirect URL after success: only a plain web address
+// may get there.
+func TestPageRedirect(t *testing.T) {
+	live, sandbox := &Server{cfg: Config{Environment: "live"}}, &Server{cfg: Config{Environment: "sandbox"}}
+	for _, c := range []struct {
+		s        *Server
+		raw      string
+		want     string
+		wantHost string
+	}{
+		{live, "https://shop.example/thanks?order=7", "https://shop.example/thanks?order=7", "shop.example"},
+		{live, "http://shop.example/thanks", "", ""},
+		{sandbox, "http://localhost:3000/done", "http://localhost:3000/done", "localhost"},
+		{sandbox, "javascript:alert(1)", "", ""},
+		{sandbox, "data:text/html,hi", "", ""},
+		{sandbox, "//shop.example/x", "", ""},
+		{sandbox, "/relative", "", ""},
+		{sandbox, "https://user:pw@shop.example/", "", ""},
+		{sandbox, "", "", ""},
+	} {
+		got, host := c.s.pageRedirect(c.raw)
+		if got != c.want || host != c.wantHost {
+			t.Errorf("%s pageRedirect(%q) = %q, %q; want %q, %q", c.s.cfg.Environment, c.raw, got, host, c.want, c.wantHost)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// linkPayer makes the payer of a collection that carries an email the merchant's
+// customer with that email (one record per merchant and email, shared with the
+// customers and subscription customers APIs) and returns the record's id, which
+// the payment session shows as customer.customer_id.
+//
+// Only a secret key updates a record that exists. A public key is public and a
+// checkout signature is held by whoever has the page's link: either may add a
+// customer, but letting them rewrite the name or phone of any email the merchant
+// knows would let anyone deface the merchant's customer book.
+//
+// A payer's details go in only where they meet the customer record's own rules
+// (an ISO country, US/CA/GB with a zipcode): a payment is never refused because of
+// the customer book.
+func (s *Server) linkPayer(c echo.Context, cmd topics.InvoiceSTKPush) (string, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	if p.Kind != "secret" {
+		existing, err := storage.CustomerByEmail(ctx, s.db, p.MerchantID, cmd.Email)
+		if err == nil {
+			return existing.CustomerID, nil
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return "", err
+		}
+	}
+	fields := map[string]*string{}
+	set := func(col, v string) {
+		if v != "" {
+			fields[col] = &v
+		}
+	}
+	set("first_name", cmd.Customer.FirstName)
+	set("last_name", cmd.Customer.LastName)
+	if cmd.Phone != "" {
+		set("phone_number", "+"+cmd.Phone)
+	}
+	if cc := strings.ToUpper(cmd.Customer.Country); iso3166[cc] {
+		zipNeeded := cc == "US" || cc == "CA" || cc == "GB"
+		if !zipNeeded || cmd.Customer.Zipcode != "" {
+			set("country", cc)
+			set("zipcode", cmd.Customer.Zipcode)
+		}
+	}
+	rec, _, err := storage.UpsertCustomer(ctx, s.db, storage.CustomerUpsert{MerchantID: p.MerchantID, Email: cmd.Email,
+		NewID: ids.Alias(customerIDLength), Fields: fields})
+	if errors.Is(err, storage.ErrZipcodeRequired) {
+		// The stored record is in US, CA or GB with no zipcode of its own and this
+		// payer clears nothing: link it as it is.
+		rec, err = storage.CustomerByEmail(ctx, s.db, p.MerchantID, cmd.Email)
+	}
+	if err != nil {
+		return "", err
+	}
+	return rec.CustomerID, nil
+}

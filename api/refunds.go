@@ -1,0 +1,120 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/refund"
+	"paysvc/storage"
+)
+
+// Refunds (chargebacks): docs/api-decisions.md "Refunds". The engine's refund
+// aggregate (actors/refund) decides; these handlers read, check the request's
+// shape and issue its commands.
+
+var refundIDPattern = regexp.MustCompile(`^[0-9]{1,18}$`)
+
+// maxRefund bounds one refund's amount like every other amount of the interface;
+// the invoice's value bounds it first.
+var maxRefund = maxDeposit
+
+func (s *Server) listRefunds(c echo.Context) error {
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, total, err := storage.ListRefunds(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	if err != nil {
+		return err
+	}
+	out := make([]refund.View, len(rows))
+	for i, r := range rows {
+		out[i] = r.View()
+	}
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
+}
+
+// pathRefund reads the merchant's refund named by the path: another merchant's is
+// 404 exactly like one that does not exist.
+func (s *Server) pathRefund(c echo.Context) (refund.Refund, error) {
+	raw := c.Param("refund_id")
+	if !refundIDPattern.MatchString(raw) {
+		return refund.Refund{}, notFound("Refund not found.")
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return refund.Refund{}, notFound("Refund not found.")
+	}
+	r, err := storage.GetRefund(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return r, notFound("Refund not found.")
+	}
+	return r, err
+}
+
+func (s *Server) getRefund(c echo.Context) error {
+	r, err := s.pathRefund(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r.View())
+}
+
+func (s *Server) createRefund(c echo.Context) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	inv, err := b.text("invoice", true, 40, walletIDPattern)
+	if err != nil {
+		return err
+	}
+	amount, _, err := b.amount("amount", true)
+	if err != nil {
+		return err
+	}
+	if amount.Sign() <= 0 || amount.Cmp(maxRefund) > 0 {
+		return invalid("amount", "Amount must be greater than 0 and at most "+maxRefund.String()+".")
+	}
+	reason, err := b.str("reason", true, 40, nil)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(refund.Reasons, reason) {
+		return invalid("reason", "reason must be one of: "+strings.Join(refund.Reasons, ", ")+".")
+	}
+	details, err := b.str("reason_details", false, refund.MaxReasonDetails, nil)
+	if err != nil {
+		return err
+	}
+	id, err := storage.NextRefundID(c.Request().Context(), s.db)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, refund.CmdCreate, refund.Create{RefundID: id, InvoiceID: inv, Amount: amount, Reason: reason, ReasonDetails: details})
+	if err != nil {
+		return err
+	}
+	return s.walletReply(c, r, http.StatusCreated)
+}
+
+// cancelRefund withdraws a refund the rail has not paid (PENDING, DISPUTED or
+// OVERDUE): its hold goes back to the available balance.
+func (s *Server) cancelRefund(c echo.Context) error {
+	cur, err := s.pathRefund(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.issue(c, refund.CmdSettle, refund.Settle{RefundID: cur.ID, InvoiceID: cur.InvoiceID, Status: refund.StatusCancelled,
+		Resolution: "Cancelled by the merchant"})
+	if err != nil {
+		return err
+	}
+	return s.walletReply(c, r, http.StatusOK)
+}
