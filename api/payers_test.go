@@ -41,7 +41,7 @@ func TestPayersAreCustomers(t *testing.T) {
 			Count   int              `json:"count"`
 			Results []map[string]any `json:"results"`
 		}
-		b.get("/api/v1/customers/" + id + "/transactions").JSON(t, &page)
+		b.get("/api/v1/customers/"+id+"/transactions").JSON(t, &page)
 		if page.Count != 1 || page.Results[0]["customer"].(map[string]any)["customer_id"] != id {
 			t.Fatalf("the payment is the customer's transaction under the same id: %+v", page)
 		}

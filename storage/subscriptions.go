@@ -19,91 +19,6 @@ import (
 // (paysvc_apply_subscription, migration 0027).
 const SubscriptionKind = "subscription"
 
-// SubscriptionWrites collects the subscriptions a batch changed (the version each
-// had when the batch first touched it, and its last state) and the cycle attempts
-// it opened. It is the subscriptions' AggregateRows.
-type SubscriptionWrites struct {
-	prev     map[string]int64
-	states   map[string]subscription.State
-	order    []string
-	attempts []subscriptionAttemptRow
-}
-
-// NewSubscriptionWrites returns an empty collector.
-func NewSubscriptionWrites() *SubscriptionWrites {
-	return &SubscriptionWrites{prev: map[string]int64{}, states: map[string]subscription.State{}}
-}
-
-// Touch records a subscription's new state; a cycle attempt it opened (an Attempt
-// that the state before did not have) is recorded for the transactions list.
-func (w *SubscriptionWrites) Touch(before, after subscription.State) {
-	id := after.SubscriptionID
-	if _, ok := w.states[id]; !ok {
-		w.prev[id] = before.Version
-		w.order = append(w.order, id)
-	}
-	w.states[id] = after
-	if a := after.Attempt; a != nil && (before.Attempt == nil || before.Attempt.InvoiceID != a.InvoiceID) {
-		w.attempts = append(w.attempts, subscriptionAttemptRow{InvoiceID: a.InvoiceID, SubscriptionID: id,
-			MerchantID: after.MerchantID, Slot: a.Slot, CycleDate: a.Date})
-	}
-}
-
-// Kind implements AggregateRows.
-func (w *SubscriptionWrites) Kind() string { return SubscriptionKind }
-
-type subscriptionRow struct {
-	SubscriptionID string          `json:"subscription_id"`
-	MerchantID     string          `json:"merchant_id"`
-	CustomerID     string          `json:"customer_id"`
-	PlanID         string          `json:"plan_id"`
-	Status         string          `json:"status"`
-	NextDate       *string         `json:"next_date"`
-	Billing        bool            `json:"billing"`
-	TestClockID    string          `json:"test_clock_id"`
-	SetupTokenHash string          `json:"setup_token_hash"`
-	Version        int64           `json:"version"`
-	Prev           int64           `json:"prev"`
-	Data           json.RawMessage `json:"data"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-}
-
-type subscriptionAttemptRow struct {
-	InvoiceID      string `json:"invoice_id"`
-	SubscriptionID string `json:"subscription_id"`
-	MerchantID     string `json:"merchant_id"`
-	Slot           int    `json:"slot"`
-	CycleDate      string `json:"cycle_date"`
-}
-
-// Rows implements AggregateRows.
-func (w *SubscriptionWrites) Rows() (json.RawMessage, error) {
-	if len(w.order) == 0 {
-		return nil, nil
-	}
-	rows := make([]subscriptionRow, len(w.order))
-	for i, id := range w.order {
-		s := w.states[id]
-		data, err := json.Marshal(s)
-		if err != nil {
-			return nil, fmt.Errorf("subscription %s: %w", id, err)
-		}
-		var next *string
-		if s.NextDate != "" {
-			next = &s.NextDate
-		}
-		rows[i] = subscriptionRow{SubscriptionID: id, MerchantID: s.MerchantID, CustomerID: s.CustomerID, PlanID: s.Plan.PlanID,
-			Status: s.Status, NextDate: next, Billing: s.Billing(), TestClockID: s.TestClockID, SetupTokenHash: s.SetupTokenHash,
-			Version: s.Version, Prev: w.prev[id], Data: data, CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
-	}
-	attempts := w.attempts
-	if attempts == nil {
-		attempts = []subscriptionAttemptRow{}
-	}
-	return json.Marshal(map[string]any{"subs": rows, "attempts": attempts})
-}
-
 func decodeSubscription(d []byte) (subscription.State, error) {
 	var s subscription.State
 	if err := json.Unmarshal(d, &s); err != nil {
@@ -140,23 +55,56 @@ func SubscriptionBySetupToken(ctx context.Context, q sqlx.QueryerContext, tokenH
 	return decodeSubscription(data)
 }
 
+// StoredSubscription is a subscription's snapshot with its row version (the
+// engine's optimistic check).
+type StoredSubscription struct {
+	Version int64
+	State   subscription.State
+}
+
 // LoadSubscriptions reads the snapshots of the given subscriptions of one merchant,
-// for the engine to hydrate actors.
-func LoadSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []string) (map[string]subscription.State, error) {
-	var rows [][]byte
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = ANY($2)`,
+// for the engine's hydration.
+func LoadSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []string) (map[string]StoredSubscription, error) {
+	var rows []struct {
+		Version int64  `db:"version"`
+		Data    []byte `db:"data"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT version, data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = ANY($2)`,
 		merchantID, pq.StringArray(ids)); err != nil {
 		return nil, fmt.Errorf("load subscriptions: %w", err)
 	}
-	out := make(map[string]subscription.State, len(rows))
-	for _, d := range rows {
-		s, err := decodeSubscription(d)
+	out := make(map[string]StoredSubscription, len(rows))
+	for _, r := range rows {
+		s, err := decodeSubscription(r.Data)
 		if err != nil {
 			return nil, err
 		}
-		out[s.SubscriptionID] = s
+		out[s.SubscriptionID] = StoredSubscription{Version: r.Version, State: s}
 	}
 	return out, nil
+}
+
+// ListSubscriptions returns one page of the merchant's subscriptions, newest
+// first, and the total.
+func ListSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]subscription.State, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM subscriptions WHERE merchant_id = $1`, merchantID); err != nil {
+		return nil, 0, fmt.Errorf("count subscriptions: %w", err)
+	}
+	var rows [][]byte
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM subscriptions WHERE merchant_id = $1
+		ORDER BY created_at DESC, subscription_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset); err != nil {
+		return nil, 0, fmt.Errorf("list subscriptions: %w", err)
+	}
+	out := make([]subscription.State, len(rows))
+	for i, d := range rows {
+		s, err := decodeSubscription(d)
+		if err != nil {
+			return nil, 0, err
+		}
+		out[i] = s
+	}
+	return out, total, nil
 }
 
 // DueCycle is a subscription cycle the scheduler should charge.
@@ -170,17 +118,24 @@ type DueCycle struct {
 	// Today is the date the cycle is due by: the wall clock's in EAT, or the test
 	// clock's frozen time in EAT.
 	Today string `db:"today"`
+	// The plan's terms now (a plan's amount or currency change applies from the
+	// next cycle charged); absent if the plan row is gone.
+	PlanName     sql.NullString `db:"plan_name"`
+	PlanAmount   sql.NullString `db:"plan_amount"`
+	PlanCurrency sql.NullString `db:"plan_currency"`
 }
 
 const dueColumns = `s.subscription_id, s.merchant_id, (s.data->>'slot')::int AS slot, to_char(s.next_date, 'YYYY-MM-DD') AS next_date,
-	coalesce((s.data->>'generation')::int, 0) AS generation, coalesce(s.test_clock_id, '') AS test_clock_id`
+	coalesce((s.data->>'generation')::int, 0) AS generation, coalesce(s.test_clock_id, '') AS test_clock_id,
+	p.name AS plan_name, p.amount::text AS plan_amount, p.currency AS plan_currency`
+const dueFrom = ` FROM subscriptions s LEFT JOIN plans p ON p.plan_id = s.plan_id AND p.merchant_id = s.merchant_id`
 
 // DueSubscriptions lists cycles due by today (EAT) on the wall clock, after the
 // given subscription id (keyset pagination), at most limit. Subscriptions on a test
 // clock are not here: see DueOnTestClocks.
 func DueSubscriptions(ctx context.Context, q sqlx.QueryerContext, today, after string, limit int) ([]DueCycle, error) {
 	var out []DueCycle
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`, $1::text AS today FROM subscriptions s
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`, $1::text AS today`+dueFrom+`
 		WHERE s.billing AND s.test_clock_id IS NULL AND s.next_date <= $1::date AND s.subscription_id > $2
 		ORDER BY s.subscription_id LIMIT $3`, today, after, limit)
 	if err != nil {
@@ -194,8 +149,8 @@ func DueSubscriptions(ctx context.Context, q sqlx.QueryerContext, today, after s
 func DueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, limit int) ([]DueCycle, error) {
 	var out []DueCycle
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`,
-		to_char(c.frozen_time AT TIME ZONE 'Africa/Nairobi', 'YYYY-MM-DD') AS today
-		FROM subscriptions s JOIN subscription_test_clocks c ON c.clock_id = s.test_clock_id AND c.merchant_id = s.merchant_id
+		to_char(c.frozen_time AT TIME ZONE 'Africa/Nairobi', 'YYYY-MM-DD') AS today`+dueFrom+`
+		JOIN subscription_test_clocks c ON c.clock_id = s.test_clock_id AND c.merchant_id = s.merchant_id
 		WHERE s.billing AND s.test_clock_id IS NOT NULL
 		AND s.next_date <= (c.frozen_time AT TIME ZONE 'Africa/Nairobi')::date
 		ORDER BY s.next_date, s.subscription_id LIMIT $1`, limit)
@@ -205,24 +160,24 @@ func DueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, limit int) ([]D
 	return out, nil
 }
 
-// SubscriptionPayment is one cycle's charge with its invoice.
+// SubscriptionPayment is one cycle's charge with its invoice-shaped record.
 type SubscriptionPayment struct {
 	Slot      int
 	CycleDate string
 	Invoice   invoice.State
 }
 
-// SubscriptionPayments lists a subscription's cycle charges with their invoices,
-// oldest first; another merchant's subscription lists nothing.
+// SubscriptionPayments lists a subscription's cycle charges, oldest first; another
+// merchant's subscription lists nothing.
 func SubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, merchantID, subscriptionID string) ([]SubscriptionPayment, error) {
 	var rows []struct {
 		Slot      int    `db:"slot"`
 		CycleDate string `db:"cycle_date"`
 		Data      []byte `db:"data"`
 	}
-	err := sqlx.SelectContext(ctx, q, &rows, `SELECT si.slot, to_char(si.cycle_date, 'YYYY-MM-DD') AS cycle_date, i.data
-		FROM subscription_invoices si JOIN invoices i ON i.invoice_id = si.invoice_id AND i.merchant_id = si.merchant_id
-		WHERE si.merchant_id = $1 AND si.subscription_id = $2 ORDER BY si.slot`, merchantID, subscriptionID)
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT slot, to_char(cycle_date, 'YYYY-MM-DD') AS cycle_date, data
+		FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2 ORDER BY created_at, slot, invoice_id`,
+		merchantID, subscriptionID)
 	if err != nil {
 		return nil, fmt.Errorf("subscription payments: %w", err)
 	}
@@ -230,10 +185,18 @@ func SubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, merchantID
 	for i, r := range rows {
 		out[i] = SubscriptionPayment{Slot: r.Slot, CycleDate: r.CycleDate}
 		if err := json.Unmarshal(r.Data, &out[i].Invoice); err != nil {
-			return nil, fmt.Errorf("decode invoice: %w", err)
+			return nil, fmt.Errorf("decode subscription invoice: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// CountSubscriptionPayments counts the merchant's recorded cycle charges of a
+// status (COMPLETE or FAILED), for checks and the bench.
+func CountSubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, status string) (int, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM subscription_invoices WHERE status = $1`, status)
+	return n, err
 }
 
 // TestClock is a sandbox clock subscriptions can be attached to.

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -20,13 +21,25 @@ func sub(t *testing.T, id string) subscription.State {
 	return s
 }
 
+// subRows is the engine's generic row of one subscription state (ADR 0004).
+func subRows(t *testing.T, prev, version int64, s subscription.State) rawRows {
+	t.Helper()
+	st, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := json.Marshal([]map[string]any{{"id": s.SubscriptionID, "merchant_id": s.MerchantID, "prev": prev, "version": version,
+		"state": json.RawMessage(st)}})
+	return rawRows{storage.SubscriptionKind, string(rows)}
+}
+
+// paysvc_apply_subscription (migration 0027) with the engine's generic rows:
+// insert, the due scan, a charged cycle recorded with its payment, a stale update.
 func TestCommitBatchSubscriptions(t *testing.T) {
 	t.Parallel()
 	b := setupBatch(t)
 	created := sub(t, "S1")
-	w := storage.NewSubscriptionWrites()
-	w.Touch(subscription.State{}, created)
-	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
+	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, subRows(t, 0, 1, created))); err != nil {
 		t.Fatal(err)
 	}
 	// Not billed while PENDING.
@@ -37,9 +50,7 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w = storage.NewSubscriptionWrites()
-	w.Touch(created, active)
-	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 2, w)); err != nil {
+	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 2, subRows(t, 1, 2, active))); err != nil {
 		t.Fatal(err)
 	}
 	due, err := storage.DueSubscriptions(b.ctx, b.db, "2025-01-31", "", 10)
@@ -49,20 +60,18 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 	if due, _ := storage.DueSubscriptions(b.ctx, b.db, "2025-01-30", "", 10); len(due) != 0 {
 		t.Fatalf("due a day early: %+v", due)
 	}
-	// A cycle attempt is recorded with its invoice, in the same batch.
-	charging, err := subscription.Apply(active, subscription.StartCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "INV1", At: t0.Add(time.Second)})
+	// A charged cycle: the payment is recorded in the same batch, once.
+	charged, err := subscription.Apply(active, subscription.ChargeCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "INV1",
+		Approved: true, Payment: &subscription.Payment{InvoiceID: "INV1", Slot: 0, Date: "2025-01-31", Status: "COMPLETE",
+			Invoice: json.RawMessage(`{"invoice_id":"INV1","state":"COMPLETE","value":"100.00","currency":"KES"}`)}, At: t0.Add(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w = storage.NewSubscriptionWrites()
-	w.Touch(active, charging)
-	iw := storage.NewInvoiceWrites()
-	iw.Touch(inv("INV1", 0, "", t0), inv("INV1", 1, "PENDING", t0))
-	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 3, iw, w)); err != nil {
+	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 3, subRows(t, 2, 3, charged))); err != nil {
 		t.Fatal(err)
 	}
 	if due, _ := storage.DueSubscriptions(b.ctx, b.db, "2025-02-01", "", 10); len(due) != 0 {
-		t.Fatalf("due while charging: %+v", due)
+		t.Fatalf("due again after the charge: %+v", due)
 	}
 	pays, err := storage.SubscriptionPayments(b.ctx, b.db, "M1", "S1")
 	if err != nil || len(pays) != 1 || pays[0].Invoice.InvoiceID != "INV1" || pays[0].CycleDate != "2025-01-31" {
@@ -72,7 +81,7 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 		t.Fatalf("another merchant sees the payments: %+v", pays)
 	}
 	got, err := storage.GetSubscription(b.ctx, b.db, "M1", "S1")
-	if err != nil || got.Version != charging.Version || got.Attempt == nil {
+	if err != nil || got.CompletedCycles != 1 || got.NextDate != "2025-02-28" {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 	if _, err := storage.GetSubscription(b.ctx, b.db, "M2", "S1"); !errors.Is(err, storage.ErrNotFound) {
@@ -81,10 +90,19 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 	if s, err := storage.SubscriptionBySetupToken(b.ctx, b.db, "hash-S1"); err != nil || s.SubscriptionID != "S1" {
 		t.Fatalf("by token: %+v %v", s, err)
 	}
+	// A later change keeps last_payment: the record is not written twice.
+	canceled, err := subscription.Apply(charged, subscription.Unsubscribe{At: t0.Add(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 4, subRows(t, 3, 4, canceled))); err != nil {
+		t.Fatal(err)
+	}
+	if pays, _ := storage.SubscriptionPayments(b.ctx, b.db, "M1", "S1"); len(pays) != 1 {
+		t.Fatalf("payments after cancel: %+v", pays)
+	}
 	// A stale update (from the version before) is refused and writes nothing.
-	w = storage.NewSubscriptionWrites()
-	w.Touch(active, charging)
-	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 4, w)); !errors.Is(err, storage.ErrStaleSnapshot) {
+	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 5, subRows(t, 3, 4, charged))); !errors.Is(err, storage.ErrStaleSnapshot) {
 		t.Fatalf("stale: %v", err)
 	}
 }

@@ -1,6 +1,10 @@
 package topics
 
-import "time"
+import (
+	"time"
+
+	"paysvc/actors/money"
+)
 
 // Subscription command types on paysvc.commands.v1.
 const (
@@ -30,6 +34,24 @@ type SubscriptionCreate struct {
 	RedirectURL    string           `json:"redirect_url,omitempty"`
 	TestClockID    string           `json:"test_clock_id,omitempty"`
 	SetupTokenHash string           `json:"setup_token_hash"`
+	// WalletID is the merchant's KES settlement wallet, which every cycle credits.
+	WalletID string               `json:"wallet_id"`
+	Terms    SubscriptionTerms    `json:"terms"`
+	Customer SubscriptionCustomer `json:"customer"`
+}
+
+// SubscriptionTerms are a plan's name, amount and currency as read by the issuer.
+type SubscriptionTerms struct {
+	Name     string `json:"name"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// SubscriptionCustomer is the customer record's identity at creation.
+type SubscriptionCustomer struct {
+	Email     string `json:"email"`
+	FirstName string `json:"first_name,omitempty"`
+	LastName  string `json:"last_name,omitempty"`
 }
 
 // SubscriptionActivate records the card set up on the hosted page: the rail's
@@ -39,6 +61,9 @@ type SubscriptionActivate struct {
 	CardToken      string `json:"card_token"`
 	CardNetwork    string `json:"card_network"`
 	CardNumber     string `json:"card_number"`
+	// CardOutcome is the sandbox test card's outcome for its charges
+	// (rails/card.TestOutcome); never the number.
+	CardOutcome string `json:"card_outcome,omitempty"`
 }
 
 // SubscriptionCycle is the scheduler's charge of one due cycle; its command id is
@@ -51,6 +76,16 @@ type SubscriptionCycle struct {
 	// Today is the date (EAT) the scheduler found the cycle due by: the wall
 	// clock's, or the subscription's test clock's.
 	Today string `json:"today"`
+	// The plan's terms when the cycle was issued, and the charge priced from
+	// them: converted to KES (PAYSVC_FX_RATES, rate) as card collections are, the
+	// card fee (PAYSVC_FEES, BUSINESS-PAYS) taken from it. PriceError, when set,
+	// fails the cycle with that reason (e.g. a fee above the amount).
+	Terms      SubscriptionTerms `json:"terms"`
+	Value      money.Amount      `json:"value"`
+	Charges    money.Amount      `json:"charges"`
+	NetAmount  money.Amount      `json:"net_amount"`
+	Rate       string            `json:"rate,omitempty"`
+	PriceError string            `json:"price_error,omitempty"`
 }
 
 // SubscriptionUnsubscribe cancels a subscription.
@@ -60,10 +95,11 @@ type SubscriptionUnsubscribe struct {
 
 // SubscriptionUpdate changes the plan (from the next cycle) and/or the next date.
 type SubscriptionUpdate struct {
-	SubscriptionID string            `json:"subscription_id"`
-	Plan           *SubscriptionPlan `json:"plan,omitempty"`
-	NextDate       string            `json:"next_date,omitempty"`
-	Today          string            `json:"today,omitempty"`
+	SubscriptionID string             `json:"subscription_id"`
+	Plan           *SubscriptionPlan  `json:"plan,omitempty"`
+	Terms          *SubscriptionTerms `json:"terms,omitempty"`
+	NextDate       string             `json:"next_date,omitempty"`
+	Today          string             `json:"today,omitempty"`
 }
 
 // SubscriptionEventPlan is the plan object of a subscription_event.

@@ -23,15 +23,19 @@ func Apply(s State, cmd any) (State, error) {
 		n = State{SubscriptionID: c.SubscriptionID, MerchantID: c.MerchantID, CustomerID: c.CustomerID, Plan: c.Plan,
 			Status: StatusPending, StartDate: c.StartDate, NextDate: c.StartDate, Anchor: c.StartDate,
 			Reference: c.Reference, RedirectURL: c.RedirectURL, TestClockID: c.TestClockID,
-			SetupTokenHash: c.SetupTokenHash, CreatedAt: c.At}
+			SetupTokenHash: c.SetupTokenHash, WalletID: c.WalletID, Terms: c.Terms, Customer: c.Customer, CreatedAt: c.At}
 	case Activate:
 		if s.Status == StatusActive && s.CardToken == c.CardToken {
 			return s, ErrDuplicate
 		}
-		if s.Status != StatusPending {
+		if s.Status != StatusPending && s.Status != StatusFailed {
 			return s, ErrState
 		}
+		if s.Attempt != nil {
+			return s, ErrCharging
+		}
 		n.Status, n.CardToken, n.CardNetwork, n.CardNumber = StatusActive, c.CardToken, c.CardNetwork, c.CardNumber
+		n.CardOutcome, n.FailReason, n.Failures = c.CardOutcome, "", 0
 	case StartCycle:
 		if s.Attempt != nil && s.Attempt.Slot == c.Slot && s.Attempt.Date == c.Date {
 			return s, ErrDuplicate
@@ -43,6 +47,30 @@ func Apply(s State, cmd any) (State, error) {
 			return s, ErrStale // not due yet: a scheduler ahead of its clock
 		}
 		n.Attempt = &Attempt{Slot: c.Slot, Date: c.Date, InvoiceID: c.InvoiceID}
+	case ChargeCycle:
+		if s.LastPayment != nil && s.LastPayment.InvoiceID == c.InvoiceID {
+			return s, ErrDuplicate
+		}
+		if !s.Billing() || c.Slot != s.Slot || c.Date != s.NextDate || c.Generation != s.Generation {
+			return s, ErrStale
+		}
+		if c.Date > c.Today {
+			return s, ErrStale
+		}
+		if c.Terms != (Terms{}) {
+			n.Terms = c.Terms
+		}
+		n.LastPayment = c.Payment
+		if c.Approved {
+			n.CompletedCycles++
+			n.Failures, n.FailReason = 0, ""
+		} else {
+			n.Failures++
+			n.Status, n.FailReason = StatusFailed, c.Reason
+		}
+		if err := advance(&n); err != nil {
+			return s, err
+		}
 	case CycleCharged:
 		if s.Attempt == nil || s.Attempt.InvoiceID != c.InvoiceID {
 			return s, ErrDuplicate
@@ -84,8 +112,14 @@ func Apply(s State, cmd any) (State, error) {
 			return s, fmt.Errorf("%w: the new plan has %d billing cycles and %d are already completed", ErrInvalid,
 				c.Plan.BillingCycles, s.CompletedCycles)
 		}
-		if c.Plan == s.Plan {
+		if c.Plan == s.Plan && (c.Terms == Terms{} || c.Terms == s.Terms) {
 			return s, ErrDuplicate
+		}
+		if c.Terms != (Terms{}) {
+			n.Terms = c.Terms
+		}
+		if c.Plan == s.Plan {
+			break // the same plan re-read: its terms only
 		}
 		// The next date stays (it was announced); the new frequency counts from it.
 		n.Plan = c.Plan
@@ -167,6 +201,8 @@ func atOf(cmd any) (at time.Time) {
 	case Unsubscribe:
 		at = c.At
 	case ChangePlan:
+		at = c.At
+	case ChargeCycle:
 		at = c.At
 	case SetNextDate:
 		at = c.At

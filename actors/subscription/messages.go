@@ -25,13 +25,36 @@ type Create struct {
 	StartDate                              string
 	Reference, RedirectURL, TestClockID    string
 	SetupTokenHash                         string
+	WalletID                               string
+	Terms                                  Terms
+	Customer                               Customer
 	At                                     time.Time
 }
 
-// Activate records the card the customer set up (PENDING -> ACTIVE).
+// Activate records the card the customer set up (PENDING -> ACTIVE). From FAILED
+// it replaces the failing card (FAILED -> ACTIVE; the missed cycle is retried at
+// next_date, docs/state-machines.md).
 type Activate struct {
 	CardToken, CardNetwork, CardNumber string
+	CardOutcome                        string
 	At                                 time.Time
+}
+
+// ChargeCycle is one due cycle charged in one step: the sandbox rail's answer is
+// known inside the command (the stored test card's outcome), so the cycle is
+// opened and settled together. Approved false fails it with Reason. Payment is the
+// record of the charge (kept as LastPayment).
+type ChargeCycle struct {
+	Slot       int
+	Date       string
+	Generation int
+	Today      string
+	InvoiceID  string
+	Approved   bool
+	Reason     string
+	Terms      Terms
+	Payment    *Payment
+	At         time.Time
 }
 
 // StartCycle opens the charge of the slot due on Date: the scheduler's command,
@@ -63,8 +86,9 @@ type Unsubscribe struct{ At time.Time }
 
 // ChangePlan moves the subscription to another plan from its next cycle.
 type ChangePlan struct {
-	Plan Plan
-	At   time.Time
+	Plan  Plan
+	Terms Terms
+	At    time.Time
 }
 
 // SetNextDate overrides the next billing date (today or later); later cycles

@@ -1,6 +1,9 @@
 package subscription
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Statuses of the interface (spec "Subscription status").
 const (
@@ -46,6 +49,36 @@ type Plan struct {
 	BillingCycles int    `json:"billing_cycles"`
 }
 
+// Terms are the plan's name, amount and currency as last read (at creation, a
+// plan change, or a cycle's charge): what subscription_event shows. The charge
+// itself always uses the terms the scheduler read when it issued the cycle.
+type Terms struct {
+	Name     string `json:"name"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// Customer is the customer record's identity as read when the subscription was
+// created (subscription_event shows it; the API reads the record itself).
+type Customer struct {
+	Email     string `json:"email"`
+	FirstName string `json:"first_name,omitempty"`
+	LastName  string `json:"last_name,omitempty"`
+}
+
+// Payment is one cycle's charge as recorded: an invoice-shaped record (JSON of
+// invoice.State, built by the engine kind) with its slot and date. The state keeps
+// only the latest: paysvc_apply_subscription records it in subscription_invoices
+// when the batch commits (a batch holds at most one cycle of a subscription: the
+// next one is issued only once this one is stored).
+type Payment struct {
+	InvoiceID string          `json:"invoice_id"`
+	Slot      int             `json:"slot"`
+	Date      string          `json:"date"`
+	Status    string          `json:"status"`
+	Invoice   json.RawMessage `json:"invoice"`
+}
+
 // Attempt is a cycle charge in flight: its invoice is with the card rail.
 type Attempt struct {
 	Slot      int    `json:"slot"`
@@ -71,6 +104,16 @@ type State struct {
 	Reference       string `json:"reference,omitempty"`
 	RedirectURL     string `json:"redirect_url,omitempty"`
 	TestClockID     string `json:"test_clock_id,omitempty"`
+	// WalletID is the merchant's KES settlement wallet: every cycle is converted to
+	// KES and credited there, as card collections are (docs/api-decisions.md).
+	WalletID string   `json:"wallet_id"`
+	Terms    Terms    `json:"terms"`
+	Customer Customer `json:"customer"`
+	// CardOutcome is the sandbox test card's outcome for every charge
+	// (rails/card.TestOutcome): the sandbox rail decides a cycle from it inside
+	// the cycle's one command. Empty on a live card (no live acquirer yet).
+	CardOutcome string   `json:"card_outcome,omitempty"`
+	LastPayment *Payment `json:"last_payment,omitempty"`
 	// SetupTokenHash is the SHA-256 of the setup_url's token (the token itself is
 	// only ever in the URL given to the merchant).
 	SetupTokenHash string `json:"setup_token_hash,omitempty"`

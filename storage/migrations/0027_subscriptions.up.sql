@@ -32,17 +32,24 @@ CREATE INDEX subscriptions_due ON subscriptions (next_date) WHERE billing AND te
 CREATE INDEX subscriptions_due_clock ON subscriptions (test_clock_id, next_date) WHERE billing AND test_clock_id IS NOT NULL;
 ALTER TABLE subscriptions SET (fillfactor = 80);
 
--- Each cycle's charge attempt and its invoice (GET .../transactions/). An attempt
--- row is written in the batch that opens the invoice, so the two never disagree.
+
+-- Each cycle's charge (GET .../transactions/, and the customer's payments): an
+-- invoice-shaped record (data: the JSON of an invoice, provider CARD), written by
+-- the batch that charged the cycle, from the subscription's last_payment, so the
+-- record and the ledger entries of the charge commit together or not at all.
 CREATE TABLE subscription_invoices (
     invoice_id      text PRIMARY KEY,
     subscription_id text NOT NULL REFERENCES subscriptions (subscription_id),
     merchant_id     text NOT NULL,
+    customer_id     text NOT NULL,
     slot            integer NOT NULL,
     cycle_date      date NOT NULL,
-    created_at      timestamptz NOT NULL,
-    UNIQUE (subscription_id, slot)
+    status          text NOT NULL,
+    data            jsonb NOT NULL,
+    created_at      timestamptz NOT NULL
 );
+CREATE INDEX subscription_invoices_sub ON subscription_invoices (subscription_id, created_at);
+CREATE INDEX subscription_invoices_customer ON subscription_invoices (merchant_id, customer_id, created_at);
 
 -- Sandbox test clocks (Stripe's test clocks): a subscription attached to one is
 -- due by the clock's frozen_time instead of the wall clock. Not money: written by
@@ -57,37 +64,45 @@ CREATE TABLE subscription_test_clocks (
 );
 CREATE INDEX subscription_test_clocks_merchant ON subscription_test_clocks (merchant_id, created_at);
 
--- {"subs": [...snapshots, prev 0 inserts...], "attempts": [...new cycle attempts...]}
+-- The engine's generic rows (ADR 0004): [{"id","merchant_id","prev","version","state"}],
+-- prev 0 inserts. The columns the scheduler and the API search by are taken from
+-- the state (actors/subscription.State); billing mirrors State.Billing().
 CREATE FUNCTION paysvc_apply_subscription(p_rows jsonb, p_at timestamptz) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     n bigint;
     r record;
+    st jsonb;
+    nd date;
+    bill boolean;
 BEGIN
-    FOR r IN SELECT * FROM jsonb_to_recordset(p_rows->'subs') AS x(subscription_id text, merchant_id text, customer_id text,
-                 plan_id text, status text, next_date date, billing boolean, test_clock_id text, setup_token_hash text,
-                 version bigint, prev bigint, data jsonb, created_at timestamptz, updated_at timestamptz) LOOP
+    FOR r IN SELECT * FROM jsonb_to_recordset(p_rows) AS x(id text, merchant_id text, prev bigint, version bigint, state jsonb) LOOP
+        st := r.state;
+        nd := NULLIF(st->>'next_date', '')::date;
+        bill := st->>'status' IN ('ACTIVE', 'FAILED') AND nd IS NOT NULL AND st->'attempt' IS NULL;
         IF r.prev = 0 THEN
             INSERT INTO subscriptions (subscription_id, merchant_id, customer_id, plan_id, status, next_date, billing,
                                        test_clock_id, setup_token_hash, version, data, created_at, updated_at)
-            VALUES (r.subscription_id, r.merchant_id, r.customer_id, r.plan_id, r.status, r.next_date, r.billing,
-                    NULLIF(r.test_clock_id, ''), NULLIF(r.setup_token_hash, ''), r.version, r.data, r.created_at, r.updated_at);
+            VALUES (r.id, r.merchant_id, st->>'customer_id', st->'plan'->>'plan_id', st->>'status', nd, bill,
+                    NULLIF(st->>'test_clock_id', ''), NULLIF(st->>'setup_token_hash', ''), r.version, st,
+                    (st->>'created_at')::timestamptz, (st->>'updated_at')::timestamptz);
         ELSE
             UPDATE subscriptions
-               SET plan_id = r.plan_id, status = r.status, next_date = r.next_date, billing = r.billing,
-                   version = r.version, data = r.data, updated_at = r.updated_at
-             WHERE subscription_id = r.subscription_id AND version = r.prev;
+               SET plan_id = st->'plan'->>'plan_id', status = st->>'status', next_date = nd, billing = bill,
+                   version = r.version, data = st, updated_at = (st->>'updated_at')::timestamptz
+             WHERE subscription_id = r.id AND merchant_id = r.merchant_id AND version = r.prev;
             GET DIAGNOSTICS n = ROW_COUNT;
             IF n <> 1 THEN
-                RAISE EXCEPTION 'stale subscription snapshot: % is not at version %', r.subscription_id, r.prev USING ERRCODE = 'PS002';
+                RAISE EXCEPTION 'stale subscription snapshot: % is not at version %', r.id, r.prev USING ERRCODE = 'PS002';
             END IF;
         END IF;
+        IF st->'last_payment' IS NOT NULL AND jsonb_typeof(st->'last_payment') = 'object' THEN
+            INSERT INTO subscription_invoices (invoice_id, subscription_id, merchant_id, customer_id, slot, cycle_date, status, data, created_at)
+            VALUES (st->'last_payment'->>'invoice_id', r.id, r.merchant_id, st->>'customer_id',
+                    (st->'last_payment'->>'slot')::int, (st->'last_payment'->>'date')::date, st->'last_payment'->>'status',
+                    st->'last_payment'->'invoice', p_at)
+            ON CONFLICT (invoice_id) DO NOTHING;
+        END IF;
     END LOOP;
-    IF jsonb_array_length(coalesce(p_rows->'attempts', '[]')) > 0 THEN
-        INSERT INTO subscription_invoices (invoice_id, subscription_id, merchant_id, slot, cycle_date, created_at)
-        SELECT invoice_id, subscription_id, merchant_id, slot, cycle_date, p_at
-          FROM jsonb_to_recordset(p_rows->'attempts') AS x(invoice_id text, subscription_id text, merchant_id text,
-               slot integer, cycle_date date);
-    END IF;
 END
 $$;
-INSERT INTO batch_aggregates (kind, description) VALUES ('subscription', 'recurring billing: subscriptions (storage/subscriptions.go)');
+INSERT INTO batch_aggregates (kind, description) VALUES ('subscription', 'recurring billing: subscriptions (actors/subscription/subscriptionkind)');
