@@ -184,7 +184,7 @@ func TestSubscriptionTwelveCyclesToComplete(t *testing.T) {
 	var ct struct {
 		Count int `json:"count"`
 	}
-	b.get("/api/v1/customers/" + f.cust + "/transactions").JSON(t, &ct)
+	b.get("/api/v1/customers/"+f.cust+"/transactions").JSON(t, &ct)
 	if ct.Count != 12 {
 		t.Fatalf("customer transactions: %d, want 12", ct.Count)
 	}
