@@ -50,6 +50,39 @@ func cardNetwork(pan string) string {
 	return "CARD"
 }
 
+// readCardFields validates card_number (digits, Luhn), expiry (MM/YY, not past)
+// and cvv, and returns the number without spaces. The caller keeps only what it
+// must (last four digits, network, a masked number): never the number or the CVV.
+func readCardFields(b body) (string, error) {
+	pan, err := b.str("card_number", true, 23, nil)
+	if err != nil {
+		return "", err
+	}
+	pan = strings.ReplaceAll(pan, " ", "")
+	if !panPattern.MatchString(pan) || !luhn(pan) {
+		return "", invalid("card_number", "Enter a valid card number.")
+	}
+	exp, err := b.str("expiry", true, 5, nil)
+	if err != nil {
+		return "", err
+	}
+	m := expiryPattern.FindStringSubmatch(exp)
+	if m == nil {
+		return "", invalid("expiry", "Enter the expiry as MM/YY.")
+	}
+	month, _ := strconv.Atoi(m[1])
+	year, _ := strconv.Atoi(m[2])
+	if time.Date(2000+year, time.Month(month)+1, 1, 0, 0, 0, 0, time.UTC).Before(time.Now()) {
+		return "", invalid("expiry", "The card has expired.")
+	}
+	if cvv, err := b.str("cvv", true, 4, nil); err != nil {
+		return "", err
+	} else if !cvvPattern.MatchString(cvv) {
+		return "", invalid("cvv", "Enter the 3 or 4 digit security code.")
+	}
+	return pan, nil
+}
+
 // cardPayment charges a card (sandbox: test numbers, docs/sandbox.md). The card
 // number is validated here and then forgotten: only its last four digits and network
 // go further, and nothing logs the request body. Card funds count in current_balance
@@ -63,31 +96,9 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pan, err := b.str("card_number", true, 23, nil)
+	pan, err := readCardFields(b)
 	if err != nil {
 		return err
-	}
-	pan = strings.ReplaceAll(pan, " ", "")
-	if !panPattern.MatchString(pan) || !luhn(pan) {
-		return invalid("card_number", "Enter a valid card number.")
-	}
-	exp, err := b.str("expiry", true, 5, nil)
-	if err != nil {
-		return err
-	}
-	m := expiryPattern.FindStringSubmatch(exp)
-	if m == nil {
-		return invalid("expiry", "Enter the expiry as MM/YY.")
-	}
-	month, _ := strconv.Atoi(m[1])
-	year, _ := strconv.Atoi(m[2])
-	if time.Date(2000+year, time.Month(month)+1, 1, 0, 0, 0, 0, time.UTC).Before(time.Now()) {
-		return invalid("expiry", "The card has expired.")
-	}
-	if cvv, err := b.str("cvv", true, 4, nil); err != nil {
-		return err
-	} else if !cvvPattern.MatchString(cvv) {
-		return invalid("cvv", "Enter the 3 or 4 digit security code.")
 	}
 	target, err := s.readPaymentTarget(c, b)
 	if err != nil {

@@ -104,6 +104,8 @@ var replyStatus = map[string]int{
 	// refunds (actors/refund/refundkind)
 	"refund_exceeds_invoice": http.StatusBadRequest,
 	"invoice_not_refundable": http.StatusBadRequest,
+	// subscriptions (actors/subscription/subscriptionkind)
+	"subscription_status": http.StatusBadRequest,
 }
 
 // refusal turns a reply error into the API error.

@@ -219,7 +219,7 @@ func (s *Server) customerTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.CustomerInvoices(c.Request().Context(), s.db, cu.MerchantID, cu.Email, pg.size, pg.offset())
+	rows, total, err := storage.CustomerInvoices(c.Request().Context(), s.db, cu.MerchantID, cu.CustomerID, cu.Email, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}

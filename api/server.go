@@ -249,6 +249,23 @@ func (s *Server) routes(e *echo.Echo) {
 		r(GET, base, s.listCustomers, secret(PermViewSubscriptions, "list subscription customers"))
 		r(GET, base+"/:customer_id", s.getCustomer, secret(PermViewSubscriptions, "read subscription customers"))
 	}
+	// Subscriptions (subscriptions.go): created PENDING with a setup_url; the card
+	// setup endpoint is a public capability route (the token is the credential,
+	// like the checkout page's id), rate limited by address.
+	subs := v1 + "/subscriptions/subscriptions"
+	r(POST, subs, s.createSubscription, secret(PermChangeSubscriptions, "create subscriptions").idem())
+	r(GET, subs, s.listSubscriptions, secret(PermViewSubscriptions, "list subscriptions"))
+	r(GET, subs+"/:subscription_id", s.getSubscription, secret(PermViewSubscriptions, "read subscriptions"))
+	r(http.MethodPut, subs+"/:subscription_id", s.updateSubscription, secret(PermChangeSubscriptions, "change subscriptions").idem())
+	r(POST, subs+"/:subscription_id/unsubscribe", s.unsubscribe, secret(PermChangeSubscriptions, "cancel subscriptions").idem())
+	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(PermViewSubscriptions, "read subscriptions' payments"))
+	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, open)
+	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, open)
+	// Sandbox test clocks for subscriptions (test_clocks.go); 404 on a live server.
+	tc := v1 + "/subscriptions/test_clocks"
+	r(POST, tc, s.createTestClock, secret(PermChangeSubscriptions, "create subscription test clocks (sandbox)"))
+	r(GET, tc+"/:clock_id", s.getTestClock, secret(PermViewSubscriptions, "read subscription test clocks (sandbox)"))
+	r(POST, tc+"/:clock_id/advance", s.advanceTestClock, secret(PermChangeSubscriptions, "advance subscription test clocks (sandbox)"))
 	// The same customer records as the payers of collections (the Python SDK's
 	// customers API): collection permissions.
 	r(POST, v1+"/customers", s.upsertCustomer, secret(PermAddCollections, "create and change customers").idem())

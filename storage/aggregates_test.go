@@ -226,7 +226,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 	t.Run("UnregisteredKind_FailsRetryably", func(t *testing.T) {
 		t.Parallel()
 		b := setupBatch(t)
-		err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, rawRows{"subscription", `[]`}))
+		err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, rawRows{"future_kind", `[]`}))
 		if code := pqCode(err); code != "PS003" {
 			t.Fatalf("err = %v (SQLSTATE %q), want PS003", err, code)
 		}

@@ -151,19 +151,25 @@ func ListCustomers(ctx context.Context, q sqlx.QueryerContext, merchantID string
 
 const (
 	customerInvoicesWhere = `FROM invoices WHERE merchant_id = $1 AND data ? 'email' AND lower(data ->> 'email') = lower($2)`
-	customerInvoicesQuery = `SELECT data ` + customerInvoicesWhere + ` ORDER BY created_at DESC, invoice_id DESC LIMIT $3 OFFSET $4`
+	// A customer's subscription cycle charges (subscription_invoices, migration
+	// 0027) are payments too: they are listed with the invoices, by customer id.
+	customerCyclesWhere   = `FROM subscription_invoices WHERE merchant_id = $1 AND customer_id = $5`
+	customerInvoicesQuery = `SELECT data FROM (SELECT data, created_at, invoice_id ` + customerInvoicesWhere +
+		` UNION ALL SELECT data, created_at, invoice_id ` + customerCyclesWhere + `) x
+		ORDER BY created_at DESC, invoice_id DESC LIMIT $3 OFFSET $4`
 )
 
 // CustomerInvoices returns one page of the merchant's invoices paid with that email
 // (whatever its case), newest first, and the total: a customer's payments. The
 // predicate matches the index invoices_email_lower.
-func CustomerInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID, email string, limit, offset int) ([]invoice.State, int, error) {
+func CustomerInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID, customerID, email string, limit, offset int) ([]invoice.State, int, error) {
 	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) `+customerInvoicesWhere, merchantID, email); err != nil {
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT (SELECT count(*) `+customerInvoicesWhere+`) + (SELECT count(*) `+
+		`FROM subscription_invoices WHERE merchant_id = $1 AND customer_id = $3)`, merchantID, email, customerID); err != nil {
 		return nil, 0, fmt.Errorf("count customer invoices: %w", err)
 	}
 	var rows [][]byte
-	if err := sqlx.SelectContext(ctx, q, &rows, customerInvoicesQuery, merchantID, email, limit, offset); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, customerInvoicesQuery, merchantID, email, limit, offset, customerID); err != nil {
 		return nil, 0, fmt.Errorf("customer invoices: %w", err)
 	}
 	out := make([]invoice.State, len(rows))

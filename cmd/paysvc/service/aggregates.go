@@ -5,6 +5,7 @@ import (
 
 	"paysvc/actors/engine"
 	"paysvc/actors/refund/refundkind"
+	"paysvc/actors/subscription/subscriptionkind"
 )
 
 // registerAggregates is the one list of the aggregates registered with the engine
@@ -12,4 +13,5 @@ import (
 // the engine itself never names it. Once per process: tests start many services.
 var registerAggregates = sync.OnceFunc(func() {
 	engine.Register(refundkind.Kind())
+	engine.Register(subscriptionkind.Kind())
 })

@@ -107,6 +107,9 @@ type Config struct {
 	// SimAggregateDelay paces registered aggregates' sandbox rails (refunds: the
 	// time from request to the rail's outcome).
 	SimAggregateDelay time.Duration
+	// SubscriptionTick is how often the rails role's subscription scheduler looks
+	// for due cycles (wall clock and sandbox test clocks); 0 turns it off.
+	SubscriptionTick time.Duration
 	// PayoutRecoverAfter is how long a payout waits for its outcome before the
 	// rails role submits it again (a rails process died holding it).
 	PayoutRecoverAfter time.Duration
@@ -223,6 +226,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.SimPayoutDelay = dur("PAYSVC_SIM_PAYOUT_DELAY", 2*time.Second)
 	c.SimAggregateDelay = dur("PAYSVC_SIM_AGGREGATE_DELAY", 10*time.Second)
 	c.PayoutRecoverAfter = dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
+	c.SubscriptionTick = dur("PAYSVC_SUBSCRIPTION_TICK", time.Second)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"

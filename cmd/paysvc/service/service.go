@@ -26,6 +26,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/payout"
 	"paysvc/actors/replies"
+	"paysvc/actors/subscription/scheduler"
 	"paysvc/actors/webhooks/callback"
 	"paysvc/actors/webhooks/dispatch"
 	"paysvc/actors/webhooks/outbound"
@@ -240,6 +241,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			d := engine.SimDeps{DB: s.DB, Delay: cfg.SimAggregateDelay, Log: log, Produce: s.produceCommand}
 			s.goRun(func() error { return k.Simulate(runCtx, d) })
 		}
+	}
+	if cfg.Has(RoleRails) && cfg.SubscriptionTick > 0 {
+		// Subscription cycles: stateless and restart-safe; any number of rails
+		// instances may run it (cycle ids are derived, docs/api-decisions.md).
+		sch := &scheduler.Scheduler{DB: s.DB, Produce: scheduler.KafkaProducer(s.producer), Log: log,
+			Fees: cfg.API.Fees, Rates: cfg.API.Rates}
+		s.goRun(func() error { return sch.Run(runCtx, cfg.SubscriptionTick) })
 	}
 	if cfg.Has(RoleRails) {
 		s.goRun(func() error {

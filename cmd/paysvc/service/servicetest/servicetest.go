@@ -55,6 +55,7 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.SimPayoutDelay = 40 * time.Millisecond
 	cfg.PayoutRecoverAfter = 5 * time.Second
 	cfg.CardClearingInterval = 50 * time.Millisecond
+	cfg.SubscriptionTick = 50 * time.Millisecond
 	return cfg
 }
 

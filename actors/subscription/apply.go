@@ -1,0 +1,211 @@
+package subscription
+
+import (
+	"fmt"
+	"time"
+)
+
+// Apply is the pure transition function: the new state for a command, or a
+// refusal with the state unchanged. Version and UpdatedAt move on every change.
+func Apply(s State, cmd any) (State, error) {
+	n := s
+	switch c := cmd.(type) {
+	case Create:
+		if s.Exists() {
+			return s, ErrDuplicate
+		}
+		if c.Plan.Frequency < 1 || c.Plan.BillingCycles < 1 {
+			return s, fmt.Errorf("%w: plan frequency and billing_cycles must be at least 1", ErrInvalid)
+		}
+		if _, err := ScheduleDate(c.StartDate, c.Plan.FrequencyUnit, c.Plan.Frequency, 0); err != nil {
+			return s, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		n = State{SubscriptionID: c.SubscriptionID, MerchantID: c.MerchantID, CustomerID: c.CustomerID, Plan: c.Plan,
+			Status: StatusPending, StartDate: c.StartDate, NextDate: c.StartDate, Anchor: c.StartDate,
+			Reference: c.Reference, RedirectURL: c.RedirectURL, TestClockID: c.TestClockID,
+			SetupTokenHash: c.SetupTokenHash, WalletID: c.WalletID, Terms: c.Terms, Customer: c.Customer, CreatedAt: c.At}
+	case Activate:
+		if s.Status == StatusActive && s.CardToken == c.CardToken {
+			return s, ErrDuplicate
+		}
+		if s.Status != StatusPending && s.Status != StatusFailed {
+			return s, ErrState
+		}
+		if s.Attempt != nil {
+			return s, ErrCharging
+		}
+		n.Status, n.CardToken, n.CardNetwork, n.CardNumber = StatusActive, c.CardToken, c.CardNetwork, c.CardNumber
+		n.CardOutcome, n.FailReason, n.Failures = c.CardOutcome, "", 0
+	case StartCycle:
+		if s.Attempt != nil && s.Attempt.Slot == c.Slot && s.Attempt.Date == c.Date {
+			return s, ErrDuplicate
+		}
+		if !s.Billing() || c.Slot != s.Slot || c.Date != s.NextDate || c.Generation != s.Generation {
+			return s, ErrStale
+		}
+		if c.Date > c.Today {
+			return s, ErrStale // not due yet: a scheduler ahead of its clock
+		}
+		n.Attempt = &Attempt{Slot: c.Slot, Date: c.Date, InvoiceID: c.InvoiceID}
+	case ChargeCycle:
+		if s.LastPayment != nil && s.LastPayment.InvoiceID == c.InvoiceID {
+			return s, ErrDuplicate
+		}
+		if !s.Billing() || c.Slot != s.Slot || c.Date != s.NextDate || c.Generation != s.Generation {
+			return s, ErrStale
+		}
+		if c.Date > c.Today {
+			return s, ErrStale
+		}
+		if c.Terms != (Terms{}) {
+			n.Terms = c.Terms
+		}
+		n.LastPayment = c.Payment
+		if c.Approved {
+			n.CompletedCycles++
+			n.Failures, n.FailReason = 0, ""
+		} else {
+			n.Failures++
+			n.Status, n.FailReason = StatusFailed, c.Reason
+		}
+		if err := advance(&n); err != nil {
+			return s, err
+		}
+	case CycleCharged:
+		if s.Attempt == nil || s.Attempt.InvoiceID != c.InvoiceID {
+			return s, ErrDuplicate
+		}
+		n.Attempt = nil
+		n.CompletedCycles++
+		n.Failures, n.FailReason = 0, ""
+		if err := advance(&n); err != nil {
+			return s, err
+		}
+	case CycleFailed:
+		if s.Attempt == nil || s.Attempt.InvoiceID != c.InvoiceID {
+			return s, ErrDuplicate
+		}
+		n.Attempt = nil
+		n.Failures++
+		if s.Status != StatusCanceled {
+			n.Status, n.FailReason = StatusFailed, c.Reason
+		}
+		if err := advance(&n); err != nil {
+			return s, err
+		}
+	case Unsubscribe:
+		if s.Status == StatusCanceled {
+			return s, ErrDuplicate
+		}
+		if !CanMove(s.Status, StatusCanceled) {
+			return s, ErrState
+		}
+		n.Status, n.NextDate, n.FailReason = StatusCanceled, "", ""
+	case ChangePlan:
+		if !open(s.Status) {
+			return s, ErrState
+		}
+		if c.Plan.Frequency < 1 || c.Plan.BillingCycles < 1 {
+			return s, fmt.Errorf("%w: plan frequency and billing_cycles must be at least 1", ErrInvalid)
+		}
+		if c.Plan.BillingCycles <= s.CompletedCycles {
+			return s, fmt.Errorf("%w: the new plan has %d billing cycles and %d are already completed", ErrInvalid,
+				c.Plan.BillingCycles, s.CompletedCycles)
+		}
+		if c.Plan == s.Plan && (c.Terms == Terms{} || c.Terms == s.Terms) {
+			return s, ErrDuplicate
+		}
+		if c.Terms != (Terms{}) {
+			n.Terms = c.Terms
+		}
+		if c.Plan == s.Plan {
+			break // the same plan re-read: its terms only
+		}
+		// The next date stays (it was announced); the new frequency counts from it.
+		n.Plan = c.Plan
+		n.Anchor, n.AnchorSlot = s.NextDate, s.Slot
+		n.Generation++
+	case SetNextDate:
+		if !open(s.Status) {
+			return s, ErrState
+		}
+		if s.Attempt != nil {
+			return s, ErrCharging
+		}
+		if _, err := ParseDate(c.Date); err != nil {
+			return s, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if c.Date < c.Today {
+			return s, fmt.Errorf("%w: next_date must be today or later", ErrInvalid)
+		}
+		if c.Date == s.NextDate {
+			return s, ErrDuplicate
+		}
+		n.NextDate, n.Anchor, n.AnchorSlot = c.Date, c.Date, s.Slot
+		n.Generation++
+	default:
+		return s, fmt.Errorf("%w: unknown command %T", ErrInvalid, cmd)
+	}
+	if !CanMove(s.Status, n.Status) {
+		return s, fmt.Errorf("%w: %s -> %s", ErrState, s.Status, n.Status)
+	}
+	n.Version = s.Version + 1
+	at := atOf(cmd)
+	n.UpdatedAt = at
+	return n, nil
+}
+
+// open: the statuses a merchant can still change (PENDING, ACTIVE, FAILED).
+func open(status string) bool {
+	return status == StatusPending || status == StatusActive || status == StatusFailed
+}
+
+// advance moves to the next slot after an attempt, completing the subscription
+// when every billing cycle is paid. A canceled one stays canceled with no date
+// (a charge already with the rail when it was canceled is still recorded).
+func advance(n *State) error {
+	n.Slot++
+	if n.CompletedCycles >= n.Plan.BillingCycles {
+		if n.Status != StatusCanceled {
+			n.Status = StatusComplete
+		}
+		n.NextDate, n.FailReason = "", ""
+		return nil
+	}
+	if n.Status == StatusCanceled {
+		return nil
+	}
+	d, err := ScheduleDate(n.Anchor, n.Plan.FrequencyUnit, n.Plan.Frequency, n.Slot-n.AnchorSlot)
+	if err != nil {
+		return err
+	}
+	n.NextDate = d
+	if n.Status == StatusFailed && n.Attempt == nil && n.Failures == 0 {
+		n.Status = StatusActive
+	}
+	return nil
+}
+
+func atOf(cmd any) (at time.Time) {
+	switch c := cmd.(type) {
+	case Create:
+		at = c.At
+	case Activate:
+		at = c.At
+	case StartCycle:
+		at = c.At
+	case CycleCharged:
+		at = c.At
+	case CycleFailed:
+		at = c.At
+	case Unsubscribe:
+		at = c.At
+	case ChangePlan:
+		at = c.At
+	case ChargeCycle:
+		at = c.At
+	case SetNextDate:
+		at = c.At
+	}
+	return at
+}

@@ -1,0 +1,11 @@
+// Package subscription is the recurring card billing aggregate: a customer's
+// subscription to a plan, billed on the plan's schedule (docs/state-machines.md,
+// "Subscription"). State and Apply are pure; the engine runs them in an actor,
+// the scheduler issues each due cycle as a command whose id is derived from the
+// subscription and the cycle (CycleCommandID), so a cycle is charged once however
+// many schedulers issue it.
+//
+// Dates are calendar dates in Africa/Nairobi (Zone); a cycle is due at 00:00 EAT
+// of its date. Monthly and yearly schedules count from an anchor day and clamp to
+// the end of shorter months without drifting (ScheduleDate).
+package subscription

@@ -1,0 +1,237 @@
+// Package scheduler issues the charge of every due subscription cycle. It keeps no
+// state of its own: each tick it reads which subscriptions are due (the snapshots
+// say so) and produces each cycle's command with its derived id
+// (subscription.CycleCommandID). So it is restart-safe (a cycle that fell due
+// while the service was down is found on the first tick), and any number of
+// instances may run at once: two instances issue the same id for the same cycle,
+// and the engine's processed-command dedupe applies it once (the second gets the
+// stored reply). The subscription's own state check (slot, date, generation, no
+// charge in flight) is the second guard.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/money"
+	"paysvc/actors/subscription"
+	"paysvc/actors/tariff"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// Produce sends commands to the commands topic and returns once they are durable.
+type Produce func(ctx context.Context, cmds []topics.Command) error
+
+// KafkaProducer produces commands synchronously with a franz-go client.
+func KafkaProducer(cl *kgo.Client) Produce {
+	return func(ctx context.Context, cmds []topics.Command) error {
+		recs := make([]*kgo.Record, 0, len(cmds))
+		for _, c := range cmds {
+			v, err := topics.EncodeCommand(c)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(c.MerchantID), Value: v})
+		}
+		return cl.ProduceSync(ctx, recs...).FirstErr()
+	}
+}
+
+// Scheduler scans for due cycles and issues them.
+type Scheduler struct {
+	DB      *sqlx.DB
+	Produce Produce
+	Now     func() time.Time // the wall clock; tests may fix it
+	Page    int              // cycles read and produced at a time (default 5000)
+	Log     *slog.Logger
+	// Fees and Rates price each cycle as a card collection is priced: converted
+	// to KES (PAYSVC_FX_RATES), card fee BUSINESS-PAYS (PAYSVC_FEES).
+	Fees  *tariff.Schedule
+	Rates *tariff.Rates
+	// ReissueAfter: a cycle this instance issued is not issued again before this
+	// long (default 2 minutes), so a large run still in the command log is not
+	// queued again at every tick. Only an optimisation: a repeated cycle is the
+	// same command, applied once; a restart forgets and re-issues (harmless).
+	ReissueAfter time.Duration
+
+	mu     sync.Mutex
+	issued map[string]time.Time
+}
+
+// fresh keeps the commands not issued within ReissueAfter and notes them issued.
+func (s *Scheduler) fresh(cmds []topics.Command, now time.Time) []topics.Command {
+	after := s.ReissueAfter
+	if after <= 0 {
+		after = 2 * time.Minute
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.issued == nil {
+		s.issued = map[string]time.Time{}
+	}
+	out := cmds[:0:0]
+	for _, c := range cmds {
+		if at, ok := s.issued[c.ID]; ok && now.Sub(at) < after {
+			continue
+		}
+		s.issued[c.ID] = now
+		out = append(out, c)
+	}
+	return out
+}
+
+// forget drops issued ids older than ReissueAfter, and those of a failed produce.
+func (s *Scheduler) forget(now time.Time, failed []topics.Command) {
+	after := s.ReissueAfter
+	if after <= 0 {
+		after = 2 * time.Minute
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range failed {
+		delete(s.issued, c.ID)
+	}
+	for id, at := range s.issued {
+		if now.Sub(at) >= after {
+			delete(s.issued, id)
+		}
+	}
+}
+
+// produce sends the cycles not issued recently.
+func (s *Scheduler) produce(ctx context.Context, due []storage.DueCycle, now time.Time) (int, error) {
+	cmds := make([]topics.Command, len(due))
+	for i, d := range due {
+		cmds[i] = s.Cycle(d, now.UTC())
+	}
+	cmds = s.fresh(cmds, time.Now())
+	if len(cmds) == 0 {
+		return 0, nil
+	}
+	if err := s.Produce(ctx, cmds); err != nil {
+		s.forget(time.Now(), cmds)
+		return 0, fmt.Errorf("scheduler: produce: %w", err)
+	}
+	return len(cmds), nil
+}
+
+// Cycle is the command of one due cycle, priced from the plan's terms as they are
+// now (a change of the plan's amount or currency applies from the next cycle
+// issued). Its id depends only on the cycle, so a second scheduler, or this one
+// after a restart, issues the same command, and the engine applies it once.
+func (s *Scheduler) Cycle(d storage.DueCycle, now time.Time) topics.Command {
+	p := topics.SubscriptionCycle{SubscriptionID: d.SubscriptionID, Slot: d.Slot, Date: d.Date,
+		Generation: d.Generation, Today: d.Today, Terms: topics.SubscriptionTerms{Name: d.PlanName.String,
+			Amount: d.PlanAmount.String, Currency: d.PlanCurrency.String}}
+	s.price(&p)
+	body, _ := json.Marshal(p)
+	return topics.Command{ID: subscription.CycleCommandID(d.SubscriptionID, d.Slot, d.Date, d.Generation),
+		Type: topics.CmdSubscriptionCycle, Version: 1, MerchantID: d.MerchantID, IssuedAt: now, Payload: body}
+}
+
+// price fills the cycle's KES value, fee and net, or the reason it cannot be
+// charged (the cycle then fails with it, and is retried at the next date).
+func (s *Scheduler) price(p *topics.SubscriptionCycle) {
+	fees, rates := s.Fees, s.Rates
+	if fees == nil {
+		fees = tariff.DefaultSchedule()
+	}
+	if rates == nil {
+		rates = tariff.DefaultRates()
+	}
+	if p.Terms.Amount == "" {
+		p.PriceError = "The subscription's plan no longer exists."
+		return
+	}
+	amount, err := money.Parse(p.Terms.Amount)
+	if err != nil {
+		p.PriceError = "The plan's amount cannot be charged."
+		return
+	}
+	kes, rate, err := rates.ToKES(p.Terms.Currency, amount)
+	if err != nil {
+		p.PriceError = "No exchange rate is configured for " + p.Terms.Currency + "."
+		return
+	}
+	q, err := fees.Quote(tariff.MethodCard, tariff.BusinessPays, kes)
+	if err != nil {
+		p.PriceError = "The amount does not cover the card fee."
+		return
+	}
+	p.Value, p.Charges, p.NetAmount, p.Rate = q.Value, q.Charges, q.NetAmount, rate
+}
+
+// RunOnce issues every cycle due now, on the wall clock and on test clocks, and
+// returns how many commands it produced. A cycle issued again by a later tick
+// (its charge still in the commands topic) is the same command: a no-op.
+func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	page := s.Page
+	if page <= 0 {
+		page = 5000
+	}
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	today := subscription.Today(now)
+	issued := 0
+	for after := ""; ; {
+		due, err := storage.DueSubscriptions(ctx, s.DB, today, after, page)
+		if err != nil {
+			return issued, err
+		}
+		if len(due) == 0 {
+			break
+		}
+		n, err := s.produce(ctx, due, now)
+		issued += n
+		if err != nil {
+			return issued, err
+		}
+		after = due[len(due)-1].SubscriptionID
+		if len(due) < page {
+			break
+		}
+	}
+	// Test clocks: one page per tick, oldest date first, so advancing a clock far
+	// runs its cycles in order (each next one is due only once the one before
+	// has been charged and moved the date on).
+	due, err := storage.DueOnTestClocks(ctx, s.DB, page)
+	if err != nil {
+		return issued, err
+	}
+	n, err := s.produce(ctx, due, now)
+	issued += n
+	s.forget(time.Now(), nil)
+	return issued, err
+}
+
+// Run ticks until ctx ends. A failed tick is logged and retried at the next one.
+func (s *Scheduler) Run(ctx context.Context, interval time.Duration) error {
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("subscription scheduler tick failed", "err", err)
+		} else if n > 0 {
+			log.Debug("subscription cycles issued", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+	"paysvc/storage"
+)
+
+// Sandbox test clocks (docs/api-decisions.md, "Subscriptions: test clocks"): a
+// subscription attached to one is billed by the clock's frozen_time instead of the
+// wall clock, so a year of cycles runs in seconds. Not money state: the clock is
+// written directly; the subscriptions it drives bill through the engine as any.
+
+type testClockJSON struct {
+	TestClockID string    `json:"test_clock_id"`
+	Name        string    `json:"name"`
+	FrozenTime  time.Time `json:"frozen_time"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func renderTestClock(c storage.TestClock) testClockJSON {
+	return testClockJSON{TestClockID: c.ClockID, Name: c.Name, FrozenTime: c.FrozenTime.UTC(), CreatedAt: c.CreatedAt.UTC(),
+		UpdatedAt: c.UpdatedAt.UTC()}
+}
+
+// sandboxOnly refuses test clocks on a live server (404 JSON: the resource does
+// not exist there), so a live subscription can never be billed early.
+func (s *Server) sandboxOnly() error {
+	if s.cfg.Environment != "sandbox" {
+		return clientError(http.StatusNotFound, "not_found", "Test clocks exist only in the sandbox.")
+	}
+	return nil
+}
+
+// readFrozenTime reads an RFC 3339 time or a Unix timestamp (Stripe's form).
+func readFrozenTime(b body, field string) (time.Time, error) {
+	raw, ok := b[field]
+	if !ok || string(raw) == "null" {
+		return time.Time{}, invalid(field, field+" is required.")
+	}
+	// A bare JSON integer is a Unix timestamp; parsed from the raw token.
+	if sec, err := strconv.ParseInt(string(raw), 10, 64); err == nil && sec > 0 && sec < 1<<40 {
+		return time.Unix(sec, 0).UTC(), nil
+	}
+	v, err := b.str(field, true, 40, nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, invalid(field, field+" must be an RFC 3339 time (2025-01-31T00:00:00+03:00) or a Unix timestamp.")
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
+
+func (s *Server) createTestClock(c echo.Context) error {
+	if err := s.sandboxOnly(); err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	at, err := readFrozenTime(b, "frozen_time")
+	if err != nil {
+		return err
+	}
+	name, err := b.str("name", false, 100, nil)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	tc := storage.TestClock{ClockID: "TC" + ids.Alias(12), MerchantID: principal(c).MerchantID, Name: name, FrozenTime: at,
+		CreatedAt: now, UpdatedAt: now}
+	if err := storage.CreateTestClock(c.Request().Context(), s.db, tc); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, renderTestClock(tc))
+}
+
+func (s *Server) getTestClock(c echo.Context) error {
+	if err := s.sandboxOnly(); err != nil {
+		return err
+	}
+	tc, err := storage.GetTestClock(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("clock_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return notFound("Test clock not found.")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderTestClock(tc))
+}
+
+// advanceTestClock moves the clock forward; the scheduler then bills every cycle
+// that fell due up to the new time, in date order.
+func (s *Server) advanceTestClock(c echo.Context) error {
+	if err := s.sandboxOnly(); err != nil {
+		return err
+	}
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	at, err := readFrozenTime(b, "frozen_time")
+	if err != nil {
+		return err
+	}
+	tc, err := storage.AdvanceTestClock(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("clock_id"), at)
+	if errors.Is(err, storage.ErrNotFound) {
+		return notFound("Test clock not found.")
+	}
+	if errors.Is(err, storage.ErrClockBackwards) {
+		return invalid("frozen_time", "A test clock only moves forward: frozen_time must not be before the clock's time.")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderTestClock(tc))
+}

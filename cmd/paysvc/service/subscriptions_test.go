@@ -1,0 +1,164 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/subscription/scheduler"
+	"paysvc/cmd/paysvc/admin"
+	"paysvc/cmd/paysvc/service"
+	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
+	"paysvc/storage/storagetest"
+	"paysvc/topics"
+)
+
+// The subscription scheduler is stateless: a scheduler killed after producing part
+// of a run, two schedulers racing over the same due cycles, and a service that was
+// down while cycles fell due all bill every cycle exactly once.
+func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
+	t.Parallel()
+	schema := storagetest.New(t)
+	cfg := servicetest.Config(t, schema)
+	cfg.SubscriptionTick = 0 // this test runs the schedulers itself
+	start := func(c service.Config) *servicetest.Env {
+		svc, err := service.Start(context.Background(), c, servicetest.Logger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: c}
+	}
+	m, err := admin.CreateMerchant(context.Background(), schema.DB, "Acme", "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := start(cfg)
+	key := servicetest.Bearer(m.SecretKey)
+	post := func(path string, body any) map[string]any {
+		r := env.Do("POST", path, body, key...)
+		if r.Status != 200 && r.Status != 201 {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+		return r.Map(t)
+	}
+	plan := post("/api/v1/subscriptions/plans/", map[string]any{"name": "Four", "amount": "100", "currency": "KES", "frequency": 1,
+		"billing_cycles": 4})["plan_id"]
+	cust := post("/api/v1/subscriptions/customers/", map[string]any{"email": "a@example.com", "first_name": "A", "last_name": "B"})["customer_id"]
+	clock := post("/api/v1/subscriptions/test_clocks/", map[string]any{"frozen_time": "2025-01-31T00:00:00+03:00"})["test_clock_id"].(string)
+	const n = 12
+	var subs []string
+	for range n {
+		s := post("/api/v1/subscriptions/subscriptions/", map[string]any{"plan_id": plan, "customer_id": cust, "test_clock_id": clock})
+		u := s["setup_url"].(string)
+		i := len(u) - len("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/")
+		if r := env.Do("POST", "/api/v1/subscriptions/setup/"+u[i:], map[string]any{"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123"}); r.Status != 200 {
+			t.Fatalf("setup: %d %s", r.Status, r.Body)
+		}
+		subs = append(subs, s["subscription_id"].(string))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := scheduler.KafkaProducer(cl)
+	cycles := func() map[string]int {
+		out := map[string]int{}
+		for _, id := range subs {
+			s, err := storage.GetSubscription(context.Background(), schema.DB, m.MerchantID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[id] = s.CompletedCycles
+		}
+		return out
+	}
+	allAt := func(k int) bool {
+		for _, c := range cycles() {
+			if c != k {
+				return false
+			}
+		}
+		return true
+	}
+	runUntil := func(what string, k int, schedulers ...*scheduler.Scheduler) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !allAt(k) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: cycles %v, want %d each", what, cycles(), k)
+			}
+			var wg sync.WaitGroup
+			for _, s := range schedulers {
+				wg.Add(1)
+				go func() { defer wg.Done(); _, _ = s.RunOnce(context.Background()) }()
+			}
+			wg.Wait()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// A scheduler killed mid-run: 3 of its page of 5 cycles reached the log.
+	dying := &scheduler.Scheduler{DB: schema.DB, Page: 5, Produce: func(ctx context.Context, cmds []topics.Command) error {
+		if err := produce(ctx, cmds[:3]); err != nil {
+			return err
+		}
+		return errors.New("killed")
+	}}
+	if _, err := dying.RunOnce(context.Background()); err == nil {
+		t.Fatal("the dying scheduler finished its run")
+	}
+	// Two fresh instances (a restarted one and another) finish the run, then
+	// bill two more months racing each other; every tick re-reads the due cycles.
+	a := &scheduler.Scheduler{DB: schema.DB, Produce: produce, Page: 4, ReissueAfter: time.Nanosecond}
+	b := &scheduler.Scheduler{DB: schema.DB, Produce: produce, Page: 7, ReissueAfter: time.Nanosecond}
+	runUntil("after the kill", 1, a, b)
+	if _, err := storage.AdvanceTestClock(context.Background(), schema.DB, m.MerchantID, clock, time.Date(2025, 3, 31, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	runUntil("two schedulers", 3, a, b)
+
+	// Down while the last cycle falls due: billed once on return.
+	env.Svc.Close()
+	if _, err := storage.AdvanceTestClock(context.Background(), schema.DB, m.MerchantID, clock, time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	again := cfg
+	again.SubscriptionTick = 20 * time.Millisecond
+	env = start(again)
+	defer env.Svc.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for !allAt(4) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after restart: %v", cycles())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range subs {
+		pays, err := storage.SubscriptionPayments(context.Background(), schema.DB, m.MerchantID, id)
+		if err != nil || len(pays) != 4 {
+			t.Fatalf("%s: %d payments (%v), want 4", id, len(pays), err)
+		}
+	}
+	var credits int
+	if err := schema.DB.Get(&credits, `SELECT count(*) FROM ledger_entries WHERE wallet_id IS NOT NULL AND amount > 0`); err != nil {
+		t.Fatal(err)
+	}
+	if credits != 4*n {
+		t.Fatalf("%d wallet credits, want %d", credits, 4*n)
+	}
+	var bal string
+	if err := schema.DB.Get(&bal, `SELECT current_balance::text FROM wallets WHERE merchant_id = $1 AND wallet_type = 'SETTLEMENT'`, m.MerchantID); err != nil {
+		t.Fatal(err)
+	}
+	if bal != "4632.00" { // 48 cycles of 100.00 less the 3.5% card fee
+		t.Fatalf("settlement balance %s, want 4632.00", bal)
+	}
+	if rep, err := storage.CheckLedger(context.Background(), schema.DB); err != nil || !rep.OK {
+		t.Fatalf("ledger: %+v %v", rep, err)
+	}
+}

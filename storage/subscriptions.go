@@ -1,0 +1,249 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"paysvc/actors/invoice"
+	"paysvc/actors/subscription"
+)
+
+// SubscriptionKind is the subscriptions' kind in the batch commit
+// (paysvc_apply_subscription, migration 0027).
+const SubscriptionKind = "subscription"
+
+func decodeSubscription(d []byte) (subscription.State, error) {
+	var s subscription.State
+	if err := json.Unmarshal(d, &s); err != nil {
+		return s, fmt.Errorf("decode subscription: %w", err)
+	}
+	return s, nil
+}
+
+// GetSubscription reads one of the merchant's subscriptions; another merchant's is
+// ErrNotFound.
+func GetSubscription(ctx context.Context, q sqlx.QueryerContext, merchantID, id string) (subscription.State, error) {
+	var data []byte
+	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = $2`, merchantID, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return subscription.State{}, ErrNotFound
+	}
+	if err != nil {
+		return subscription.State{}, fmt.Errorf("get subscription: %w", err)
+	}
+	return decodeSubscription(data)
+}
+
+// SubscriptionBySetupToken finds the subscription a setup_url's token opens (by
+// the token's hash). The token is the capability: no merchant key is involved.
+func SubscriptionBySetupToken(ctx context.Context, q sqlx.QueryerContext, tokenHash string) (subscription.State, error) {
+	var data []byte
+	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM subscriptions WHERE setup_token_hash = $1`, tokenHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return subscription.State{}, ErrNotFound
+	}
+	if err != nil {
+		return subscription.State{}, fmt.Errorf("subscription by setup token: %w", err)
+	}
+	return decodeSubscription(data)
+}
+
+// StoredSubscription is a subscription's snapshot with its row version (the
+// engine's optimistic check).
+type StoredSubscription struct {
+	Version int64
+	State   subscription.State
+}
+
+// LoadSubscriptions reads the snapshots of the given subscriptions of one merchant,
+// for the engine's hydration.
+func LoadSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []string) (map[string]StoredSubscription, error) {
+	var rows []struct {
+		Version int64  `db:"version"`
+		Data    []byte `db:"data"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT version, data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = ANY($2)`,
+		merchantID, pq.StringArray(ids)); err != nil {
+		return nil, fmt.Errorf("load subscriptions: %w", err)
+	}
+	out := make(map[string]StoredSubscription, len(rows))
+	for _, r := range rows {
+		s, err := decodeSubscription(r.Data)
+		if err != nil {
+			return nil, err
+		}
+		out[s.SubscriptionID] = StoredSubscription{Version: r.Version, State: s}
+	}
+	return out, nil
+}
+
+// ListSubscriptions returns one page of the merchant's subscriptions, newest
+// first, and the total.
+func ListSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]subscription.State, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM subscriptions WHERE merchant_id = $1`, merchantID); err != nil {
+		return nil, 0, fmt.Errorf("count subscriptions: %w", err)
+	}
+	var rows [][]byte
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM subscriptions WHERE merchant_id = $1
+		ORDER BY created_at DESC, subscription_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset); err != nil {
+		return nil, 0, fmt.Errorf("list subscriptions: %w", err)
+	}
+	out := make([]subscription.State, len(rows))
+	for i, d := range rows {
+		s, err := decodeSubscription(d)
+		if err != nil {
+			return nil, 0, err
+		}
+		out[i] = s
+	}
+	return out, total, nil
+}
+
+// DueCycle is a subscription cycle the scheduler should charge.
+type DueCycle struct {
+	SubscriptionID string `db:"subscription_id"`
+	MerchantID     string `db:"merchant_id"`
+	Slot           int    `db:"slot"`
+	Date           string `db:"next_date"`
+	Generation     int    `db:"generation"`
+	TestClockID    string `db:"test_clock_id"`
+	// Today is the date the cycle is due by: the wall clock's in EAT, or the test
+	// clock's frozen time in EAT.
+	Today string `db:"today"`
+	// The plan's terms now (a plan's amount or currency change applies from the
+	// next cycle charged); absent if the plan row is gone.
+	PlanName     sql.NullString `db:"plan_name"`
+	PlanAmount   sql.NullString `db:"plan_amount"`
+	PlanCurrency sql.NullString `db:"plan_currency"`
+}
+
+const dueColumns = `s.subscription_id, s.merchant_id, (s.data->>'slot')::int AS slot, to_char(s.next_date, 'YYYY-MM-DD') AS next_date,
+	coalesce((s.data->>'generation')::int, 0) AS generation, coalesce(s.test_clock_id, '') AS test_clock_id,
+	p.name AS plan_name, p.amount::text AS plan_amount, p.currency AS plan_currency`
+const dueFrom = ` FROM subscriptions s LEFT JOIN plans p ON p.plan_id = s.plan_id AND p.merchant_id = s.merchant_id`
+
+// DueSubscriptions lists cycles due by today (EAT) on the wall clock, after the
+// given subscription id (keyset pagination), at most limit. Subscriptions on a test
+// clock are not here: see DueOnTestClocks.
+func DueSubscriptions(ctx context.Context, q sqlx.QueryerContext, today, after string, limit int) ([]DueCycle, error) {
+	var out []DueCycle
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`, $1::text AS today`+dueFrom+`
+		WHERE s.billing AND s.test_clock_id IS NULL AND s.next_date <= $1::date AND s.subscription_id > $2
+		ORDER BY s.subscription_id LIMIT $3`, today, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due subscriptions: %w", err)
+	}
+	return out, nil
+}
+
+// DueOnTestClocks lists cycles due by their test clock's frozen time (in EAT),
+// oldest date first, at most limit.
+func DueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, limit int) ([]DueCycle, error) {
+	var out []DueCycle
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`,
+		to_char(c.frozen_time AT TIME ZONE 'Africa/Nairobi', 'YYYY-MM-DD') AS today`+dueFrom+`
+		JOIN subscription_test_clocks c ON c.clock_id = s.test_clock_id AND c.merchant_id = s.merchant_id
+		WHERE s.billing AND s.test_clock_id IS NOT NULL
+		AND s.next_date <= (c.frozen_time AT TIME ZONE 'Africa/Nairobi')::date
+		ORDER BY s.next_date, s.subscription_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due on test clocks: %w", err)
+	}
+	return out, nil
+}
+
+// SubscriptionPayment is one cycle's charge with its invoice-shaped record.
+type SubscriptionPayment struct {
+	Slot      int
+	CycleDate string
+	Invoice   invoice.State
+}
+
+// SubscriptionPayments lists a subscription's cycle charges, oldest first; another
+// merchant's subscription lists nothing.
+func SubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, merchantID, subscriptionID string) ([]SubscriptionPayment, error) {
+	var rows []struct {
+		Slot      int    `db:"slot"`
+		CycleDate string `db:"cycle_date"`
+		Data      []byte `db:"data"`
+	}
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT slot, to_char(cycle_date, 'YYYY-MM-DD') AS cycle_date, data
+		FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2 ORDER BY created_at, slot, invoice_id`,
+		merchantID, subscriptionID)
+	if err != nil {
+		return nil, fmt.Errorf("subscription payments: %w", err)
+	}
+	out := make([]SubscriptionPayment, len(rows))
+	for i, r := range rows {
+		out[i] = SubscriptionPayment{Slot: r.Slot, CycleDate: r.CycleDate}
+		if err := json.Unmarshal(r.Data, &out[i].Invoice); err != nil {
+			return nil, fmt.Errorf("decode subscription invoice: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// CountSubscriptionPayments counts the merchant's recorded cycle charges of a
+// status (COMPLETE or FAILED), for checks and the bench.
+func CountSubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, status string) (int, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM subscription_invoices WHERE status = $1`, status)
+	return n, err
+}
+
+// TestClock is a sandbox clock subscriptions can be attached to.
+type TestClock struct {
+	ClockID    string    `db:"clock_id"`
+	MerchantID string    `db:"merchant_id"`
+	Name       string    `db:"name"`
+	FrozenTime time.Time `db:"frozen_time"`
+	CreatedAt  time.Time `db:"created_at"`
+	UpdatedAt  time.Time `db:"updated_at"`
+}
+
+// CreateTestClock stores a new clock.
+func CreateTestClock(ctx context.Context, q sqlx.ExecerContext, c TestClock) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO subscription_test_clocks (clock_id, merchant_id, name, frozen_time, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $5)`, c.ClockID, c.MerchantID, c.Name, c.FrozenTime.UTC(), c.CreatedAt.UTC())
+	if err != nil {
+		return fmt.Errorf("create test clock: %w", err)
+	}
+	return nil
+}
+
+// GetTestClock reads one of the merchant's clocks; another merchant's is ErrNotFound.
+func GetTestClock(ctx context.Context, q sqlx.QueryerContext, merchantID, id string) (TestClock, error) {
+	var c TestClock
+	err := sqlx.GetContext(ctx, q, &c, `SELECT clock_id, merchant_id, name, frozen_time, created_at, updated_at
+		FROM subscription_test_clocks WHERE merchant_id = $1 AND clock_id = $2`, merchantID, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// ErrClockBackwards refuses moving a test clock to an earlier time.
+var ErrClockBackwards = errors.New("storage: a test clock only moves forward")
+
+// AdvanceTestClock moves a clock forward to the given time (never back).
+func AdvanceTestClock(ctx context.Context, q sqlx.QueryerContext, merchantID, id string, to time.Time) (TestClock, error) {
+	var c TestClock
+	err := sqlx.GetContext(ctx, q, &c, `UPDATE subscription_test_clocks SET frozen_time = $3, updated_at = now()
+		WHERE merchant_id = $1 AND clock_id = $2 AND frozen_time <= $3
+		RETURNING clock_id, merchant_id, name, frozen_time, created_at, updated_at`, merchantID, id, to.UTC())
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, gerr := GetTestClock(ctx, q, merchantID, id); gerr != nil {
+			return c, gerr
+		}
+		return c, ErrClockBackwards
+	}
+	return c, err
+}
