@@ -52,6 +52,8 @@ var schemaFiles = []struct {
 	{"reversal_event.schema.json", refund.Reversal{}},
 	{"refund_create_command.schema.json", refund.Create{}},
 	{"refund_settle_command.schema.json", refund.Settle{}},
+	{"subscription_event.schema.json", topics.Subscription{}},
+	{"subscription_cycle_command.schema.json", topics.SubscriptionCycle{}},
 }
 
 func TestSchemas(t *testing.T) {

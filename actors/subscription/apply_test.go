@@ -208,3 +208,31 @@ func TestTransitionsFollowTheMachine(t *testing.T) {
 		}
 	}
 }
+
+// A cycle in one command: approved counts and moves on; declined fails it and
+// moves to the retry date; the same cycle again is a duplicate; a new card
+// from FAILED makes it ACTIVE without charging.
+func TestChargeCycleInOneCommand(t *testing.T) {
+	s := active(t, "2025-01-31", monthly(2))
+	c := ChargeCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "I1", Approved: false, Reason: "Declined",
+		Payment: &Payment{InvoiceID: "I1"}, At: t0}
+	s = mustApply(t, s, c)
+	if s.Status != StatusFailed || s.FailReason != "Declined" || s.NextDate != "2025-02-28" || s.CompletedCycles != 0 || s.LastPayment.InvoiceID != "I1" {
+		t.Fatalf("declined: %+v", s)
+	}
+	if _, err := Apply(s, c); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("same cycle again: %v", err)
+	}
+	s = mustApply(t, s, Activate{CardToken: "tok2", CardNetwork: "VISA", CardNumber: "400000******3220", At: t0})
+	if s.Status != StatusActive || s.FailReason != "" || s.NextDate != "2025-02-28" {
+		t.Fatalf("new card: %+v", s)
+	}
+	if _, err := Apply(s, ChargeCycle{Slot: 1, Date: "2025-02-28", Today: "2025-02-27", InvoiceID: "I2"}); !errors.Is(err, ErrStale) {
+		t.Fatalf("charged early: %v", err)
+	}
+	s = mustApply(t, s, ChargeCycle{Slot: 1, Date: "2025-02-28", Today: "2025-02-28", InvoiceID: "I2", Approved: true, At: t0})
+	s = mustApply(t, s, ChargeCycle{Slot: 2, Date: "2025-03-31", Today: "2025-03-31", InvoiceID: "I3", Approved: true, At: t0})
+	if s.Status != StatusComplete || s.CompletedCycles != 2 || s.NextDate != "" {
+		t.Fatalf("complete: %+v", s)
+	}
+}

@@ -60,6 +60,7 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.StringVar(&o.ServerCPUProfile, "server-cpuprofile", "", "write a CPU profile of the service process to this file")
 	fs.BoolVar(&o.Progress, "progress", false, "print the successful transfers of each second during the load phases")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed for the choice of wallets and amounts (0: from the clock)")
+	fs.IntVar(&o.Subscriptions, "subscriptions", 100000, "billing-run: ACTIVE subscriptions seeded due at the same instant")
 	fs.IntVar(&o.WebhookBacklog, "webhook-backlog", 30000, "webhooks: transfers made before the dispatcher starts (its throughput phase)")
 	fs.Float64Var(&o.WebhookRate, "webhook-rate", 0, "webhooks: open-loop transfers/s while the dispatcher runs (latency phase; 0: half the backlog's rate)")
 	if err := fs.Parse(args); err != nil {

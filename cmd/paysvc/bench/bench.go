@@ -32,6 +32,8 @@ const (
 	ScenarioPayout = "payout-file" // payment files end to end (see payout.go)
 	// ScenarioWebhooks is signed webhook deliveries; only when named (see webhooks.go).
 	ScenarioWebhooks = "webhooks"
+	// ScenarioBilling bills due subscription cycles; only when named (see billing.go).
+	ScenarioBilling = "billing-run"
 )
 
 // Scenarios is the default run, in run order (`make bench`).
@@ -39,7 +41,7 @@ var Scenarios = []string{ScenarioSpread, ScenarioHot, ScenarioPayout}
 
 // OptionalScenarios run only when --scenario names them: they are not part of the
 // default run, so `make bench` keeps its runtime.
-var OptionalScenarios = []string{ScenarioSTK, ScenarioWebhooks}
+var OptionalScenarios = []string{ScenarioSTK, ScenarioWebhooks, ScenarioBilling}
 
 // KnownScenarios is every scenario --scenario accepts.
 func KnownScenarios() []string { return slices.Concat(Scenarios, OptionalScenarios) }
@@ -86,6 +88,7 @@ type Options struct {
 	Progress                 bool    // print each second's successful transfers
 	WebhookBacklog           int     // webhooks: transfers made before the dispatcher starts
 	WebhookRate              float64 // webhooks: open-loop transfers/s with the dispatcher running (0: half the backlog's rate)
+	Subscriptions            int     // billing-run: ACTIVE subscriptions due at once
 	Out                      io.Writer
 	Log                      *slog.Logger
 }
@@ -126,6 +129,8 @@ func (o *Options) Validate() error {
 		return errors.New("PAYSVC_DATABASE_URL is not set")
 	case o.URL != "" && o.ServerCPUProfile != "":
 		return errors.New("--server-cpuprofile needs the bench to start the service (no --url)")
+	case slices.Contains(o.Scenarios, ScenarioBilling) && o.Subscriptions < 1:
+		return errors.New("--subscriptions: must be >= 1")
 	case o.URL != "" && slices.Contains(o.Scenarios, ScenarioWebhooks):
 		return errWebhooksNeedChild
 	case slices.Contains(o.Scenarios, ScenarioWebhooks) && (o.WebhookBacklog < 1 || o.WebhookRate < 0):
@@ -265,8 +270,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	for _, name := range o.Scenarios {
 		var s *scenarioSetup
 		switch name {
-		case ScenarioPayout:
-			continue // sets itself up when it runs (runPayoutFile)
+		case ScenarioPayout, ScenarioBilling:
+			continue // sets itself up when it runs (runPayoutFile, runBilling)
 		case ScenarioSpread:
 			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
 		case ScenarioSTK:
@@ -332,6 +337,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	if slices.Contains(o.Scenarios, ScenarioPayout) {
 		if r.payout, err = r.runPayoutFile(ctx); err != nil {
 			return fmt.Errorf("%s: %w", ScenarioPayout, err)
+		}
+	}
+
+	if slices.Contains(o.Scenarios, ScenarioBilling) {
+		if _, err := r.runBilling(ctx); err != nil {
+			return err
 		}
 	}
 
@@ -695,6 +706,9 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 	hot, hasHot := res[ScenarioHot]
 	for _, name := range r.o.Scenarios {
 		p := res[name]
+		if name == ScenarioBilling {
+			continue // billing-run prints its own target line (billing.go)
+		}
 		if name == ScenarioPayout {
 			continue // its own lines follow (printPayoutTargets)
 		}

@@ -15,6 +15,9 @@
 // webhooks, also only when named, measures signed webhook deliveries: a dispatcher
 // process of its own drains a backlog of transfer events to local receivers that
 // check every signature, then delivers live transfers' events (webhooks.go).
+// billing-run, only when named: 100,000 (--subscriptions) ACTIVE subscriptions
+// seeded due at one instant, billed by the service's own subscription scheduler,
+// one engine command per cycle; it checks the billed count is exact (billing.go).
 //
 // Figures are only worth something if the money is right, so a run ends with two
 // conservation checks: storage.CheckLedger on the database, and a model check that
