@@ -48,8 +48,8 @@ func TestPlanVersions(t *testing.T) {
 	}
 }
 
-// A customer's payments are found through the index on the lower-cased email, not
-// by scanning every invoice.
+// A customer's payments are found through the index on the lower-cased email (and
+// their subscription cycles through theirs by customer), not by scanning every invoice.
 func TestCustomerInvoicesUseTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,10 +63,10 @@ func TestCustomerInvoicesUseTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []string
-	if err := tx.SelectContext(ctx, &lines, `EXPLAIN `+storage.CustomerInvoicesQuery, "M1", "a@example.com", 50, 0); err != nil {
+	if err := tx.SelectContext(ctx, &lines, `EXPLAIN `+storage.CustomerInvoicesQuery, "M1", "a@example.com", 50, 0, "C1"); err != nil {
 		t.Fatal(err)
 	}
-	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "invoices_email_lower") {
-		t.Fatalf("plan does not use invoices_email_lower:\n%s", plan)
+	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "invoices_email_lower") || !strings.Contains(plan, "subscription_invoices_customer") {
+		t.Fatalf("plan does not use invoices_email_lower and subscription_invoices_customer:\n%s", plan)
 	}
 }
