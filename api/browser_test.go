@@ -262,6 +262,15 @@ func chromiumPath() string {
 // launch) and returns its results by scenario name.
 func runBrowser(t *testing.T, dir, baseURL string, scenarios []browserScenario) map[string]browserResult {
 	t.Helper()
+	var res map[string]browserResult
+	runBrowserScript(t, dir, "checkout.js", baseURL, scenarios, &res)
+	return res
+}
+
+// runBrowserScript runs one browsertest script (one browser launch for all its
+// scenarios) and decodes the JSON it prints into res.
+func runBrowserScript(t *testing.T, dir, script, baseURL string, scenarios, res any) {
+	t.Helper()
 	shots, err := filepath.Abs(filepath.Join("..", ".data", "screenshots"))
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +284,7 @@ func runBrowser(t *testing.T, dir, baseURL string, scenarios []browserScenario) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), browserTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "checkout.js")
+	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PAYSVC_BASE_URL="+baseURL, "PAYSVC_SCENARIOS="+string(list),
 		"PAYSVC_SCREENSHOTS="+shots, "CHROMIUM="+chromiumPath())
@@ -284,21 +293,19 @@ func runBrowser(t *testing.T, dir, baseURL string, scenarios []browserScenario) 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("checkout.js did not finish within %s\nstderr:\n%s", browserTimeout, &stderr)
+		t.Fatalf("%s did not finish within %s\nstderr:\n%s", script, browserTimeout, &stderr)
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run checkout.js: %v\nstderr:\n%s", err, &stderr)
+		t.Fatalf("run %s: %v\nstderr:\n%s", script, err, &stderr)
 	}
 	if err != nil {
-		t.Fatalf("checkout.js failed (%v): chromium could not start or the script crashed\nstderr:\n%s", err, &stderr)
+		t.Fatalf("%s failed (%v): chromium could not start or the script crashed\nstderr:\n%s", script, err, &stderr)
 	}
-	var res map[string]browserResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("checkout.js printed no JSON: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	if err := json.Unmarshal(stdout.Bytes(), res); err != nil {
+		t.Fatalf("%s printed no JSON: %v\nstdout:\n%s\nstderr:\n%s", script, err, &stdout, &stderr)
 	}
 	t.Logf("browser results (screenshots in %s):\n%s", shots, &stdout)
-	return res
 }
 
 // checkoutOf is the checkout id of the named scenario.

@@ -15,8 +15,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// The hosted pages (checkout today; payment links, subscription setup and plan
-// subscribe later) share one layer: html/template files embedded in the binary, one
+// The hosted pages (checkout, payment links, subscription setup and plan
+// subscribe: subpages.go) share one layer: html/template files embedded in the binary, one
 // layout, one stylesheet and one script served by paysvc itself under /static/, and
 // the same security headers. A customer's browser talks to paysvc and nothing else
 // (docs/api-decisions.md, "Hosted pages").

@@ -261,6 +261,13 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(PermViewSubscriptions, "read subscriptions' payments"))
 	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, open)
 	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, open)
+	// The customer's subscription pages (subpages.go): the setup page at setup_url
+	// (its token is the capability, as the endpoint's), and a plan's subscribe page
+	// at plan_url with the public POST that makes a customer and a PENDING
+	// subscription (rate limited by address; docs/security.md).
+	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, open)
+	r(GET, "/subscribe/:plan_id", s.planSubscribePage, open)
+	r(POST, "/subscribe/:plan_id", s.planSubscribe, open)
 	// Sandbox test clocks for subscriptions (test_clocks.go); 404 on a live server.
 	tc := v1 + "/subscriptions/test_clocks"
 	r(POST, tc, s.createTestClock, secret(PermChangeSubscriptions, "create subscription test clocks (sandbox)"))

@@ -264,26 +264,43 @@ func (s *Server) createSubscription(c echo.Context) error {
 	if start == "" {
 		start = today
 	}
-	w, err := storage.SettlementWallet(ctx, s.db, merchant, "KES")
-	if errors.Is(err, storage.ErrNotFound) {
-		return clientError(http.StatusBadRequest, "no_settlement_wallet", "You have no KES settlement wallet to receive subscription payments.")
-	}
-	if err != nil {
-		return err
-	}
-	id := "SUB" + ids.Alias(subscriptionIDLength)
-	tok, err := s.setupToken(ctx, id)
-	if err != nil {
-		return err
-	}
-	r, err := s.issue(c, topics.CmdSubscriptionCreate, topics.SubscriptionCreate{SubscriptionID: id, CustomerID: cu.CustomerID,
-		Plan: subPlan(*plan), StartDate: start, Reference: reference, RedirectURL: redirect, TestClockID: clockID,
-		SetupTokenHash: tokenHash(tok), WalletID: w.WalletID, Terms: subTerms(*plan),
-		Customer: topics.SubscriptionCustomer{Email: cu.Email, FirstName: deref(cu.FirstName), LastName: deref(cu.LastName)}})
+	r, err := s.issueSubscriptionCreate(c, merchant, newSubscription{plan: *plan, customer: cu, start: start,
+		reference: reference, redirect: redirect, clockID: clockID})
 	if err != nil {
 		return err
 	}
 	return s.subscriptionReply(c, r, http.StatusCreated)
+}
+
+// newSubscription is a PENDING subscription to create, already checked.
+type newSubscription struct {
+	plan                                storage.Plan
+	customer                            storage.Customer
+	start, reference, redirect, clockID string
+}
+
+// issueSubscriptionCreate issues the create command: the one path by which the
+// secret-key API and the public plan subscribe page (subpages.go) make a
+// subscription, with the principal's merchant.
+func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newSubscription) (topics.Reply, error) {
+	ctx := c.Request().Context()
+	w, err := storage.SettlementWallet(ctx, s.db, merchant, "KES")
+	if errors.Is(err, storage.ErrNotFound) {
+		return topics.Reply{}, clientError(http.StatusBadRequest, "no_settlement_wallet", "You have no KES settlement wallet to receive subscription payments.")
+	}
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	id := "SUB" + ids.Alias(subscriptionIDLength)
+	tok, err := s.setupToken(ctx, id)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	cu := n.customer
+	return s.issue(c, topics.CmdSubscriptionCreate, topics.SubscriptionCreate{SubscriptionID: id, CustomerID: cu.CustomerID,
+		Plan: subPlan(n.plan), StartDate: n.start, Reference: n.reference, RedirectURL: n.redirect, TestClockID: n.clockID,
+		SetupTokenHash: tokenHash(tok), WalletID: w.WalletID, Terms: subTerms(n.plan),
+		Customer: topics.SubscriptionCustomer{Email: cu.Email, FirstName: deref(cu.FirstName), LastName: deref(cu.LastName)}})
 }
 
 // pathSubscription reads the merchant's subscription named by the path: another

@@ -112,6 +112,50 @@ func UpsertCustomer(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert
 	return row.Customer, row.Created, nil
 }
 
+// CreateCustomerIfAbsent creates the merchant's customer with that email unless
+// one exists, and returns the record: the new one (created true), or the existing
+// one exactly as stored. It never changes a record: a public caller (the plan
+// subscribe page) may add a customer but must not rewrite the names of one the
+// merchant already knows. One statement on the unique index customers_email, so a
+// concurrent creation of the same email is found, not overwritten.
+func CreateCustomerIfAbsent(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert) (Customer, bool, error) {
+	cols := make([]string, 0, len(u.Fields))
+	for col := range u.Fields {
+		if !slices.Contains(CustomerFields, col) {
+			return Customer{}, false, fmt.Errorf("create customer: unknown column %q", col)
+		}
+		cols = append(cols, col)
+	}
+	slices.Sort(cols)
+	args := []any{u.NewID, u.MerchantID, u.Email}
+	insertCols := []string{"customer_id", "merchant_id", "email"}
+	values := []string{"$1", "$2", "$3"}
+	for _, col := range cols {
+		args = append(args, u.Fields[col])
+		insertCols = append(insertCols, col)
+		values = append(values, fmt.Sprintf("$%d", len(args)))
+	}
+	var c Customer
+	err := sqlx.GetContext(ctx, q, &c, `INSERT INTO customers (`+strings.Join(insertCols, ", ")+`, version, created_at, updated_at)
+		VALUES (`+strings.Join(values, ", ")+`, 1, now(), now())
+		ON CONFLICT (merchant_id, lower(email)) DO NOTHING
+		RETURNING `+customerColumns, args...)
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == "customers_zipcode_required" {
+		return Customer{}, false, ErrZipcodeRequired
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		// The email is taken (perhaps by a concurrent creation, committed before
+		// ON CONFLICT looked): the stored record, untouched.
+		c, err = CustomerByEmail(ctx, q, u.MerchantID, u.Email)
+		return c, false, err
+	}
+	if err != nil {
+		return Customer{}, false, fmt.Errorf("create customer: %w", err)
+	}
+	return c, true, nil
+}
+
 // GetCustomer reads one of the merchant's customers; another merchant's is ErrNotFound.
 func GetCustomer(ctx context.Context, q sqlx.QueryerContext, merchantID, customerID string) (Customer, error) {
 	var c Customer

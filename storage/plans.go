@@ -147,3 +147,15 @@ func PlanVersions(ctx context.Context, q sqlx.QueryerContext, merchantID, planID
 	}
 	return out, nil
 }
+
+// PlanByID reads a plan by its id alone, for the public subscribe page: the id is
+// random (60 bits) and the page that names it is the merchant's to share, so the
+// plan's merchant is whoever owns it. Every other read is scoped by merchant.
+func PlanByID(ctx context.Context, q sqlx.QueryerContext, planID string) (Plan, error) {
+	var p Plan
+	err := sqlx.GetContext(ctx, q, &p, `SELECT `+planColumns+` FROM plans WHERE plan_id = $1`, planID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	return p, err
+}

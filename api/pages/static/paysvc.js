@@ -10,7 +10,9 @@
   var REDIRECT_AFTER_S = 5;
 
   // API field (attr of a validation error) -> the input that shows it.
-  var FIELD_INPUTS = { phone_number: 'phone', amount: 'amount', card_number: 'card-number', expiry: 'expiry', cvv: 'cvv' };
+  var FIELD_INPUTS = { phone_number: 'phone', amount: 'amount', card_number: 'card-number', expiry: 'expiry', cvv: 'cvv',
+    challenge_code: 'challenge', email: 'email', first_name: 'first-name', last_name: 'last-name', country: 'country',
+    zipcode: 'zipcode' };
 
   function $(id) { return document.getElementById(id); }
 
@@ -29,7 +31,7 @@
   // show makes one view of the page visible and moves focus to its heading, so a
   // keyboard or screen-reader user lands on what changed.
   function show(view) {
-    ['pay', 'wait', 'done', 'failed'].forEach(function (id) {
+    ['pay', 'wait', 'done', 'failed', 'unavailable'].forEach(function (id) {
       var el = $(id);
       if (el) el.hidden = id !== view;
     });
@@ -70,6 +72,31 @@
     return p;
   }
 
+  // readCard checks the card fields as the service will, so the customer hears
+  // about a typo at once, and copies them into body; bad(id, text) marks a field.
+  function readCard(body, bad) {
+    var n = $('card-number').value.replace(/[\s-]/g, '');
+    if (!/^[0-9]{12,19}$/.test(n)) bad('card-number', 'Enter the card number as printed on the card.');
+    var e = $('expiry').value.replace(/\s/g, '');
+    if (/^[0-9]{4}$/.test(e)) e = e.slice(0, 2) + '/' + e.slice(2);
+    if (!/^(0[1-9]|1[0-2])\/[0-9]{2}$/.test(e)) bad('expiry', 'Enter the expiry date as MM/YY, for example 08/29.');
+    var c = $('cvv').value.trim();
+    if (!/^[0-9]{3,4}$/.test(c)) bad('cvv', 'Enter the 3 or 4 digit code on the back of the card.');
+    body.card_number = n; body.expiry = e; body.cvv = c;
+  }
+
+  // refusal shows the service's 4xx answer at the field it names (focused), or
+  // under the form, and returns the text.
+  function refusal(r, fallback) {
+    var item = r.body.errors && r.body.errors[0];
+    var text = (item && item.detail) || r.body.detail || fallback;
+    var input = item && item.attr && FIELD_INPUTS[item.attr];
+    if (!(input && setFieldError(input, text))) formError(text);
+    if (input && $(input)) $(input).focus();
+    announce(text);
+    return text;
+  }
+
   function postJSON(url, body, key) {
     var headers = { 'Content-Type': 'application/json', 'Accept': 'application/json' };
     if (key) headers['Idempotency-Key'] = key;
@@ -77,6 +104,30 @@
       cache: 'no-store' }).then(function (r) {
       return r.json().catch(function () { return {}; }).then(function (j) { return { ok: r.ok, status: r.status, body: j }; });
     });
+  }
+
+  // redirectCountdown sends the customer to the merchant's page after a few
+  // seconds, which they may stop (WCAG 2.2.1); returns what it says.
+  function redirectCountdown(target, cont) {
+    var left = REDIRECT_AFTER_S, note = $('redirect-note'), stay = $('stay');
+    function say() { note.textContent = 'Returning you to ' + new URL(target).hostname + ' in ' + left + ' s.'; }
+    say();
+    note.hidden = false;
+    stay.hidden = false;
+    var timer = setInterval(function () {
+      left -= 1;
+      if (left > 0) { say(); return; }
+      clearInterval(timer);
+      window.location.assign(target);
+    }, 1000);
+    // Timed navigation must be stoppable (WCAG 2.2.1).
+    stay.onclick = function () {
+      clearInterval(timer);
+      note.textContent = 'You can continue whenever you are ready.';
+      stay.hidden = true;
+      cont.focus();
+    };
+    return note.textContent;
   }
 
   function initCheckout(form) {
@@ -121,14 +172,7 @@
         if (!/^254[0-9*]{9}$/.test(p)) bad('phone', 'Enter your M-Pesa number, for example 0712 345 678.');
         body.phone_number = p;
       } else {
-        var n = $('card-number').value.replace(/[\s-]/g, '');
-        if (!/^[0-9]{12,19}$/.test(n)) bad('card-number', 'Enter the card number as printed on the card.');
-        var e = $('expiry').value.replace(/\s/g, '');
-        if (/^[0-9]{4}$/.test(e)) e = e.slice(0, 2) + '/' + e.slice(2);
-        if (!/^(0[1-9]|1[0-2])\/[0-9]{2}$/.test(e)) bad('expiry', 'Enter the expiry date as MM/YY, for example 08/29.');
-        var c = $('cvv').value.trim();
-        if (!/^[0-9]{3,4}$/.test(c)) bad('cvv', 'Enter the 3 or 4 digit code on the back of the card.');
-        body.card_number = n; body.expiry = e; body.cvv = c;
+        readCard(body, bad);
       }
       if (first) $(first).focus();
       return ok;
@@ -258,28 +302,6 @@
       announce(said);
     }
 
-    function redirectCountdown(target, cont) {
-      var left = REDIRECT_AFTER_S, note = $('redirect-note'), stay = $('stay');
-      function say() { note.textContent = 'Returning you to ' + new URL(target).hostname + ' in ' + left + ' s.'; }
-      say();
-      note.hidden = false;
-      stay.hidden = false;
-      var timer = setInterval(function () {
-        left -= 1;
-        if (left > 0) { say(); return; }
-        clearInterval(timer);
-        window.location.assign(target);
-      }, 1000);
-      // Timed navigation must be stoppable (WCAG 2.2.1).
-      stay.onclick = function () {
-        clearInterval(timer);
-        note.textContent = 'You can continue whenever you are ready.';
-        stay.hidden = true;
-        cont.focus();
-      };
-      return note.textContent;
-    }
-
     function failed(reason) {
       $('failed-reason').textContent = reason || 'The payment was not completed.';
       show('failed');
@@ -295,8 +317,173 @@
     });
   }
 
+  var MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October',
+    'November', 'December'];
+
+  // longDate writes the API's YYYY-MM-DD as the pages do: "31 January 2025".
+  function longDate(d) {
+    var m = /^([0-9]{4})-([0-9]{2})-([0-9]{2})$/.exec(d || '');
+    return m ? Number(m[3]) + ' ' + MONTHS[Number(m[2]) - 1] + ' ' + m[1] : (d || '');
+  }
+
+  // initSetup runs a subscription's setup page: the card goes to the setup
+  // endpoint named by the page's token (the token is the only credential). The
+  // issuer may ask for a challenge step: the page then asks for the code and sends
+  // the card again with it. Declined: the failure screen, and Try again.
+  function initSetup(form) {
+    var d = form.dataset, busy = false, challenge = false;
+    var button = $('setup-submit');
+    button.disabled = false;
+
+    function askChallenge(text) {
+      challenge = true;
+      var step = $('challenge-step');
+      step.hidden = false;
+      step.disabled = false;
+      $('challenge').focus();
+      announce(text);
+    }
+
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      if (busy) return;
+      clearErrors();
+      var body = {}, first = null;
+      function bad(id, text) { setFieldError(id, text); first = first || id; }
+      readCard(body, bad);
+      if (challenge) {
+        var code = $('challenge').value.replace(/\s/g, '');
+        if (!/^[0-9A-Za-z]{4,12}$/.test(code)) bad('challenge', 'Enter the verification code your bank sent you.');
+        body.challenge_code = code;
+      }
+      if (first) {
+        $(first).focus();
+        announce('Please correct the highlighted field.');
+        return;
+      }
+      busy = true;
+      button.disabled = true;
+      announce('Saving your card.');
+      postJSON('/api/v1/subscriptions/setup/' + encodeURIComponent(d.setup) + '/', body).then(function (r) {
+        busy = false;
+        button.disabled = false;
+        var item = (r.body.errors && r.body.errors[0]) || {};
+        if (r.ok) return succeeded(r.body);
+        if (item.code === 'challenge_required') {
+          return askChallenge('Your bank asks you to verify this card. Enter the code it sent you.');
+        }
+        if (item.code === 'card_declined') return declined(item.detail || r.body.detail);
+        refusal(r, 'Your card could not be saved. Please try again.');
+      }, function () {
+        busy = false;
+        button.disabled = false;
+        formError('We could not reach the payment service. Check your connection and try again.');
+        announce('We could not reach the payment service.');
+      });
+    });
+
+    function succeeded(sub) {
+      $('done-title').textContent = 'Subscription active';
+      var card = sub.card_number ? 'Your card ' + sub.card_number : 'Your card';
+      $('done-detail').textContent = card + ' is saved: ' + d.merchant + ' charges it ' + d.amount + ' ' + d.every + '.';
+      var next = $('done-next');
+      if (sub.next_date) {
+        next.textContent = 'Next charge: ' + longDate(sub.next_date);
+        next.hidden = false;
+      }
+      show('done');
+      var said = 'Subscription active. ' + $('done-detail').textContent + (sub.next_date ? ' ' + next.textContent + '.' : '');
+      var cont = $('continue');
+      if (cont && d.redirect) {
+        // The merchant's page learns which subscription to check (with its own
+        // key, never trusting the redirect itself).
+        var u = new URL(d.redirect);
+        u.searchParams.set('subscription_id', sub.subscription_id || d.subscription);
+        cont.href = u.toString();
+        said += ' ' + redirectCountdown(u.toString(), cont);
+      }
+      announce(said);
+    }
+
+    function declined(reason) {
+      $('failed-reason').textContent = reason || 'Your card was declined.';
+      show('failed');
+      announce('Card declined. ' + $('failed-reason').textContent);
+    }
+
+    $('retry').addEventListener('click', function () {
+      // Another card starts over: a challenge belongs to the card that asked for it.
+      challenge = false;
+      $('challenge-step').hidden = true;
+      $('challenge-step').disabled = true;
+      $('challenge').value = '';
+      $('card-number').value = '';
+      show('pay');
+      $('card-number').focus();
+      announce('Ready to try again.');
+    });
+  }
+
+  // initSubscribe runs a plan's subscribe page: the customer's details make a
+  // PENDING subscription (nothing is charged), and the page goes on to its setup
+  // page for the card.
+  function initSubscribe(form) {
+    var d = form.dataset, busy = false;
+    var button = $('subscribe-submit');
+    button.disabled = false;
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      if (busy) return;
+      clearErrors();
+      var first = null;
+      function bad(id, text) { setFieldError(id, text); first = first || id; }
+      var body = {
+        email: $('email').value.trim(),
+        first_name: $('first-name').value.trim(),
+        last_name: $('last-name').value.trim(),
+        country: $('country').value.trim().toUpperCase(),
+        zipcode: $('zipcode').value.trim()
+      };
+      if (!/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(body.email)) bad('email', 'Enter your email address, for example ann@example.com.');
+      if (!/^[a-zA-Z0-9\-_ ]{1,45}$/.test(body.first_name)) bad('first-name', 'Enter your first name (letters, digits, spaces or hyphens).');
+      if (!/^[a-zA-Z0-9\-_ ]{1,45}$/.test(body.last_name)) bad('last-name', 'Enter your last name (letters, digits, spaces or hyphens).');
+      if (body.country && !/^[A-Z]{2}$/.test(body.country)) bad('country', 'Enter the two-letter country code, for example KE.');
+      if (/^(US|CA|GB)$/.test(body.country) && !body.zipcode) bad('zipcode', 'Enter your postal code: it is required in the US, Canada and the UK.');
+      if (!body.country) delete body.country;
+      if (!body.zipcode) delete body.zipcode;
+      if (first) {
+        $(first).focus();
+        announce('Please correct the highlighted field.');
+        return;
+      }
+      busy = true;
+      button.disabled = true;
+      announce('Creating your subscription.');
+      postJSON('/subscribe/' + encodeURIComponent(d.plan) + '/', body).then(function (r) {
+        if (r.ok && r.body.setup_url) {
+          announce('Opening the card page.');
+          // Only ever to paysvc's own setup page, whatever host the answer names.
+          window.location.assign(new URL(r.body.setup_url).pathname);
+          return;
+        }
+        busy = false;
+        button.disabled = false;
+        refusal(r, 'Your subscription could not be created. Please try again.');
+      }, function () {
+        busy = false;
+        button.disabled = false;
+        formError('We could not reach the payment service. Check your connection and try again.');
+        announce('We could not reach the payment service.');
+      });
+    });
+  }
+
   document.addEventListener('DOMContentLoaded', function () {
     var form = document.querySelector('form[data-checkout]');
     if (form) initCheckout(form);
+    var setupForm = document.querySelector('form[data-setup]');
+    if (setupForm) initSetup(setupForm);
+    var subscribeForm = document.querySelector('form[data-plan]');
+    if (subscribeForm) initSubscribe(subscribeForm);
   });
 })();
