@@ -27,15 +27,6 @@ import (
 func (s *Server) linkPayer(c echo.Context, cmd topics.InvoiceSTKPush) (string, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
-	if p.Kind != "secret" {
-		existing, err := storage.CustomerByEmail(ctx, s.db, p.MerchantID, cmd.Email)
-		if err == nil {
-			return existing.CustomerID, nil
-		}
-		if !errors.Is(err, storage.ErrNotFound) {
-			return "", err
-		}
-	}
 	fields := map[string]*string{}
 	set := func(col, v string) {
 		if v != "" {
@@ -54,8 +45,14 @@ func (s *Server) linkPayer(c echo.Context, cmd topics.InvoiceSTKPush) (string, e
 			set("zipcode", cmd.Customer.Zipcode)
 		}
 	}
-	rec, _, err := storage.UpsertCustomer(ctx, s.db, storage.CustomerUpsert{MerchantID: p.MerchantID, Email: cmd.Email,
-		NewID: ids.Alias(customerIDLength), Fields: fields})
+	u := storage.CustomerUpsert{MerchantID: p.MerchantID, Email: cmd.Email, NewID: ids.Alias(customerIDLength), Fields: fields}
+	write := storage.UpsertCustomer
+	if p.Kind != "secret" {
+		// One statement that never updates: a check-then-upsert would let a public
+		// caller overwrite a record created between its check and its write.
+		write = storage.CreateCustomerIfAbsent
+	}
+	rec, _, err := write(ctx, s.db, u)
 	if errors.Is(err, storage.ErrZipcodeRequired) {
 		// The stored record is in US, CA or GB with no zipcode of its own and this
 		// payer clears nothing: link it as it is.
