@@ -155,6 +155,13 @@ type EntryWrite struct {
 // partition gets ErrFenced and writes nothing; snapshot updates are version-checked
 // (ErrStaleSnapshot), in the core and in every aggregate's function.
 func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
+	return execCommit(ctx, db, commitBatchSQL, b, []any{b.Topic, b.Partition, b.Epoch, b.NextOffset}, nil)
+}
+
+// execCommit lays a batch out as the commit functions' arrays and calls query with
+// fence (topic, partition or partitions, epoch(s), next offset(s)) first. cPart,
+// when not nil, is the partition of each processed command (paysvc_commit_batches).
+func execCommit(ctx context.Context, db *sqlx.DB, query string, b Batch, fence []any, cPart pq.Int64Array) error {
 	var ins, upd []WalletWrite
 	for _, w := range b.Wallets {
 		if w.PrevVersion == 0 {
@@ -185,14 +192,18 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, commitBatchSQL,
-		b.Topic, b.Partition, b.Epoch, b.NextOffset, b.At,
+	args := append(fence, b.At,
 		nw.ids, nw.merchants, nw.currencies, nw.types, nw.labels, nw.disburse, nw.current, nw.available, nw.versions, nw.created, nw.updated,
 		uw.ids, uw.current, uw.available, uw.versions, prev, uw.updated, uw.labels, uw.disburse,
 		e.txn, e.cmd, e.merchant, e.account, e.wallet, e.currency, e.amount, e.running, e.transType, e.narrative,
-		cID, cMerchant, cType, cOffset, cReply,
+		cID, cMerchant, cType)
+	if cPart != nil {
+		args = append(args, cPart)
+	}
+	args = append(args, cOffset, cReply,
 		oID, oTopic, oKey, oMerchant, oBody,
 		aKind, aRows)
+	_, err = db.ExecContext(ctx, query, args...)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
@@ -207,6 +218,52 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 	}
 	return nil
 }
+
+// CommitBatches writes the batches of several partitions (of one topic) in one
+// transaction, with one call of paysvc_commit_batches (migration 0030): every
+// partition's fence and offset, then the batches' rows concatenated. It is
+// CommitBatch for many partitions at the cost of one, and all or nothing: an error
+// (ErrFenced, ErrStaleSnapshot or any other) means none of them was written, and
+// does not say which batch caused it. A caller that must know commits them one by
+// one with CommitBatch (the engine does, after a refused combined commit). The
+// batches must share one time (At): the rows that take the commit's time (ledger
+// entries, the aggregates') must show the time the engine put in their replies.
+// One batch goes through CommitBatch.
+func CommitBatches(ctx context.Context, db *sqlx.DB, bs []Batch) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	if len(bs) == 1 {
+		return CommitBatch(ctx, db, bs[0])
+	}
+	var all Batch
+	pPart, pEpoch, pNext := make(pq.Int64Array, len(bs)), make(pq.Int64Array, len(bs)), make(pq.Int64Array, len(bs))
+	cPart := pq.Int64Array{}
+	for i, b := range bs {
+		if b.Topic != bs[0].Topic || !b.At.Equal(bs[0].At) {
+			return fmt.Errorf("batch: one commit needs one topic and one time (%s %s, %s %s)", bs[0].Topic, bs[0].At, b.Topic, b.At)
+		}
+		pPart[i], pEpoch[i], pNext[i] = int64(b.Partition), b.Epoch, b.NextOffset
+		all.Wallets = append(all.Wallets, b.Wallets...)
+		all.Entries = append(all.Entries, b.Entries...)
+		all.Processed = append(all.Processed, b.Processed...)
+		for range b.Processed {
+			cPart = append(cPart, int64(b.Partition))
+		}
+		all.Outbox = append(all.Outbox, b.Outbox...)
+		all.Aggregates = append(all.Aggregates, b.Aggregates...)
+	}
+	all.At = bs[0].At
+	return execCommit(ctx, db, commitBatchesSQL, all, []any{bs[0].Topic, pPart, pEpoch, pNext}, cPart)
+}
+
+const commitBatchesSQL = `SELECT paysvc_commit_batches($1, $2::integer[], $3, $4, $5,
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+	$17, $18, $19, $20, $21, $22, $23, $24,
+	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
+	$35, $36, $37, $38::integer[], $39, $40,
+	$41, $42, $43, $44, $45,
+	$46, $47::jsonb[])`
 
 const commitBatchSQL = `SELECT paysvc_commit_batch($1, $2, $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,

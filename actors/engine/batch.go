@@ -97,10 +97,12 @@ type prepared struct {
 // applyBatch applies the records through the actors and returns what to commit.
 // Nothing is written: an error leaves the actors holding uncommitted state, and the
 // caller resets them.
-func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record) (*prepared, error) {
-	// Postgres keeps microseconds: truncating here makes replies, events and later
-	// reads show the same timestamps.
-	b := &batch{at: time.Now().UTC().Truncate(time.Microsecond), wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
+//
+// at is the batch's time (the poll's, shared by the batches committed with it).
+// Postgres keeps microseconds: the caller truncates it, so replies, events and
+// later reads show the same timestamps.
+func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record, at time.Time) (*prepared, error) {
+	b := &batch{at: at, wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
 	var ids []string
@@ -215,31 +217,44 @@ func (e *Engine) applyContained(ctx context.Context, p *partition, b *batch, c *
 	return e.apply(ctx, p, b, c, payload)
 }
 
-// commit writes a prepared batch and, once it is durable, answers its commands.
-func (e *Engine) commit(ctx context.Context, pr *prepared) error {
+// commit writes prepared batches of different partitions in one transaction and,
+// once it is durable, answers their commands.
+func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
 	start := time.Now()
-	if err := storage.CommitBatch(ctx, e.db, pr.batch); err != nil {
+	bs := make([]storage.Batch, len(prs))
+	for i, pr := range prs {
+		bs[i] = pr.batch
+	}
+	if err := storage.CommitBatches(ctx, e.db, bs); err != nil {
 		return err
 	}
 	commitDone := time.Now()
 	batchCommitSeconds.Observe(commitDone.Sub(start).Seconds())
-	batchSize.Observe(float64(len(pr.out)))
-	for k, n := range pr.counts {
-		commandsApplied.WithLabelValues(k[0], k[1]).Add(float64(n))
+	commitPartitions.Observe(float64(len(prs)))
+	n, events := 0, false
+	for _, pr := range prs {
+		n += len(pr.out)
+		events = events || len(pr.batch.Outbox) > 0
 	}
-	for k, n := range pr.payouts {
-		if n > 0 {
-			payoutTxns.WithLabelValues(k[0], k[1]).Add(float64(n))
+	batchSize.Observe(float64(n))
+	for _, pr := range prs {
+		for k, n := range pr.counts {
+			commandsApplied.WithLabelValues(k[0], k[1]).Add(float64(n))
 		}
+		for k, n := range pr.payouts {
+			if n > 0 {
+				payoutTxns.WithLabelValues(k[0], k[1]).Add(float64(n))
+			}
+		}
+		for _, t := range pr.issued {
+			commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())
+		}
+		for _, f := range pr.after {
+			f()
+		}
+		e.deliver(pr.out)
 	}
-	for _, t := range pr.issued {
-		commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())
-	}
-	for _, f := range pr.after {
-		f()
-	}
-	e.deliver(pr.out)
-	if len(pr.batch.Outbox) > 0 {
+	if events {
 		e.cfg.OnCommit()
 	}
 	return nil

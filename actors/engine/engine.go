@@ -140,15 +140,30 @@ func (e *Engine) Run(ctx context.Context) error {
 			w.recs = append(w.recs, fp.Records...)
 			w.hw = fp.HighWatermark
 		})
+		// One time for the whole poll: its batches commit in one transaction, whose
+		// rows carry one time (storage.CommitBatches).
+		at := time.Now().UTC().Truncate(time.Microsecond)
 		var wg sync.WaitGroup
+		var pmu sync.Mutex
+		var group []*pending
 		for part, w := range byPart {
 			p := e.partition(part)
 			if p == nil {
 				continue
 			}
-			wg.Go(func() { e.process(ctx, p, w.recs, w.hw) })
+			wg.Go(func() {
+				if pd := e.process(ctx, p, w.recs, w.hw, at); pd != nil {
+					pmu.Lock()
+					group = append(group, pd)
+					pmu.Unlock()
+				}
+			})
 		}
 		wg.Wait()
+		if len(group) > 0 {
+			// The commit outlives the poll loop's context: a shutdown lets it finish.
+			go e.commitGroup(context.WithoutCancel(ctx), group)
+		}
 		e.settleAll(ctx)
 		e.dropFinishedFiles()
 		e.cl.AllowRebalance()

@@ -12,13 +12,22 @@ var (
 	}, []string{"type", "outcome"})
 	batchSize = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_batch_size_commands",
-		Help:    "Commands per committed batch transaction.",
+		Help:    "Commands per committed batch transaction (one transaction carries every partition's batch of a poll).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 	})
 	batchCommitSeconds = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_batch_commit_seconds",
 		Help:    "Time to write and commit one batch transaction.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	commitPartitions = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_commit_partitions",
+		Help:    "Partitions whose batches one committed transaction carried.",
+		Buckets: prometheus.LinearBuckets(1, 1, 16),
+	})
+	commitFallbacks = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_engine_commit_fallbacks_total",
+		Help: "Transactions of several partitions' batches that the database refused, then committed partition by partition so that each gets its own outcome.",
 	})
 	batchFailures = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_batch_failures_total",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/invoice"
@@ -207,13 +208,24 @@ func (e *Engine) ask(p *partition, ref *actorRef, build func(corr uint64, reply 
 	return roundTrip(e, ref, p.replyCh, func(corr uint64) any { return build(corr, p.replyCh) })
 }
 
-// process applies one poll's records of the partition and starts their commit.
-// Records below the applied offset were applied already.
-func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64) {
+// pending is a partition's applied batch, made its in-flight commit, that the poll
+// loop commits together with the other partitions' (commitGroup).
+type pending struct {
+	p   *partition
+	pr  *prepared
+	ic  *inflightCommit
+	lag float64
+}
+
+// process applies one poll's records of the partition and returns the batch to
+// commit (nil if none). Records below the applied offset were applied already.
+// The batch is the partition's in-flight commit from here: the caller must start
+// its commit (commitGroup), which closes ic.done.
+func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time) *pending {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dropped || !e.settle(ctx, p, false) {
-		return
+		return nil
 	}
 	todo := recs[:0:0]
 	for _, r := range recs {
@@ -222,13 +234,13 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 		}
 	}
 	if len(todo) == 0 {
-		return
+		return nil
 	}
 	if todo[0].Offset > p.next {
 		if p.seekedTo != p.next {
 			// Records we did not commit were skipped (a failed batch): go back.
 			e.seek(p)
-			return
+			return nil
 		}
 		// We went back and the log still starts later: records were removed by
 		// retention. Nothing can be done but to say so loudly and go on.
@@ -240,11 +252,11 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 	}
 	if p.poison >= 0 && todo[0].Offset == p.poison {
 		if !e.settle(ctx, p, true) || !e.quarantine(ctx, p, todo[0]) {
-			return
+			return nil
 		}
 		p.seekedTo = -1
 		if todo = todo[1:]; len(todo) == 0 {
-			return
+			return nil
 		}
 	}
 	cut := false
@@ -259,18 +271,18 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 			cut, todo = n < len(todo), todo[:n]
 		}
 	}
-	pr, err := e.applyBatch(ctx, p, todo)
+	pr, err := e.applyBatch(ctx, p, todo, at)
 	if err != nil {
 		// Wait for the commit in flight first: if it failed too, settle has already
 		// reset the partition.
 		if e.settle(ctx, p, true) {
 			e.failed(ctx, p, err, todo[0].Offset, todo[len(todo)-1].Offset+1, len(todo))
 		}
-		return
+		return nil
 	}
 	// One commit at a time, in order: this batch's commit waits for the previous one.
 	if !e.settle(ctx, p, true) {
-		return // the previous batch failed, and this one (applied on top of it) went with it
+		return nil // the previous batch failed, and this one (applied on top of it) went with it
 	}
 	p.seekedTo = -1
 	p.next = pr.batch.NextOffset
@@ -288,17 +300,58 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 	ic.keys, ic.finished = pr.newKeys, pr.finished
 	p.inflight = ic
 	p.inflightLabels = pr.newLabels
-	lag := float64(max(hw-p.next, 0))
-	go func() {
-		// The commit outlives the poll loop's context: a shutdown lets it finish.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		ic.err = e.commit(cctx, pr)
-		if ic.err == nil {
-			consumerLag.WithLabelValues(strconv.Itoa(int(p.id))).Set(lag)
+	return &pending{p: p, pr: pr, ic: ic, lag: float64(max(hw-p.next, 0))}
+}
+
+// commitGroup commits the batches one poll applied, across the partitions, in one
+// transaction (one commit instead of one per partition: docs/adr/0005), answers
+// their commands and ends each partition's in-flight commit with its outcome.
+//
+// If the database refuses the combined transaction, nothing of it was written, and
+// its error does not say whose batch caused it: each batch is then committed on
+// its own, exactly as if there had been no grouping, so a fenced partition, a stale
+// snapshot or a poison command fails only its own partition and is handled there
+// (failed, quarantine.go). An error that leaves the outcome unknown (a connection
+// lost during the commit) is not retried here: every partition of the group gets
+// it, goes back to its committed offset and re-applies from Kafka, where
+// processed_commands tells what did commit.
+func (e *Engine) commitGroup(ctx context.Context, group []*pending) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	errs := make([]error, len(group))
+	if len(group) == 1 {
+		errs[0] = e.commit(cctx, []*prepared{group[0].pr})
+	} else {
+		prs := make([]*prepared, len(group))
+		for i, g := range group {
+			prs[i] = g.pr
 		}
-		close(ic.done)
-	}()
+		err := e.commit(cctx, prs)
+		if err != nil && refused(err) {
+			commitFallbacks.Inc()
+			for i, g := range group {
+				errs[i] = e.commit(cctx, []*prepared{g.pr})
+			}
+		} else {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}
+	for i, g := range group {
+		g.ic.err = errs[i]
+		if errs[i] == nil {
+			consumerLag.WithLabelValues(strconv.Itoa(int(g.p.id))).Set(g.lag)
+		}
+		close(g.ic.done)
+	}
+}
+
+// refused says the database answered the commit with an error, so its transaction
+// rolled back and wrote nothing (as opposed to an unknown outcome).
+func refused(err error) bool {
+	var pqErr *pq.Error
+	return errors.Is(err, storage.ErrFenced) || errors.Is(err, storage.ErrStaleSnapshot) || errors.As(err, &pqErr)
 }
 
 // settle takes note of the in-flight commit's outcome (waiting for it if wait is

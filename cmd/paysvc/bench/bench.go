@@ -28,8 +28,12 @@ import (
 const (
 	ScenarioSpread = "transfer-spread"
 	ScenarioHot    = "transfer-hot"
-	ScenarioSTK    = "stk-collect" // M-Pesa STK collections; only when named (see stk.go)
-	ScenarioPayout = "payout-file" // payment files end to end (see payout.go)
+	// ScenarioMerchant is one merchant's funded wallets, random distinct pairs: every
+	// command goes to one command partition (the key is the merchant), so it measures
+	// what one partition worker carries (issue 11).
+	ScenarioMerchant = "transfer-merchant"
+	ScenarioSTK      = "stk-collect" // M-Pesa STK collections; only when named (see stk.go)
+	ScenarioPayout   = "payout-file" // payment files end to end (see payout.go)
 	// ScenarioWebhooks is signed webhook deliveries; only when named (see webhooks.go).
 	ScenarioWebhooks = "webhooks"
 	// ScenarioBilling bills due subscription cycles; only when named (see billing.go).
@@ -37,7 +41,7 @@ const (
 )
 
 // Scenarios is the default run, in run order (`make bench`).
-var Scenarios = []string{ScenarioSpread, ScenarioHot, ScenarioPayout}
+var Scenarios = []string{ScenarioSpread, ScenarioMerchant, ScenarioHot, ScenarioPayout}
 
 // OptionalScenarios run only when --scenario names them: they are not part of the
 // default run, so `make bench` keeps its runtime.
@@ -60,6 +64,9 @@ const (
 	targetHotRatio    = 0.8     // hot over spread
 	targetHalfRateP99 = 25 * time.Millisecond
 	targetVsPlainHot  = 5.0 // paysvc over the plain loop, hot wallet
+	// transfer-merchant over spread (issue 11); its wallet count is merchantWallets.
+	targetMerchantRatio = 0.9
+	merchantWallets     = 100
 )
 
 // Options is the whole configuration of a run; `paysvc bench` fills it from flags.
@@ -274,6 +281,8 @@ func Run(ctx context.Context, o Options) (err error) {
 			continue // sets itself up when it runs (runPayoutFile, runBilling)
 		case ScenarioSpread:
 			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
+		case ScenarioMerchant:
+			s, err = r.setup(ctx, name, 1, merchantWallets, true)
 		case ScenarioSTK:
 			s, err = r.setupSTK(ctx, name, o.Merchants)
 		case ScenarioWebhooks:
@@ -734,6 +743,11 @@ func (r *runner) printTargets(res map[string]phaseResult, half *phaseResult, pla
 		ratio := hot.throughput() / spread.throughput()
 		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("transfer-hot >= %.1fx spread", targetHotRatio),
 			fmt.Sprintf("%.2fx", ratio), met(ratio >= targetHotRatio))
+	}
+	if m, ok := res[ScenarioMerchant]; ok && hasSpread && spread.throughput() > 0 {
+		ratio := m.throughput() / spread.throughput()
+		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("transfer-merchant >= %.1fx spread", targetMerchantRatio),
+			fmt.Sprintf("%.2fx", ratio), met(ratio >= targetMerchantRatio))
 	}
 	if half != nil {
 		r.printf("  %-40s %-10s %s\n", fmt.Sprintf("p99 <= %s at half the max rate", targetHalfRateP99),

@@ -8,7 +8,9 @@
 // keep-alive connections. Two shapes of load exercise the two sides of the design's
 // partition-per-merchant decision: transfer-spread (many merchants and wallet
 // pairs, so several partition workers share the work) and transfer-hot (every
-// transfer credits one wallet, so one worker must batch well). A third scenario,
+// transfer credits one wallet, so one worker must batch well), with
+// transfer-merchant between them (one merchant, 100 wallets, random pairs: one
+// worker, no hot row, the high-volume merchant of issue 11). A further scenario,
 // stk-collect, runs only when named: M-Pesa STK push collections through the
 // sandbox simulator (three engine commands and a rail round trip each), measured
 // by the push request and by collections completed end to end (stk.go).
