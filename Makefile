@@ -14,7 +14,7 @@ FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
 BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop build run sdk browser test test-short bench fuzz lint clean
+.PHONY: help pg pg-stop build run sdk browser test test-short bench bench-memory fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -70,6 +70,9 @@ test-short: pg sdk browser ## Like test, without -race
 
 bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
 	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench $(BENCHFLAGS)
+
+bench-memory: pg build ## Service RSS with 1,000,000 wallets, 10,000 active (paysvc bench --scenario wallets-1m; BENCHFLAGS=...)
+	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench --scenario wallets-1m $(BENCHFLAGS)
 
 fuzz: ## Fuzz the money parser (FuzzParse) and the request-text check (FuzzCheckJSONText), each for FUZZTIME (30s)
 	$(GO) test ./actors/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)

@@ -168,7 +168,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.dropFinishedFiles()
 		e.cl.AllowRebalance()
 		if time.Since(lastSweep) > e.cfg.ActorIdle/4 {
-			e.passivate(time.Now().Add(-e.cfg.ActorIdle))
+			e.passivate(ctx, time.Now().Add(-e.cfg.ActorIdle))
 			lastSweep = time.Now()
 		}
 	}
@@ -289,35 +289,58 @@ func (e *Engine) dropFinishedFiles() {
 				}
 			}
 			p.finished = p.finished[:0]
+			p.gen++ // a late report rehydrates the file under a fresh id (see passivate)
 			liveActors.Set(float64(e.live.Load()))
 		}
 		p.mu.Unlock()
 	}
 }
 
-func (e *Engine) passivate(idleSince time.Time) {
+// passivate stops and forgets the actors not used since idleSince, so the memory
+// of an engine follows its active wallets, invoices and files, not every one that
+// ever had a command: a forgotten actor is rehydrated from its snapshot by its next
+// command (hydrate). An actor must never be dropped while a batch that touched it
+// is uncommitted, since its snapshot row would then be older than the state the
+// batch replied with; so the commit in flight, if any, is waited for first (a few
+// milliseconds, once per sweep). Skipping busy partitions instead would never
+// passivate anything under sustained load, when a commit is almost always in
+// flight. Called from the poll loop, so no batch is being applied meanwhile.
+func (e *Engine) passivate(ctx context.Context, idleSince time.Time) {
 	parts := e.owned()
 	for _, p := range parts {
 		p.mu.Lock()
-		if p.inflight != nil {
-			// Its actors hold state the table does not have yet.
+		if p.dropped || !e.settle(ctx, p, true) {
+			// A failed commit has reset the partition: its actors are gone already.
 			p.mu.Unlock()
 			continue
 		}
+		dropped := false
 		for _, m := range []map[string]*actorRef{p.wallets, p.invoices, p.payouts} {
 			for id, ref := range m {
 				if ref.lastUsed.Before(idleSince) {
 					e.actors.Poison(ref.pid)
 					delete(m, id)
 					e.live.Add(-1)
+					dropped = true
 				}
 			}
+		}
+		if dropped {
+			// Poison is asynchronous: until the old process has left hollywood's
+			// registry, a spawn under the same id is refused and its pid names the
+			// dying actor (asks then time out and fail the batch). A new generation
+			// gives the next command's rehydrated actor a fresh id.
+			p.gen++
 		}
 		e.dropIdleRegistered(p, idleSince)
 		p.mu.Unlock()
 	}
 	liveActors.Set(float64(e.live.Load()))
 }
+
+// LiveActors is the number of actors (wallets, invoices, payment files and the
+// registered kinds) this engine holds in memory now.
+func (e *Engine) LiveActors() int64 { return e.live.Load() }
 
 // Stop poisons every actor; the Kafka client is closed when Run returns.
 func (e *Engine) Stop() {

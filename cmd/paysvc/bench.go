@@ -33,6 +33,15 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 		}
 		return bench.ServeProfiled(ctx, cfg, log, *profile)
 	}
+	if bench.IsBaselineServerCommand(args) {
+		fs := flag.NewFlagSet("bench "+bench.BaselineServerCommand, flag.ContinueOnError)
+		addr := fs.String("addr", "", "listen address")
+		conns := fs.Int("conns", 16, "database connections")
+		if err := fs.Parse(args[1:]); err != nil || *addr == "" || *conns < 1 {
+			return usageError{"usage: paysvc bench " + bench.BaselineServerCommand + " --addr HOST:PORT [--conns N] (started by paysvc bench)"}
+		}
+		return bench.ServeBaseline(ctx, cfg.DatabaseURL, *addr, *conns, log)
+	}
 	o := bench.Options{DatabaseURL: cfg.DatabaseURL, Out: stdout, Log: log}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -49,8 +58,9 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.IntVar(&o.Requests, "requests", 0, "measure this many requests per scenario instead of --duration")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario")
 	fs.DurationVar(&o.HalfRateDuration, "half-rate-duration", 5*time.Second, "open-loop phase at half the transfer-spread rate (0 skips it)")
-	fs.BoolVar(&o.Baseline, "baseline", true, "also run the plain Postgres loop (--baseline=false skips it)")
-	fs.IntVar(&o.BaselineConns, "baseline-conns", 16, "plain loop connections: min(--concurrency, this); more make one-row-hot Postgres slower")
+	fs.BoolVar(&o.Baseline, "baseline", true, "also run the plain HTTP + Postgres service on the transfer scenarios, same client (--baseline=false skips it)")
+	fs.BoolVar(&o.SQLLoop, "baseline-sql-loop", false, "also run the in-process SQL loop without HTTP (not comparable with paysvc: no HTTP)")
+	fs.IntVar(&o.BaselineConns, "baseline-conns", 16, "baseline Postgres connections: min(--concurrency, this); more make one-row-hot Postgres slower")
 	fs.BoolVar(&o.BaselineBinaryParameters, "baseline-binary-parameters", true, "plain loop: one round trip per statement (lib/pq binary_parameters, as pgx does); false: lib/pq's two")
 	fs.StringVar(&o.Deposit, "deposit", "1000000.00", "amount deposited in each funded wallet")
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key with every transfer (measures that path; lets unknown outcomes be resolved)")
@@ -62,6 +72,9 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed for the choice of wallets and amounts (0: from the clock)")
 	fs.IntVar(&o.Subscriptions, "subscriptions", 100000, "billing-run: ACTIVE subscriptions seeded due at the same instant")
 	fs.IntVar(&o.WebhookBacklog, "webhook-backlog", 30000, "webhooks: transfers made before the dispatcher starts (its throughput phase)")
+	fs.IntVar(&o.MemoryWallets, "memory-wallets", 1000000, "wallets-1m: wallets seeded in the bench database")
+	fs.IntVar(&o.MemoryActive, "memory-active", 10000, "wallets-1m: funded wallets the first phase's transfers use")
+	fs.DurationVar(&o.MemoryIdleWait, "memory-idle-wait", 45*time.Second, "wallets-1m: time without load after the transfers, for passivation (0 skips it)")
 	fs.Float64Var(&o.WebhookRate, "webhook-rate", 0, "webhooks: open-loop transfers/s while the dispatcher runs (latency phase; 0: half the backlog's rate)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

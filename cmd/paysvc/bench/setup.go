@@ -42,6 +42,7 @@ type scenarioSetup struct {
 	Partitions int   // command partitions its merchants hash to
 	STK        bool  // stk-collect: STK pushes to the merchants' settlement wallets
 	Webhooks   bool  // webhooks: transfers whose events are delivered to the merchants' webhooks
+	Memory     bool  // wallets-1m: transfers over the seeded population (runner.mem)
 }
 
 // post sends a JSON POST with the merchant's secret key and returns the status and

@@ -63,7 +63,10 @@ type Config struct {
 	CommandPartitions int32
 	InstanceID        string
 	SessionTimeout    time.Duration // engine consumer-group session
-	KafkaSyncWrites   bool          // embedded Kafka fsyncs every produce
+	// EngineIdleAfter is how long an actor may go without a command before the
+	// engine stops and forgets it (rehydrated from its snapshot when needed again).
+	EngineIdleAfter time.Duration
+	KafkaSyncWrites bool // embedded Kafka fsyncs every produce
 	// AcceptCommandLogReset lets an engine start on a command log that is behind the
 	// stored offsets (a deliberately wiped Kafka), moving the offsets to its end.
 	AcceptCommandLogReset bool
@@ -160,6 +163,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		CommandPartitions:     int32(num("PAYSVC_COMMAND_PARTITIONS", 8)),
 		InstanceID:            get("PAYSVC_INSTANCE_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(ids.Alias(4)))),
 		SessionTimeout:        dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
+		EngineIdleAfter:       dur("PAYSVC_ENGINE_IDLE_AFTER", 2*time.Minute),
 		KafkaSyncWrites:       get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
 		AcceptCommandLogReset: get("PAYSVC_ACCEPT_COMMAND_LOG_RESET", "false") == "true",
 		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
@@ -322,6 +326,10 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		return errors.New("PAYSVC_ENGINE_SESSION_TIMEOUT: must be >= 1s")
+	}
+	if c.EngineIdleAfter < time.Second {
+		// Shorter would rehydrate the same wallets over and over under steady load.
+		return errors.New("PAYSVC_ENGINE_IDLE_AFTER: must be >= 1s")
 	}
 	if c.Retention.Interval <= 0 {
 		return errors.New("PAYSVC_RETENTION_INTERVAL: must be > 0")

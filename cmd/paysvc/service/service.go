@@ -120,7 +120,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 	if cfg.Has(RoleEngine) {
 		e, err := engine.New(engine.Config{Brokers: s.Brokers, Owner: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
-			Logger: log, OnCommit: wake}, s.DB)
+			ActorIdle: cfg.EngineIdleAfter,
+			Logger:    log, OnCommit: wake}, s.DB)
 		if err != nil {
 			return nil, err
 		}
