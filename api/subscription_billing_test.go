@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"time"
+
 	"encoding/json"
 	"strings"
 	"testing"
@@ -121,7 +123,9 @@ func cycles(n int) func(map[string]any) bool {
 // subscription_event reports every step.
 func TestSubscriptionTwelveCyclesToComplete(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, func(c *service.Config) { c.PublicBaseURL = "https://pay.example.com" })
+	// The production tick (1 s): an advanced clock catches up without waiting a tick
+	// per cycle.
+	env := servicetest.Start(t, func(c *service.Config) { c.PublicBaseURL, c.SubscriptionTick = "https://pay.example.com", time.Second })
 	b := newBundle(t, env, "Gym")
 	f := newSubFixture(t, b, nil)
 	stream := openStream(t, env, b.secret, "", "subs")
