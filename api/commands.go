@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -26,17 +25,14 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 		return topics.Reply{}, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "overloaded",
 			Detail: "Too many requests in flight; retry shortly.", RetryAfter: 1}
 	}
-	body, err := json.Marshal(payload)
-	if err != nil {
-		return topics.Reply{}, err
-	}
 	id, _ := c.Get(ctxCommandID).(string)
 	if id == "" {
 		id = ids.UUID()
 	}
 	cmd := topics.Command{ID: id, Type: typ, Version: 1, MerchantID: p.MerchantID, ReplyTo: s.hub.Instance(),
-		IssuedAt: time.Now().UTC(), Payload: body}
-	value, err := topics.EncodeCommand(cmd)
+		IssuedAt: time.Now().UTC()}
+	// The payload is encoded once, inside the envelope (issue 11).
+	value, err := topics.EncodeCommandValue(cmd, payload)
 	if err != nil {
 		return topics.Reply{}, err
 	}

@@ -35,6 +35,25 @@ func EncodeCommand(c Command) ([]byte, error) {
 	return json.Marshal(c)
 }
 
+// EncodeCommandValue is EncodeCommand with the payload given as a value (c.Payload
+// is ignored): the payload is encoded once, inside the envelope, instead of being
+// encoded and then validated and compacted again as a json.RawMessage. The bytes
+// are EncodeCommand's for the payload's json.Marshal (TestEncodeCommandValue).
+func EncodeCommandValue(c Command, payload any) ([]byte, error) {
+	if c.Version == 0 {
+		c.Version = 1
+	}
+	return json.Marshal(struct {
+		ID         string    `json:"id"`
+		Type       string    `json:"type"`
+		Version    int       `json:"version"`
+		MerchantID string    `json:"merchant_id"`
+		ReplyTo    string    `json:"reply_to,omitempty"`
+		IssuedAt   time.Time `json:"issued_at"`
+		Payload    any       `json:"payload"`
+	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, payload})
+}
+
 // DecodeCommand parses a command record and rejects envelopes without the fields
 // the engine needs to route and deduplicate them.
 func DecodeCommand(b []byte) (Command, error) {
