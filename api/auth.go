@@ -131,17 +131,20 @@ func bearer(r *http.Request) (string, *Error) {
 	if strings.TrimSpace(h) == "" {
 		return "", unauthorized(msgNoCredentials)
 	}
-	parts := strings.Split(strings.TrimSpace(h), " ")
-	if !strings.EqualFold(parts[0], "bearer") {
+	// Split on the first space without allocating the parts (once per request):
+	// scheme, then exactly one token; a further space is the interface's
+	// "spaces" message.
+	scheme, tok, found := strings.Cut(strings.TrimSpace(h), " ")
+	if !strings.EqualFold(scheme, "bearer") {
 		return "", unauthorized(msgNoCredentials)
 	}
-	if len(parts) == 1 {
+	if !found {
 		return "", unauthorized(msgNoCredentials)
 	}
-	if len(parts) > 2 {
+	if strings.Contains(tok, " ") {
 		return "", unauthorized(msgSpacesInBearer)
 	}
-	return parts[1], nil
+	return tok, nil
 }
 
 // publicKeyHeaders are every spelling of the public-key header seen from clients.
@@ -178,7 +181,8 @@ func (a *authenticator) verify(ctx context.Context, key, kind string) (*Principa
 		return nil, unauthorized(msgInvalidToken)
 	}
 	rest := key[len(prefix):]
-	if !strings.HasPrefix("_"+rest, envMarker(a.env)) {
+	// envMarker starts with "_": compare the rest of it, without building a string.
+	if !strings.HasPrefix(rest, envMarker(a.env)[1:]) {
 		if strings.HasPrefix(rest, "test_") || strings.HasPrefix(rest, "live_") {
 			return nil, unauthorized(msgWrongEnv)
 		}

@@ -52,11 +52,11 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 			return r, nil
 		case err := <-produced:
 			if err != nil {
-				commandsProduced.WithLabelValues(typ, "error").Inc()
+				commandProduced(typ, "error").Inc()
 				s.log.Error("produce command", "request_id", requestID(c), "type", typ, "err", err)
 				return topics.Reply{}, unavailable()
 			}
-			commandsProduced.WithLabelValues(typ, "ok").Inc()
+			commandProduced(typ, "ok").Inc()
 			produced = nil
 		case <-timer.C:
 			replyTimeouts.Inc()

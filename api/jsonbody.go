@@ -37,7 +37,17 @@ func parseBody(raw []byte) (body, error) {
 	if len(raw) == 0 {
 		return body{}, nil
 	}
+	// Fast path: a body that is exactly one JSON object, as every client sends,
+	// decodes with json.Unmarshal, without the Decoder's own buffer and copy
+	// (issue 11). Anything else (trailing data, a syntax or type error) goes to the
+	// Decoder as before, so what is accepted and refused is unchanged: the Decoder
+	// reads only the first value, and when Unmarshal succeeds that value is the
+	// whole body.
 	var b body
+	if err := json.Unmarshal(raw, &b); err == nil && b != nil {
+		return b, nil
+	}
+	b = nil
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&b); err != nil || b == nil {
 		return nil, &Error{Status: 400, Type: "validation_error", Code: "parse_error", Detail: "Request body must be a JSON object."}

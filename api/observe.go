@@ -2,6 +2,8 @@ package api
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -56,9 +58,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		status := c.Response().Status
 		d := time.Since(start)
-		lbl := []string{route, c.Request().Method, strconv.Itoa(status)}
-		httpRequests.WithLabelValues(lbl...).Inc()
-		httpSeconds.WithLabelValues(lbl...).Observe(d.Seconds())
+		m := httpMetricsFor(route, c.Request().Method, status)
+		m.requests.Inc()
+		m.seconds.Observe(d.Seconds())
 		if s.log.Enabled(c.Request().Context(), -4) || status >= 400 || d > time.Second {
 			attrs := []any{"request_id", requestID(c), "method", c.Request().Method, "route", route,
 				"status", status, "duration_ms", float64(d.Microseconds()) / 1000}
@@ -73,4 +75,54 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return nil
 	}
+}
+
+// httpMetric is the resolved counter and histogram of one (route, method, status).
+type httpMetric struct {
+	requests prometheus.Counter
+	seconds  prometheus.Observer
+}
+
+type httpMetricKey struct {
+	route, method string
+	status        int
+}
+
+// httpMetricCache keeps resolved children so a request does not hash its three
+// labels twice and format its status (issue 11). Bounded: methods come from
+// clients, and past the bound a request resolves its children as before.
+var (
+	httpMetricCache     sync.Map // httpMetricKey -> httpMetric
+	httpMetricCacheSize atomic.Int64
+)
+
+const httpMetricCacheMax = 4096
+
+func httpMetricsFor(route, method string, status int) httpMetric {
+	k := httpMetricKey{route, method, status}
+	if v, ok := httpMetricCache.Load(k); ok {
+		return v.(httpMetric)
+	}
+	st := strconv.Itoa(status)
+	m := httpMetric{requests: httpRequests.WithLabelValues(route, method, st), seconds: httpSeconds.WithLabelValues(route, method, st)}
+	if httpMetricCacheSize.Load() < httpMetricCacheMax {
+		if _, loaded := httpMetricCache.LoadOrStore(k, m); !loaded {
+			httpMetricCacheSize.Add(1)
+		}
+	}
+	return m
+}
+
+// commandMetric caches commandsProduced's children by (type, result), like
+// httpMetricsFor; command types are the handlers' constants, a small set.
+var commandMetricCache sync.Map // [2]string -> prometheus.Counter
+
+func commandProduced(typ, result string) prometheus.Counter {
+	k := [2]string{typ, result}
+	if v, ok := commandMetricCache.Load(k); ok {
+		return v.(prometheus.Counter)
+	}
+	ctr := commandsProduced.WithLabelValues(typ, result)
+	commandMetricCache.Store(k, ctr)
+	return ctr
 }

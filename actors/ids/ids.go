@@ -58,8 +58,19 @@ func DeriveUUID(parts ...string) string {
 func formatUUID(b [16]byte, version byte) string {
 	b[6] = (b[6] & 0x0f) | version<<4
 	b[8] = (b[8] & 0x3f) | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	// One buffer, one allocation: this runs twice per API write (request id and
+	// command id), and the concatenation of five slices cost five (issue 11).
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:36], b[10:16])
+	return string(out[:])
 }
 
 // Secret returns 32 random bytes (256 bits) as lower-case hex, for API keys.

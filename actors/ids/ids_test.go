@@ -139,6 +139,15 @@ func TestUUID(t *testing.T) {
 		}
 	})
 
+	// Command ids derived from Idempotency-Keys are stored: a retry after a deploy
+	// must derive the same id, so the text of a derived UUID may never change.
+	t.Run("DeriveUUID_StableAcrossVersions", func(t *testing.T) {
+		t.Parallel()
+		if got, want := ids.DeriveUUID("merchant", "idem-key"), "d3658d46-c95c-574c-b98f-c7cd49dc9092"; got != want {
+			t.Fatalf("DeriveUUID(merchant, idem-key) = %q, want %q (sha256 of the joined parts, RFC 4122 layout)", got, want)
+		}
+	})
+
 	t.Run("DeriveUUID_DistinctSeeds", func(t *testing.T) {
 		t.Parallel()
 		seen := map[string]string{}
