@@ -256,7 +256,7 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, subs, s.createSubscription, secret(PermChangeSubscriptions, "create subscriptions").idem())
 	r(GET, subs, s.listSubscriptions, secret(PermViewSubscriptions, "list subscriptions"))
 	r(GET, subs+"/:subscription_id", s.getSubscription, secret(PermViewSubscriptions, "read subscriptions"))
-	r(http.MethodPut, subs+"/:subscription_id", s.updateSubscription, secret(PermChangeSubscriptions, "change subscriptions").idem())
+	r(PUT, subs+"/:subscription_id", s.updateSubscription, secret(PermChangeSubscriptions, "change subscriptions").idem())
 	r(POST, subs+"/:subscription_id/unsubscribe", s.unsubscribe, secret(PermChangeSubscriptions, "cancel subscriptions").idem())
 	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(PermViewSubscriptions, "read subscriptions' payments"))
 	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, open)
