@@ -203,7 +203,10 @@ func execCommit(ctx context.Context, db *sqlx.DB, query string, b Batch, fence [
 	args = append(args, cOffset, cReply,
 		oID, oTopic, oKey, oMerchant, oBody,
 		aKind, aRows)
-	_, err = db.ExecContext(ctx, query, args...)
+	stmt, err := prepared(ctx, db, query)
+	if err == nil {
+		_, err = stmt.ExecContext(ctx, args...)
+	}
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
@@ -329,7 +332,11 @@ func entryArrays(es []EntryWrite) entryCols {
 // applied, and the type of command each id was applied as: an id that arrives again
 // as another type is another operation reusing the id, not a retry.
 func ProcessedReplies(ctx context.Context, q sqlx.QueryerContext, ids []string) (map[string][]byte, map[string]string, error) {
-	rows, err := q.QueryxContext(ctx, `SELECT command_id, command_type, reply FROM processed_commands WHERE command_id = ANY($1)`, pq.StringArray(ids))
+	query, err := queryer(ctx, q, processedRepliesSQL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("processed replies: %w", err)
+	}
+	rows, err := query(pq.StringArray(ids))
 	if err != nil {
 		return nil, nil, fmt.Errorf("processed replies: %w", err)
 	}
@@ -345,6 +352,8 @@ func ProcessedReplies(ctx context.Context, q sqlx.QueryerContext, ids []string) 
 	}
 	return out, types, rows.Err()
 }
+
+const processedRepliesSQL = `SELECT command_id, command_type, reply FROM processed_commands WHERE command_id = ANY($1)`
 
 // ProcessedReply returns the stored reply of one of the merchant's commands.
 func ProcessedReply(ctx context.Context, q sqlx.QueryerContext, merchantID, commandID string) ([]byte, bool, error) {

@@ -23,17 +23,65 @@ type OutboxRecord struct {
 // the events of one partition, and so of one aggregate, is commit order).
 func FetchOutbox(ctx context.Context, q sqlx.QueryerContext, limit int) ([]OutboxRecord, error) {
 	var out []OutboxRecord
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT outbox_id, event_id, topic, record_key, merchant_id, body
-		FROM outbox ORDER BY outbox_id LIMIT $1`, limit)
+	err := sqlx.SelectContext(ctx, q, &out, fetchOutboxSQL, limit)
 	if err != nil {
 		return nil, fmt.Errorf("fetch outbox: %w", err)
 	}
 	return out, nil
 }
 
+const (
+	fetchOutboxSQL   = `SELECT outbox_id, event_id, topic, record_key, merchant_id, body FROM outbox ORDER BY outbox_id LIMIT $1`
+	markPublishedSQL = `DELETE FROM outbox WHERE outbox_id = ANY($1)`
+)
+
+// OutboxStatements are FetchOutbox and MarkPublished prepared on the relay's own
+// connection, which runs them on every wake-up: one round trip each, parsed and
+// planned once (prepared.go says why).
+type OutboxStatements struct {
+	fetch, mark *sqlx.Stmt
+}
+
+// PrepareOutbox prepares the relay's statements on conn; Close releases them.
+func PrepareOutbox(ctx context.Context, conn *sqlx.Conn) (*OutboxStatements, error) {
+	fetch, err := conn.PreparexContext(ctx, fetchOutboxSQL)
+	if err != nil {
+		return nil, fmt.Errorf("prepare outbox fetch: %w", err)
+	}
+	mark, err := conn.PreparexContext(ctx, markPublishedSQL)
+	if err != nil {
+		fetch.Close()
+		return nil, fmt.Errorf("prepare outbox delete: %w", err)
+	}
+	return &OutboxStatements{fetch: fetch, mark: mark}, nil
+}
+
+// Fetch is FetchOutbox.
+func (s *OutboxStatements) Fetch(ctx context.Context, limit int) ([]OutboxRecord, error) {
+	var out []OutboxRecord
+	if err := s.fetch.SelectContext(ctx, &out, limit); err != nil {
+		return nil, fmt.Errorf("fetch outbox: %w", err)
+	}
+	return out, nil
+}
+
+// MarkPublished is MarkPublished.
+func (s *OutboxStatements) MarkPublished(ctx context.Context, ids []int64) error {
+	if _, err := s.mark.ExecContext(ctx, pq.Int64Array(ids)); err != nil {
+		return fmt.Errorf("mark published: %w", err)
+	}
+	return nil
+}
+
+// Close releases the prepared statements.
+func (s *OutboxStatements) Close() {
+	s.fetch.Close()
+	s.mark.Close()
+}
+
 // MarkPublished removes events that reached Kafka from the outbox.
 func MarkPublished(ctx context.Context, ext Execer, ids []int64) error {
-	_, err := ext.ExecContext(ctx, `DELETE FROM outbox WHERE outbox_id = ANY($1)`, pq.Int64Array(ids))
+	_, err := ext.ExecContext(ctx, markPublishedSQL, pq.Int64Array(ids))
 	if err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}

@@ -101,38 +101,43 @@ type prepared struct {
 // at is the batch's time (the poll's, shared by the batches committed with it).
 // Postgres keeps microseconds: the caller truncates it, so replies, events and
 // later reads show the same timestamps.
-func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record, at time.Time) (*prepared, error) {
+func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record, at time.Time, reads *pollReads) (*prepared, error) {
+	if reads.err != nil {
+		return nil, reads.err
+	}
 	b := &batch{at: at, wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
-	var ids []string
+	// done and doneTypes are this batch's view of the poll's dedupe read (shared by
+	// the partitions applied in parallel, so never written to).
+	done, doneTypes := map[string][]byte{}, map[string]string{}
+	var err error
 	for i, r := range recs {
-		c, err := topics.DecodeCommand(r.Value)
+		c, err := reads.command(r)
 		if err != nil {
 			// Nothing can answer a command without an id; skipping it (the offset
 			// still advances) is the only way not to block the partition forever.
 			e.log.Error("undecodable command skipped", "partition", p.id, "offset", r.Offset, "err", err)
 			continue
 		}
-		cmds[i] = &c
-		payloads[i] = e.decodePayload(&c)
-		ids = append(ids, c.ID)
-	}
-	done, doneTypes, err := storage.ProcessedReplies(ctx, e.db, ids)
-	if err != nil {
-		return nil, err
-	}
-	// Commands applied by the batch still being committed are not in the table yet.
-	for _, id := range ids {
-		if _, applied := done[id]; applied {
+		cmds[i] = c
+		payloads[i] = e.decodePayload(c)
+		if stored, ok := reads.done[c.ID]; ok {
+			done[c.ID], doneTypes[c.ID] = stored, reads.doneTypes[c.ID]
 			continue
 		}
-		if r, ok := p.uncommitted[id]; ok {
+		// Commands applied by the batch still being committed are not in the table
+		// yet, nor, perhaps, those committed since the read was taken.
+		r, ok := p.uncommitted[c.ID]
+		if !ok {
+			r, ok = p.recent[c.ID]
+		}
+		if ok {
 			enc, err := topics.EncodeReply(r)
 			if err != nil {
 				return nil, err
 			}
-			done[id] = enc
+			done[c.ID] = enc
 		}
 	}
 	if err := e.hydrate(ctx, p, cmds, payloads, done); err != nil {
@@ -334,4 +339,55 @@ func labelKey(merchant, currency, label string) string {
 func expiredReply(commandID string) topics.Reply {
 	return topics.Reply{CommandID: commandID, Error: &topics.ReplyError{Code: "reply_expired",
 		Detail: "This request was already carried out, too long ago for its response to be kept. Send a new Idempotency-Key for a new request."}}
+}
+
+// pollReads is what the poll loop reads once for the records of every partition in
+// the poll, instead of once per partition: the decoded commands, and one dedupe
+// read of processed_commands for all their ids (one round trip per poll, not one
+// per partition; docs/benchmarks.md, issue 11 session 4). A commit that ends after
+// the read was taken is covered by the partition's uncommitted and recent replies.
+type pollReads struct {
+	cmds      map[*kgo.Record]*topics.Command
+	decodeErr map[*kgo.Record]error
+	done      map[string][]byte
+	doneTypes map[string]string
+	err       error // the dedupe read failed: every batch of the poll fails with it
+}
+
+// readPoll decodes the poll's commands and reads which of them were applied already.
+func (e *Engine) readPoll(ctx context.Context, parts [][]*kgo.Record) *pollReads {
+	r := &pollReads{cmds: map[*kgo.Record]*topics.Command{}, decodeErr: map[*kgo.Record]error{}}
+	var ids []string
+	for _, recs := range parts {
+		for _, rec := range recs {
+			c, err := topics.DecodeCommand(rec.Value)
+			if err != nil {
+				r.decodeErr[rec] = err
+				continue
+			}
+			r.cmds[rec] = &c
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids) == 0 {
+		r.done, r.doneTypes = map[string][]byte{}, map[string]string{}
+		return r
+	}
+	r.done, r.doneTypes, r.err = storage.ProcessedReplies(ctx, e.db, ids)
+	return r
+}
+
+// command is the record's decoded command (decoded now if the poll did not).
+func (r *pollReads) command(rec *kgo.Record) (*topics.Command, error) {
+	if c, ok := r.cmds[rec]; ok {
+		return c, nil
+	}
+	if err, ok := r.decodeErr[rec]; ok {
+		return nil, err
+	}
+	c, err := topics.DecodeCommand(rec.Value)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }

@@ -143,6 +143,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		// One time for the whole poll: its batches commit in one transaction, whose
 		// rows carry one time (storage.CommitBatches).
 		at := time.Now().UTC().Truncate(time.Microsecond)
+		var all [][]*kgo.Record
+		for _, w := range byPart {
+			all = append(all, w.recs)
+		}
+		reads := e.readPoll(ctx, all)
 		var wg sync.WaitGroup
 		var pmu sync.Mutex
 		var group []*pending
@@ -152,7 +157,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				continue
 			}
 			wg.Go(func() {
-				if pd := e.process(ctx, p, w.recs, w.hw, at); pd != nil {
+				if pd := e.process(ctx, p, w.recs, w.hw, at, reads); pd != nil {
 					pmu.Lock()
 					group = append(group, pd)
 					pmu.Unlock()
@@ -246,6 +251,7 @@ func (e *Engine) dropPartitionLocked(p *partition) {
 	}
 	p.dropped = true
 	clear(p.uncommitted)
+	clear(p.recent)
 	e.resetActors(p)
 }
 

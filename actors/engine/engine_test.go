@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -435,6 +436,58 @@ func TestEngine(t *testing.T) {
 		}
 		if len(ob) != 1 {
 			t.Fatalf("outbox has %d events for one transfer, want 1", len(ob))
+		}
+		b.ledgerOK(t)
+	})
+
+	t.Run("CopiesAcrossPolls_OneEffectEach", func(t *testing.T) {
+		// Each deposit is produced again a moment after the first copy, so the
+		// second copy lands in a later poll while the first is being committed, or
+		// just after its commit settled: the dedupe read of that poll may have been
+		// taken before the commit, and the partition's uncommitted and recent
+		// replies must cover the gap. Every copy gets the first reply; each deposit
+		// lands once.
+		t.Parallel()
+		b := setup(t)
+		b.startEngine(t, "t1")
+		const n = 60
+		chans := make([]<-chan topics.Reply, 0, 2*n)
+		hub2 := replies.NewHub("test2-" + ids.Alias(10))
+		t.Cleanup(hub2.Close)
+		var sent []topics.Command
+		for i := range n {
+			c := depositCmd(b, t, b.merchant, b.settle, "1.00")
+			ch, cancel := b.hub.Register(c.ID)
+			defer cancel()
+			b.produce(t, -1, c)
+			sent = append(sent, c)
+			chans = append(chans, ch)
+			if i%3 == 0 {
+				time.Sleep(time.Duration(i%7) * time.Millisecond)
+			}
+			if i > 0 {
+				prev := sent[i-1]
+				prev.ReplyTo = hub2.Instance()
+				ch2, cancel2 := hub2.Register(prev.ID)
+				defer cancel2()
+				b.produce(t, -1, prev)
+				chans = append(chans, ch2)
+			}
+		}
+		first := map[string][]byte{}
+		for _, ch := range chans {
+			r := await(t, ch, "deposit copy")
+			ok(t, r)
+			enc := encoded(t, r)
+			if f, seen := first[r.CommandID]; seen && !bytes.Equal(f, enc) {
+				t.Fatalf("copies of %s got different replies:\n%s\n%s", r.CommandID, f, enc)
+			}
+			first[r.CommandID] = enc
+		}
+		b.wantBalance(t, b.merchant, b.settle, fmt.Sprintf("%d.00", n))
+		if got := b.count(t, `SELECT count(*) FROM processed_commands WHERE merchant_id = $1 AND command_type = $2`,
+			b.merchant, topics.CmdWalletDeposit); got != n {
+			t.Fatalf("%d deposits processed, want %d", got, n)
 		}
 		b.ledgerOK(t)
 	})

@@ -57,6 +57,10 @@ type partition struct {
 	finished    []string
 	inflight    *inflightCommit
 	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
+	// recent are replies of commits settled since the poll's dedupe read may have
+	// been taken (pollReads): that read may not show them, and uncommitted no
+	// longer does. process empties it once its batch is applied.
+	recent map[string]topics.Reply
 	// labels of wallets opened by the batch in flight: not in the table yet, but taken
 	inflightLabels map[string]bool
 	// settlement wallet id by merchant/currency: it never changes once it exists
@@ -92,7 +96,7 @@ type actorRef struct {
 
 func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1, suspectEnd: -1, poison: -1,
-		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{},
+		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{}, recent: map[string]topics.Reply{},
 		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{}, environments: map[string]string{},
 		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{},
 		aggs: map[string]map[string]*liveAgg{}}
@@ -221,9 +225,12 @@ type pending struct {
 // commit (nil if none). Records below the applied offset were applied already.
 // The batch is the partition's in-flight commit from here: the caller must start
 // its commit (commitGroup), which closes ic.done.
-func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time) *pending {
+func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads) *pending {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Replies settled before this batch's dedupe read was taken are in that read
+	// (or in a later one); those settled since are still in recent until now.
+	defer clear(p.recent)
 	if p.dropped || !e.settle(ctx, p, false) {
 		return nil
 	}
@@ -271,7 +278,7 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 			cut, todo = n < len(todo), todo[:n]
 		}
 	}
-	pr, err := e.applyBatch(ctx, p, todo, at)
+	pr, err := e.applyBatch(ctx, p, todo, at, reads)
 	if err != nil {
 		// Wait for the commit in flight first: if it failed too, settle has already
 		// reset the partition.
@@ -373,6 +380,9 @@ func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
 	}
 	p.inflight = nil
 	for _, id := range ic.ids {
+		if ic.err == nil {
+			p.recent[id] = p.uncommitted[id]
+		}
 		delete(p.uncommitted, id)
 	}
 	if ic.err == nil {

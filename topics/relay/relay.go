@@ -117,11 +117,16 @@ func (r *Relay) lead(ctx context.Context) error {
 		return err
 	}
 	defer conn.ExecContext(context.Background(), `RESET enable_seqscan`) //nolint:errcheck // the pool reuses this connection
+	stmts, err := storage.PrepareOutbox(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer stmts.Close()
 	leader.Set(1)
 	idle := time.NewTicker(r.poll)
 	defer idle.Stop()
 	for {
-		n, err := r.publishOnce(ctx, conn)
+		n, err := r.publishOnce(ctx, conn, stmts)
 		if err != nil {
 			return err // a dead connection surfaces here, and the lock went with it
 		}
@@ -147,8 +152,8 @@ func (r *Relay) lead(ctx context.Context) error {
 // coalesce bounds how often the relay reads the outbox under load.
 const coalesce = 5 * time.Millisecond
 
-func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn) (int, error) {
-	recs, err := storage.FetchOutbox(ctx, conn, r.batch)
+func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage.OutboxStatements) (int, error) {
+	recs, err := stmts.Fetch(ctx, r.batch)
 	if err != nil || len(recs) == 0 {
 		return 0, err
 	}
@@ -182,7 +187,7 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn) (int, error) {
 		// Delivered ones go again with the rest: consumers dedupe on event_id.
 		return 0, fmt.Errorf("produce events: %w", retry)
 	}
-	if err := storage.MarkPublished(ctx, conn, ids); err != nil {
+	if err := stmts.MarkPublished(ctx, ids); err != nil {
 		return 0, err // published but not marked: they go again, consumers dedupe on event_id
 	}
 	for _, o := range recs {

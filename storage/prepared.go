@@ -1,0 +1,63 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The statements the engine and the relay run on every poll (the batch commit, the
+// dedupe read, the outbox fetch and delete) are prepared once per connection
+// instead of sent as unnamed statements. lib/pq sends an unnamed statement with
+// arguments in two round trips (parse and describe, then bind and execute), and
+// PostgreSQL parses, analyses and plans it on every call: for the commit call with
+// its 47 untyped parameters that is resolving the function's signature each time.
+// A prepared statement is one round trip (bind, execute) and none of that work.
+// database/sql prepares a *sql.Stmt on each pooled connection the first time it
+// runs there, and again after a connection is replaced, so a restarted server or
+// a dropped connection costs one extra round trip, never an error.
+//
+// Measured in docs/benchmarks.md (issue 11, session 4).
+
+type stmtKey struct {
+	db    *sql.DB
+	query string
+}
+
+// stmtCache holds one *sqlx.Stmt per pool and query text. Entries live as long as
+// the process: a service opens one pool; tests open a few per package.
+var stmtCache sync.Map // stmtKey -> *sqlx.Stmt
+
+// prepared returns the pool's prepared statement for query, preparing it on first
+// use.
+func prepared(ctx context.Context, db *sqlx.DB, query string) (*sqlx.Stmt, error) {
+	k := stmtKey{db: db.DB, query: query}
+	if s, ok := stmtCache.Load(k); ok {
+		return s.(*sqlx.Stmt), nil
+	}
+	s, err := db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := stmtCache.LoadOrStore(k, s); loaded {
+		s.Close()
+		return prev.(*sqlx.Stmt), nil
+	}
+	return s, nil
+}
+
+// queryer returns something that runs query: the pool's prepared statement when q
+// is a pool, or q itself (a transaction or a single connection, where a statement
+// prepared on the pool cannot run).
+func queryer(ctx context.Context, q sqlx.QueryerContext, query string) (func(args ...any) (*sqlx.Rows, error), error) {
+	if db, ok := q.(*sqlx.DB); ok {
+		s, err := prepared(ctx, db, query)
+		if err != nil {
+			return nil, err
+		}
+		return func(args ...any) (*sqlx.Rows, error) { return s.QueryxContext(ctx, args...) }, nil
+	}
+	return func(args ...any) (*sqlx.Rows, error) { return q.QueryxContext(ctx, query, args...) }, nil
+}
