@@ -178,13 +178,13 @@ func execCommit(ctx context.Context, db *sqlx.DB, query string, b Batch, fence [
 	e := entryArrays(b.Entries)
 	n := len(b.Processed)
 	cID, cMerchant, cType := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
-	cOffset, cReply := make(pq.Int64Array, n), make(pq.ByteaArray, n)
+	cOffset, cReply := make(pq.Int64Array, n), make(textArray, n)
 	for i, p := range b.Processed {
 		cID[i], cMerchant[i], cType[i], cOffset[i], cReply[i] = p.CommandID, p.MerchantID, p.Type, p.Offset, p.Reply
 	}
 	n = len(b.Outbox)
 	oID, oTopic, oKey, oMerchant, oBody := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.StringArray, n), make(pq.ByteaArray, n)
+		make(pq.StringArray, n), make(textArray, n)
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 	}
@@ -260,7 +260,8 @@ func CommitBatches(ctx context.Context, db *sqlx.DB, bs []Batch) error {
 	return execCommit(ctx, db, commitBatchesSQL, all, []any{bs[0].Topic, pPart, pEpoch, pNext}, cPart)
 }
 
-const commitBatchesSQL = `SELECT paysvc_commit_batches($1, $2::integer[], $3, $4, $5,
+// The _v2 functions take replies and outbox bodies as text[] (migration 0035).
+const commitBatchesSQL = `SELECT paysvc_commit_batches_v2($1, $2::integer[], $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23, $24,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
@@ -268,7 +269,7 @@ const commitBatchesSQL = `SELECT paysvc_commit_batches($1, $2::integer[], $3, $4
 	$41, $42, $43, $44, $45,
 	$46, $47::jsonb[])`
 
-const commitBatchSQL = `SELECT paysvc_commit_batch($1, $2, $3, $4, $5,
+const commitBatchSQL = `SELECT paysvc_commit_batch_v2($1, $2, $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23, $24,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
@@ -332,11 +333,10 @@ func entryArrays(es []EntryWrite) entryCols {
 // applied, and the type of command each id was applied as: an id that arrives again
 // as another type is another operation reusing the id, not a retry.
 func ProcessedReplies(ctx context.Context, q sqlx.QueryerContext, ids []string) (map[string][]byte, map[string]string, error) {
-	query, err := queryer(ctx, q, processedRepliesSQL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("processed replies: %w", err)
-	}
-	rows, err := query(pq.StringArray(ids))
+	// Not prepared (prepared.go): a generic plan of "= ANY($1)" made while the table
+	// is small is a sequential scan, kept as the table grows (measured: 2.7 ms a
+	// call at 20,000 rows). Planned per call, it is always the primary key.
+	rows, err := q.QueryxContext(ctx, processedRepliesSQL, pq.StringArray(ids))
 	if err != nil {
 		return nil, nil, fmt.Errorf("processed replies: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // The statements the engine and the relay run on every poll (the batch commit, the
-// dedupe read, the outbox fetch and delete) are prepared once per connection
+// outbox fetch and delete) are prepared once per connection
 // instead of sent as unnamed statements. lib/pq sends an unnamed statement with
 // arguments in two round trips (parse and describe, then bind and execute), and
 // PostgreSQL parses, analyses and plans it on every call: for the commit call with
@@ -18,6 +18,13 @@ import (
 // database/sql prepares a *sql.Stmt on each pooled connection the first time it
 // runs there, and again after a connection is replaced, so a restarted server or
 // a dropped connection costs one extra round trip, never an error.
+//
+// Only statements whose plan cannot go wrong are prepared: a prepared statement
+// gets a generic plan after five runs, made for the table's size at that moment.
+// The commit is a function call (its statements are planned inside it, as
+// before); the relay's fetch and delete run with enable_seqscan off. The dedupe
+// read ("command_id = ANY($1)") is not prepared: its generic plan made on a small
+// table is a sequential scan.
 //
 // Measured in docs/benchmarks.md (issue 11, session 4).
 
@@ -46,18 +53,4 @@ func prepared(ctx context.Context, db *sqlx.DB, query string) (*sqlx.Stmt, error
 		return prev.(*sqlx.Stmt), nil
 	}
 	return s, nil
-}
-
-// queryer returns something that runs query: the pool's prepared statement when q
-// is a pool, or q itself (a transaction or a single connection, where a statement
-// prepared on the pool cannot run).
-func queryer(ctx context.Context, q sqlx.QueryerContext, query string) (func(args ...any) (*sqlx.Rows, error), error) {
-	if db, ok := q.(*sqlx.DB); ok {
-		s, err := prepared(ctx, db, query)
-		if err != nil {
-			return nil, err
-		}
-		return func(args ...any) (*sqlx.Rows, error) { return s.QueryxContext(ctx, args...) }, nil
-	}
-	return func(args ...any) (*sqlx.Rows, error) { return q.QueryxContext(ctx, query, args...) }, nil
 }

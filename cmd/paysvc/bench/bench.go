@@ -437,7 +437,8 @@ func (r *runner) stopChild() {
 		r.printf("service log (level warn): %d lines, last ones:\n%s\n", n, c.logTail(10))
 	}
 	if r.o.ServerCPUProfile != "" {
-		r.printf("service CPU profile: %s (go tool pprof -top %s)\n", r.o.ServerCPUProfile, r.o.ServerCPUProfile)
+		r.printf("service CPU profile: %s (go tool pprof -top %s); allocations: %s.allocs (go tool pprof -sample_index=alloc_space -top %s.allocs)\n",
+			r.o.ServerCPUProfile, r.o.ServerCPUProfile, r.o.ServerCPUProfile, r.o.ServerCPUProfile)
 	}
 }
 
