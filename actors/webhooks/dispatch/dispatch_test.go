@@ -175,17 +175,63 @@ func (b *bundle) send(aggregate string, evIDs ...string) {
 	b.sendAs(b.merchant, aggregate, evIDs...)
 }
 
-// sendAs is send for another merchant of the bundle's database.
+// sendAs is send for another merchant of the bundle's database, with the
+// relay's merchant_id header.
 func (b *bundle) sendAs(merchant, aggregate string, evIDs ...string) {
+	b.t.Helper()
+	b.sendRecords(merchant, aggregate, true, evIDs...)
+}
+
+// sendRecords publishes the events, with the merchant_id header or without it
+// (a producer other than the relay).
+func (b *bundle) sendRecords(merchant, aggregate string, withHeader bool, evIDs ...string) {
 	b.t.Helper()
 	for _, id := range evIDs {
 		ev := topics.Event{ID: id, Type: topics.WalletTransferEvent, Version: 1, OccurredAt: time.Now(), MerchantID: merchant,
 			Key: aggregate, Payload: json.RawMessage(fmt.Sprintf(`{"id":%q,"origin_wallet_id":%q}`, id, aggregate))}
 		v, _ := json.Marshal(ev)
-		if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent],
-			Key: []byte(aggregate), Value: v}).FirstErr(); err != nil {
+		rec := &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent], Key: []byte(aggregate), Value: v}
+		if withHeader {
+			rec.Headers = []kgo.RecordHeader{{Key: "event_id", Value: []byte(id)}, {Key: "merchant_id", Value: []byte(merchant)}}
+		}
+		if err := b.producer.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 			b.t.Fatal(err)
 		}
+	}
+}
+
+// Events are matched to webhooks by merchant whether the merchant comes from the
+// relay's header (the event is then decoded only if the merchant has webhooks) or,
+// without the header, from the decoded event; a merchant without webhooks gets no
+// deliveries either way, and an undecodable record is skipped without stopping
+// the others.
+func TestEventsWithAndWithoutMerchantHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{})
+	hookless := "MER" + ids.Alias(9)
+	if err := storage.InsertMerchant(context.Background(), b.db.DB, storage.Merchant{MerchantID: hookless, Name: "No hooks",
+		Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	withHeader, without, skipped := newIDs(3), newIDs(3), newIDs(4)
+	b.sendRecords(hookless, "W-NONE", true, skipped[:2]...)
+	b.sendRecords(b.merchant, "W-H", true, withHeader...)
+	if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent],
+		Key: []byte("W-BAD"), Value: []byte(`{not json`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b.sendRecords(hookless, "W-NONE", false, skipped[2:]...)
+	b.sendRecords(b.merchant, "W-N", false, without...)
+	b.waitDelivered(6)
+	time.Sleep(300 * time.Millisecond) // anything wrongly recorded has had its chance
+	var got []string
+	if err := b.db.DB.Select(&got, `SELECT event_id FROM webhook_deliveries ORDER BY event_id`); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]string{}, withHeader...), without...)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("deliveries for %v, want exactly %v (none for the merchant without webhooks)", got, want)
 	}
 }
 

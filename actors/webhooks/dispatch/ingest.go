@@ -125,22 +125,36 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 		ev  topics.Event
 		rec *kgo.Record
 	}
-	evs := make([]event, 0, len(recs))
+	// The merchant of each event comes from the record's merchant_id header (the
+	// relay sets it from the outbox row), so that events of merchants without
+	// webhooks, nearly all of them under load, are never decoded: decoding every
+	// event was 2-4% of the service's CPU in the transfer benchmarks. A record
+	// without the header (another producer) is decoded to find its merchant.
+	type pending struct {
+		rec      *kgo.Record
+		merchant string
+		ev       *topics.Event // decoded already (no header)
+	}
+	all := make([]pending, 0, len(recs))
 	var merchants []string
 	seen := map[string]bool{}
 	for _, r := range recs {
-		var ev topics.Event
-		if err := json.Unmarshal(r.Value, &ev); err != nil || ev.ID == "" {
-			d.log.Error("undecodable event skipped", "topic", r.Topic, "offset", r.Offset)
-			continue
+		p := pending{rec: r, merchant: header(r, "merchant_id")}
+		if p.merchant == "" {
+			var ev topics.Event
+			if err := json.Unmarshal(r.Value, &ev); err != nil || ev.ID == "" {
+				d.log.Error("undecodable event skipped", "topic", r.Topic, "offset", r.Offset)
+				continue
+			}
+			p.ev, p.merchant = &ev, ev.MerchantID
 		}
-		evs = append(evs, event{ev, r})
-		if !seen[ev.MerchantID] {
-			seen[ev.MerchantID] = true
-			merchants = append(merchants, ev.MerchantID)
+		all = append(all, p)
+		if !seen[p.merchant] {
+			seen[p.merchant] = true
+			merchants = append(merchants, p.merchant)
 		}
 	}
-	if len(evs) == 0 {
+	if len(all) == 0 {
 		return nil
 	}
 	hooks, err := storage.MerchantWebhooks(ctx, d.db, merchants)
@@ -149,6 +163,25 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 	}
 	if len(hooks) == 0 {
 		return nil
+	}
+	hooked := map[string]bool{}
+	for _, w := range hooks {
+		hooked[w.MerchantID] = true
+	}
+	evs := make([]event, 0, len(all))
+	for _, p := range all {
+		if !hooked[p.merchant] {
+			continue
+		}
+		if p.ev == nil {
+			var ev topics.Event
+			if err := json.Unmarshal(p.rec.Value, &ev); err != nil || ev.ID == "" {
+				d.log.Error("undecodable event skipped", "topic", p.rec.Topic, "offset", p.rec.Offset)
+				continue
+			}
+			p.ev = &ev
+		}
+		evs = append(evs, event{*p.ev, p.rec})
 	}
 	byMerchant := map[string][]storage.Webhook{}
 	for _, w := range hooks {
@@ -223,4 +256,14 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 		d.wake()
 	}
 	return nil
+}
+
+// header returns the value of a record header ("" if absent).
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
