@@ -26,11 +26,14 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 			Detail: "Too many requests in flight; retry shortly.", RetryAfter: 1}
 	}
 	id, _ := c.Get(ctxCommandID).(string)
-	if id == "" {
+	fresh := id == ""
+	if fresh {
+		// Minted here for this request alone: the engine need not look it up
+		// (topics.Command.FreshID). An id from an Idempotency-Key can come again.
 		id = ids.UUID()
 	}
 	cmd := topics.Command{ID: id, Type: typ, Version: 1, MerchantID: p.MerchantID, ReplyTo: s.hub.Instance(),
-		IssuedAt: time.Now().UTC()}
+		IssuedAt: time.Now().UTC(), FreshID: fresh}
 	// The payload is encoded once, inside the envelope (issue 11).
 	value, err := topics.EncodeCommandValue(cmd, payload)
 	if err != nil {

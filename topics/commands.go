@@ -19,7 +19,15 @@ type Command struct {
 	MerchantID string          `json:"merchant_id"`
 	ReplyTo    string          `json:"reply_to,omitempty"`
 	IssuedAt   time.Time       `json:"issued_at"`
-	Payload    json.RawMessage `json:"payload"`
+	// FreshID says the producer minted ID for this command alone (a random UUID, as
+	// the API does for a request without an Idempotency-Key), so no other command
+	// can carry it, and the engine does not look it up among the processed ones:
+	// the same record is never applied twice (the offset is committed with its
+	// effects), and processed_commands' primary key refuses any other record under
+	// the id. A command whose id is derived from anything (an Idempotency-Key, a
+	// provider's reference) must leave it false.
+	FreshID bool            `json:"fresh_id,omitempty"`
+	Payload json.RawMessage `json:"payload"`
 }
 
 // CommandKey is the record key: the merchant, so a merchant's commands are ordered
@@ -50,8 +58,9 @@ func EncodeCommandValue(c Command, payload any) ([]byte, error) {
 		MerchantID string    `json:"merchant_id"`
 		ReplyTo    string    `json:"reply_to,omitempty"`
 		IssuedAt   time.Time `json:"issued_at"`
+		FreshID    bool      `json:"fresh_id,omitempty"`
 		Payload    any       `json:"payload"`
-	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, payload})
+	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, c.FreshID, payload})
 }
 
 // DecodeCommand parses a command record and rejects envelopes without the fields

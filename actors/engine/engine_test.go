@@ -492,6 +492,37 @@ func TestEngine(t *testing.T) {
 		b.ledgerOK(t)
 	})
 
+	t.Run("FreshIDReused_AppliedOnce", func(t *testing.T) {
+		// A command marked fresh_id skips the dedupe read. If its id had been used
+		// all the same (a bug, or another producer), processed_commands' primary key
+		// refuses the batch; the copy is isolated, recorded in the quarantine and
+		// answered with the stored reply of the first, its effect not applied a
+		// second time, and the commands behind it go on.
+		t.Parallel()
+		b := setup(t)
+		b.startEngine(t, "t1")
+		d := depositCmd(b, t, b.merchant, b.settle, "10.00")
+		d.FreshID = true
+		first := b.send(t, d)
+		ok(t, first)
+		// Another batch in between, so the first commit's reply has left the
+		// partition's in-memory window and only the table knows the id.
+		between := depositCmd(b, t, b.merchant, b.settle, "0.50")
+		ok(t, b.send(t, between))
+		again := d
+		if r := b.send(t, again); !bytes.Equal(encoded(t, r), encoded(t, first)) {
+			t.Fatalf("a reused fresh id was answered\n%s\nwant the stored reply\n%s", encoded(t, r), encoded(t, first))
+		}
+		next := depositCmd(b, t, b.merchant, b.settle, "1.00")
+		next.FreshID = true
+		ok(t, b.send(t, next))
+		b.wantBalance(t, b.merchant, b.settle, "11.50")
+		if n := b.count(t, `SELECT count(*) FROM command_quarantine WHERE command_id = $1`, d.ID); n != 1 {
+			t.Fatalf("%d quarantine rows for the reused id, want 1", n)
+		}
+		b.ledgerOK(t)
+	})
+
 	t.Run("DepositTwice_OneEffect", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
