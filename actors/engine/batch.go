@@ -380,11 +380,15 @@ func (e *Engine) readPoll(ctx context.Context, parts [][]*kgo.Record) *pollReads
 			}
 		}
 	}
+	dedupeIDs.WithLabelValues("fresh").Add(float64(len(r.cmds) - len(ids)))
 	if len(ids) == 0 {
 		r.done, r.doneTypes = map[string][]byte{}, map[string]string{}
 		return r
 	}
+	dedupeIDs.WithLabelValues("read").Add(float64(len(ids)))
+	start := time.Now()
 	r.done, r.doneTypes, r.err = storage.ProcessedReplies(ctx, e.db, ids)
+	dedupeReads.Observe(time.Since(start).Seconds())
 	return r
 }
 

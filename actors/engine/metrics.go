@@ -25,6 +25,15 @@ var (
 		Help:    "Partitions whose batches one committed transaction carried.",
 		Buckets: prometheus.LinearBuckets(1, 1, 16),
 	})
+	dedupeIDs = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_dedupe_ids_total",
+		Help: "Command ids of polled records by how the engine deduplicated them: read (looked up in processed_commands, one query per poll) or fresh (an id minted by the API for the command alone, not looked up: ADR 0006).",
+	}, []string{"lookup"})
+	dedupeReads = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_dedupe_read_seconds",
+		Help:    "Time of the poll's one read of processed_commands (polls of fresh ids only make none).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+	})
 	commitFallbacks = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_engine_commit_fallbacks_total",
 		Help: "Transactions of several partitions' batches that the database refused, then committed partition by partition so that each gets its own outcome.",

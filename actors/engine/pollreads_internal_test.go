@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/topics"
@@ -63,5 +64,34 @@ func TestCopyOfACommitSettledAfterThePollReadIsAnsweredFromRecent(t *testing.T) 
 	got, _ := topics.EncodeReply(pr.out[0].reply)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("copy answered %s, want the committed reply %s", got, want)
+	}
+}
+
+// A poll whose commands all have fresh ids makes no read of processed_commands at
+// all (the engine here has no database: a read would fail the test), and counts
+// them as fresh; a command with a derived id is read.
+func TestPollOfFreshIDsMakesNoRead(t *testing.T) {
+	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: snapshotRegistry()}
+	var recs []*kgo.Record
+	for i := range 5 {
+		v, err := topics.EncodeCommand(topics.Command{ID: "fresh-" + string(rune('a'+i)), Type: topics.CmdWalletDeposit,
+			MerchantID: "M1", FreshID: true, Payload: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Offset: int64(i), Value: v})
+	}
+	before := testutil.ToFloat64(dedupeIDs.WithLabelValues("fresh"))
+	r := e.readPoll(context.Background(), [][]*kgo.Record{recs[:2], recs[2:]})
+	if r.err != nil || len(r.done) != 0 || len(r.cmds) != 5 {
+		t.Fatalf("readPoll: err %v, done %v, %d commands", r.err, r.done, len(r.cmds))
+	}
+	if got := testutil.ToFloat64(dedupeIDs.WithLabelValues("fresh")) - before; got != 5 {
+		t.Fatalf("fresh ids counted %v, want 5", got)
+	}
+	for _, rec := range recs {
+		if c, err := r.command(rec); err != nil || !c.FreshID {
+			t.Fatalf("command of offset %d: %+v, %v", rec.Offset, c, err)
+		}
 	}
 }
