@@ -13,12 +13,12 @@ const CommandsTopic = "paysvc.commands.v1"
 // Idempotency-Key when one is given), so a re-produced command is recognised and
 // applied once.
 type Command struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Version    int             `json:"version"`
-	MerchantID string          `json:"merchant_id"`
-	ReplyTo    string          `json:"reply_to,omitempty"`
-	IssuedAt   time.Time       `json:"issued_at"`
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	Version    int       `json:"version"`
+	MerchantID string    `json:"merchant_id"`
+	ReplyTo    string    `json:"reply_to,omitempty"`
+	IssuedAt   time.Time `json:"issued_at"`
 	// FreshID says the producer minted ID for this command alone (a random UUID, as
 	// the API does for a request without an Idempotency-Key), so no other command
 	// can carry it, and the engine does not look it up among the processed ones:
