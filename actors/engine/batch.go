@@ -353,8 +353,9 @@ func expiredReply(commandID string) topics.Reply {
 // with its effects. A poll of such commands only (every request without a key)
 // makes no read at all; on a busy machine that read took ~3 ms of the poll loop,
 // as long as the commit it overlaps. If a fresh id were ever reused all the same,
-// processed_commands' primary key refuses the batch (23505, a data error), and the
-// copy is set aside and refused, never applied twice.
+// processed_commands' primary key refuses the batch (23505, a data error): the
+// copy is isolated, recorded in the quarantine and answered with the stored reply,
+// never applied twice (ADR 0006).
 type pollReads struct {
 	cmds      map[*kgo.Record]*topics.Command
 	decodeErr map[*kgo.Record]error
