@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"
@@ -100,6 +101,11 @@ func TestSDKPayoutsLargeFile(t *testing.T) {
 	const n = 10_000
 	f := sdkStartWith(t, "200000.00", func(c *service.Config) {
 		c.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay, service.RoleDispatcher}
+		// The file's 10,000 lines are one command: alone it answers in a few
+		// seconds, but under the whole race-enabled suite it took over the default
+		// 10 s (a 504 in a fresh-clone run). The write timeout (1 m) must exceed
+		// this by 10 s.
+		c.API.ReplyTimeout = 45 * time.Second
 	})
 	payer := &bundle{env: f.env, secret: f.secret, public: f.public, settlement: f.settlement}
 	res := f.run(t, dir, "payouts_large.js", map[string]string{"PAYSVC_TRANSACTIONS": fmt.Sprint(n)})
