@@ -20,6 +20,7 @@ import (
 	"paysvc/actors/webhooks"
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 )
 
 // The sandbox's webhook developer tools, behind `paysvc listen` and `paysvc trigger`:
@@ -148,7 +149,7 @@ func (s *Server) listenEvents(c echo.Context) error {
 		s.log.Warn("listen: list offsets", "request_id", requestID(c), "err", err)
 		return unavailable()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.ConsumePartitions(start), kgo.ClientID("paysvc-listen"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumePartitions(start), kgo.ClientID("paysvc-listen"))
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 )
 
 // Config is the engine's part of the service configuration.
@@ -81,7 +82,7 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine"),
 		kinds: snapshotRegistry()}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.SeedBrokers(cfg.Brokers...), kgo.Dialer(inproc.Dial),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(topics.CommandsTopic),
 		kgo.DisableAutoCommit(),

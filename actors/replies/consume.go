@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 )
 
 // Remote reads paysvc.replies.v1 and delivers the replies meant for a hub: those of
@@ -27,7 +28,7 @@ func NewRemote(ctx context.Context, brokers []string, h *Hub, admin *kgo.Client,
 		return nil, fmt.Errorf("replies: %w", err)
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+		kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial),
 		kgo.ConsumePartitions(start),
 		kgo.ClientID("paysvc-replies-"+h.instance),
 		kgo.FetchMaxPartitionBytes(topics.MaxRecordBytes),

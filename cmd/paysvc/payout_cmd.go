@@ -16,6 +16,7 @@ import (
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 )
 
 const payoutUsage = "usage: paysvc payout finish TRANSACTION_ID --status COMPLETE|FAILED [--reference REF] [--reason TEXT]"
@@ -101,7 +102,7 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 	if len(brokers) == 0 { // the embedded Kafka of `make run`
 		brokers = []string{"127.0.0.1:" + strconv.Itoa(cfg.KafkaPort)}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("paysvc-admin"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ClientID("paysvc-admin"))
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"paysvc/actors/webhooks/outbound"
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 )
 
 var delivered = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -61,7 +62,7 @@ func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log 
 	log = log.With("component", "callbacks")
 	c := &consumer{db: db, client: client, log: log, lanes: map[string]*lane{}, parts: map[int32]*watermark{}}
 	c.cond = sync.NewCond(&c.mu)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("paysvc-callbacks"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup("paysvc-callbacks"),
 		kgo.ConsumeTopics(topics.CallbackTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-callbacks"),
 		// Partitions change hands only between an iteration's take and commit (see
 		// AllowRebalance below): a record is never taken, nor an offset committed,

@@ -12,6 +12,7 @@ import (
 	"paysvc/actors/webhooks"
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 )
 
 // group is the dispatchers' consumer group over the event topics.
@@ -39,7 +40,7 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 			d.log.Warn("commit event offsets", "err", err)
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(ts...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup(group), kgo.ConsumeTopics(ts...),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) { commit(ctx, cl) }),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("paysvc-dispatcher"),

@@ -34,6 +34,7 @@ import (
 	"paysvc/api/deadline"
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/topics/inproc"
 	"paysvc/topics/relay"
 )
 
@@ -79,7 +80,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.Brokers = cfg.KafkaBrokers
 	if len(s.Brokers) == 0 {
 		opts := []kfake.Opt{
-			kfake.Ports(cfg.KafkaPort), kfake.DataDir(cfg.KafkaDir()),
+			kfake.Ports(cfg.KafkaPort), kfake.ListenFn(inproc.Listen), kfake.DataDir(cfg.KafkaDir()),
 			kfake.SeedTopics(cfg.CommandPartitions, topics.CommandsTopic),
 			kfake.GroupMinSessionTimeout(time.Second), kfake.AllowAutoTopicCreation(),
 		}
@@ -92,7 +93,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.Brokers = s.cluster.ListenAddrs()
 		log.Info("embedded kafka started", "brokers", s.Brokers, "data_dir", cfg.KafkaDir())
 	}
-	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
+	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.Dialer(inproc.Dial), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
 		kgo.ClientID("paysvc-"+cfg.InstanceID), kgo.ProduceRequestTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
