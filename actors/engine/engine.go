@@ -110,10 +110,33 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.cl.Close()
 	lastSweep := time.Now()
 	defer e.Stop() // waits for commits in flight, so their replies still go out
+	// Gather while the database works. While a commit is in flight the loop keeps
+	// polling (so the client keeps fetching) and holds what arrives; the next batch
+	// is applied when that commit is done, so everything that came in meanwhile
+	// rides in one transaction. Applying each poll at once took the one or two
+	// commands that had arrived since the last poll and then waited for the same
+	// commit anyway (a partition's batches commit in order), paying a transaction's
+	// fixed cost per handful (docs/benchmarks.md, session 5).
+	var committing context.Context // done when the last commit has finished
+	type work struct {
+		recs []*kgo.Record
+		hw   int64
+	}
+	held, nheld := map[int32]*work{}, 0
 	for {
-		// A bounded poll, so commit outcomes are noticed on idle partitions too.
-		pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-		fetches := e.cl.PollRecords(pctx, e.cfg.MaxPollRecords)
+		var pctx context.Context
+		var cancel context.CancelFunc
+		stop := func() bool { return false }
+		if committing != nil {
+			// Until the commit is done, then with whatever was buffered.
+			pctx, cancel = context.WithCancel(ctx)
+			stop = context.AfterFunc(committing, cancel)
+		} else {
+			// A bounded poll, so commit outcomes are noticed on idle partitions too.
+			pctx, cancel = context.WithTimeout(ctx, 250*time.Millisecond)
+		}
+		fetches := e.cl.PollRecords(pctx, e.cfg.MaxPollRecords-nheld)
+		stop()
 		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			e.cl.AllowRebalance()
@@ -124,23 +147,28 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
-		type work struct {
-			recs []*kgo.Record
-			hw   int64
-		}
-		byPart := map[int32]*work{}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			w := byPart[fp.Partition]
+			w := held[fp.Partition]
 			if w == nil {
 				w = &work{}
-				byPart[fp.Partition] = w
+				held[fp.Partition] = w
 			}
 			w.recs = append(w.recs, fp.Records...)
 			w.hw = fp.HighWatermark
+			nheld += len(fp.Records)
 		})
+		if committing != nil {
+			if committing.Err() == nil && nheld < e.cfg.MaxPollRecords {
+				continue // still committing: keep gathering (rebalances stay blocked)
+			}
+			<-committing.Done() // a full batch waits for it too, as its partitions would
+			committing = nil
+		}
+		byPart := held
+		held, nheld = map[int32]*work{}, 0
 		// One time for the whole poll: its batches commit in one transaction, whose
 		// rows carry one time (storage.CommitBatches).
 		at := time.Now().UTC().Truncate(time.Microsecond)
@@ -168,7 +196,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Wait()
 		if len(group) > 0 {
 			// The commit outlives the poll loop's context: a shutdown lets it finish.
-			go e.commitGroup(context.WithoutCancel(ctx), group)
+			var done context.CancelFunc
+			committing, done = context.WithCancel(context.Background())
+			go func() {
+				defer done()
+				e.commitGroup(context.WithoutCancel(ctx), group)
+			}()
 		}
 		e.settleAll(ctx)
 		e.dropFinishedFiles()
