@@ -9,29 +9,65 @@ import (
 	"github.com/lib/pq"
 )
 
-// OutboxRecord is an unpublished event.
+// OutboxRecord is an unpublished event. The events of one engine commit share
+// one outbox row (migration 0036), so several records can have one OutboxID.
 type OutboxRecord struct {
-	OutboxID   int64  `db:"outbox_id"`
-	EventID    string `db:"event_id"`
-	Topic      string `db:"topic"`
-	RecordKey  string `db:"record_key"`
-	MerchantID string `db:"merchant_id"`
-	Body       []byte `db:"body"`
+	OutboxID   int64
+	EventID    string
+	Topic      string
+	RecordKey  string
+	MerchantID string
+	Body       []byte
 }
 
-// FetchOutbox returns up to limit unpublished events in insertion order (which, for
-// the events of one partition, and so of one aggregate, is commit order).
-func FetchOutbox(ctx context.Context, q sqlx.QueryerContext, limit int) ([]OutboxRecord, error) {
+// outboxRow is either shape of an outbox row: one event in the single columns, or
+// a commit's events in the arrays.
+type outboxRow struct {
+	OutboxID    int64          `db:"outbox_id"`
+	EventID     sql.NullString `db:"event_id"`
+	Topic       sql.NullString `db:"topic"`
+	RecordKey   sql.NullString `db:"record_key"`
+	MerchantID  sql.NullString `db:"merchant_id"`
+	Body        []byte         `db:"body"`
+	EventIDs    pq.StringArray `db:"event_ids"`
+	Topics      pq.StringArray `db:"topics"`
+	RecordKeys  pq.StringArray `db:"record_keys"`
+	MerchantIDs pq.StringArray `db:"merchant_ids"`
+	Bodies      pq.StringArray `db:"bodies"`
+}
+
+// expand lists the rows' events in publishing order: rows by outbox_id, a row's
+// events in the order the commit wrote them.
+func expand(rows []outboxRow) []OutboxRecord {
 	var out []OutboxRecord
-	err := sqlx.SelectContext(ctx, q, &out, fetchOutboxSQL, limit)
-	if err != nil {
+	for _, r := range rows {
+		if r.EventIDs == nil {
+			out = append(out, OutboxRecord{OutboxID: r.OutboxID, EventID: r.EventID.String, Topic: r.Topic.String,
+				RecordKey: r.RecordKey.String, MerchantID: r.MerchantID.String, Body: r.Body})
+			continue
+		}
+		for i, id := range r.EventIDs {
+			out = append(out, OutboxRecord{OutboxID: r.OutboxID, EventID: id, Topic: r.Topics[i],
+				RecordKey: r.RecordKeys[i], MerchantID: r.MerchantIDs[i], Body: []byte(r.Bodies[i])})
+		}
+	}
+	return out
+}
+
+// FetchOutbox returns the events of up to limit unpublished outbox rows in
+// insertion order (which, for the events of one partition, and so of one
+// aggregate, is commit order).
+func FetchOutbox(ctx context.Context, q sqlx.QueryerContext, limit int) ([]OutboxRecord, error) {
+	var rows []outboxRow
+	if err := sqlx.SelectContext(ctx, q, &rows, fetchOutboxSQL, limit); err != nil {
 		return nil, fmt.Errorf("fetch outbox: %w", err)
 	}
-	return out, nil
+	return expand(rows), nil
 }
 
 const (
-	fetchOutboxSQL   = `SELECT outbox_id, event_id, topic, record_key, merchant_id, body FROM outbox ORDER BY outbox_id LIMIT $1`
+	fetchOutboxSQL = `SELECT outbox_id, event_id, topic, record_key, merchant_id, body,
+		event_ids, topics, record_keys, merchant_ids, bodies FROM outbox ORDER BY outbox_id LIMIT $1`
 	markPublishedSQL = `DELETE FROM outbox WHERE outbox_id = ANY($1)`
 )
 
@@ -56,16 +92,18 @@ func PrepareOutbox(ctx context.Context, conn *sqlx.Conn) (*OutboxStatements, err
 	return &OutboxStatements{fetch: fetch, mark: mark}, nil
 }
 
-// Fetch is FetchOutbox.
-func (s *OutboxStatements) Fetch(ctx context.Context, limit int) ([]OutboxRecord, error) {
-	var out []OutboxRecord
-	if err := s.fetch.SelectContext(ctx, &out, limit); err != nil {
-		return nil, fmt.Errorf("fetch outbox: %w", err)
+// Fetch is FetchOutbox, and says how many rows the events came from (limit
+// means there may be more).
+func (s *OutboxStatements) Fetch(ctx context.Context, limit int) ([]OutboxRecord, int, error) {
+	var rows []outboxRow
+	if err := s.fetch.SelectContext(ctx, &rows, limit); err != nil {
+		return nil, 0, fmt.Errorf("fetch outbox: %w", err)
 	}
-	return out, nil
+	return expand(rows), len(rows), nil
 }
 
-// MarkPublished is MarkPublished.
+// MarkPublished deletes outbox rows whose every event reached Kafka or was set
+// aside (DeadLetter).
 func (s *OutboxStatements) MarkPublished(ctx context.Context, ids []int64) error {
 	if _, err := s.mark.ExecContext(ctx, pq.Int64Array(ids)); err != nil {
 		return fmt.Errorf("mark published: %w", err)
@@ -79,7 +117,7 @@ func (s *OutboxStatements) Close() {
 	s.mark.Close()
 }
 
-// MarkPublished removes events that reached Kafka from the outbox.
+// MarkPublished removes outbox rows whose events reached Kafka.
 func MarkPublished(ctx context.Context, ext Execer, ids []int64) error {
 	_, err := ext.ExecContext(ctx, markPublishedSQL, pq.Int64Array(ids))
 	if err != nil {
@@ -88,10 +126,10 @@ func MarkPublished(ctx context.Context, ext Execer, ids []int64) error {
 	return nil
 }
 
-// OutboxBacklog counts unpublished events.
+// OutboxBacklog counts unpublished events (not rows: a commit's row holds many).
 func OutboxBacklog(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 	var n int64
-	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM outbox`)
+	err := sqlx.GetContext(ctx, q, &n, `SELECT coalesce(sum(coalesce(cardinality(event_ids), 1)), 0) FROM outbox`)
 	return n, err
 }
 
@@ -100,11 +138,15 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// DeadLetter moves an event Kafka refused for good out of the outbox, with why.
-func DeadLetter(ctx context.Context, ext Execer, outboxID int64, reason string) error {
-	_, err := ext.ExecContext(ctx, `WITH moved AS (DELETE FROM outbox WHERE outbox_id = $1 RETURNING *)
-		INSERT INTO outbox_dead (outbox_id, event_id, topic, record_key, merchant_id, body, created_at, error)
-		SELECT outbox_id, event_id, topic, record_key, merchant_id, body, created_at, $2 FROM moved`, outboxID, reason)
+// DeadLetter sets aside an event Kafka refused for good, with why. Its outbox row
+// is deleted with the published ones (MarkPublished), so the other events of the
+// row still go out; a relay that dies in between refuses the event again, and the
+// second copy is not stored.
+func DeadLetter(ctx context.Context, ext Execer, rec OutboxRecord, reason string) error {
+	_, err := ext.ExecContext(ctx, `INSERT INTO outbox_dead (outbox_id, event_id, topic, record_key, merchant_id, body, created_at, error)
+		SELECT $1, $2, $3, $4, $5, $6, coalesce((SELECT created_at FROM outbox WHERE outbox_id = $1), now()), $7
+		ON CONFLICT (outbox_id, event_id) DO NOTHING`,
+		rec.OutboxID, rec.EventID, rec.Topic, rec.RecordKey, rec.MerchantID, rec.Body, reason)
 	if err != nil {
 		return fmt.Errorf("dead-letter event: %w", err)
 	}

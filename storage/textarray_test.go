@@ -48,7 +48,8 @@ func TestRepliesAndBodiesStoredByteForByte(t *testing.T) {
 			if err := b.db.GetContext(b.ctx, &reply, `SELECT reply FROM processed_commands WHERE command_id = $1`, "C"+id); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.db.GetContext(b.ctx, &stored, `SELECT body FROM outbox WHERE event_id = $1`, "E"+id); err != nil {
+			if err := b.db.GetContext(b.ctx, &stored, `SELECT convert_to(x.body, 'UTF8') FROM outbox,
+				unnest(event_ids, bodies) AS x(event_id, body) WHERE x.event_id = $1`, "E"+id); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(reply, body) || !bytes.Equal(stored, body) {

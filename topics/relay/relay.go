@@ -49,7 +49,7 @@ type Relay struct {
 	cl    *kgo.Client
 	log   *slog.Logger
 	wake  chan struct{}
-	batch int
+	batch int // outbox rows per fetch; an engine commit's row holds all its events
 	poll  time.Duration
 }
 
@@ -68,7 +68,7 @@ func New(db *sqlx.DB, cl *kgo.Client, log *slog.Logger, poll time.Duration) *Rel
 	if poll <= 0 {
 		poll = DefaultPoll
 	}
-	return &Relay{db: db, cl: cl, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 500, poll: poll}
+	return &Relay{db: db, cl: cl, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 100, poll: poll}
 }
 
 // Wake tells the relay that new events were committed; it never blocks.
@@ -163,7 +163,7 @@ func (r *Relay) lead(ctx context.Context) error {
 const coalesce = 5 * time.Millisecond
 
 func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage.OutboxStatements) (int, error) {
-	recs, err := stmts.Fetch(ctx, r.batch)
+	recs, rows, err := stmts.Fetch(ctx, r.batch)
 	if err != nil || len(recs) == 0 {
 		return 0, err
 	}
@@ -176,16 +176,14 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage
 	}
 	results := r.cl.ProduceSync(ctx, krecs...)
 	var retry error
-	ids := make([]int64, 0, len(recs))
 	for _, res := range results {
 		i := index[res.Record]
 		switch {
 		case res.Err == nil:
-			ids = append(ids, recs[i].OutboxID)
 		case refusedForGood(res.Err):
 			r.log.Error("event refused by Kafka for good; moved to outbox_dead", "event_id", recs[i].EventID,
 				"topic", recs[i].Topic, "bytes", len(recs[i].Body), "err", res.Err)
-			if err := storage.DeadLetter(ctx, conn, recs[i].OutboxID, res.Err.Error()); err != nil {
+			if err := storage.DeadLetter(ctx, conn, recs[i], res.Err.Error()); err != nil {
 				return 0, err
 			}
 			deadLetters.Inc()
@@ -197,13 +195,20 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage
 		// Delivered ones go again with the rest: consumers dedupe on event_id.
 		return 0, fmt.Errorf("produce events: %w", retry)
 	}
+	// Every event of every fetched row is now in Kafka or in outbox_dead.
+	ids := make([]int64, 0, len(recs))
+	for i, o := range recs {
+		if i == 0 || o.OutboxID != recs[i-1].OutboxID {
+			ids = append(ids, o.OutboxID)
+		}
+	}
 	if err := stmts.MarkPublished(ctx, ids); err != nil {
 		return 0, err // published but not marked: they go again, consumers dedupe on event_id
 	}
 	for _, o := range recs {
 		published.WithLabelValues(o.Topic).Inc()
 	}
-	return len(recs), nil
+	return rows, nil
 }
 
 // refusedForGood reports errors that no retry can fix: the record itself is

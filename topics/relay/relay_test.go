@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -139,6 +141,39 @@ func insertRows(t *testing.T, db *sqlx.DB, prefix string, n int) []outboxRow {
 	return rows
 }
 
+// insertCommitRow writes n events as one outbox row, as an engine commit does
+// (migration 0036), with the bodies insertRows would give them; huge, if >= 0, is
+// the index of an event whose body is too large for the broker.
+func insertCommitRow(t *testing.T, db *sqlx.DB, prefix string, n, huge int) []outboxRow {
+	t.Helper()
+	rows := make([]outboxRow, n)
+	var ids, keys, merchants, bodies pq.StringArray
+	topicsOf := make(pq.StringArray, n)
+	for i := range rows {
+		r := outboxRow{
+			EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
+			Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
+			Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
+		}
+		r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+		if i == huge {
+			r.Body = []byte(strings.Repeat("x", 1_100_000))
+		}
+		ids, keys, merchants, bodies = append(ids, r.EventID), append(keys, r.Key), append(merchants, r.Merchant), append(bodies, string(r.Body))
+		topicsOf[i] = eventTopic
+		rows[i] = r
+	}
+	var id int64
+	if err := db.QueryRowx(`INSERT INTO outbox (event_ids, topics, record_keys, merchant_ids, bodies)
+		VALUES ($1, $2, $3, $4, $5) RETURNING outbox_id`, ids, topicsOf, keys, merchants, bodies).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		rows[i].OutboxID = id
+	}
+	return rows
+}
+
 // consumer reads eventTopic from the start in the background.
 type consumer struct {
 	mu   sync.Mutex
@@ -220,11 +255,12 @@ func header(r *kgo.Record, key string) string {
 func checkRecords(t *testing.T, recs []*kgo.Record, rows []outboxRow, ordered bool) (duplicates int) {
 	t.Helper()
 	byID := make(map[string]outboxRow, len(rows))
-	for _, r := range rows {
-		byID[r.EventID] = r
+	seq := make(map[string]int, len(rows)) // rows are in publishing order
+	for i, r := range rows {
+		byID[r.EventID], seq[r.EventID] = r, i
 	}
 	seen := make(map[string]bool, len(rows))
-	lastByKey := map[string]int64{}
+	lastByKey := map[string]int{}
 	for _, rec := range recs {
 		id := header(rec, "event_id")
 		row, ok := byID[id]
@@ -249,14 +285,14 @@ func checkRecords(t *testing.T, recs []*kgo.Record, rows []outboxRow, ordered bo
 			continue
 		}
 		seen[id] = true
-		if last, ok := lastByKey[row.Key]; ok && row.OutboxID < last {
+		if last, ok := lastByKey[row.Key]; ok && seq[id] < last {
 			report := t.Errorf
 			if !ordered {
 				report = t.Logf
 			}
-			report("key %s: event %s (outbox_id %d) first arrived after outbox_id %d", row.Key, id, row.OutboxID, last)
+			report("key %s: event %s (outbox_id %d, #%d) first arrived after #%d", row.Key, id, row.OutboxID, seq[id], last)
 		}
-		lastByKey[row.Key] = row.OutboxID
+		lastByKey[row.Key] = seq[id]
 	}
 	for _, r := range rows {
 		if !seen[r.EventID] {
@@ -394,6 +430,30 @@ func TestRelay(t *testing.T) {
 		if got := len(co.snapshot()); got != n {
 			t.Errorf("%d records after the outbox emptied, want %d", got, n)
 		}
+	})
+
+	t.Run("publishes the events of commit rows and single rows in one order and deletes both", func(t *testing.T) {
+		t.Parallel()
+		c := newKafka(t)
+		schema := storagetest.New(t)
+		co := startConsumer(t, c)
+		var rows []outboxRow
+		rows = append(rows, insertRows(t, schema.DB, "s1", 10)...)
+		rows = append(rows, insertCommitRow(t, schema.DB, "c1", 50, -1)...)
+		rows = append(rows, insertRows(t, schema.DB, "s2", 10)...)
+		rows = append(rows, insertCommitRow(t, schema.DB, "c2", 30, -1)...)
+		if got := outboxCount(t, schema.DB); got != 100 {
+			t.Fatalf("backlog %d before the relay runs, want 100 events (in 22 rows)", got)
+		}
+		r, _ := startRelay(t, schema.DB, newProducer(t, c))
+		r.Wake()
+		recs := co.waitAll(t, rows, 20*time.Second)
+		if dups := checkRecords(t, recs, rows, true); dups != 0 {
+			t.Errorf("%d duplicates without any fault, want 0", dups)
+		}
+		waitOutboxEmpty(t, schema.DB, 5*time.Second)
+		// checkRecords checked the order key by key: within a commit row it is
+		// the arrays' order, across rows outbox_id's.
 	})
 
 	t.Run("drains a backlog larger than one fetch batch in order", func(t *testing.T) {
@@ -700,5 +760,37 @@ func TestRelay_DeadLetter(t *testing.T) {
 	}
 	if dead.EventID != "huge" || dead.Size != 1_100_000 || dead.Error == "" {
 		t.Fatalf("dead letter %+v", dead)
+	}
+}
+
+// An event Kafka refuses for good inside a commit's row is set aside alone: the
+// row's other events and the rows after it are published once, and the row goes.
+func TestRelay_DeadLetterInACommitRow(t *testing.T) {
+	t.Parallel()
+	c := newKafka(t)
+	schema := storagetest.New(t)
+	co := startConsumer(t, c)
+	row := insertCommitRow(t, schema.DB, "dlc", 11, 5)
+	after := insertRows(t, schema.DB, "dlc-after", 5)
+	good := append(append(append([]outboxRow(nil), row[:5]...), row[6:]...), after...)
+	r, _ := startRelay(t, schema.DB, newProducer(t, c))
+	r.Wake()
+	recs := co.waitAll(t, good, 20*time.Second)
+	waitOutboxEmpty(t, schema.DB, 5*time.Second)
+	time.Sleep(1500 * time.Millisecond) // past a retry interval: nothing is republished
+	if got := len(co.snapshot()); got != len(good) {
+		t.Fatalf("%d records for %d normal events (republished, or the huge one got through)", got, len(good))
+	}
+	checkRecords(t, recs, good, true)
+	var dead []struct {
+		OutboxID int64  `db:"outbox_id"`
+		EventID  string `db:"event_id"`
+		Size     int    `db:"size"`
+	}
+	if err := schema.DB.Select(&dead, `SELECT outbox_id, event_id, length(body) AS size FROM outbox_dead`); err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].EventID != row[5].EventID || dead[0].OutboxID != row[5].OutboxID || dead[0].Size != 1_100_000 {
+		t.Fatalf("outbox_dead holds %+v, want only %s of row %d", dead, row[5].EventID, row[5].OutboxID)
 	}
 }

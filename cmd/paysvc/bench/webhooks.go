@@ -425,7 +425,7 @@ func (r *runner) waitOutboxEmpty(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the relay left %d events unpublished for 2 minutes", n)
+			return fmt.Errorf("the relay left %d outbox rows unpublished for 2 minutes", n)
 		}
 		select {
 		case <-ctx.Done():
