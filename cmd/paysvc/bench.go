@@ -58,6 +58,7 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.IntVar(&o.Requests, "requests", 0, "measure this many requests per scenario instead of --duration")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario")
 	fs.DurationVar(&o.HalfRateDuration, "half-rate-duration", 5*time.Second, "open-loop phase at half the transfer-spread rate (0 skips it)")
+	fs.Float64Var(&o.OpenRate, "open-rate", 0, "transfers/s of the open-loop phase instead of half the measured spread rate (compares binaries at one load; the p99 target is judged at half the max rate)")
 	fs.BoolVar(&o.Baseline, "baseline", true, "also run the plain HTTP + Postgres service on the transfer scenarios, same client (--baseline=false skips it)")
 	fs.BoolVar(&o.SQLLoop, "baseline-sql-loop", false, "also run the in-process SQL loop without HTTP (not comparable with paysvc: no HTTP)")
 	fs.IntVar(&o.BaselineConns, "baseline-conns", 16, "baseline Postgres connections: min(--concurrency, this); more make one-row-hot Postgres slower")

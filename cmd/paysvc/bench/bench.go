@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -80,8 +81,11 @@ type Options struct {
 	Requests         int // when > 0, measure this many requests instead of Duration
 	Warmup           time.Duration
 	HalfRateDuration time.Duration // 0 skips the open-loop phase
-	Baseline         bool
-	BaselineConns    int // the plain loop uses min(Concurrency, BaselineConns) connections
+	// OpenRate, when > 0, is the open-loop phase's rate instead of half the
+	// measured spread rate, so two binaries can be compared at one offered load.
+	OpenRate      float64
+	Baseline      bool
+	BaselineConns int // the plain loop uses min(Concurrency, BaselineConns) connections
 	// BaselineBinaryParameters gives the plain loop one round trip per statement.
 	BaselineBinaryParameters bool
 	Deposit                  string
@@ -139,6 +143,8 @@ func (o *Options) Validate() error {
 		return errors.New("--duration: must be > 0 (or set --requests)")
 	case o.Warmup < 0 || o.HalfRateDuration < 0:
 		return errors.New("--warmup and --half-rate-duration must be >= 0")
+	case o.OpenRate < 0 || math.IsNaN(o.OpenRate) || math.IsInf(o.OpenRate, 0):
+		return errors.New("--open-rate: must be a finite number >= 0")
 	case o.BaselineConns < 1:
 		return errors.New("--baseline-conns: must be >= 1")
 	case o.DatabaseURL == "":
@@ -361,6 +367,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	var half *phaseResult
 	if spread, ok := results[ScenarioSpread]; ok && o.HalfRateDuration > 0 && spread.throughput() > 0 {
 		rate := spread.throughput() / 2
+		if o.OpenRate > 0 {
+			rate = o.OpenRate
+		}
 		hw := min(time.Second, o.Warmup)
 		s := setups[slices.IndexFunc(setups, func(s *scenarioSetup) bool { return s.Name == ScenarioSpread })]
 		p := r.observed(ctx, hw, transferRoute, func() phaseResult {
