@@ -28,12 +28,16 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 	if _, err := lock.ExecContext(b.ctx, `SELECT 1 FROM partition_offsets WHERE topic = $1 FOR UPDATE`, topics.CommandsTopic); err != nil {
 		t.Fatal(err)
 	}
+	var holder int
+	if err := lock.GetContext(b.ctx, &holder, `SELECT pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
 	first := depositCmd(b, t, b.merchant, b.settle, "1.00")
 	firstReply, cancelFirst := b.hub.Register(first.ID)
 	defer cancelFirst()
 	b.produce(t, -1, first)
 	deadline := time.Now().Add(replyWait)
-	for b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) == 0 {
+	for b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the first command's commit never waited on the offset lock")
 		}
