@@ -228,8 +228,10 @@ func TestEngineProcessKilled(t *testing.T) {
 	}
 	e1 := spawn("proc-engine-1")
 	spawn("proc-engine-2")
-	fb.provision(t, 6, 3)
 	// Both processes must own partitions before one dies, or the test proves nothing.
+	// They claim them on assignment, before any command: waiting first also keeps
+	// the provisioning below (3 s reply timeout) out of the two start-up rebalances,
+	// which a loaded CI machine can stretch past it.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var owners int
@@ -244,6 +246,7 @@ func TestEngineProcessKilled(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	fb.provision(t, 6, 3)
 
 	var progress atomic.Int64
 	done := make(chan map[string]money.Amount)
