@@ -65,18 +65,30 @@ func startEngine(t *testing.T, api *servicetest.Env, id string) *service.Service
 }
 
 func (fb *faultBundle) provision(t *testing.T, merchants, wallets int) {
+	// A careful client: each write has its own Idempotency-Key and is repeated
+	// with it while the outcome is unknown (a 5xx while engines start or move).
+	careful := func(path string, body map[string]any, key, secret string, want int) servicetest.Response {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			r := fb.api.Do("POST", path, body, append(servicetest.Bearer(secret), "Idempotency-Key", key)...)
+			if r.Status == want || r.Status < 500 && r.Status != 409 || time.Now().After(deadline) {
+				return r
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for i := 0; i < merchants; i++ {
 		m := fb.api.Merchant(fmt.Sprintf("M%d", i))
 		fm := faultMerchant{secret: m.SecretKey, initial: map[string]money.Amount{}}
 		for j := 0; j < wallets; j++ {
-			r := fb.api.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": fmt.Sprintf("W%d", j)},
-				servicetest.Bearer(m.SecretKey)...)
+			r := careful("/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": fmt.Sprintf("W%d", j)},
+				fmt.Sprintf("provision-%d-%d", i, j), m.SecretKey, 201)
 			if r.Status != 201 {
 				t.Fatalf("create wallet: %d %s", r.Status, r.Body)
 			}
 			id := r.Map(t)["wallet_id"].(string)
-			if r := fb.api.Do("POST", "/api/v1/sandbox/wallets/"+id+"/deposit/", map[string]any{"amount": "100.00"},
-				servicetest.Bearer(m.SecretKey)...); r.Status != 200 {
+			if r := careful("/api/v1/sandbox/wallets/"+id+"/deposit/", map[string]any{"amount": "100.00"},
+				fmt.Sprintf("provision-deposit-%d-%d", i, j), m.SecretKey, 200); r.Status != 200 {
 				t.Fatalf("deposit: %d %s", r.Status, r.Body)
 			}
 			fm.wallets = append(fm.wallets, id)
