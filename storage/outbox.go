@@ -117,15 +117,6 @@ func (s *OutboxStatements) Close() {
 	s.mark.Close()
 }
 
-// MarkPublished removes outbox rows whose events reached Kafka.
-func MarkPublished(ctx context.Context, ext Execer, ids []int64) error {
-	_, err := ext.ExecContext(ctx, markPublishedSQL, pq.Int64Array(ids))
-	if err != nil {
-		return fmt.Errorf("mark published: %w", err)
-	}
-	return nil
-}
-
 // OutboxBacklog counts unpublished events (not rows: a commit's row holds many).
 func OutboxBacklog(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 	var n int64

@@ -46,7 +46,7 @@ func Dial(ctx context.Context, network, address string) (net.Conn, error) {
 		}
 		// Closed while we looked: what TCP says (connection refused) is the answer.
 	}
-	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	d := net.Dialer{Timeout: 10 * time.Second} // kgo's own dialer, which a Dialer option replaces
 	c, err := d.DialContext(ctx, network, address)
 	if err == nil {
 		dials.WithLabelValues("tcp").Inc()
