@@ -94,18 +94,61 @@ type prepared struct {
 	after     []func()
 }
 
-// applyBatch applies the records through the actors and returns what to commit.
-// Nothing is written: an error leaves the actors holding uncommitted state, and the
-// caller resets them.
+// openBatch is a partition's next batch while it is being applied: the records of
+// every poll since the partition's last commit started, applied through the actors
+// as they arrive (on top of the state the commit in flight writes), and committed
+// together as soon as that commit is done (seal). So the apply of a batch runs
+// beside the commit before it, and the batch still carries everything that arrived
+// during that commit (docs/benchmarks.md, session 6).
+type openBatch struct {
+	b         *batch
+	processed []storage.Processed
+	out       []outgoing
+	answered  map[string]topics.Reply // commands applied in this batch, for duplicates within it
+	counts    map[[2]string]int
+	issued    []time.Time
+	first     int64 // offset of the batch's first record
+	next      int64 // offset after its last record
+	count     int   // records applied
+	applies   int   // applyBatch calls that added to it
+	hw        int64 // the partition's high watermark at the last poll
+}
+
+func newOpenBatch(at time.Time, first int64) *openBatch {
+	return &openBatch{b: &batch{at: at, wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}},
+		answered: map[string]topics.Reply{}, counts: map[[2]string]int{}, first: first}
+}
+
+// prepared lays the open batch out for its commit.
+func (ob *openBatch) prepared(p *partition) *prepared {
+	b := ob.b
+	sb := storage.Batch{
+		Topic: topics.CommandsTopic, Partition: p.id, Epoch: p.epoch,
+		NextOffset: ob.next, At: b.at,
+		Entries: b.entries, Processed: ob.processed, Outbox: b.outbox,
+	}
+	for _, id := range b.order {
+		sb.Wallets = append(sb.Wallets, *b.wallets[id])
+	}
+	for _, k := range b.aggOrder {
+		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
+	}
+	return &prepared{batch: sb, out: ob.out, counts: ob.counts, issued: ob.issued, replies: ob.answered,
+		newLabels: b.newLabels, newKeys: b.newKeys, finished: b.finished, payouts: b.payoutOutcomes, after: b.after}
+}
+
+// applyBatch applies the records through the actors, adding their effects to the
+// open batch. Nothing is written: an error leaves the actors and the open batch
+// holding state that must not commit, and the caller throws both away.
 //
-// at is the batch's time (the poll's, shared by the batches committed with it).
+// The batch's time (ob.b.at) is shared by every batch committed with it.
 // Postgres keeps microseconds: the caller truncates it, so replies, events and
 // later reads show the same timestamps.
-func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Record, at time.Time, reads *pollReads) (*prepared, error) {
+func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, recs []*kgo.Record, reads *pollReads) error {
 	if reads.err != nil {
-		return nil, reads.err
+		return reads.err
 	}
-	b := &batch{at: at, wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}}
+	b := ob.b
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
 	// done and doneTypes are this batch's view of the poll's dedupe read (shared by
@@ -135,19 +178,15 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 		if ok {
 			enc, err := topics.EncodeReply(r)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			done[c.ID] = enc
 		}
 	}
 	if err := e.hydrate(ctx, p, cmds, payloads, done); err != nil {
-		return nil, err
+		return err
 	}
 
-	var out []outgoing
-	var processed []storage.Processed
-	answered := map[string]topics.Reply{}
-	counts := map[[2]string]int{}
 	for i, c := range cmds {
 		if c == nil {
 			continue
@@ -158,56 +197,45 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, recs []*kgo.Recor
 				r = reusedReply(c.ID) // another operation under the same id: never its reply
 			} else if len(stored) > 0 { // empty: applied long ago, its reply trimmed by retention
 				if r, err = topics.DecodeReply(stored); err != nil {
-					return nil, fmt.Errorf("stored reply of %s: %w", c.ID, err)
+					return fmt.Errorf("stored reply of %s: %w", c.ID, err)
 				}
 			}
-			out = append(out, outgoing{replyTo: c.ReplyTo, reply: r})
-			counts[[2]string{c.Type, "duplicate"}]++
+			ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: r})
+			ob.counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
-		if r, ok := answered[c.ID]; ok {
-			out = append(out, outgoing{replyTo: c.ReplyTo, reply: r})
-			counts[[2]string{c.Type, "duplicate"}]++
+		if r, ok := ob.answered[c.ID]; ok {
+			ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: r})
+			ob.counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
 		reply, err := e.applyContained(ctx, p, b, c, payloads[i])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		reply.CommandID = c.ID
-		answered[c.ID] = reply
+		ob.answered[c.ID] = reply
 		enc, err := topics.EncodeReply(reply)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		processed = append(processed, storage.Processed{CommandID: c.ID, MerchantID: c.MerchantID, Type: c.Type, Offset: recs[i].Offset, Reply: enc})
-		out = append(out, outgoing{replyTo: c.ReplyTo, reply: reply})
+		ob.processed = append(ob.processed, storage.Processed{CommandID: c.ID, MerchantID: c.MerchantID, Type: c.Type, Offset: recs[i].Offset, Reply: enc})
+		ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
 		outcome := "ok"
 		if reply.Error != nil {
 			outcome = "rejected"
 		}
-		counts[[2]string{c.Type, outcome}]++
+		ob.counts[[2]string{c.Type, outcome}]++
 	}
-
-	sb := storage.Batch{
-		Topic: topics.CommandsTopic, Partition: p.id, Epoch: p.epoch,
-		NextOffset: recs[len(recs)-1].Offset + 1, At: b.at,
-		Entries: b.entries, Processed: processed, Outbox: b.outbox,
-	}
-	for _, id := range b.order {
-		sb.Wallets = append(sb.Wallets, *b.wallets[id])
-	}
-	for _, k := range b.aggOrder {
-		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
-	}
-	pr := &prepared{batch: sb, out: out, counts: counts, replies: answered, newLabels: b.newLabels, newKeys: b.newKeys,
-		finished: b.finished, payouts: b.payoutOutcomes, after: b.after}
 	for _, c := range cmds {
 		if c != nil && !c.IssuedAt.IsZero() {
-			pr.issued = append(pr.issued, c.IssuedAt)
+			ob.issued = append(ob.issued, c.IssuedAt)
 		}
 	}
-	return pr, nil
+	ob.next = recs[len(recs)-1].Offset + 1
+	ob.count += len(recs)
+	ob.applies++
+	return nil
 }
 
 // applyContained is apply with a panic turned into an error: a handler that panics

@@ -110,19 +110,22 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.cl.Close()
 	lastSweep := time.Now()
 	defer e.Stop() // waits for commits in flight, so their replies still go out
-	// Gather while the database works. While a commit is in flight the loop keeps
-	// polling (so the client keeps fetching) and holds what arrives; the next batch
-	// is applied when that commit is done, so everything that came in meanwhile
-	// rides in one transaction. Applying each poll at once took the one or two
-	// commands that had arrived since the last poll and then waited for the same
-	// commit anyway (a partition's batches commit in order), paying a transaction's
-	// fixed cost per handful (docs/benchmarks.md, session 5).
+	// Gather while the database works, and apply while gathering. While a commit
+	// is in flight the loop keeps polling (so the client keeps fetching) and
+	// applies what arrives into each partition's open batch at once; when the
+	// commit is done, the open batches are sealed and committed together. So a
+	// batch carries everything that arrived during the commit before it (applying
+	// each poll as its own batch took the one or two commands that had arrived
+	// since the last poll and paid a transaction's fixed cost per handful), and
+	// its apply runs beside that commit instead of after it (holding the records
+	// until the commit ended put a heavy apply, such as a payment file's rail
+	// results, in series with every commit: docs/benchmarks.md, sessions 5 and 6).
 	var committing context.Context // done when the last commit has finished
-	type work struct {
-		recs []*kgo.Record
-		hw   int64
-	}
-	held, nheld := map[int32]*work{}, 0
+	// held are records not applied yet: those of a poll with no commit in flight
+	// (applied at once below), and those of partitions isolating a failure, which
+	// take their records as one batch at its end.
+	held, gathered := map[int32]*work{}, 0
+	var at time.Time // the open batches' time, shared by the commit that carries them
 	for {
 		var pctx context.Context
 		var cancel context.CancelFunc
@@ -135,7 +138,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			// A bounded poll, so commit outcomes are noticed on idle partitions too.
 			pctx, cancel = context.WithTimeout(ctx, 250*time.Millisecond)
 		}
-		fetches := e.cl.PollRecords(pctx, e.cfg.MaxPollRecords-nheld)
+		fetches := e.cl.PollRecords(pctx, e.cfg.MaxPollRecords-gathered)
 		stop()
 		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -147,53 +150,56 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
+		polled := map[int32]*work{}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			w := held[fp.Partition]
+			w := polled[fp.Partition]
 			if w == nil {
 				w = &work{}
-				held[fp.Partition] = w
+				polled[fp.Partition] = w
 			}
 			w.recs = append(w.recs, fp.Records...)
 			w.hw = fp.HighWatermark
-			nheld += len(fp.Records)
+			gathered += len(fp.Records)
 		})
+		if at.IsZero() && len(polled) > 0 {
+			// One time for the whole batch: it commits in one transaction, whose rows
+			// carry one time (storage.CommitBatches).
+			at = time.Now().UTC().Truncate(time.Microsecond)
+		}
 		if committing != nil {
-			if committing.Err() == nil && nheld < e.cfg.MaxPollRecords {
+			if len(polled) > 0 {
+				// Apply now, beside the commit; partitions that cannot hand theirs back.
+				for part, w := range e.applyPolled(ctx, polled, at, true) {
+					h := held[part]
+					if h == nil {
+						h = &work{}
+						held[part] = h
+					}
+					h.recs = append(h.recs, w.recs...)
+					h.hw = w.hw
+				}
+			}
+			if committing.Err() == nil && gathered < e.cfg.MaxPollRecords {
 				continue // still committing: keep gathering (rebalances stay blocked)
 			}
 			<-committing.Done() // a full batch waits for it too, as its partitions would
 			committing = nil
+		} else {
+			held = polled
 		}
-		byPart := held
-		held, nheld = map[int32]*work{}, 0
-		// One time for the whole poll: its batches commit in one transaction, whose
-		// rows carry one time (storage.CommitBatches).
-		at := time.Now().UTC().Truncate(time.Microsecond)
-		var all [][]*kgo.Record
-		for _, w := range byPart {
-			all = append(all, w.recs)
+		if len(held) > 0 {
+			e.applyPolled(ctx, held, at, false)
 		}
-		reads := e.readPoll(ctx, all)
-		var wg sync.WaitGroup
-		var pmu sync.Mutex
+		held, gathered, at = map[int32]*work{}, 0, time.Time{}
 		var group []*pending
-		for part, w := range byPart {
-			p := e.partition(part)
-			if p == nil {
-				continue
+		for _, p := range e.owned() {
+			if pd := e.seal(ctx, p); pd != nil {
+				group = append(group, pd)
 			}
-			wg.Go(func() {
-				if pd := e.process(ctx, p, w.recs, w.hw, at, reads); pd != nil {
-					pmu.Lock()
-					group = append(group, pd)
-					pmu.Unlock()
-				}
-			})
 		}
-		wg.Wait()
 		if len(group) > 0 {
 			// The commit outlives the poll loop's context: a shutdown lets it finish.
 			var done context.CancelFunc
@@ -211,6 +217,42 @@ func (e *Engine) Run(ctx context.Context) error {
 			lastSweep = time.Now()
 		}
 	}
+}
+
+// work is one partition's records of a poll, or of several.
+type work struct {
+	recs []*kgo.Record
+	hw   int64 // the partition's high watermark at the last of them
+}
+
+// applyPolled applies a poll's records into their partitions' open batches, the
+// partitions in parallel, after one dedupe read for all of them (pollReads). With
+// early set (a commit is in flight) it returns the records a partition did not
+// take (process), for the caller to hold.
+func (e *Engine) applyPolled(ctx context.Context, byPart map[int32]*work, at time.Time, early bool) map[int32]*work {
+	var all [][]*kgo.Record
+	for _, w := range byPart {
+		all = append(all, w.recs)
+	}
+	reads := e.readPoll(ctx, all)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	back := map[int32]*work{}
+	for part, w := range byPart {
+		p := e.partition(part)
+		if p == nil {
+			continue
+		}
+		wg.Go(func() {
+			if !e.process(ctx, p, w.recs, w.hw, at, reads, early) {
+				mu.Lock()
+				back[part] = w
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return back
 }
 
 func (e *Engine) partition(id int32) *partition {
@@ -284,6 +326,7 @@ func (e *Engine) dropPartitionLocked(p *partition) {
 		p.inflight = nil
 	}
 	p.dropped = true
+	p.open = nil
 	clear(p.uncommitted)
 	clear(p.recent)
 	e.resetActors(p)
@@ -320,7 +363,7 @@ func (e *Engine) settleAll(ctx context.Context) {
 func (e *Engine) dropFinishedFiles() {
 	for _, p := range e.owned() {
 		p.mu.Lock()
-		if p.inflight == nil && len(p.finished) > 0 {
+		if p.inflight == nil && p.open == nil && len(p.finished) > 0 {
 			for _, id := range p.finished {
 				if ref := p.payouts[id]; ref != nil {
 					e.actors.Poison(ref.pid)

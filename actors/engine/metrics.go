@@ -20,6 +20,15 @@ var (
 		Help:    "Time to write and commit one batch transaction.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
+	batchApplies = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_batch_applies_total",
+		Help: "Polls applied into a partition's open batch: during_commit (beside the commit in flight) or after_commit (no commit was in flight, or the partition is isolating a failure).",
+	}, []string{"when"})
+	applyRounds = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_batch_apply_rounds",
+		Help:    "Polls applied into one partition's batch before it was sealed for its commit.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+	})
 	commitPartitions = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_commit_partitions",
 		Help:    "Partitions whose batches one committed transaction carried.",

@@ -54,8 +54,10 @@ type partition struct {
 	aggs map[string]map[string]*liveAgg
 	// finished are files that reached a final status: their actors (up to 10,000
 	// transactions each) are dropped as soon as no commit is in flight.
-	finished    []string
-	inflight    *inflightCommit
+	finished []string
+	inflight *inflightCommit
+	// open is the next batch, applied while inflight commits (nil if none).
+	open        *openBatch
 	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
 	// recent are replies of commits settled since the poll's dedupe read may have
 	// been taken (pollReads): that read may not show them, and uncommitted no
@@ -221,18 +223,25 @@ type pending struct {
 	lag float64
 }
 
-// process applies one poll's records of the partition and returns the batch to
-// commit (nil if none). Records below the applied offset were applied already.
-// The batch is the partition's in-flight commit from here: the caller must start
-// its commit (commitGroup), which closes ic.done.
-func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads) *pending {
+// process applies one poll's records of the partition into its open batch (made
+// with time at if there is none). Records below the applied offset were applied
+// already. With early set, the poll loop is gathering while a commit is in flight:
+// a partition that is isolating a failure (quarantine.go) then applies nothing and
+// process returns false, so the caller holds the records for the batch's end, when
+// they are cut to the isolation's limit as one batch. Otherwise it returns true:
+// the records were applied, or dropped because the partition went back to its
+// committed offset (they come again from the consumer).
+func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Replies settled before this batch's dedupe read was taken are in that read
 	// (or in a later one); those settled since are still in recent until now.
 	defer clear(p.recent)
 	if p.dropped || !e.settle(ctx, p, false) {
-		return nil
+		return true
+	}
+	if early && (p.isolating() || p.poison >= 0) {
+		return false
 	}
 	todo := recs[:0:0]
 	for _, r := range recs {
@@ -241,13 +250,13 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 		}
 	}
 	if len(todo) == 0 {
-		return nil
+		return true
 	}
 	if todo[0].Offset > p.next {
 		if p.seekedTo != p.next {
 			// Records we did not commit were skipped (a failed batch): go back.
 			e.seek(p)
-			return nil
+			return true
 		}
 		// We went back and the log still starts later: records were removed by
 		// retention. Nothing can be done but to say so loudly and go on.
@@ -259,11 +268,11 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 	}
 	if p.poison >= 0 && todo[0].Offset == p.poison {
 		if !e.settle(ctx, p, true) || !e.quarantine(ctx, p, todo[0]) {
-			return nil
+			return true
 		}
 		p.seekedTo = -1
 		if todo = todo[1:]; len(todo) == 0 {
-			return nil
+			return true
 		}
 	}
 	cut := false
@@ -278,36 +287,59 @@ func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, 
 			cut, todo = n < len(todo), todo[:n]
 		}
 	}
-	pr, err := e.applyBatch(ctx, p, todo, at, reads)
-	if err != nil {
+	ob := p.open
+	if ob == nil {
+		ob = newOpenBatch(at, todo[0].Offset)
+	}
+	if err := e.applyBatch(ctx, p, ob, todo, reads); err != nil {
 		// Wait for the commit in flight first: if it failed too, settle has already
-		// reset the partition.
+		// reset the partition (and thrown the open batch away).
 		if e.settle(ctx, p, true) {
-			e.failed(ctx, p, err, todo[0].Offset, todo[len(todo)-1].Offset+1, len(todo))
+			e.failed(ctx, p, err, ob.first, todo[len(todo)-1].Offset+1, ob.count+len(todo))
 		}
-		return nil
+		return true
 	}
-	// One commit at a time, in order: this batch's commit waits for the previous one.
-	if !e.settle(ctx, p, true) {
-		return nil // the previous batch failed, and this one (applied on top of it) went with it
-	}
+	batchApplies.WithLabelValues(map[bool]string{true: "during_commit", false: "after_commit"}[early]).Inc()
+	p.open = ob
+	ob.hw = hw
 	p.seekedTo = -1
-	p.next = pr.batch.NextOffset
+	p.next = ob.next
 	if cut {
 		// The rest of the poll comes again from the consumer, after this batch.
 		e.seek(p)
 	}
+	return true
+}
+
+// seal ends the partition's open batch and makes it the in-flight commit, once the
+// commit before it has succeeded (a partition's batches commit in order). It
+// returns nil if there is nothing to commit, or if that commit failed: the open
+// batch, applied on top of it, went with it. The caller must start the returned
+// batch's commit (commitGroup), which closes ic.done.
+func (e *Engine) seal(ctx context.Context, p *partition) *pending {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ob := p.open
+	if ob == nil || p.dropped {
+		return nil
+	}
+	if !e.settle(ctx, p, true) {
+		return nil
+	}
+	p.open = nil
+	pr := ob.prepared(p)
 	for id, r := range pr.replies {
 		p.uncommitted[id] = r
 	}
-	ic := &inflightCommit{done: make(chan struct{}), next: p.next, first: todo[0].Offset, count: len(todo)}
+	ic := &inflightCommit{done: make(chan struct{}), next: ob.next, first: ob.first, count: ob.count}
 	for id := range pr.replies {
 		ic.ids = append(ic.ids, id)
 	}
 	ic.keys, ic.finished = pr.newKeys, pr.finished
 	p.inflight = ic
 	p.inflightLabels = pr.newLabels
-	return &pending{p: p, pr: pr, ic: ic, lag: float64(max(hw-p.next, 0))}
+	applyRounds.Observe(float64(ob.applies))
+	return &pending{p: p, pr: pr, ic: ic, lag: float64(max(ob.hw-ob.next, 0))}
 }
 
 // commitGroup commits the batches one poll applied, across the partitions, in one
@@ -409,6 +441,7 @@ func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
 // commit in flight.
 func (e *Engine) failed(ctx context.Context, p *partition, err error, first, end int64, count int) {
 	e.resetActors(p)
+	p.open = nil // applied on top of what failed, or failed itself
 	clear(p.uncommitted)
 	p.inflightLabels = nil
 	p.next = p.committed

@@ -50,10 +50,11 @@ func TestCopyOfACommitSettledAfterThePollReadIsAnsweredFromRecent(t *testing.T) 
 		t.Fatal("settled reply still in uncommitted")
 	}
 
-	pr, err := e.applyBatch(context.Background(), p, []*kgo.Record{rec}, time.Now(), reads)
-	if err != nil {
+	ob := newOpenBatch(time.Now(), rec.Offset)
+	if err := e.applyBatch(context.Background(), p, ob, []*kgo.Record{rec}, reads); err != nil {
 		t.Fatalf("applyBatch: %v", err)
 	}
+	pr := ob.prepared(p)
 	if len(pr.batch.Processed) != 0 || len(pr.batch.Entries) != 0 {
 		t.Fatalf("the copy was applied again: %d processed, %d entries", len(pr.batch.Processed), len(pr.batch.Entries))
 	}
