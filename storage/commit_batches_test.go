@@ -2,8 +2,10 @@ package storage_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
+	"paysvc/actors/invoice"
 	"paysvc/storage"
 )
 
@@ -90,5 +92,61 @@ func TestCommitBatchesRefusesTwoTimes(t *testing.T) {
 	}
 	if got := counts(t, b.db); got != (tableCounts{}) {
 		t.Fatalf("rows %+v", got)
+	}
+}
+
+// The invoices of several partitions' batches go to paysvc_apply_invoice as one
+// array (JoinableRows): every batch's invoices are written, the other kinds keep
+// their own calls, and a stale invoice in any one batch still refuses the whole
+// commit.
+func TestCommitBatchesJoinInvoiceRows(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t)
+	epoch1, _, err := storage.ClaimPartition(b.ctx, b.db, testTopic, 1, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(part int32, epoch, next int64, aggs ...storage.AggregateRows) storage.Batch {
+		bt := aggBatch(b, next, aggs...)
+		bt.Partition, bt.Epoch = part, epoch
+		bt.Processed[0].CommandID = fmt.Sprintf("P%d-%d", part, next)
+		return bt
+	}
+	w0, w1 := storage.NewInvoiceWrites(), storage.NewInvoiceWrites()
+	w0.Touch(invoice.State{}, inv("I0", 1, invoice.StatePending, t0))
+	w1.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+	w1.Touch(invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
+	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 1, w0), on(1, epoch1, 1, storage.NewPayoutWrites(), w1)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"I0", "I1", "I2"} {
+		if got, err := storage.GetInvoice(b.ctx, b.db, "M1", id); err != nil || got.Version != 1 {
+			t.Fatalf("%s = %+v, %v", id, got, err)
+		}
+	}
+
+	// Partition 0 moves I0 on; partition 1's I2 is not at version 2.
+	w0, w1 = storage.NewInvoiceWrites(), storage.NewInvoiceWrites()
+	w0.Touch(inv("I0", 1, invoice.StatePending, t0), inv("I0", 2, invoice.StateComplete, t0))
+	w1.Touch(inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
+	err = storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 2, w0), on(1, epoch1, 2, w1)})
+	if !errors.Is(err, storage.ErrStaleSnapshot) {
+		t.Fatalf("err = %v, want ErrStaleSnapshot", err)
+	}
+	wantOffset(t, b, 1)
+	if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I0"); got.Version != 1 {
+		t.Fatalf("I0 after a refused commit: %+v", got)
+	}
+	// Right versions: both commit, in one call.
+	w1 = storage.NewInvoiceWrites()
+	w1.Touch(inv("I2", 1, invoice.StatePending, t0), inv("I2", 2, invoice.StateFailed, t0))
+	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 2, w0), on(1, epoch1, 2, w1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I0"); got.Version != 2 || got.State != invoice.StateComplete {
+		t.Fatalf("I0 = %+v", got)
+	}
+	if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I2"); got.Version != 2 || got.State != invoice.StateFailed {
+		t.Fatalf("I2 = %+v", got)
 	}
 }

@@ -141,6 +141,10 @@ func (w *InvoiceWrites) Touch(before, after invoice.State) {
 // Kind implements AggregateRows.
 func (w *InvoiceWrites) Kind() string { return InvoiceKind }
 
+// Joinable implements JoinableRows: paysvc_apply_invoice takes a flat array of
+// invoices, each in its merchant's partition, so several batches' go in one call.
+func (w *InvoiceWrites) Joinable() {}
+
 type invoiceRow struct {
 	InvoiceID         string          `json:"invoice_id"`
 	MerchantID        string          `json:"merchant_id"`
