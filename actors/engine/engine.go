@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,10 @@ type Engine struct {
 	mu    sync.Mutex
 	parts map[int32]*partition
 	live  atomic.Int64
+	// passivated counts the actors sweeps dropped since the last releaseMemory;
+	// releasing is set while one runs.
+	passivated int64
+	releasing  atomic.Bool
 	// kinds are the registered aggregates (aggregates.go), fixed at New.
 	kinds registered
 }
@@ -389,6 +394,7 @@ func (e *Engine) dropFinishedFiles() {
 // passivate anything under sustained load, when a commit is almost always in
 // flight. Called from the poll loop, so no batch is being applied meanwhile.
 func (e *Engine) passivate(ctx context.Context, idleSince time.Time) {
+	before := e.live.Load()
 	parts := e.owned()
 	for _, p := range parts {
 		p.mu.Lock()
@@ -419,6 +425,35 @@ func (e *Engine) passivate(ctx context.Context, idleSince time.Time) {
 		p.mu.Unlock()
 	}
 	liveActors.Set(float64(e.live.Load()))
+	// Only the poll loop runs sweeps, so passivated needs no lock.
+	if e.passivated += before - e.live.Load(); e.passivated >= releaseAfterPassivating {
+		e.releaseMemory(e.passivated)
+		e.passivated = 0
+	}
+}
+
+// releaseAfterPassivating is how many actors the sweeps must have dropped before
+// their memory is handed back to the kernel at once (releaseMemory).
+const releaseAfterPassivating = 1000
+
+// releaseMemory collects the heap and returns its free pages to the kernel, in the
+// background, once sweeps dropped many actors. Left to the runtime, the dropped
+// actors' memory stays in the process until the next GC cycle, which an idle
+// service may not start for minutes, and its pages go back to the kernel only
+// gradually: RSS stayed at the busy high-water mark with no actor live
+// (docs/benchmarks.md, "Memory at scale"). One sweep runs every quarter of
+// PAYSVC_ENGINE_IDLE_AFTER at most, and one release at a time.
+func (e *Engine) releaseMemory(dropped int64) {
+	if !e.releasing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer e.releasing.Store(false)
+		start := time.Now()
+		debug.FreeOSMemory()
+		memoryReleases.Inc()
+		e.log.Debug("memory released after passivation", "actors_dropped", dropped, "took", time.Since(start))
+	}()
 }
 
 // LiveActors is the number of actors (wallets, invoices, payment files and the

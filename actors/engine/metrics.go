@@ -29,6 +29,10 @@ var (
 		Help:    "Polls applied into one partition's batch before it was sealed for its commit.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 	})
+	memoryReleases = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_engine_memory_releases_total",
+		Help: "Times the engine collected the heap and returned its free pages to the kernel because passivation sweeps had dropped 1,000 actors since the last time.",
+	})
 	commitPartitions = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_commit_partitions",
 		Help:    "Partitions whose batches one committed transaction carried.",

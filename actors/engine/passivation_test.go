@@ -148,3 +148,34 @@ func TestPassivationUnderLoadKeepsEveryTransfer(t *testing.T) {
 	}
 	b.ledgerOK(t)
 }
+
+// A sweep that passivates many actors hands their memory back at once (a GC and
+// debug.FreeOSMemory, counted by paysvc_engine_memory_releases_total) instead of
+// leaving it to a GC cycle an idle service may not start for minutes.
+func TestPassivatingManyActorsReleasesMemory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	eng := b.startIdleEngine(t, 500*time.Millisecond)
+	const n = 1100 // more than one sweep's release threshold
+	cmds := make([]topics.Command, n)
+	for i := range cmds {
+		w := ids.Alias(10)
+		cmds[i] = createCmd(b, t, b.merchant, w, "many "+w)
+	}
+	before := counter(t, "paysvc_engine_memory_releases_total", "", "")
+	b.produce(t, -1, cmds...)
+	deadline := time.Now().Add(replyWait)
+	for b.count(t, `SELECT count(*) FROM wallets WHERE label LIKE 'many %'`) < n {
+		if time.Now().After(deadline) {
+			t.Fatal("the wallets were not all created")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitNoLiveActors(t, eng)
+	for counter(t, "paysvc_engine_memory_releases_total", "", "") == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no memory release after passivating more than a thousand actors")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
