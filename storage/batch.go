@@ -132,7 +132,8 @@ type joinedRows struct {
 func (j *joinedRows) Kind() string { return j.kind }
 
 func (j *joinedRows) Rows() (json.RawMessage, error) {
-	var out []byte
+	arrays := make([][]byte, 0, len(j.parts))
+	n := 1
 	for _, p := range j.parts {
 		r, err := p.Rows()
 		if err != nil {
@@ -149,15 +150,20 @@ func (j *joinedRows) Rows() (json.RawMessage, error) {
 		if len(inner) == 0 {
 			continue
 		}
-		if out == nil {
+		arrays = append(arrays, inner)
+		n += len(inner) + 1
+	}
+	if len(arrays) == 0 {
+		return nil, nil
+	}
+	out := make([]byte, 0, n+1) // one allocation: the joined rows of a busy commit are tens of kB
+	for i, inner := range arrays {
+		if i == 0 {
 			out = append(out, '[')
 		} else {
 			out = append(out, ',')
 		}
 		out = append(out, inner...)
-	}
-	if out == nil {
-		return nil, nil
 	}
 	return append(out, ']'), nil
 }
@@ -200,9 +206,12 @@ func validKind(k string) bool {
 }
 
 // aggregateArrays lays the aggregates' rows out as the core's (a_kind, a_rows)
-// arrays, skipping those with nothing to write.
-func aggregateArrays(as []AggregateRows) (kinds, rows pq.StringArray, err error) {
-	kinds, rows = make(pq.StringArray, 0, len(as)), make(pq.StringArray, 0, len(as))
+// arrays, skipping those with nothing to write. The rows go as a textArray (one
+// buffer, their bytes unchanged): they are the largest argument of an STK commit,
+// and pq.StringArray copied them three times on the way (the engine's largest
+// allocator; docs/benchmarks.md, session 6).
+func aggregateArrays(as []AggregateRows) (kinds pq.StringArray, rows textArray, err error) {
+	kinds, rows = make(pq.StringArray, 0, len(as)), make(textArray, 0, len(as))
 	for _, a := range as {
 		k := a.Kind()
 		if !validKind(k) {
@@ -215,7 +224,7 @@ func aggregateArrays(as []AggregateRows) (kinds, rows pq.StringArray, err error)
 		if len(r) == 0 {
 			continue
 		}
-		kinds, rows = append(kinds, k), append(rows, string(r))
+		kinds, rows = append(kinds, k), append(rows, r)
 	}
 	return kinds, rows, nil
 }
