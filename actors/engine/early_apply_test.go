@@ -36,6 +36,24 @@ func counter(t *testing.T, name, label, value string) float64 {
 	return n
 }
 
+// histogramCount reads the observation count of a histogram of the default registry.
+func histogramCount(t *testing.T, name string) uint64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
 // appliesDuringCommit reads paysvc_engine_batch_applies_total{when="during_commit"}.
 func appliesDuringCommit(t *testing.T) float64 {
 	return counter(t, "paysvc_engine_batch_applies_total", "when", "during_commit")

@@ -131,6 +131,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	// take their records as one batch at its end.
 	held, gathered := map[int32]*work{}, 0
 	var at time.Time // the open batches' time, shared by the commit that carries them
+	// waiting says the next batch had records applied while the commit in flight
+	// ran: from that commit's end (committedAt, nanoseconds) the batch waits.
+	waiting := false
+	var committedAt atomic.Int64
 	for {
 		var pctx context.Context
 		var cancel context.CancelFunc
@@ -177,6 +181,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if committing != nil {
 			if len(polled) > 0 {
 				// Apply now, beside the commit; partitions that cannot hand theirs back.
+				waiting = true
 				for part, w := range e.applyPolled(ctx, polled, at, true) {
 					h := held[part]
 					if h == nil {
@@ -206,12 +211,17 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		if len(group) > 0 {
+			if waiting {
+				commitWait.Observe(time.Since(time.Unix(0, committedAt.Load())).Seconds())
+			}
+			waiting = false
 			// The commit outlives the poll loop's context: a shutdown lets it finish.
 			var done context.CancelFunc
 			committing, done = context.WithCancel(context.Background())
 			go func() {
 				defer done()
 				e.commitGroup(context.WithoutCancel(ctx), group)
+				committedAt.Store(time.Now().UnixNano())
 			}()
 		}
 		e.settleAll(ctx)

@@ -56,6 +56,7 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // fetched by now; the commit is still held
+	waits0 := histogramCount(t, "paysvc_engine_commit_wait_seconds")
 	if err := lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,4 +73,9 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 	}
 	b.wantBalance(t, b.merchant, b.settle, "111.00")
 	b.ledgerOK(t)
+	// That batch was applied during the held commit, so its wait after that commit
+	// ended (the database's idle time before the next) was measured.
+	if histogramCount(t, "paysvc_engine_commit_wait_seconds") == waits0 {
+		t.Error("no commit wait observed for the batch applied during the held commit")
+	}
 }

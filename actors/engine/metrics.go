@@ -33,6 +33,11 @@ var (
 		Name: "paysvc_engine_memory_releases_total",
 		Help: "Times the engine collected the heap and returned its free pages to the kernel because passivation sweeps had dropped 1,000 actors since the last time.",
 	})
+	commitWait = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_commit_wait_seconds",
+		Help:    "How long a batch already being applied when the commit before it ended waited after that end before its own commit started: the database's idle time between the commits of a busy engine.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14),
+	})
 	commitPartitions = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_commit_partitions",
 		Help:    "Partitions whose batches one committed transaction carried.",

@@ -458,6 +458,8 @@ type serverFigures struct {
 	Seconds       float64
 	BatchSize     histogram
 	Commit        histogram
+	CommitWait    histogram // a batch applied during a commit, from that commit's end to its own commit
+	ApplyRounds   histogram // polls applied into each batch
 	E2E           histogram
 	HTTP          histogram
 	BatchFailures float64
@@ -508,6 +510,8 @@ func figuresBetween(a, b snap, route string) serverFigures {
 	}
 	f.BatchSize = diff("paysvc_engine_batch_size_commands")
 	f.Commit = diff("paysvc_engine_batch_commit_seconds")
+	f.CommitWait = diff("paysvc_engine_commit_wait_seconds")
+	f.ApplyRounds = diff("paysvc_engine_batch_apply_rounds")
 	f.E2E = diff("paysvc_engine_command_end_to_end_seconds")
 	f.HTTP = diff("paysvc_http_request_duration_seconds", route, `status="200"`)
 	f.BatchFailures = b.m.sum("paysvc_engine_batch_failures_total") - a.m.sum("paysvc_engine_batch_failures_total")
@@ -614,6 +618,10 @@ func (r *runner) printPhase(p phaseResult) {
 	if p.Partitions > 0 && f.Seconds > 0 {
 		r.printf("  commit share   CommitBatch took %.0f%% of the time of the %d partition worker(s) in use\n",
 			100*f.Commit.Sum/f.Seconds/float64(p.Partitions), p.Partitions)
+	}
+	if f.CommitWait.Count > 0 && f.Seconds > 0 {
+		r.printf("  pipeline       %.1f polls applied per partition batch; a batch applied during a commit waited %.2f ms after its end (%.0f%% of the time)\n",
+			f.ApplyRounds.mean(), f.CommitWait.mean()*1000, 100*f.CommitWait.Sum/f.Seconds)
 	}
 	if f.BatchFailures > 0 || f.ReplyTimeouts > 0 {
 		r.printf("  trouble        %.0f failed batches, %.0f reply timeouts\n", f.BatchFailures, f.ReplyTimeouts)
