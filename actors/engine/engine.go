@@ -184,9 +184,10 @@ func (e *Engine) Run(ctx context.Context) error {
 				waiting = true
 				for part, w := range e.applyPolled(ctx, polled, at, true) {
 					h := held[part]
-					if h == nil {
-						h = &work{}
-						held[part] = h
+					if h == nil || h.seeks != w.seeks {
+						// New, or what was held before was fetched before a seek since.
+						held[part] = w
+						continue
 					}
 					h.recs = append(h.recs, w.recs...)
 					h.hw = w.hw
@@ -197,6 +198,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			<-committing.Done() // a full batch waits for it too, as its partitions would
 			committing = nil
+			held = e.current(held)
 		} else {
 			held = polled
 		}
@@ -236,8 +238,31 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // work is one partition's records of a poll, or of several.
 type work struct {
-	recs []*kgo.Record
-	hw   int64 // the partition's high watermark at the last of them
+	recs  []*kgo.Record
+	hw    int64 // the partition's high watermark at the last of them
+	seeks int64 // held records: the partition's seek count when it handed them back
+}
+
+// current keeps the held records of partitions that were not sought back since
+// they handed them back. An early apply of a later poll can find the commit in
+// flight failed and seek the partition back to its committed offset while older
+// records of it are held (an isolating partition holds its records until the
+// seal): the consumer brings those again in their place, and applying the held
+// copies would take them for a gap in the log and skip the commands between.
+func (e *Engine) current(held map[int32]*work) map[int32]*work {
+	out := map[int32]*work{}
+	for part, w := range held {
+		p := e.partition(part)
+		if p == nil {
+			continue
+		}
+		p.mu.Lock()
+		if !p.dropped && p.seeks == w.seeks {
+			out[part] = w
+		}
+		p.mu.Unlock()
+	}
+	return out
 }
 
 // applyPolled applies a poll's records into their partitions' open batches, the
@@ -259,9 +284,9 @@ func (e *Engine) applyPolled(ctx context.Context, byPart map[int32]*work, at tim
 			continue
 		}
 		wg.Go(func() {
-			if !e.process(ctx, p, w.recs, w.hw, at, reads, early) {
+			if applied, seeks := e.process(ctx, p, w.recs, w.hw, at, reads, early); !applied {
 				mu.Lock()
-				back[part] = w
+				back[part] = &work{recs: w.recs, hw: w.hw, seeks: seeks}
 				mu.Unlock()
 			}
 		})

@@ -38,6 +38,7 @@ type partition struct {
 	committed   int64 // stored offset: every command below it is committed
 	next        int64 // offset of the next command to apply (>= committed)
 	seekedTo    int64 // offset last sought to after a gap, -1 if none
+	seeks       int64 // how many times the consumer was sought back (records fetched before are stale)
 	dropped     bool
 	failures    int // consecutive failed commits, for backoff
 	gen         int // bumps on every reset so new actors get fresh hollywood ids
@@ -228,12 +229,20 @@ type pending struct {
 // already. With early set, the poll loop is gathering while a commit is in flight:
 // a partition that is isolating a failure (quarantine.go) then applies nothing and
 // process returns false, so the caller holds the records for the batch's end, when
-// they are cut to the isolation's limit as one batch. Otherwise it returns true:
-// the records were applied, or dropped because the partition went back to its
-// committed offset (they come again from the consumer).
-func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) bool {
+// they are cut to the isolation's limit as one batch; seeks then tags them with
+// the partition's seek count, so that the caller drops them if the partition is
+// sought back before they are applied (they would come again from the consumer,
+// and applying these copies would skip what lies between: Engine.current).
+// Otherwise it returns true: the records were applied, or dropped because the
+// partition went back to its committed offset (they come again from the consumer).
+func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) (applied bool, seeks int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	applied, seeks = e.processLocked(ctx, p, recs, hw, at, reads, early), p.seeks
+	return applied, seeks
+}
+
+func (e *Engine) processLocked(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) bool {
 	// Replies settled before this batch's dedupe read was taken are in that read
 	// (or in a later one); those settled since are still in recent until now.
 	defer clear(p.recent)
@@ -476,6 +485,7 @@ func (e *Engine) failed(ctx context.Context, p *partition, err error, first, end
 
 func (e *Engine) seek(p *partition) {
 	p.seekedTo = p.next
+	p.seeks++
 	e.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
 		topics.CommandsTopic: {p.id: {Epoch: -1, Offset: p.next}},
 	})
