@@ -238,8 +238,8 @@ type pending struct {
 func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) (applied bool, seeks int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	applied, seeks = e.processLocked(ctx, p, recs, hw, at, reads, early), p.seeks
-	return applied, seeks
+	applied = e.processLocked(ctx, p, recs, hw, at, reads, early)
+	return applied, p.seeks // read after it: Go does not order a field read against a call in one assignment
 }
 
 func (e *Engine) processLocked(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) bool {
