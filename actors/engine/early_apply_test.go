@@ -6,31 +6,38 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"paysvc/topics"
 )
 
-// counter sums a counter of the default registry over the series whose label
-// (if any is named) has the given value.
-func counter(t *testing.T, name, label, value string) float64 {
+// series are the series of one metric of the default registry.
+func series(t *testing.T, name string) []*dto.Metric {
 	t.Helper()
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n float64
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+		if mf.GetName() == name {
+			return mf.GetMetric()
 		}
-		for _, m := range mf.GetMetric() {
-			match := label == ""
-			for _, l := range m.GetLabel() {
-				match = match || l.GetName() == label && l.GetValue() == value
-			}
-			if match {
-				n += m.GetCounter().GetValue()
-			}
+	}
+	return nil
+}
+
+// counter sums a counter of the default registry over the series whose label
+// (if any is named) has the given value.
+func counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	var n float64
+	for _, m := range series(t, name) {
+		match := label == ""
+		for _, l := range m.GetLabel() {
+			match = match || l.GetName() == label && l.GetValue() == value
+		}
+		if match {
+			n += m.GetCounter().GetValue()
 		}
 	}
 	return n
@@ -39,17 +46,9 @@ func counter(t *testing.T, name, label, value string) float64 {
 // histogramCount reads the observation count of a histogram of the default registry.
 func histogramCount(t *testing.T, name string) uint64 {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n uint64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				n += m.GetHistogram().GetSampleCount()
-			}
-		}
+	for _, m := range series(t, name) {
+		n += m.GetHistogram().GetSampleCount()
 	}
 	return n
 }

@@ -20,29 +20,12 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 	b.startEngine(t, "g1")
 	b.fundedWorking(t, "100.00") // the partition is owned and its actors live
 
-	lock, err := b.db.BeginTxx(b.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback() //nolint:errcheck // released below; this is for a failed test
-	if _, err := lock.ExecContext(b.ctx, `SELECT 1 FROM partition_offsets WHERE topic = $1 FOR UPDATE`, topics.CommandsTopic); err != nil {
-		t.Fatal(err)
-	}
-	var holder int
-	if err := lock.GetContext(b.ctx, &holder, `SELECT pg_backend_pid()`); err != nil {
-		t.Fatal(err)
-	}
+	holder, release := holdCommits(t, b)
 	first := depositCmd(b, t, b.merchant, b.settle, "1.00")
 	firstReply, cancelFirst := b.hub.Register(first.ID)
 	defer cancelFirst()
 	b.produce(t, -1, first)
-	deadline := time.Now().Add(replyWait)
-	for b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first command's commit never waited on the offset lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitBlockedBy(t, b, holder) // the first command's commit waits on the offset lock
 
 	// The commit is in flight: ten more trickle in, one produce each.
 	var later []string
@@ -57,9 +40,7 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // fetched by now; the commit is still held
 	waits0 := histogramCount(t, "paysvc_engine_commit_wait_seconds")
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	ok(t, await(t, firstReply, "the first deposit"))
 	for i, ch := range waits {
 		ok(t, await(t, ch, "deposit "+later[i]))

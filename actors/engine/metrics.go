@@ -24,7 +24,10 @@ var (
 		Name: "paysvc_engine_batch_applies_total",
 		Help: "Polls applied into a partition's open batch: during_commit (beside the commit in flight) or after_commit (no commit was in flight, or the partition is isolating a failure).",
 	}, []string{"when"})
-	applyRounds = promauto.NewHistogram(prometheus.HistogramOpts{
+	// The two series, resolved once: every applied poll counts in one.
+	appliesDuringCommit = batchApplies.WithLabelValues("during_commit")
+	appliesAfterCommit  = batchApplies.WithLabelValues("after_commit")
+	applyRounds         = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_batch_apply_rounds",
 		Help:    "Polls applied into one partition's batch before it was sealed for its commit.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 10),

@@ -308,7 +308,11 @@ func (e *Engine) processLocked(ctx context.Context, p *partition, recs []*kgo.Re
 		}
 		return true
 	}
-	batchApplies.WithLabelValues(map[bool]string{true: "during_commit", false: "after_commit"}[early]).Inc()
+	if early {
+		appliesDuringCommit.Inc()
+	} else {
+		appliesAfterCommit.Inc()
+	}
 	p.open = ob
 	ob.hw = hw
 	p.seekedTo = -1

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"paysvc/actors/ids"
 	"paysvc/actors/money"
 	"paysvc/storage"
@@ -15,20 +13,7 @@ import (
 
 // quarantinedTotal sums paysvc_engine_commands_quarantined_total over its labels.
 func quarantinedTotal(t *testing.T) float64 {
-	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == "paysvc_engine_commands_quarantined_total" {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
+	return counter(t, "paysvc_engine_commands_quarantined_total", "", "")
 }
 
 // A command the database refuses every time (a NUL inside an invoice's jsonb
