@@ -216,6 +216,32 @@ func TestSTKPush_DuplicateProviderResult(t *testing.T) {
 	if err := b.env.Schema.DB.Get(&n, `SELECT count(*) FROM ledger_entries WHERE trans_type = 'SALE'`); err != nil || n != 2 {
 		t.Fatalf("SALE entries: %d (%v), want the 2 of one collection", n, err)
 	}
+	// The stored answer to a result is the invoice's id, state and version, not
+	// the whole invoice: nobody reads it but the duplicate check.
+	var stored []byte
+	if err := b.env.Schema.DB.Get(&stored, `SELECT reply FROM processed_commands WHERE command_id = $1`, cmd.ID); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := topics.DecodeReply(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	var ack struct {
+		InvoiceID string `json:"invoice_id"`
+		State     string `json:"state"`
+		Version   int64  `json:"version"`
+	}
+	if err := json.Unmarshal(reply.Result, &fields); err != nil {
+		t.Fatalf("stored reply %s: %v", stored, err)
+	}
+	if err := json.Unmarshal(reply.Result, &ack); err != nil {
+		t.Fatalf("stored reply %s: %v", stored, err)
+	}
+	// Version 3: opened by the push, PROCESSING on ACCEPTED, COMPLETE on FINAL.
+	if len(fields) != 3 || ack.InvoiceID != id || ack.State != "COMPLETE" || ack.Version != 3 {
+		t.Fatalf("stored reply of the FINAL result: %s", stored)
+	}
 }
 
 // The signature returned with a collection lets a browser poll that invoice's

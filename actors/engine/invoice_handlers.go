@@ -220,7 +220,7 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 		return topics.Reply{}, err
 	}
 	if errors.Is(resp.Err, invoice.ErrDuplicate) || errors.Is(resp.Err, invoice.ErrHeld) {
-		return topics.Reply{Result: mustJSON(resp.After)}, nil
+		return resultAck(resp.After), nil
 	}
 	if resp.Err != nil {
 		return refuse(CodeInvalid, resp.Err.Error(), ""), nil
@@ -235,7 +235,7 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	}
 	if in.Stage == StageSent || resp.Before.State == inv.State {
 		b.touchInvoice(resp.Before, inv) // no state change (a reference, a hold): no collection_event
-		return topics.Reply{Result: mustJSON(inv)}, nil
+		return resultAck(inv), nil
 	}
 	if inv.State == invoice.StateComplete {
 		if err := e.creditCollection(ctx, p, b, c, inv); err != nil {
@@ -253,7 +253,21 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	}
 	b.touchInvoice(resp.Before, inv)
 	b.outbox = append(b.outbox, e.collectionEvent(c, b.at, inv))
-	return topics.Reply{Result: mustJSON(inv)}, nil
+	return resultAck(inv), nil
+}
+
+// resultAck answers a provider result with the invoice's id, state and version,
+// not the whole invoice. Nobody waits for that answer (a rail's result carries no
+// reply-to); it is stored only so that a repeated result is recognised and
+// answered alike. The whole invoice, in two of a collection's three replies, was
+// ~1 kB of what each collection's commits sent and stored (docs/benchmarks.md,
+// session 7).
+func resultAck(inv invoice.State) topics.Reply {
+	return topics.Reply{Result: mustJSON(struct {
+		InvoiceID string `json:"invoice_id"`
+		State     string `json:"state"`
+		Version   int64  `json:"version"`
+	}{inv.InvoiceID, inv.State, inv.Version})}
 }
 
 // creditCollection moves a completed invoice's money into its wallet.
