@@ -38,6 +38,14 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// defaultMemoryLimit is serve's soft memory limit when neither GOGC nor GOMEMLIMIT
+// is set: under the issue's 512 MiB budget for a million wallets with 10,000
+// active (measured peak 414 MiB), and several times what a busy engine keeps
+// live. If the live heap itself nears it (hundreds of thousands of live actors),
+// collection runs often: give the process a larger GOMEMLIMIT, or passivate
+// sooner (PAYSVC_ENGINE_IDLE_AFTER).
+const defaultMemoryLimit = 448 << 20
+
 const usage = `usage: paysvc <command> [flags]
 
 commands:
@@ -145,9 +153,18 @@ func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []str
 		return err
 	}
 	if os.Getenv("GOGC") == "" {
-		// The live heap is small (snapshots and in-flight requests) and memory is not
-		// scarce; the default GOGC=100 spent a fifth of the CPU on collection under load.
-		debug.SetGCPercent(300)
+		// The live heap is small (snapshots and in-flight requests) next to what the
+		// commands allocate, so collecting rarely is cheap in memory and saves CPU
+		// that the commit path needs on a busy machine: the default GOGC=100 spent a
+		// fifth of the CPU on collection under load, 300 still ~10%, and 1000 gave
+		// 4-8% more transfers/s than 300 (docs/benchmarks.md, session 7). The soft
+		// memory limit caps what that costs: the heap may grow to 11x the live heap,
+		// but no further than the limit, where collection runs as often as it must.
+		// An operator setting GOGC (or GOMEMLIMIT) chooses for themselves.
+		debug.SetGCPercent(1000)
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(defaultMemoryLimit)
+		}
 	}
 	log.Info("configuration", "config", cfg.Redacted())
 	svc, err := service.Start(ctx, cfg, log)
