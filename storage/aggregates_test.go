@@ -56,6 +56,14 @@ func TestCommitBatchAggregates(t *testing.T) {
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
 			t.Fatal(err)
 		}
+		// The engine's hydration read: an id only with the merchant it is named with.
+		var o storage.Owned
+		o.Add("M1", "I1")
+		o.Add("M2", "I2") // M1's invoice, named by M2
+		o.Add("M1", "NOPE")
+		if got, err := storage.LoadOwnedInvoices(b.ctx, b.db, o); err != nil || len(got) != 1 || got["I1"].Version != 1 {
+			t.Fatalf("owned invoices = %+v, %v", got, err)
+		}
 		// Two changes of I1 in one batch: one update, checked against the version
 		// the batch started from.
 		w = storage.NewInvoiceWrites()

@@ -442,6 +442,28 @@ func TestWalletReads(t *testing.T) {
 		}
 	})
 
+	// One read for several merchants returns each id only with the merchant it was
+	// named with: M2 naming M1's W1 gets nothing, and a missing id is absent.
+	t.Run("LoadOwnedWallets_ScopedByPair", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var o storage.Owned
+		o.Add("M1", "W0")
+		o.Add("M2", "X0")
+		o.Add("M2", "W1")
+		o.Add("M1", "NOPE")
+		got, err := storage.LoadOwnedWallets(b.ctx, b.db, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got["W0"].MerchantID != "M1" || !got["W0"].CurrentBalance.Equal(amt("6.00")) || got["X0"].MerchantID != "M2" {
+			t.Fatalf("owned wallets = %+v", got)
+		}
+		if got, err := storage.LoadOwnedWallets(b.ctx, b.db, storage.Owned{}); err != nil || len(got) != 0 {
+			t.Fatalf("no ids: %v, %v", got, err)
+		}
+	})
+
 	t.Run("ListWallets_ScopedByMerchant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -72,9 +72,22 @@ func SettlementWallet(ctx context.Context, q sqlx.QueryerContext, merchantID, cu
 // LoadWallets reads the snapshots of the given wallets of one merchant, for the
 // engine to hydrate actors; missing ids are simply absent from the map.
 func LoadWallets(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []string) (map[string]wallet.State, error) {
+	var o Owned
+	for _, id := range ids {
+		o.Add(merchantID, id)
+	}
+	return LoadOwnedWallets(ctx, q, o)
+}
+
+// LoadOwnedWallets is LoadWallets for several merchants in one query (see
+// LoadOwnedInvoices).
+func LoadOwnedWallets(ctx context.Context, q sqlx.QueryerContext, o Owned) (map[string]wallet.State, error) {
+	if len(o.IDs) == 0 {
+		return map[string]wallet.State{}, nil
+	}
 	var rows []wallet.State
-	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+walletColumns+` FROM wallets
-		WHERE merchant_id = $1 AND wallet_id = ANY($2)`, merchantID, pq.StringArray(ids))
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+walletColumns+` FROM unnest($1::text[], $2::text[]) AS k(m, id)
+		JOIN wallets ON wallet_id = k.id AND merchant_id = k.m`, pq.StringArray(o.Merchants), pq.StringArray(o.IDs))
 	if err != nil {
 		return nil, fmt.Errorf("load wallets: %w", err)
 	}

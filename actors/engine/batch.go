@@ -299,8 +299,9 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 	// missing lists, by merchant, the ids a kind of aggregate needs that are not
 	// live (and marks the live ones used). A command that was already applied
 	// needs nothing.
-	missing := func(idsOf func(any) []string, live map[string]*actorRef) map[string][]string {
-		want, seen := map[string][]string{}, map[[2]string]bool{}
+	missing := func(idsOf func(any) []string, live map[string]*actorRef) storage.Owned {
+		var want storage.Owned
+		seen := map[[2]string]bool{}
 		for i, c := range cmds {
 			if c == nil {
 				continue
@@ -316,13 +317,22 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 				}
 				if k := [2]string{c.MerchantID, id}; !seen[k] {
 					seen[k] = true
-					want[c.MerchantID] = append(want[c.MerchantID], id)
+					want.Add(c.MerchantID, id)
 				}
 			}
 		}
 		return want
 	}
-	for merchant, list := range missing(payoutFileIDs, p.payouts) {
+	// Payment files are read per merchant (their transactions are a second query);
+	// invoices and wallets in one query each for every merchant of the batch: a
+	// round trip per merchant was most of an STK apply round's time on a busy
+	// machine (docs/benchmarks.md, session 7).
+	files := missing(payoutFileIDs, p.payouts)
+	byMerchant := map[string][]string{}
+	for i, m := range files.Merchants {
+		byMerchant[m] = append(byMerchant[m], files.IDs[i])
+	}
+	for merchant, list := range byMerchant {
 		found, err := storage.LoadPayoutFiles(ctx, e.db, merchant, list)
 		if err != nil {
 			return err
@@ -333,8 +343,8 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	for merchant, list := range missing(invoiceIDs, p.invoices) {
-		found, err := storage.LoadInvoices(ctx, e.db, merchant, list)
+	if want := missing(invoiceIDs, p.invoices); len(want.IDs) > 0 {
+		found, err := storage.LoadOwnedInvoices(ctx, e.db, want)
 		if err != nil {
 			return err
 		}
@@ -344,8 +354,8 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	for merchant, list := range missing(walletIDs, p.wallets) {
-		found, err := storage.LoadWallets(ctx, e.db, merchant, list)
+	if want := missing(walletIDs, p.wallets); len(want.IDs) > 0 {
+		found, err := storage.LoadOwnedWallets(ctx, e.db, want)
 		if err != nil {
 			return err
 		}
