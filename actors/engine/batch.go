@@ -145,15 +145,13 @@ func (ob *openBatch) prepared(p *partition) *prepared {
 // Postgres keeps microseconds: the caller truncates it, so replies, events and
 // later reads show the same timestamps.
 func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, recs []*kgo.Record, reads *pollReads) error {
-	if reads.err != nil {
-		return reads.err
-	}
 	b := ob.b
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
-	// done and doneTypes are this batch's view of the poll's dedupe read (shared by
-	// the partitions applied in parallel, so never written to).
-	done, doneTypes := map[string][]byte{}, map[string]string{}
+	// held are the replies of commands this partition applied that the table may
+	// not show yet: those of the batch still being committed, and perhaps those
+	// committed since the poll's dedupe read was taken.
+	held := map[string][]byte{}
 	var err error
 	for i, r := range recs {
 		c, err := reads.command(r)
@@ -165,12 +163,6 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 		}
 		cmds[i] = c
 		payloads[i] = e.decodePayload(c)
-		if stored, ok := reads.done[c.ID]; ok {
-			done[c.ID], doneTypes[c.ID] = stored, reads.doneTypes[c.ID]
-			continue
-		}
-		// Commands applied by the batch still being committed are not in the table
-		// yet, nor, perhaps, those committed since the read was taken.
 		r, ok := p.uncommitted[c.ID]
 		if !ok {
 			r, ok = p.recent[c.ID]
@@ -180,11 +172,32 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 			if err != nil {
 				return err
 			}
-			done[c.ID] = enc
+			held[c.ID] = enc
 		}
 	}
-	if err := e.hydrate(ctx, p, cmds, payloads, done); err != nil {
+	// Hydrate while the poll's dedupe read runs: the two round trips overlap
+	// (docs/benchmarks.md, session 7). Without the read's answer, hydrate may also
+	// load the aggregates of a command applied long ago, which is harmless: a
+	// snapshot from the table is the state any later command starts from.
+	if err := e.hydrate(ctx, p, cmds, payloads, held); err != nil {
 		return err
+	}
+	reads.wait()
+	if reads.err != nil {
+		return reads.err
+	}
+	// done and doneTypes are this batch's view of the poll's dedupe read (shared by
+	// the partitions applied in parallel, so never written to), the table first.
+	done, doneTypes := map[string][]byte{}, map[string]string{}
+	for _, c := range cmds {
+		if c == nil {
+			continue
+		}
+		if stored, ok := reads.done[c.ID]; ok {
+			done[c.ID], doneTypes[c.ID] = stored, reads.doneTypes[c.ID]
+		} else if enc, ok := held[c.ID]; ok {
+			done[c.ID] = enc
+		}
 	}
 
 	for i, c := range cmds {
@@ -394,15 +407,30 @@ func expiredReply(commandID string) topics.Reply {
 // processed_commands' primary key refuses the batch (23505, a data error): the
 // copy is isolated, recorded in the quarantine and answered with the stored reply,
 // never applied twice (ADR 0006).
+//
+// The read runs beside the partitions' apply, which waits for it (wait) only
+// after its own hydration reads: on a busy machine the two round trips in series
+// were ~1.8 ms of a 3 ms STK apply round, while the commit before it waited for
+// that round to end.
 type pollReads struct {
 	cmds      map[*kgo.Record]*topics.Command
 	decodeErr map[*kgo.Record]error
+	// ready is closed once done, doneTypes and err are set (nil: set already).
+	ready     chan struct{}
 	done      map[string][]byte
 	doneTypes map[string]string
 	err       error // the dedupe read failed: every batch of the poll fails with it
 }
 
-// readPoll decodes the poll's commands and reads which of them were applied already.
+// wait blocks until the dedupe read has answered.
+func (r *pollReads) wait() {
+	if r.ready != nil {
+		<-r.ready
+	}
+}
+
+// readPoll decodes the poll's commands and starts reading which of them were
+// applied already (wait for its answer).
 func (e *Engine) readPoll(ctx context.Context, parts [][]*kgo.Record) *pollReads {
 	r := &pollReads{cmds: map[*kgo.Record]*topics.Command{}, decodeErr: map[*kgo.Record]error{}}
 	var ids []string
@@ -425,9 +453,13 @@ func (e *Engine) readPoll(ctx context.Context, parts [][]*kgo.Record) *pollReads
 		return r
 	}
 	dedupeIDs.WithLabelValues("read").Add(float64(len(ids)))
-	start := time.Now()
-	r.done, r.doneTypes, r.err = storage.ProcessedReplies(ctx, e.db, ids)
-	dedupeReads.Observe(time.Since(start).Seconds())
+	r.ready = make(chan struct{})
+	go func() {
+		defer close(r.ready)
+		start := time.Now()
+		r.done, r.doneTypes, r.err = storage.ProcessedReplies(ctx, e.db, ids)
+		dedupeReads.Observe(time.Since(start).Seconds())
+	}()
 	return r
 }
 

@@ -274,7 +274,7 @@ func (e *Engine) current(held map[int32]*work) map[int32]*work {
 }
 
 // applyPolled applies a poll's records into their partitions' open batches, the
-// partitions in parallel, after one dedupe read for all of them (pollReads). With
+// partitions in parallel, beside one dedupe read for all of them (pollReads). With
 // early set (a commit is in flight) it returns the records a partition did not
 // take (process), for the caller to hold.
 func (e *Engine) applyPolled(ctx context.Context, byPart map[int32]*work, at time.Time, early bool) map[int32]*work {
