@@ -29,6 +29,7 @@ type batch struct {
 	aggOrder []string
 	newKeys  []string // payout idempotency keys claimed in this batch
 	finished []string // payment files this batch made final
+	final    []string // invoices this batch made final (COMPLETE or FAILED)
 	// payoutOutcomes counts transactions finished by the batch, by provider and
 	// status, for paysvc_payout_transactions_total once it commits.
 	payoutOutcomes map[[2]string]int
@@ -90,6 +91,7 @@ type prepared struct {
 	newLabels map[string]bool
 	newKeys   []string
 	finished  []string // payment files this batch made final
+	final     []string // invoices this batch made final
 	payouts   map[[2]string]int
 	after     []func()
 }
@@ -134,7 +136,7 @@ func (ob *openBatch) prepared(p *partition) *prepared {
 		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
 	}
 	return &prepared{batch: sb, out: ob.out, counts: ob.counts, issued: ob.issued, replies: ob.answered,
-		newLabels: b.newLabels, newKeys: b.newKeys, finished: b.finished, payouts: b.payoutOutcomes, after: b.after}
+		newLabels: b.newLabels, newKeys: b.newKeys, finished: b.finished, final: b.final, payouts: b.payoutOutcomes, after: b.after}
 }
 
 // applyBatch applies the records through the actors, adding their effects to the
@@ -325,7 +327,7 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 			for _, id := range idsOf(payloads[i]) {
 				if ref, ok := live[id]; ok {
-					ref.lastUsed = time.Now()
+					ref.lastUsed, ref.batch = time.Now(), p.applying
 					continue
 				}
 				if k := [2]string{c.MerchantID, id}; !seen[k] {

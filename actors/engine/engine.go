@@ -427,6 +427,36 @@ func (e *Engine) dropFinishedFiles() {
 	}
 }
 
+// releaseFinal stops the actors of the invoices a committed batch made final
+// (COMPLETE or FAILED), as soon as it committed: hardly any command comes for
+// them again (a late or repeated result, a card clearing, a refund), and one that
+// does rehydrates the invoice from its snapshot. Left to passivation, every
+// collection's actor stayed live for PAYSVC_ENGINE_IDLE_AFTER: at 2,500
+// collections/s that is ~300,000 actors, most of the heap the collector marks
+// (docs/benchmarks.md, session 7). An actor a later batch has used since (its
+// batch number is higher) holds state not committed yet and is left alone.
+// Called by settle, with p.mu held.
+func (e *Engine) releaseFinal(p *partition, ic *inflightCommit) {
+	n := 0
+	for _, id := range ic.final {
+		ref := p.invoices[id]
+		if ref == nil || ref.batch > ic.batch {
+			continue
+		}
+		e.actors.Poison(ref.pid)
+		delete(p.invoices, id)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	// Poison is asynchronous: a rehydrated actor needs a fresh id (see passivate).
+	p.gen++
+	e.live.Add(int64(-n))
+	liveActors.Set(float64(e.live.Load()))
+	finalReleased.Add(float64(n))
+}
+
 // passivate stops and forgets the actors not used since idleSince, so the memory
 // of an engine follows its active wallets, invoices and files, not every one that
 // ever had a command: a forgotten actor is rehydrated from its snapshot by its next

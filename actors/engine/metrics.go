@@ -20,6 +20,10 @@ var (
 		Help:    "Time to write and commit one batch transaction.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
+	finalReleased = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_engine_final_invoices_released_total",
+		Help: "Invoice actors stopped as soon as the batch that made their invoice final (COMPLETE or FAILED) committed, rather than after PAYSVC_ENGINE_IDLE_AFTER.",
+	})
 	batchApplies = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_batch_applies_total",
 		Help: "Polls applied into a partition's open batch: during_commit (beside the commit in flight) or after_commit (no commit was in flight, or the partition is isolating a failure).",

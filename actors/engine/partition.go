@@ -58,7 +58,10 @@ type partition struct {
 	finished []string
 	inflight *inflightCommit
 	// open is the next batch, applied while inflight commits (nil if none).
-	open        *openBatch
+	open *openBatch
+	// applying numbers the open batch: seal gives the number to its in-flight
+	// commit and moves on to the next.
+	applying    uint64
 	uncommitted map[string]topics.Reply // replies of commands applied but not yet committed
 	// recent are replies of commits settled since the poll's dedupe read may have
 	// been taken (pollReads): that read may not show them, and uncommitted no
@@ -83,8 +86,10 @@ type partition struct {
 type inflightCommit struct {
 	done     chan struct{}
 	err      error
-	first    int64 // offset of the batch's first record
-	count    int   // records in the batch
+	batch    uint64   // the batch's number (partition.applying when it was sealed)
+	final    []string // invoices the batch made final (releaseFinal)
+	first    int64    // offset of the batch's first record
+	count    int      // records in the batch
 	next     int64
 	ids      []string
 	keys     []string // payout keys claimed by the batch
@@ -95,6 +100,9 @@ type actorRef struct {
 	pid      *actor.PID
 	lastUsed time.Time
 	provider string // invoices: fixed at creation
+	// batch is the partition's open batch (partition.applying) when an invoice's
+	// actor was last used: releaseFinal drops it only if no later batch has.
+	batch uint64
 }
 
 func newPartition(id int32, epoch, next int64) *partition {
@@ -136,7 +144,7 @@ func (e *Engine) spawn(p *partition, s wallet.State) *actorRef {
 func (e *Engine) spawnInvoice(p *partition, s invoice.State) *actorRef {
 	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.InvoiceID, p.id, p.epoch, p.gen)
 	ref := &actorRef{pid: e.actors.Spawn(invoice.Producer(s), "invoice", actor.WithID(id), actor.WithInboxSize(16)),
-		lastUsed: time.Now(), provider: s.Provider}
+		lastUsed: time.Now(), provider: s.Provider, batch: p.applying}
 	p.invoices[s.InvoiceID] = ref
 	e.live.Add(1)
 	liveActors.Set(float64(e.live.Load()))
@@ -207,6 +215,7 @@ func roundTrip[R interface{ Corr() uint64 }](e *Engine, ref *actorRef, replies <
 
 // askInvoice is ask for invoice actors.
 func (e *Engine) askInvoice(p *partition, ref *actorRef, build func(corr uint64, reply chan<- invoice.Response) any) (invoice.Response, error) {
+	ref.batch = p.applying
 	return roundTrip(e, ref, p.invReplyCh, func(corr uint64) any { return build(corr, p.invReplyCh) })
 }
 
@@ -349,6 +358,8 @@ func (e *Engine) seal(ctx context.Context, p *partition) *pending {
 		ic.ids = append(ic.ids, id)
 	}
 	ic.keys, ic.finished = pr.newKeys, pr.finished
+	ic.batch, ic.final = p.applying, pr.final
+	p.applying++
 	p.inflight = ic
 	p.inflightLabels = pr.newLabels
 	applyRounds.Observe(float64(ob.applies))
@@ -435,6 +446,7 @@ func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
 			delete(p.payoutKeys, k) // stored now: the table answers for it
 		}
 		p.finished = append(p.finished, ic.finished...)
+		e.releaseFinal(p, ic)
 	}
 	if ic.err == nil {
 		p.committed = ic.next

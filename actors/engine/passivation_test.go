@@ -10,6 +10,7 @@ import (
 
 	"paysvc/actors/engine"
 	"paysvc/actors/ids"
+	"paysvc/actors/money"
 	"paysvc/actors/wallet"
 	"paysvc/topics"
 )
@@ -178,4 +179,53 @@ func TestPassivatingManyActorsReleasesMemory(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// An invoice's actor is stopped as soon as the batch that made the invoice final
+// commits, not after the idle time; a later command for the invoice brings it back
+// from its snapshot, final, and credits nothing a second time.
+func TestFinalInvoiceActorIsReleasedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	eng := b.startIdleEngine(t, time.Hour)
+	released := counter(t, "paysvc_engine_final_invoices_released_total", "", "")
+	inv := ids.Alias(8)
+	ok(t, b.send(t, b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
+		Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
+		NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "final"})))
+	result := func(stage string) topics.Command {
+		return b.command(t, topics.CmdInvoiceProviderResult, b.merchant, topics.ProviderResult{InvoiceID: inv,
+			Stage: stage, Receipt: "SIMFINAL01", CheckoutRequestID: "ws_CO_final"})
+	}
+	ok(t, b.send(t, result("ACCEPTED")))
+	live := eng.LiveActors() // the receiving wallet and the invoice
+	if live < 2 {
+		t.Fatalf("%d live actors after the push and its acceptance, want the wallet and the invoice", live)
+	}
+	ok(t, b.send(t, result("FINAL")))
+	deadline := time.Now().Add(replyWait)
+	for eng.LiveActors() != live-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live actors after the invoice became final, want %d", eng.LiveActors(), live-1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := counter(t, "paysvc_engine_final_invoices_released_total", "", "") - released; got < 1 {
+		t.Fatalf("released counter moved by %v", got)
+	}
+	b.wantBalance(t, b.merchant, b.settle, "98.50")
+
+	// The same outcome again, under another id: the invoice comes back COMPLETE at
+	// version 3 and the wallet is not credited twice.
+	r := b.send(t, result("FINAL"))
+	ok(t, r)
+	var ack struct {
+		State   string `json:"state"`
+		Version int64  `json:"version"`
+	}
+	if err := json.Unmarshal(r.Result, &ack); err != nil || ack.State != "COMPLETE" || ack.Version != 3 {
+		t.Fatalf("repeated FINAL answered %s (%v)", r.Result, err)
+	}
+	b.wantBalance(t, b.merchant, b.settle, "98.50")
+	b.ledgerOK(t)
 }
