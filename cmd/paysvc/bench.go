@@ -31,6 +31,7 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 		if err := fs.Parse(args[1:]); err != nil || *profile == "" {
 			return usageError{"usage: paysvc bench serve-profiled --cpuprofile FILE (started by paysvc bench --server-cpuprofile)"}
 		}
+		tuneGC()
 		return bench.ServeProfiled(ctx, cfg, log, *profile)
 	}
 	if bench.IsBaselineServerCommand(args) {
