@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -37,34 +36,6 @@ func main() {
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
-
-// tuneGC sets serve's collector: see the comment inside. The profiled service of
-// `paysvc bench --server-cpuprofile` runs with it too, so that its profile shows
-// the collection serve does.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		// The live heap is small (snapshots and in-flight requests) next to what the
-		// commands allocate, so collecting rarely is cheap in memory and saves CPU
-		// that the commit path needs on a busy machine: the default GOGC=100 spent a
-		// fifth of the CPU on collection under load, and 1000 gave 4-8% more
-		// transfers/s than the 300 used before (docs/benchmarks.md, session 7). The soft
-		// memory limit caps what that costs: the heap may grow to 11x the live heap,
-		// but no further than the limit, where collection runs as often as it must.
-		// An operator setting GOGC (or GOMEMLIMIT) chooses for themselves.
-		debug.SetGCPercent(1000)
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(defaultMemoryLimit)
-		}
-	}
-}
-
-// defaultMemoryLimit is serve's soft memory limit when neither GOGC nor GOMEMLIMIT
-// is set: under the issue's 512 MiB budget for a million wallets with 10,000
-// active (measured peak 414 MiB), and several times what a busy engine keeps
-// live. If the live heap itself nears it (hundreds of thousands of live actors),
-// collection runs often: give the process a larger GOMEMLIMIT, or passivate
-// sooner (PAYSVC_ENGINE_IDLE_AFTER).
-const defaultMemoryLimit = 448 << 20
 
 const usage = `usage: paysvc <command> [flags]
 
