@@ -308,12 +308,13 @@ func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
 	return nil
 }
 
-// hydrate spawns, in one query per merchant, the actors of every wallet the batch
-// names that is not in memory yet.
+// hydrate spawns the actors of every payment file, invoice, wallet and registered
+// aggregate the batch names that is not in memory yet: invoices and wallets with
+// one query each, payment files with one per merchant.
 func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte) error {
-	// missing lists, by merchant, the ids a kind of aggregate needs that are not
-	// live (and marks the live ones used). A command that was already applied
-	// needs nothing.
+	// missing lists the ids a kind of aggregate needs that are not live, each with
+	// its command's merchant (and marks the live ones used). A command known to be
+	// applied already (done) needs nothing.
 	missing := func(idsOf func(any) []string, live map[string]*actorRef) storage.Owned {
 		var want storage.Owned
 		seen := map[[2]string]bool{}
