@@ -35,8 +35,8 @@ func tuneGC() {
 }
 
 // memoryFloor is the soft memory limit while the live heap is small: under the
-// issue's 512 MiB budget for a million wallets with 10,000 active (measured peak
-// 414 MiB), and several times what a busy engine keeps live.
+// issue's 512 MiB budget for a million wallets with 10,000 active (measured peaks
+// 414-431 MiB), and several times what a busy engine keeps live.
 const memoryFloor = 448 << 20
 
 // memoryLimit is the soft memory limit for a live heap of live bytes.
