@@ -235,19 +235,23 @@ type EntryWrite struct {
 	CommandID string
 }
 
-// CommitBatch writes a batch atomically with one call of paysvc_commit_batch (one
-// round trip, whatever the aggregates). Its first statement advances the
+// CommitBatch writes a batch atomically with one call of paysvc_commit_batches_v3,
+// its arrays of one partition (one round trip, whatever the aggregates). Its first statement advances the
 // partition's offset only if the epoch is still ours, so a worker that lost the
 // partition gets ErrFenced and writes nothing; snapshot updates are version-checked
 // (ErrStaleSnapshot), in the core and in every aggregate's function.
 func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
-	return execCommit(ctx, db, commitBatchSQL, b, []any{b.Topic, b.Partition, b.Epoch, b.NextOffset}, nil)
+	cPart := make(pq.Int64Array, len(b.Processed))
+	for i := range cPart {
+		cPart[i] = int64(b.Partition)
+	}
+	return execCommit(ctx, db, b, []any{b.Topic, pq.Int64Array{int64(b.Partition)}, pq.Int64Array{b.Epoch}, pq.Int64Array{b.NextOffset}}, cPart)
 }
 
-// execCommit lays a batch out as the commit functions' arrays and calls query with
-// fence (topic, partition or partitions, epoch(s), next offset(s)) first. cPart,
-// when not nil, is the partition of each processed command (paysvc_commit_batches).
-func execCommit(ctx context.Context, db *sqlx.DB, query string, b Batch, fence []any, cPart pq.Int64Array) error {
+// execCommit lays a batch out as the commit function's arrays and calls it with
+// fence (topic, partitions, epochs, next offsets) first; cPart is the partition of
+// each processed command.
+func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq.Int64Array) error {
 	var ins, upd []WalletWrite
 	for _, w := range b.Wallets {
 		if w.PrevVersion == 0 {
@@ -274,7 +278,19 @@ func execCommit(ctx context.Context, db *sqlx.DB, query string, b Batch, fence [
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 	}
-	aKind, aRows, err := aggregateArrays(b.Aggregates)
+	// Invoices go as the core's column arrays (migration 0039), the other kinds to
+	// their functions, a joinable kind's batches in one call.
+	inv, rest := newInvoiceCols(), make([]AggregateRows, 0, len(b.Aggregates))
+	for _, a := range b.Aggregates {
+		if w, ok := a.(*InvoiceWrites); ok {
+			if err := inv.add(w); err != nil {
+				return err
+			}
+			continue
+		}
+		rest = append(rest, a)
+	}
+	aKind, aRows, err := aggregateArrays(joinAggregates(rest))
 	if err != nil {
 		return err
 	}
@@ -282,14 +298,12 @@ func execCommit(ctx context.Context, db *sqlx.DB, query string, b Batch, fence [
 		nw.ids, nw.merchants, nw.currencies, nw.types, nw.labels, nw.disburse, nw.current, nw.available, nw.versions, nw.created, nw.updated,
 		uw.ids, uw.current, uw.available, uw.versions, prev, uw.updated, uw.labels, uw.disburse,
 		e.txn, e.cmd, e.merchant, e.account, e.wallet, e.currency, e.amount, e.running, e.transType, e.narrative,
-		cID, cMerchant, cType)
-	if cPart != nil {
-		args = append(args, cPart)
-	}
-	args = append(args, cOffset, cReply,
+		cID, cMerchant, cType, cPart, cOffset, cReply,
 		oID, oTopic, oKey, oMerchant, oBody,
-		aKind, aRows)
-	stmt, err := prepared(ctx, db, query)
+		aKind, aRows,
+		inv.ids, inv.merchants, inv.states, inv.apiRefs, inv.checkoutRequests, inv.versions, inv.prevs, inv.data,
+		inv.created, inv.updated)
+	stmt, err := prepared(ctx, db, commitBatchesSQL)
 	if err == nil {
 		_, err = stmt.ExecContext(ctx, args...)
 	}
@@ -343,26 +357,19 @@ func CommitBatches(ctx context.Context, db *sqlx.DB, bs []Batch) error {
 		all.Aggregates = append(all.Aggregates, b.Aggregates...)
 	}
 	all.At = bs[0].At
-	all.Aggregates = joinAggregates(all.Aggregates)
-	return execCommit(ctx, db, commitBatchesSQL, all, []any{bs[0].Topic, pPart, pEpoch, pNext}, cPart)
+	return execCommit(ctx, db, all, []any{bs[0].Topic, pPart, pEpoch, pNext}, cPart)
 }
 
-// The _v2 functions take replies and outbox bodies as text[] (migration 0035).
-const commitBatchesSQL = `SELECT paysvc_commit_batches_v2($1, $2::integer[], $3, $4, $5,
+// paysvc_commit_batches_v3 (migration 0039) commits one partition's batch or
+// several: replies and outbox bodies as text[] (0035), invoices as column arrays.
+const commitBatchesSQL = `SELECT paysvc_commit_batches_v3($1, $2::integer[], $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23, $24,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
 	$35, $36, $37, $38::integer[], $39, $40,
 	$41, $42, $43, $44, $45,
-	$46, $47::jsonb[])`
-
-const commitBatchSQL = `SELECT paysvc_commit_batch_v2($1, $2, $3, $4, $5,
-	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-	$17, $18, $19, $20, $21, $22, $23, $24,
-	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
-	$35, $36, $37, $38, $39,
-	$40, $41, $42, $43, $44,
-	$45, $46::jsonb[])`
+	$46, $47::jsonb[],
+	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57)`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated pq.StringArray

@@ -7,9 +7,10 @@
 // command ids, the consumed offset and outbox events in ONE transaction, and the
 // version and epoch checks in those statements are what make a stale writer fail.
 //
-// The batch commit (CommitBatch, one call of paysvc_commit_batch_v2, a prepared
-// statement: one round trip; migration 0035 made replies and event bodies text) has
-// a fixed core, the partition fence and offset, wallets, ledger entries, processed
+// The batch commit (CommitBatch and CommitBatches, one call of
+// paysvc_commit_batches_v3, a prepared statement: one round trip; migration 0035
+// made replies and event bodies text, 0039 invoices column arrays) has a fixed
+// core, the partition fence and offset, wallets, invoices, ledger entries, processed
 // commands with their replies and the outbox, and is generic over every other
 // aggregate: each brings an AggregateRows (its kind and its rows as JSON, collected
 // by its own type such as InvoiceWrites or PayoutWrites), which the core hands to

@@ -79,15 +79,16 @@ func TestMigration0024_ExistingDatabase(t *testing.T) {
 	if len(applied) == 0 || applied[0] != 24 {
 		t.Fatalf("applied %v, want 24 first", applied)
 	}
-	// 0035 replaced the generic function by its text-bodied _v2: one commit
-	// function for one partition is left, whatever the database went through.
+	// 0035 replaced the generic function by its text-bodied _v2, and 0039 made the
+	// _v2 functions wrappers of _v3 (invoices as column arrays): these three are
+	// left, whatever the database went through.
 	var names []string
 	if err := db.SelectContext(ctx, &names, `SELECT proname FROM pg_proc WHERE proname LIKE 'paysvc\_commit\_batch%'
 		AND pronamespace = current_schema()::regnamespace ORDER BY proname`); err != nil {
 		t.Fatal(err)
 	}
-	if len(names) != 2 || names[0] != "paysvc_commit_batch_v2" || names[1] != "paysvc_commit_batches_v2" {
-		t.Fatalf("commit functions %v, want only paysvc_commit_batch_v2 and paysvc_commit_batches_v2", names)
+	if len(names) != 3 || names[0] != "paysvc_commit_batch_v2" || names[1] != "paysvc_commit_batches_v2" || names[2] != "paysvc_commit_batches_v3" {
+		t.Fatalf("commit functions %v, want only paysvc_commit_batch_v2, paysvc_commit_batches_v2 and _v3", names)
 	}
 
 	b := batchBundle{ctx: ctx, db: db, epoch: 1}

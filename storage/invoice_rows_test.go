@@ -49,3 +49,49 @@ func TestInvoiceRowsEncodedAtTouch(t *testing.T) {
 		t.Fatalf("I2 row %+v", rows[1])
 	}
 }
+
+// An engine of the previous release, during a rolling deploy, still calls
+// paysvc_commit_batch_v2 with its invoices as paysvc_apply_invoice's jsonb rows
+// (migration 0039 made the _v2 functions wrappers of _v3): they are written, and a
+// stale one still refuses the commit.
+func TestCommitBatchV2StillTakesInvoiceRows(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t)
+	call := func(next int64, cmd string, w *storage.InvoiceWrites) error {
+		rows, err := w.Rows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := `'{}'`
+		empties := func(n int) string {
+			out := e
+			for range n - 1 {
+				out += ", " + e
+			}
+			return out
+		}
+		_, err = b.db.ExecContext(b.ctx, `SELECT paysvc_commit_batch_v2($1, 0, $2, $3::bigint, $4, `+empties(11)+`, `+empties(8)+`, `+empties(10)+`,
+			ARRAY[$5::text], '{M1}', '{invoice.provider_result}', ARRAY[$6::bigint], '{"{}"}', `+empties(5)+`,
+			'{invoice}', ARRAY[$7::jsonb])`, testTopic, b.epoch, next, t0, cmd, next-1, string(rows))
+		return err
+	}
+	w := storage.NewInvoiceWrites()
+	w.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+	if err := call(1, "C1", w); err != nil {
+		t.Fatal(err)
+	}
+	w = storage.NewInvoiceWrites()
+	w.Touch(inv("I1", 1, invoice.StatePending, t0), inv("I1", 2, invoice.StateComplete, t0.Add(time.Second)))
+	if err := call(2, "C2", w); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := storage.GetInvoice(b.ctx, b.db, "M1", "I1"); err != nil || got.Version != 2 || got.State != invoice.StateComplete {
+		t.Fatalf("I1 = %+v, %v", got, err)
+	}
+	w = storage.NewInvoiceWrites()
+	w.Touch(inv("I1", 1, invoice.StatePending, t0), inv("I1", 2, invoice.StateFailed, t0))
+	if err := call(3, "C3", w); pqCode(err) != "PS002" {
+		t.Fatalf("stale invoice through _v2: %v, want PS002", err)
+	}
+	wantOffset(t, b, 2)
+}

@@ -131,23 +131,31 @@ func UnclearedCardInvoices(ctx context.Context, q sqlx.QueryerContext, completed
 const InvoiceKind = "invoice"
 
 // InvoiceWrites collects the invoices a batch changed: for each, the version it had
-// when the batch first touched it (0: new, inserted) and its last state. It is the
-// invoices' AggregateRows.
+// when the batch first touched it (0: new, inserted) and its last state. The commit
+// sends them as column arrays (invoiceCols, migration 0039); as an AggregateRows
+// (Rows) they are paysvc_apply_invoice's jsonb rows, which the commit no longer
+// uses for them.
 //
-// Each row is encoded when it is touched, not when the batch commits: Touch runs
-// while the engine applies the batch, beside the commit before it, whereas Rows runs
-// between two commits, while the database waits. Encoding there was ~0.9 ms of
-// every STK commit's preparation (docs/benchmarks.md, session 7).
+// Each state is encoded when it is touched, not when the batch commits: Touch runs
+// while the engine applies the batch, beside the commit before it, whereas the
+// commit's arguments are laid out between two commits, while the database waits
+// (docs/benchmarks.md, session 7).
 type InvoiceWrites struct {
 	prev  map[string]int64
-	rows  map[string][]byte // each invoice's row of its last state
+	rows  map[string]invoiceRow // each invoice's last state
 	order []string
-	err   error // the first row that could not be encoded (Rows reports it)
+	err   error // the first state that could not be encoded (reported by the commit)
+}
+
+type invoiceRow struct {
+	s    invoice.State
+	prev int64
+	data []byte // s as JSON
 }
 
 // NewInvoiceWrites returns an empty collector.
 func NewInvoiceWrites() *InvoiceWrites {
-	return &InvoiceWrites{prev: map[string]int64{}, rows: map[string][]byte{}}
+	return &InvoiceWrites{prev: map[string]int64{}, rows: map[string]invoiceRow{}}
 }
 
 // Touch records an invoice's new state; the update stays conditional on the version
@@ -159,11 +167,11 @@ func (w *InvoiceWrites) Touch(before, after invoice.State) {
 		w.prev[after.InvoiceID] = prev
 		w.order = append(w.order, after.InvoiceID)
 	}
-	row, err := encodeInvoiceRow(after, prev)
+	data, err := json.Marshal(after)
 	if err != nil && w.err == nil {
 		w.err = fmt.Errorf("invoice %s: %w", after.InvoiceID, err)
 	}
-	w.rows[after.InvoiceID] = row
+	w.rows[after.InvoiceID] = invoiceRow{s: after, prev: prev, data: data}
 }
 
 // Kind implements AggregateRows.
@@ -173,9 +181,9 @@ func (w *InvoiceWrites) Kind() string { return InvoiceKind }
 // invoices, each in its merchant's partition, so several batches' go in one call.
 func (w *InvoiceWrites) Joinable() {}
 
-// invoiceRowHead is a row of paysvc_apply_invoice without its data, which
-// encodeInvoiceRow appends: inside a struct, json.Marshal would validate and
-// compact the already encoded state a second time.
+// invoiceRowHead is a row of paysvc_apply_invoice without its data, which Rows
+// appends: inside a struct, json.Marshal would validate and compact the already
+// encoded state a second time.
 type invoiceRowHead struct {
 	InvoiceID         string    `json:"invoice_id"`
 	MerchantID        string    `json:"merchant_id"`
@@ -188,25 +196,6 @@ type invoiceRowHead struct {
 	UpdatedAt         time.Time `json:"updated_at"`
 }
 
-// encodeInvoiceRow is one JSON object of paysvc_apply_invoice's rows.
-func encodeInvoiceRow(s invoice.State, prev int64) ([]byte, error) {
-	data, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	head, err := json.Marshal(invoiceRowHead{InvoiceID: s.InvoiceID, MerchantID: s.MerchantID, State: s.State, APIRef: s.APIRef,
-		CheckoutRequestID: s.CheckoutRequestID, Version: s.Version, Prev: prev,
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()})
-	if err != nil {
-		return nil, err
-	}
-	row := make([]byte, 0, len(head)+len(data)+9)
-	row = append(row, head[:len(head)-1]...) // an object: it ends in '}'
-	row = append(row, `,"data":`...)
-	row = append(row, data...)
-	return append(row, '}'), nil
-}
-
 // Rows implements AggregateRows: the rows of paysvc_apply_invoice, in the order the
 // batch first touched each invoice.
 func (w *InvoiceWrites) Rows() (json.RawMessage, error) {
@@ -216,17 +205,59 @@ func (w *InvoiceWrites) Rows() (json.RawMessage, error) {
 	if len(w.order) == 0 {
 		return nil, nil
 	}
-	n := 1
-	for _, id := range w.order {
-		n += len(w.rows[id]) + 1
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '[')
+	out := []byte{'['}
 	for i, id := range w.order {
+		r := w.rows[id]
+		s := r.s
+		head, err := json.Marshal(invoiceRowHead{InvoiceID: s.InvoiceID, MerchantID: s.MerchantID, State: s.State, APIRef: s.APIRef,
+			CheckoutRequestID: s.CheckoutRequestID, Version: s.Version, Prev: r.prev,
+			CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()})
+		if err != nil {
+			return nil, fmt.Errorf("invoice %s: %w", id, err)
+		}
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, w.rows[id]...)
+		out = append(out, head[:len(head)-1]...) // an object: it ends in '}'
+		out = append(out, `,"data":`...)
+		out = append(out, r.data...)
+		out = append(out, '}')
 	}
 	return append(out, ']'), nil
+}
+
+// invoiceCols are the invoice arguments of paysvc_commit_batches_v3: one array per
+// column, never nil (a nil slice would be sent as NULL).
+type invoiceCols struct {
+	ids, merchants, states, apiRefs, checkoutRequests, created, updated pq.StringArray
+	versions, prevs                                                     pq.Int64Array
+	data                                                                textArray
+}
+
+func newInvoiceCols() invoiceCols {
+	return invoiceCols{ids: pq.StringArray{}, merchants: pq.StringArray{}, states: pq.StringArray{}, apiRefs: pq.StringArray{},
+		checkoutRequests: pq.StringArray{}, created: pq.StringArray{}, updated: pq.StringArray{},
+		versions: pq.Int64Array{}, prevs: pq.Int64Array{}, data: textArray{}}
+}
+
+// add appends a batch's invoices, in the order it first touched each.
+func (c *invoiceCols) add(w *InvoiceWrites) error {
+	if w.err != nil {
+		return w.err
+	}
+	for _, id := range w.order {
+		r := w.rows[id]
+		s := r.s
+		c.ids = append(c.ids, s.InvoiceID)
+		c.merchants = append(c.merchants, s.MerchantID)
+		c.states = append(c.states, s.State)
+		c.apiRefs = append(c.apiRefs, s.APIRef)
+		c.checkoutRequests = append(c.checkoutRequests, s.CheckoutRequestID)
+		c.versions = append(c.versions, s.Version)
+		c.prevs = append(c.prevs, r.prev)
+		c.data = append(c.data, r.data)
+		c.created = append(c.created, s.CreatedAt.UTC().Format(time.RFC3339Nano))
+		c.updated = append(c.updated, s.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
