@@ -116,6 +116,28 @@ func StalePrompts(ctx context.Context, q sqlx.QueryerContext, olderThan time.Tim
 	return out, err
 }
 
+// StaleSTKInvoices lists M-Pesa invoices still PENDING or PROCESSING since before
+// olderThan, whole (the sandbox sends their prompts again: rails.RecoverSandbox).
+// Held invoices (a paid amount that differs) wait for an operator, not the rail.
+func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, olderThan time.Time, limit int) ([]invoice.State, error) {
+	var rows [][]byte
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM invoices
+		WHERE state IN ('PENDING', 'PROCESSING') AND updated_at < $1 AND data ->> 'provider' = 'M-PESA'
+		AND NOT coalesce((data ->> 'held')::boolean, false)
+		ORDER BY updated_at LIMIT $2`, olderThan, limit); err != nil {
+		return nil, fmt.Errorf("stale STK invoices: %w", err)
+	}
+	out := make([]invoice.State, 0, len(rows))
+	for _, d := range rows {
+		var s invoice.State
+		if err := json.Unmarshal(d, &s); err != nil {
+			return nil, fmt.Errorf("decode invoice: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // UnclearedCardInvoices lists completed card collections whose funds are not
 // available yet and that completed before completedBefore.
 func UnclearedCardInvoices(ctx context.Context, q sqlx.QueryerContext, completedBefore time.Time, limit int) ([]InvoiceRef, error) {

@@ -31,6 +31,10 @@ var (
 		Name: "paysvc_rails_requests_total",
 		Help: "Requests sent to a rail, by rail and result (ok, refused, error).",
 	}, []string{"rail", "result"})
+	promptsResent = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_rails_prompts_resent_total",
+		Help: "Sandbox M-Pesa prompts sent again because their invoice waited longer than PAYSVC_SIM_RECOVER_AFTER for an outcome (the simulator's process stopped with them in flight).",
+	})
 	outcomes = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_rails_outcomes_total",
 		Help: "Outcomes received from a rail and fed back as commands, by rail, stage and code.",
@@ -229,6 +233,60 @@ func Recover(ctx context.Context, db *sqlx.DB, q Querier, sink mpesa.Sink, after
 				log.Warn("record queried outcome", "invoice_id", inv.InvoiceID, "err", err)
 			}
 		}
+	}
+}
+
+// RecoverSandbox sends again, every interval, the prompts of M-Pesa invoices that
+// have waited longer than after for an outcome, in the sandbox. The simulator holds
+// its prompts in memory until their outcome: a process that stops (a deploy, a crash)
+// takes the prompts in flight with it, and their invoices, already acknowledged to
+// the merchant, would stay PENDING or PROCESSING for ever (live, Daraja keeps the
+// prompt and Recover asks it). Sending a prompt again is harmless there: no customer
+// is prompted, the outcome is the phone's (docs/sandbox.md), and each stage's command
+// id is derived from the invoice, so a stage that did arrive takes effect once. An
+// invoice is sent again at most once per after, while its outcome is on its way.
+func RecoverSandbox(ctx context.Context, db *sqlx.DB, rail mpesa.Rail, after, interval time.Duration, log *slog.Logger) error {
+	log = log.With("component", "rails-recover")
+	resent := map[string]time.Time{}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		recoverSandboxOnce(ctx, db, rail, after, resent, log)
+	}
+}
+
+// recoverSandboxOnce is one sweep of RecoverSandbox; resent remembers when each
+// invoice was last sent again.
+func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, rail mpesa.Rail, after time.Duration, resent map[string]time.Time, log *slog.Logger) {
+	now := time.Now()
+	for id, at := range resent {
+		if now.Sub(at) > after {
+			delete(resent, id)
+		}
+	}
+	stale, err := storage.StaleSTKInvoices(ctx, db, now.Add(-after), 100)
+	if err != nil {
+		log.Warn("list stale STK invoices", "err", err)
+		return
+	}
+	for _, inv := range stale {
+		if _, ok := resent[inv.InvoiceID]; ok {
+			continue
+		}
+		if _, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: inv.InvoiceID, MerchantID: inv.MerchantID, Phone: inv.Account,
+			Amount: inv.Value, AccountRef: inv.APIRef, Description: "Payment"}); err != nil {
+			log.Warn("send a stale prompt again", "invoice_id", inv.InvoiceID, "err", err)
+			continue
+		}
+		resent[inv.InvoiceID] = now
+		promptsResent.Inc()
+		log.Info("prompt sent again: its outcome never came", "invoice_id", inv.InvoiceID, "state", inv.State,
+			"waiting_since", inv.UpdatedAt)
 	}
 }
 

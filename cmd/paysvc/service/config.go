@@ -75,6 +75,9 @@ type Config struct {
 	API                   api.Config
 	// SimAcceptDelay and SimFinalDelay pace the sandbox M-Pesa simulator.
 	SimAcceptDelay, SimFinalDelay time.Duration
+	// SimRecoverAfter: a sandbox M-Pesa invoice with no outcome for this long has its
+	// prompt sent again (the simulator's process stopped with it in flight).
+	SimRecoverAfter time.Duration
 	// Daraja is the live M-Pesa adapter's configuration (ConsumerKey empty: none).
 	Daraja           mpesa.DarajaConfig
 	DarajaQueryAfter time.Duration // a prompt with no callback for this long is queried
@@ -169,6 +172,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
 		SimAcceptDelay:        dur("PAYSVC_SIM_ACCEPT_DELAY", time.Second),
 		SimFinalDelay:         dur("PAYSVC_SIM_FINAL_DELAY", 2*time.Second),
+		SimRecoverAfter:       dur("PAYSVC_SIM_RECOVER_AFTER", 30*time.Second),
 		API: api.Config{
 			RateLimit:      num("PAYSVC_RATE_LIMIT", 1000),
 			RateBurst:      int(num("PAYSVC_RATE_BURST", 2000)),

@@ -212,6 +212,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 				defer sim.Close()
 				return rails.Run(runCtx, s.Brokers, sim, rails.Options{RetryUnavailable: true}, log)
 			})
+			// Not before the slowest outcome (a prompt nobody answers, 3x the two
+			// delays) could have arrived twice over.
+			after := max(cfg.SimRecoverAfter, 6*(cfg.SimAcceptDelay+cfg.SimFinalDelay))
+			s.goRun(func() error {
+				return rails.RecoverSandbox(runCtx, s.DB, sim, after, max(after/4, 100*time.Millisecond), log)
+			})
 		default:
 			// Nothing is lost: prompts wait in their topic until a rails role with a
 			// live adapter consumes them.

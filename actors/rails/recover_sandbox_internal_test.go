@@ -1,0 +1,104 @@
+package rails
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"paysvc/actors/invoice"
+	"paysvc/actors/money"
+	"paysvc/actors/rails/mpesa"
+	"paysvc/storage/storagetest"
+)
+
+// A sandbox M-Pesa invoice whose outcome never came (its prompt stopped with the
+// simulator's process) has the prompt sent again, once per after, and the phone's
+// outcome comes back; a fresh, final, held or card invoice is left alone.
+func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
+	db := storagetest.New(t)
+	db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Shop', 'sandbox')`)
+	old := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	add := func(id, state, provider, phone string, held bool, updated time.Time) {
+		s := invoice.State{InvoiceID: id, MerchantID: "M1", WalletID: "W1", State: state, Provider: provider, Currency: "KES",
+			Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"), NetAmount: money.MustParse("98.50"),
+			Account: phone, APIRef: "ref-" + id, Version: 1, CreatedAt: updated, UpdatedAt: updated, Held: held}
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.DB.MustExec(`INSERT INTO invoices (invoice_id, merchant_id, state, version, data, created_at, updated_at)
+			VALUES ($1, 'M1', $2, 1, $3, $4, $4)`, id, state, data, updated)
+	}
+	add("PEND0001", "PENDING", "M-PESA", "254712345678", false, old)
+	add("PROC0001", "PROCESSING", "M-PESA", "254712340003", false, old) // insufficient funds
+	add("FRESH001", "PENDING", "M-PESA", "254712345678", false, time.Now().UTC())
+	add("HELD0001", "PROCESSING", "M-PESA", "254712345678", true, old)
+	add("CARD0001", "PENDING", "CARD", "", false, old)
+	add("DONE0001", "COMPLETE", "M-PESA", "254712345678", false, old)
+
+	var mu sync.Mutex
+	got := map[string][]mpesa.Result{}
+	sim := mpesa.NewSimulator(func(_ context.Context, r mpesa.Result) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.InvoiceID] = append(got[r.InvoiceID], r)
+		return nil
+	}, mpesa.SimOptions{AcceptDelay: time.Millisecond, FinalDelay: time.Millisecond})
+	defer sim.Close()
+	results := func() map[string][]mpesa.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string][]mpesa.Result{}
+		for k, v := range got {
+			out[k] = append([]mpesa.Result(nil), v...)
+		}
+		return out
+	}
+	finals := func(rs []mpesa.Result) (n int, code int) {
+		for _, r := range rs {
+			if r.Stage == mpesa.StageFinal {
+				n, code = n+1, r.Code
+			}
+		}
+		return n, code
+	}
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	resent := map[string]time.Time{}
+	recoverSandboxOnce(context.Background(), db.DB, sim, time.Minute, resent, log)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := results()
+		p, _ := finals(r["PEND0001"])
+		q, _ := finals(r["PROC0001"])
+		if p == 1 && q == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outcomes after a sweep: %+v", r)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A second sweep within after sends nothing again.
+	recoverSandboxOnce(context.Background(), db.DB, sim, time.Minute, resent, log)
+	time.Sleep(50 * time.Millisecond)
+	r := results()
+	if len(r) != 2 {
+		t.Fatalf("prompts sent again for %d invoices, want PEND0001 and PROC0001 only: %+v", len(r), r)
+	}
+	if n, code := finals(r["PEND0001"]); n != 1 || code != mpesa.CodeSuccess {
+		t.Fatalf("PEND0001: %d final results, code %d; want one success", n, code)
+	}
+	if n, code := finals(r["PROC0001"]); n != 1 || code != mpesa.CodeInsufficientFunds {
+		t.Fatalf("PROC0001: %d final results, code %d; want one insufficient-funds", n, code)
+	}
+	for _, res := range r["PEND0001"] {
+		if res.MerchantID != "M1" {
+			t.Fatalf("result for another merchant: %+v", res)
+		}
+	}
+}
