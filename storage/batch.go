@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -109,88 +108,6 @@ type AggregateRows interface {
 	Rows() (json.RawMessage, error)
 }
 
-// JoinableRows is an AggregateRows whose function takes a JSON array of rows that
-// each name their own aggregate and do not depend on one another: the rows of
-// several partitions' batches then go to it in one call, as one array, where each
-// batch would otherwise make its own call. Under STK load a commit carried ~6
-// calls of paysvc_apply_invoice, each with ~0.2 ms of fixed cost (docs/benchmarks.md,
-// session 6). Rows of such a kind must be a JSON array (or nil), and no two
-// batches of one commit may name the same aggregate (each lives in the partition
-// of its merchant).
-type JoinableRows interface {
-	AggregateRows
-	// Joinable marks the kind.
-	Joinable()
-}
-
-// joinedRows is the rows of one joinable kind of several batches, as one array.
-type joinedRows struct {
-	kind  string
-	parts []AggregateRows
-}
-
-func (j *joinedRows) Kind() string { return j.kind }
-
-func (j *joinedRows) Rows() (json.RawMessage, error) {
-	arrays := make([][]byte, 0, len(j.parts))
-	n := 1
-	for _, p := range j.parts {
-		r, err := p.Rows()
-		if err != nil {
-			return nil, err
-		}
-		r = bytes.TrimSpace(r)
-		if len(r) == 0 || string(r) == "null" {
-			continue
-		}
-		if len(r) < 2 || r[0] != '[' || r[len(r)-1] != ']' {
-			return nil, fmt.Errorf("batch: %s rows are not a JSON array", j.kind)
-		}
-		inner := bytes.TrimSpace(r[1 : len(r)-1])
-		if len(inner) == 0 {
-			continue
-		}
-		arrays = append(arrays, inner)
-		n += len(inner) + 1
-	}
-	if len(arrays) == 0 {
-		return nil, nil
-	}
-	out := make([]byte, 0, n+1) // one allocation: the joined rows of a busy commit are tens of kB
-	for i, inner := range arrays {
-		if i == 0 {
-			out = append(out, '[')
-		} else {
-			out = append(out, ',')
-		}
-		out = append(out, inner...)
-	}
-	return append(out, ']'), nil
-}
-
-// joinAggregates puts the rows of each joinable kind of several batches into one
-// call, at the place of that kind's first batch. Moving a kind's later rows
-// earlier is safe because its rows depend on no other aggregate's rows of the
-// commit; the other kinds keep their calls and order.
-func joinAggregates(as []AggregateRows) []AggregateRows {
-	out := make([]AggregateRows, 0, len(as))
-	joined := map[string]*joinedRows{}
-	for _, a := range as {
-		if _, ok := a.(JoinableRows); !ok {
-			out = append(out, a)
-			continue
-		}
-		if j := joined[a.Kind()]; j != nil {
-			j.parts = append(j.parts, a)
-			continue
-		}
-		j := &joinedRows{kind: a.Kind(), parts: []AggregateRows{a}}
-		joined[a.Kind()] = j
-		out = append(out, j)
-	}
-	return out
-}
-
 // validKind mirrors the CHECK of batch_aggregates.kind, to fail early, without a
 // round trip, on a kind that could never be registered.
 func validKind(k string) bool {
@@ -278,8 +195,8 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 	}
-	// Invoices go as the core's column arrays (migration 0039), the other kinds to
-	// their functions, a joinable kind's batches in one call.
+	// Invoices go as the core's column arrays (migration 0039), every other kind to
+	// its function.
 	inv, rest := newInvoiceCols(), make([]AggregateRows, 0, len(b.Aggregates))
 	for _, a := range b.Aggregates {
 		if w, ok := a.(*InvoiceWrites); ok {
@@ -290,7 +207,7 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 		}
 		rest = append(rest, a)
 	}
-	aKind, aRows, err := aggregateArrays(joinAggregates(rest))
+	aKind, aRows, err := aggregateArrays(rest)
 	if err != nil {
 		return err
 	}

@@ -95,10 +95,9 @@ func TestCommitBatchesRefusesTwoTimes(t *testing.T) {
 	}
 }
 
-// The invoices of several partitions' batches go to paysvc_apply_invoice as one
-// array (JoinableRows): every batch's invoices are written, the other kinds keep
-// their own calls, and a stale invoice in any one batch still refuses the whole
-// commit.
+// The invoices of several partitions' batches go in one set of column arrays
+// (migration 0039): every batch's invoices are written, the other kinds keep their
+// own calls, and a stale invoice in any one batch still refuses the whole commit.
 func TestCommitBatchesJoinInvoiceRows(t *testing.T) {
 	t.Parallel()
 	b := setupBatch(t)

@@ -163,8 +163,7 @@ const InvoiceKind = "invoice"
 // commit's arguments are laid out between two commits, while the database waits
 // (docs/benchmarks.md, session 7).
 type InvoiceWrites struct {
-	prev  map[string]int64
-	rows  map[string]invoiceRow // each invoice's last state
+	rows  map[string]invoiceRow // each invoice's last state, with the version before the batch
 	order []string
 	err   error // the first state that could not be encoded (reported by the commit)
 }
@@ -177,16 +176,16 @@ type invoiceRow struct {
 
 // NewInvoiceWrites returns an empty collector.
 func NewInvoiceWrites() *InvoiceWrites {
-	return &InvoiceWrites{prev: map[string]int64{}, rows: map[string]invoiceRow{}}
+	return &InvoiceWrites{rows: map[string]invoiceRow{}}
 }
 
 // Touch records an invoice's new state; the update stays conditional on the version
 // it had before the batch's first change.
 func (w *InvoiceWrites) Touch(before, after invoice.State) {
-	prev, ok := w.prev[after.InvoiceID]
-	if !ok {
-		prev = before.Version
-		w.prev[after.InvoiceID] = prev
+	prev := before.Version
+	if r, ok := w.rows[after.InvoiceID]; ok {
+		prev = r.prev
+	} else {
 		w.order = append(w.order, after.InvoiceID)
 	}
 	data, err := json.Marshal(after)
@@ -198,10 +197,6 @@ func (w *InvoiceWrites) Touch(before, after invoice.State) {
 
 // Kind implements AggregateRows.
 func (w *InvoiceWrites) Kind() string { return InvoiceKind }
-
-// Joinable implements JoinableRows: paysvc_apply_invoice takes a flat array of
-// invoices, each in its merchant's partition, so several batches' go in one call.
-func (w *InvoiceWrites) Joinable() {}
 
 // invoiceRowHead is a row of paysvc_apply_invoice without its data, which Rows
 // appends: inside a struct, json.Marshal would validate and compact the already
