@@ -505,10 +505,14 @@ func TestEngine(t *testing.T) {
 		d.FreshID = true
 		first := b.send(t, d)
 		ok(t, first)
-		// Another batch in between, so the first commit's reply has left the
-		// partition's in-memory window and only the table knows the id.
-		between := depositCmd(b, t, b.merchant, b.settle, "0.50")
-		ok(t, b.send(t, between))
+		// Two batches in between, so the first commit's reply has left the
+		// partition's in-memory window and only the table knows the id. One is not
+		// always enough: a commit's replies go out before the loop settles it, so
+		// the next command can be applied while that commit still counts as in
+		// flight, and the reply then stays in the window for one more poll.
+		for _, amount := range []string{"0.25", "0.25"} {
+			ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, amount)))
+		}
 		again := d
 		if r := b.send(t, again); !bytes.Equal(encoded(t, r), encoded(t, first)) {
 			t.Fatalf("a reused fresh id was answered\n%s\nwant the stored reply\n%s", encoded(t, r), encoded(t, first))
