@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/payoutfile"
 	"paysvc/actors/wallet"
@@ -146,8 +147,12 @@ func (ob *openBatch) prepared(p *partition) *prepared {
 // The batch's time (ob.b.at) is shared by every batch committed with it.
 // Postgres keeps microseconds: the caller truncates it, so replies, events and
 // later reads show the same timestamps.
-func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, recs []*kgo.Record, reads *pollReads) error {
+//
+// rd is the round the records came in (its reads answered), and rp the
+// partition's share of it: payloads decoded already (nil: decoded here).
+func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, recs []*kgo.Record, rd *round, rp *roundPart) error {
 	b := ob.b
+	reads := rd.reads
 	cmds := make([]*topics.Command, len(recs))
 	payloads := make([]any, len(recs))
 	// held are the replies of commands this partition applied that the table may
@@ -164,7 +169,11 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 			continue
 		}
 		cmds[i] = c
-		payloads[i] = e.decodePayload(c)
+		if v, ok := rp.payload(r); ok {
+			payloads[i] = v
+		} else {
+			payloads[i] = e.decodePayload(c)
+		}
 		r, ok := p.uncommitted[c.ID]
 		if !ok {
 			r, ok = p.recent[c.ID]
@@ -177,11 +186,12 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 			held[c.ID] = enc
 		}
 	}
-	// Hydrate while the poll's dedupe read runs: the two round trips overlap
-	// (docs/benchmarks.md, session 7). Without the read's answer, hydrate may also
-	// load the aggregates of a command applied long ago, which is harmless: a
-	// snapshot from the table is the state any later command starts from.
-	if err := e.hydrate(ctx, p, cmds, payloads, held); err != nil {
+	// The round read (startRound) the aggregates no actor held and the dedupe
+	// read side by side, before this lock was taken; hydrate reads only what lost
+	// its actor since. Hydration skips commands known applied (held) but not those
+	// the dedupe read finds, which is harmless: a snapshot from the table is the
+	// state any later command starts from.
+	if err := e.hydrate(ctx, p, cmds, payloads, held, rd); err != nil {
 		return err
 	}
 	reads.wait()
@@ -311,33 +321,12 @@ func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
 // hydrate spawns the actors of every payment file, invoice, wallet and registered
 // aggregate the batch names that is not in memory yet: invoices and wallets with
 // one query each, payment files with one per merchant.
-func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte) error {
-	// missing lists the ids a kind of aggregate needs that are not live, each with
-	// its command's merchant (and marks the live ones used). A command known to be
-	// applied already (done) needs nothing.
+//
+// What the round preloaded (startRound) is taken from there; only what it did not
+// read is read now, under the partition's lock.
+func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte, rd *round) error {
 	missing := func(idsOf func(any) []string, live map[string]*actorRef) storage.Owned {
-		var want storage.Owned
-		seen := map[[2]string]bool{}
-		for i, c := range cmds {
-			if c == nil {
-				continue
-			}
-			// Presence, not the value: a trimmed reply is empty, and may scan as nil.
-			if _, applied := done[c.ID]; applied {
-				continue
-			}
-			for _, id := range idsOf(payloads[i]) {
-				if ref, ok := live[id]; ok {
-					ref.lastUsed, ref.batch = time.Now(), p.applying
-					continue
-				}
-				if k := [2]string{c.MerchantID, id}; !seen[k] {
-					seen[k] = true
-					want.Add(c.MerchantID, id)
-				}
-			}
-		}
-		return want
+		return missingIDs(p, cmds, payloads, done, idsOf, live, true)
 	}
 	// Payment files are read per merchant (their transactions are a second query);
 	// invoices and wallets in one query each for every merchant of the batch: a
@@ -359,7 +348,16 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	if want := missing(invoiceIDs, p.invoices); len(want.IDs) > 0 {
+	var invoices *preloaded[invoice.State]
+	var wallets *preloaded[wallet.State]
+	if rd != nil {
+		invoices, wallets = &rd.invoices, &rd.wallets
+	}
+	if want := invoices.unread(missing(invoiceIDs, p.invoices), invoiceOwner, func(s invoice.State) {
+		if _, live := p.invoices[s.InvoiceID]; !live {
+			e.spawnInvoice(p, s)
+		}
+	}); len(want.IDs) > 0 {
 		found, err := storage.LoadOwnedInvoices(ctx, e.db, want)
 		if err != nil {
 			return err
@@ -370,7 +368,11 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	if want := missing(walletIDs, p.wallets); len(want.IDs) > 0 {
+	if want := wallets.unread(missing(walletIDs, p.wallets), walletOwner, func(s wallet.State) {
+		if _, live := p.wallets[s.WalletID]; !live {
+			e.spawn(p, s)
+		}
+	}); len(want.IDs) > 0 {
 		found, err := storage.LoadOwnedWallets(ctx, e.db, want)
 		if err != nil {
 			return err
@@ -382,6 +384,38 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 		}
 	}
 	return e.hydrateRegistered(ctx, p, cmds, payloads, done)
+}
+
+// missingIDs lists the ids a kind of aggregate needs that are not live, each with
+// its command's merchant; with mark set it marks the live ones used by the open
+// batch. A command known to be applied already (done) needs nothing. Called with
+// p.mu held.
+func missingIDs(p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte,
+	idsOf func(any) []string, live map[string]*actorRef, mark bool) storage.Owned {
+	var want storage.Owned
+	seen := map[[2]string]bool{}
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		// Presence, not the value: a trimmed reply is empty, and may scan as nil.
+		if _, applied := done[c.ID]; applied {
+			continue
+		}
+		for _, id := range idsOf(payloads[i]) {
+			if ref, ok := live[id]; ok {
+				if mark {
+					ref.lastUsed, ref.batch = time.Now(), p.applying
+				}
+				continue
+			}
+			if k := [2]string{c.MerchantID, id}; !seen[k] {
+				seen[k] = true
+				want.Add(c.MerchantID, id)
+			}
+		}
+	}
+	return want
 }
 
 func labelKey(merchant, currency, label string) string {
@@ -411,10 +445,9 @@ func expiredReply(commandID string) topics.Reply {
 // copy is isolated, recorded in the quarantine and answered with the stored reply,
 // never applied twice (ADR 0006).
 //
-// The read runs beside the partitions' apply, which waits for it (wait) only
-// after its own hydration reads: on a busy machine the two round trips in series
-// were ~1.8 ms of a 3 ms STK apply round, while the commit before it waited for
-// that round to end.
+// The read runs beside the round's hydration reads (startRound): on a busy
+// machine the two round trips in series were ~1.8 ms of a 3 ms STK apply round,
+// while the commit before it waited for that round to end.
 type pollReads struct {
 	cmds      map[*kgo.Record]*topics.Command
 	decodeErr map[*kgo.Record]error

@@ -136,6 +136,39 @@ func (e *Engine) Run(ctx context.Context) error {
 	// ran: from that commit's end (committedAt, nanoseconds) the batch waits.
 	waiting := false
 	var committedAt atomic.Int64
+	// startCommit seals every owned partition's open batch and starts their commit,
+	// one transaction for all; it says whether there was anything to commit.
+	startCommit := func() bool {
+		var group []*pending
+		for _, p := range e.owned() {
+			if pd := e.seal(ctx, p); pd != nil {
+				group = append(group, pd)
+			}
+		}
+		if len(group) == 0 {
+			return false
+		}
+		if waiting {
+			commitWait.Observe(time.Since(time.Unix(0, committedAt.Load())).Seconds())
+		}
+		waiting = false
+		// The commit outlives the poll loop's context: a shutdown lets it finish.
+		var done context.CancelFunc
+		committing, done = context.WithCancel(context.Background())
+		go func() {
+			defer done()
+			e.commitGroup(context.WithoutCancel(ctx), group)
+			committedAt.Store(time.Now().UnixNano())
+		}()
+		// Let the commit start now. A new goroutine waits for this one to block, and
+		// the loop would first poll and apply the next records (and the replies just
+		// delivered wake up to 64 handlers that share the other processor): on a
+		// busy 2-core machine the commit started 0.4 ms after its seal, a tenth of a
+		// transfer cycle (docs/benchmarks.md, session 7). The loop's next poll can
+		// wait that long; the database cannot be given the batch too soon.
+		runtime.Gosched()
+		return true
+	}
 	for {
 		var pctx context.Context
 		var cancel context.CancelFunc
@@ -160,7 +193,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
-		polled := map[int32]*work{}
+		polled, n := map[int32]*work{}, 0
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
@@ -172,18 +205,39 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			w.recs = append(w.recs, fp.Records...)
 			w.hw = fp.HighWatermark
-			gathered += len(fp.Records)
+			n += len(fp.Records)
 		})
+		gathered += n
 		if at.IsZero() && len(polled) > 0 {
 			// One time for the whole batch: it commits in one transaction, whose rows
 			// carry one time (storage.CommitBatches).
-			at = time.Now().UTC().Truncate(time.Microsecond)
+			at = batchTime()
 		}
+		started := false
 		if committing != nil {
 			if len(polled) > 0 {
 				// Apply now, beside the commit; partitions that cannot hand theirs back.
-				waiting = true
-				for part, w := range e.applyPolled(ctx, polled, at, true) {
+				// The round reads first, without the partitions' locks: if the commit
+				// ends meanwhile, the open batches are sealed and committed at once, and
+				// the round applies into the batches after them (round). Not while
+				// records are held: those of an isolating partition go in first, at
+				// the seal below.
+				rd := e.startRound(ctx, polled)
+				if len(held) == 0 {
+					select {
+					case <-rd.ready:
+					case <-committing.Done():
+						committing, at = nil, batchTime()
+						if started = startCommit(); started {
+							midRoundSeals.Inc()
+							gathered = n
+						}
+					}
+				}
+				if committing != nil {
+					waiting = true
+				}
+				for part, w := range e.applyRound(ctx, rd, at, committing != nil) {
 					h := held[part]
 					if h == nil || h.seeks != w.seeks {
 						// New, or what was held before was fetched before a seek since.
@@ -194,45 +248,24 @@ func (e *Engine) Run(ctx context.Context) error {
 					h.hw = w.hw
 				}
 			}
-			if committing.Err() == nil && gathered < e.cfg.MaxPollRecords {
-				continue // still committing: keep gathering (rebalances stay blocked)
+			if !started && committing != nil {
+				if committing.Err() == nil && gathered < e.cfg.MaxPollRecords {
+					continue // still committing: keep gathering (rebalances stay blocked)
+				}
+				<-committing.Done() // a full batch waits for it too, as its partitions would
+				committing = nil
+				held = e.current(held)
 			}
-			<-committing.Done() // a full batch waits for it too, as its partitions would
-			committing = nil
-			held = e.current(held)
 		} else {
 			held = polled
 		}
-		if len(held) > 0 {
-			e.applyPolled(ctx, held, at, false)
-		}
-		held, gathered, at = map[int32]*work{}, 0, time.Time{}
-		var group []*pending
-		for _, p := range e.owned() {
-			if pd := e.seal(ctx, p); pd != nil {
-				group = append(group, pd)
+		if !started {
+			// No commit in flight: what is held goes in, and everything open commits.
+			if len(held) > 0 {
+				e.applyRound(ctx, e.startRound(ctx, held), at, false)
 			}
-		}
-		if len(group) > 0 {
-			if waiting {
-				commitWait.Observe(time.Since(time.Unix(0, committedAt.Load())).Seconds())
-			}
-			waiting = false
-			// The commit outlives the poll loop's context: a shutdown lets it finish.
-			var done context.CancelFunc
-			committing, done = context.WithCancel(context.Background())
-			go func() {
-				defer done()
-				e.commitGroup(context.WithoutCancel(ctx), group)
-				committedAt.Store(time.Now().UnixNano())
-			}()
-			// Let the commit start now. A new goroutine waits for this one to block, and
-			// the loop would first poll and apply the next records (and the replies just
-			// delivered wake up to 64 handlers that share the other processor): on a
-			// busy 2-core machine the commit started 0.4 ms after its seal, a tenth of a
-			// transfer cycle (docs/benchmarks.md, session 7). The loop's next poll can
-			// wait that long; the database cannot be given the batch too soon.
-			runtime.Gosched()
+			held, gathered, at = map[int32]*work{}, 0, time.Time{}
+			startCommit()
 		}
 		e.settleAll(ctx)
 		e.dropFinishedFiles()
@@ -243,6 +276,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// batchTime is a new time for the open batches. Postgres keeps microseconds, so
+// replies, events and later reads show the same timestamps.
+func batchTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // work is one partition's records of a poll, or of several.
 type work struct {
@@ -271,36 +308,6 @@ func (e *Engine) current(held map[int32]*work) map[int32]*work {
 		p.mu.Unlock()
 	}
 	return out
-}
-
-// applyPolled applies a poll's records into their partitions' open batches, the
-// partitions in parallel, beside one dedupe read for all of them (pollReads). With
-// early set (a commit is in flight) it returns the records a partition did not
-// take (process), for the caller to hold.
-func (e *Engine) applyPolled(ctx context.Context, byPart map[int32]*work, at time.Time, early bool) map[int32]*work {
-	var all [][]*kgo.Record
-	for _, w := range byPart {
-		all = append(all, w.recs)
-	}
-	reads := e.readPoll(ctx, all)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	back := map[int32]*work{}
-	for part, w := range byPart {
-		p := e.partition(part)
-		if p == nil {
-			continue
-		}
-		wg.Go(func() {
-			if applied, seeks := e.process(ctx, p, w.recs, w.hw, at, reads, early); !applied {
-				mu.Lock()
-				back[part] = &work{recs: w.recs, hw: w.hw, seeks: seeks}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return back
 }
 
 func (e *Engine) partition(id int32) *partition {

@@ -59,6 +59,15 @@ var (
 		Help:    "Time of the poll's one read of processed_commands (polls of fresh ids only make none).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
 	})
+	hydrationReads = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paysvc_engine_hydration_read_seconds",
+		Help:    "Time of a poll's reads of the invoices and wallets its commands name that no actor holds (one query per kind for all partitions, beside the dedupe read; polls that need none make none).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+	})
+	midRoundSeals = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_engine_seals_during_reads_total",
+		Help: "Commits started while the poll being applied still waited for its reads: the commit before had ended then, and the poll's records went into the batch after.",
+	})
 	commitFallbacks = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_engine_commit_fallbacks_total",
 		Help: "Transactions of several partitions' batches that the database refused, then committed partition by partition so that each gets its own outcome.",

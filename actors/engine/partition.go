@@ -233,7 +233,7 @@ type pending struct {
 	lag float64
 }
 
-// process applies one poll's records of the partition into its open batch (made
+// process applies one partition's records of a round into its open batch (made
 // with time at if there is none). Records below the applied offset were applied
 // already. With early set, the poll loop is gathering while a commit is in flight:
 // a partition that is isolating a failure (quarantine.go) then applies nothing and
@@ -244,23 +244,29 @@ type pending struct {
 // and applying these copies would skip what lies between: Engine.current).
 // Otherwise it returns true: the records were applied, or dropped because the
 // partition went back to its committed offset (they come again from the consumer).
-func (e *Engine) process(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) (applied bool, seeks int64) {
+func (e *Engine) process(ctx context.Context, p *partition, rp *roundPart, rd *round, at time.Time, early bool) (applied bool, seeks int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	applied = e.processLocked(ctx, p, recs, hw, at, reads, early)
+	applied = e.processLocked(ctx, p, rp, rd, at, early)
 	return applied, p.seeks // read after it: Go does not order a field read against a call in one assignment
 }
 
-func (e *Engine) processLocked(ctx context.Context, p *partition, recs []*kgo.Record, hw int64, at time.Time, reads *pollReads, early bool) bool {
+func (e *Engine) processLocked(ctx context.Context, p *partition, rp *roundPart, rd *round, at time.Time, early bool) bool {
 	// Replies settled before this batch's dedupe read was taken are in that read
 	// (or in a later one); those settled since are still in recent until now.
 	defer clear(p.recent)
 	if p.dropped || !e.settle(ctx, p, false) {
 		return true
 	}
+	if p.seeks != rp.seeks {
+		// Sought back while the round read (a failed commit, settled by the seal
+		// that ran meanwhile): these are stale copies, and come again.
+		return true
+	}
 	if early && (p.isolating() || p.poison >= 0) {
 		return false
 	}
+	recs := rp.w.recs
 	todo := recs[:0:0]
 	for _, r := range recs {
 		if r.Offset >= p.next {
@@ -309,7 +315,7 @@ func (e *Engine) processLocked(ctx context.Context, p *partition, recs []*kgo.Re
 	if ob == nil {
 		ob = newOpenBatch(at, todo[0].Offset)
 	}
-	if err := e.applyBatch(ctx, p, ob, todo, reads); err != nil {
+	if err := e.applyBatch(ctx, p, ob, todo, rd, rp); err != nil {
 		// Wait for the commit in flight first: if it failed too, settle has already
 		// reset the partition (and thrown the open batch away).
 		if e.settle(ctx, p, true) {
@@ -323,7 +329,7 @@ func (e *Engine) processLocked(ctx context.Context, p *partition, recs []*kgo.Re
 		appliesAfterCommit.Inc()
 	}
 	p.open = ob
-	ob.hw = hw
+	ob.hw = rp.w.hw
 	p.seekedTo = -1
 	p.next = ob.next
 	if cut {

@@ -51,7 +51,7 @@ func TestCopyOfACommitSettledAfterThePollReadIsAnsweredFromRecent(t *testing.T) 
 	}
 
 	ob := newOpenBatch(time.Now(), rec.Offset)
-	if err := e.applyBatch(context.Background(), p, ob, []*kgo.Record{rec}, reads); err != nil {
+	if err := e.applyBatch(context.Background(), p, ob, []*kgo.Record{rec}, &round{reads: reads}, nil); err != nil {
 		t.Fatalf("applyBatch: %v", err)
 	}
 	pr := ob.prepared(p)

@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+	"paysvc/topics"
+)
+
+// A commit that ends while the next poll still waits for its reads does not wait
+// for that poll: the batch applied beside the commit is sealed and committed at
+// once, and the poll goes into the batch after it. Here the poll's read of a new
+// invoice id is held by a lock on the invoices table; the deposit applied before
+// it is answered while that read still waits. (When every read ran under the
+// partition's lock, the seal waited for the read and the apply: a tenth of an STK
+// cycle on a busy machine, and here until the lock went.)
+func TestCommitDoesNotWaitForAPollThatStillReads(t *testing.T) {
+	b := setup(t)
+	b.startEngine(t, "midround")
+	b.fundedWorking(t, "100.00") // the partition is owned and its wallet actors live
+	seals := counter(t, "paysvc_engine_seals_during_reads_total", "", "")
+
+	holder, release := holdCommits(t, b)
+	register := func(c topics.Command) <-chan topics.Reply {
+		ch, cancel := b.hub.Register(c.ID)
+		t.Cleanup(cancel)
+		b.produce(t, -1, c)
+		return ch
+	}
+	first := depositCmd(b, t, b.merchant, b.settle, "1.00")
+	firstReply := register(first)
+	waitBlockedBy(t, b, holder) // commit K is in flight
+
+	before := appliesDuringCommit(t)
+	second := depositCmd(b, t, b.merchant, b.settle, "2.00")
+	secondReply := register(second)
+	deadline := time.Now().Add(replyWait)
+	for appliesDuringCommit(t) == before { // applied into the open batch beside K
+		if time.Now().After(deadline) {
+			t.Fatal("the second deposit was not applied beside the held commit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	lock, err := b.db.BeginTxx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() })
+	if _, err := lock.ExecContext(b.ctx, `LOCK TABLE invoices IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	var locker int
+	if err := lock.GetContext(b.ctx, &locker, `SELECT pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	inv := ids.Alias(8)
+	push := b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
+		Phone: "254700000001", Value: money.MustParse("10.00"), Charges: money.MustParse("0.15"),
+		NetAmount: money.MustParse("9.85"), Tariff: "BUSINESS-PAYS", APIRef: "midround"})
+	pushReply := register(push)
+	waitBlockedBy(t, b, locker) // the poll's hydration read waits on the table lock
+
+	release() // K commits while that read waits
+	ok(t, await(t, firstReply, "the deposit of the held commit"))
+	ok(t, await(t, secondReply, "the deposit applied beside it, while the next poll still reads"))
+	select {
+	case r := <-pushReply:
+		t.Fatalf("the push was answered while its read was held: %+v", r)
+	default:
+	}
+	if got := counter(t, "paysvc_engine_seals_during_reads_total", "", "") - seals; got < 1 {
+		t.Errorf("seals during reads moved by %v", got)
+	}
+
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, await(t, pushReply, "the push, once its read answered"))
+	cmds := []string{first.ID, second.ID, push.ID}
+	if n := b.count(t, `SELECT count(DISTINCT xmin::text) FROM processed_commands WHERE command_id = ANY($1)`, pq.StringArray(cmds)); n != 3 {
+		t.Errorf("the three commands were committed in %d transactions, want 3 (one batch each)", n)
+	}
+	b.wantBalance(t, b.merchant, b.settle, "103.00")
+	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2 AND state = 'PENDING'`, inv, b.merchant); n != 1 {
+		t.Errorf("%d PENDING invoices %s, want 1", n, inv)
+	}
+	b.ledgerOK(t)
+}
