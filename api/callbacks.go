@@ -99,11 +99,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 			"paid", res.Amount.String(), "receipt", res.Receipt)
 	}
 	res.InvoiceID, res.MerchantID = inv.InvoiceID, inv.MerchantID
-	cmd, err := rails.ResultCommand(res)
-	if err != nil {
-		return err
-	}
-	value, err := topics.EncodeCommand(cmd)
+	value, err := rails.ResultRecord(res)
 	if err != nil {
 		return err
 	}
