@@ -21,9 +21,9 @@ import (
 // Why: the poll loop seals the open batches as soon as the commit in flight ends,
 // but not while a round is applying into them. When every read of a round ran
 // under the partitions' locks, a commit that ended during a round's reads waited
-// for the reads and the apply (1.7 ms of a 9.3 ms STK cycle, 0.3 of a 3.6 ms
-// transfer cycle: docs/benchmarks.md, session 8). With the reads taken first the
-// loop seals while they run (Run), and the round applies into the next batch.
+// for the reads and the apply: under STK load 1.7 ms after each commit, in a 9.3
+// ms cycle (docs/benchmarks.md, session 8). With the reads taken first the loop
+// seals while they run (Run), and the round applies into the next batch.
 //
 // A preloaded snapshot is as good at the apply as when it was read: it was read
 // only for an aggregate no actor held (startRound), which no uncommitted batch has
