@@ -76,6 +76,8 @@ type Engine struct {
 	releasing  atomic.Bool
 	// kinds are the registered aggregates (aggregates.go), fixed at New.
 	kinds registered
+	// workers run the partitions' shares of each round; set by Run.
+	workers *workers
 }
 
 // New connects the engine's Kafka client; Run starts consuming.
@@ -116,6 +118,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.cl.Close()
 	lastSweep := time.Now()
 	defer e.Stop() // waits for commits in flight, so their replies still go out
+	// Enough for every partition of a round at once; more partitions wait for one.
+	e.workers = newWorkers(16)
+	defer e.workers.stop()
 	// Gather while the database works, and apply while gathering. While a commit
 	// is in flight the loop keeps polling (so the client keeps fetching) and
 	// applies what arrives into each partition's open batch at once; when the

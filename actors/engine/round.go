@@ -114,7 +114,7 @@ func (e *Engine) startRound(ctx context.Context, byPart map[int32]*work) *round 
 		}
 		rp := &roundPart{w: w, payloads: make(map[*kgo.Record]any, len(w.recs))}
 		rd.parts[part] = rp
-		wg.Go(func() {
+		e.workers.run(&wg, func() {
 			cmds := make([]*topics.Command, 0, len(w.recs))
 			payloads := make([]any, 0, len(w.recs))
 			for _, r := range w.recs {
@@ -192,7 +192,7 @@ func (e *Engine) applyRound(ctx context.Context, rd *round, at time.Time, early 
 		if p == nil {
 			continue
 		}
-		wg.Go(func() {
+		e.workers.run(&wg, func() {
 			if applied, seeks := e.process(ctx, p, rp, rd, at, early); !applied {
 				mu.Lock()
 				back[part] = &work{recs: rp.w.recs, hw: rp.w.hw, seeks: seeks}
