@@ -127,8 +127,8 @@ func validKind(k string) bool {
 // buffer, their bytes unchanged): they are the largest argument of an STK commit,
 // and pq.StringArray copied them three times on the way (the engine's largest
 // allocator; docs/benchmarks.md, session 6).
-func aggregateArrays(as []AggregateRows) (kinds pq.StringArray, rows textArray, err error) {
-	kinds, rows = make(pq.StringArray, 0, len(as)), make(textArray, 0, len(as))
+func aggregateArrays(as []AggregateRows) (kinds stringArray, rows textArray, err error) {
+	kinds, rows = make(stringArray, 0, len(as)), make(textArray, 0, len(as))
 	for _, a := range as {
 		k := a.Kind()
 		if !validKind(k) {
@@ -184,14 +184,14 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 	}
 	e := entryArrays(b.Entries)
 	n := len(b.Processed)
-	cID, cMerchant, cType := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
+	cID, cMerchant, cType := make(stringArray, n), make(stringArray, n), make(stringArray, n)
 	cOffset, cReply := make(pq.Int64Array, n), make(textArray, n)
 	for i, p := range b.Processed {
 		cID[i], cMerchant[i], cType[i], cOffset[i], cReply[i] = p.CommandID, p.MerchantID, p.Type, p.Offset, p.Reply
 	}
 	n = len(b.Outbox)
-	oID, oTopic, oKey, oMerchant, oBody := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.StringArray, n), make(textArray, n)
+	oID, oTopic, oKey, oMerchant, oBody := make(stringArray, n), make(stringArray, n), make(stringArray, n),
+		make(stringArray, n), make(textArray, n)
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 	}
@@ -289,7 +289,7 @@ const commitBatchesSQL = `SELECT paysvc_commit_batches_v3($1, $2::integer[], $3,
 	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57)`
 
 type walletCols struct {
-	ids, merchants, currencies, types, labels, current, available, created, updated pq.StringArray
+	ids, merchants, currencies, types, labels, current, available, created, updated stringArray
 	disburse                                                                        pq.BoolArray
 	versions                                                                        pq.Int64Array
 }
@@ -299,9 +299,9 @@ type walletCols struct {
 func walletArrays(ws []WalletWrite) walletCols {
 	n := len(ws)
 	c := walletCols{
-		ids: make(pq.StringArray, 0, n), merchants: make(pq.StringArray, 0, n), currencies: make(pq.StringArray, 0, n),
-		types: make(pq.StringArray, 0, n), labels: make(pq.StringArray, 0, n), current: make(pq.StringArray, 0, n),
-		available: make(pq.StringArray, 0, n), created: make(pq.StringArray, 0, n), updated: make(pq.StringArray, 0, n),
+		ids: make(stringArray, 0, n), merchants: make(stringArray, 0, n), currencies: make(stringArray, 0, n),
+		types: make(stringArray, 0, n), labels: make(stringArray, 0, n), current: make(stringArray, 0, n),
+		available: make(stringArray, 0, n), created: make(stringArray, 0, n), updated: make(stringArray, 0, n),
 		disburse: make(pq.BoolArray, 0, n), versions: make(pq.Int64Array, 0, n),
 	}
 	for _, w := range ws {
@@ -322,14 +322,14 @@ func walletArrays(ws []WalletWrite) walletCols {
 }
 
 type entryCols struct {
-	txn, cmd, merchant, account, wallet, currency, amount, running, transType, narrative pq.StringArray
+	txn, cmd, merchant, account, wallet, currency, amount, running, transType, narrative stringArray
 }
 
 func entryArrays(es []EntryWrite) entryCols {
 	n := len(es)
-	c := entryCols{make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n),
-		make(pq.StringArray, n), make(pq.StringArray, n)}
+	c := entryCols{make(stringArray, n), make(stringArray, n), make(stringArray, n), make(stringArray, n),
+		make(stringArray, n), make(stringArray, n), make(stringArray, n), make(stringArray, n),
+		make(stringArray, n), make(stringArray, n)}
 	for i, e := range es {
 		c.txn[i], c.cmd[i], c.merchant[i], c.account[i] = e.TransactionID, e.CommandID, e.MerchantID, e.Account
 		c.wallet[i], c.currency[i], c.amount[i], c.transType[i], c.narrative[i] = e.WalletID, e.Currency, e.Amount.String(), e.TransType, e.Narrative

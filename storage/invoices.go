@@ -246,14 +246,14 @@ func (w *InvoiceWrites) Rows() (json.RawMessage, error) {
 // invoiceCols are the invoice arguments of paysvc_commit_batches_v3: one array per
 // column, never nil (a nil slice would be sent as NULL).
 type invoiceCols struct {
-	ids, merchants, states, apiRefs, checkoutRequests, created, updated pq.StringArray
+	ids, merchants, states, apiRefs, checkoutRequests, created, updated stringArray
 	versions, prevs                                                     pq.Int64Array
 	data                                                                textArray
 }
 
 func newInvoiceCols() invoiceCols {
-	return invoiceCols{ids: pq.StringArray{}, merchants: pq.StringArray{}, states: pq.StringArray{}, apiRefs: pq.StringArray{},
-		checkoutRequests: pq.StringArray{}, created: pq.StringArray{}, updated: pq.StringArray{},
+	return invoiceCols{ids: stringArray{}, merchants: stringArray{}, states: stringArray{}, apiRefs: stringArray{},
+		checkoutRequests: stringArray{}, created: stringArray{}, updated: stringArray{},
 		versions: pq.Int64Array{}, prevs: pq.Int64Array{}, data: textArray{}}
 }
 
