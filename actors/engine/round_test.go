@@ -91,3 +91,91 @@ func TestCommitDoesNotWaitForAPollThatStillReads(t *testing.T) {
 	}
 	b.ledgerOK(t)
 }
+
+// The commit that ends while a poll still reads can have failed: the seal that
+// runs then finds it, throws away the batch applied beside it, and seeks the
+// partition back. The poll that was reading meanwhile holds copies of records the
+// consumer now brings again: they are dropped, not applied (they would look like
+// a gap in the log), and every command is applied exactly once from the log.
+func TestPollReadingWhenTheCommitFailsIsAppliedOnceFromTheLog(t *testing.T) {
+	b := setup(t)
+	b.startEngine(t, "midround-fail")
+	b.fundedWorking(t, "100.00")
+	ref := depositCmd(b, t, b.merchant, b.settle, "1.00")
+	ok(t, b.send(t, ref))
+	perDeposit := b.entriesOf(t, ref.ID)
+	failures := counter(t, "paysvc_engine_batch_failures_total", "", "")
+
+	holder, release := holdCommits(t, b)
+	register := func(c topics.Command) <-chan topics.Reply {
+		ch, cancel := b.hub.Register(c.ID)
+		t.Cleanup(cancel)
+		b.produce(t, -1, c)
+		return ch
+	}
+	first := depositCmd(b, t, b.merchant, b.settle, "1.00")
+	firstReply := register(first)
+	waitBlockedBy(t, b, holder) // commit K in flight
+
+	before := appliesDuringCommit(t)
+	second := depositCmd(b, t, b.merchant, b.settle, "2.00")
+	secondReply := register(second)
+	deadline := time.Now().Add(replyWait)
+	for appliesDuringCommit(t) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the second deposit was not applied beside the held commit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	lock, err := b.db.BeginTxx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() })
+	if _, err := lock.ExecContext(b.ctx, `LOCK TABLE invoices IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	var locker int
+	if err := lock.GetContext(b.ctx, &locker, `SELECT pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	inv := ids.Alias(8)
+	push := b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
+		Phone: "254700000001", Value: money.MustParse("10.00"), Charges: money.MustParse("0.15"),
+		NetAmount: money.MustParse("9.85"), Tariff: "BUSINESS-PAYS", APIRef: "midround-fail"})
+	pushReply := register(push)
+	waitBlockedBy(t, b, locker) // the poll's hydration read waits on the table lock
+
+	// K fails while that read waits (cancelled on its lock; a killed connection
+	// would be retried by database/sql).
+	if n := b.count(t, `SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder); n == 0 {
+		t.Fatal("no blocked commit to fail")
+	}
+	release()
+	time.Sleep(300 * time.Millisecond) // the seal finds K failed and seeks back, the read still waits
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	ok(t, await(t, firstReply, "the deposit of the failed commit"))
+	ok(t, await(t, secondReply, "the deposit applied beside it"))
+	ok(t, await(t, pushReply, "the push that was reading"))
+	if n := counter(t, "paysvc_engine_batch_failures_total", "", "") - failures; n != 1 {
+		t.Errorf("%v batches failed, want 1 (the cancelled commit)", n)
+	}
+	for _, c := range []topics.Command{first, second} {
+		if n := b.entriesOf(t, c.ID); n != perDeposit {
+			t.Errorf("deposit %s left %d ledger entries, want %d (applied once)", c.ID, n, perDeposit)
+		}
+	}
+	if n := b.count(t, `SELECT count(*) FROM processed_commands WHERE command_id = ANY($1)`,
+		pq.StringArray([]string{first.ID, second.ID, push.ID})); n != 3 {
+		t.Errorf("%d of 3 commands processed", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2 AND version = 1`, inv, b.merchant); n != 1 {
+		t.Errorf("%d invoices %s at version 1, want 1 (opened once)", n, inv)
+	}
+	b.wantBalance(t, b.merchant, b.settle, "104.00") // 100 + the reference deposit + 1 + 2
+	b.ledgerOK(t)
+}
