@@ -608,6 +608,30 @@ func TestEngine(t *testing.T) {
 		b.wantBalance(t, b.merchant, w, "10.00")
 	})
 
+	// A transfer reads its destination from the actor once it exists, and later
+	// transfers to it use that read (what is checked never changes): they still
+	// refuse a destination of another currency, and still credit the destination's
+	// current balance, not the one read.
+	t.Run("DestinationReadOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.startEngine(t, "t1")
+		w := b.fundedWorking(t, "10.00")
+		usd := ids.Alias(10)
+		ok(t, b.send(t, b.command(t, topics.CmdWalletCreate, b.merchant, topics.WalletCreate{WalletID: usd, Currency: "USD",
+			WalletType: wallet.TypeWorking, Label: "dollars"})))
+		for range 2 {
+			wantCode(t, b.send(t, transferCmd(b, t, b.merchant, b.settle, usd, "1.00")), engine.CodeCurrencyMismatch)
+		}
+		for range 3 {
+			ok(t, b.send(t, transferCmd(b, t, b.merchant, b.settle, w, "2.00")))
+		}
+		b.wantBalance(t, b.merchant, w, "6.00")
+		b.wantBalance(t, b.merchant, b.settle, "4.00") // fundedWorking deposited 10.00 into the settlement wallet
+		b.wantBalance(t, b.merchant, usd, "0.00")
+		b.ledgerOK(t)
+	})
+
 	// Merchant B's commands are forced into A's partition, after A's wallets were
 	// used there (so their actors are live in that worker): the worst case for
 	// isolation. Nothing of A's may move.
