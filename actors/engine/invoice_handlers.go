@@ -108,16 +108,14 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 		}
 		return topics.Reply{}, err
 	}
-	tw, err := e.ask(p, target, func(corr uint64, reply chan<- wallet.Response) any {
-		return wallet.Get{CorrID: corr, Reply: reply}
-	})
+	tw, err := e.walletIdentity(p, target)
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if tw.Result.State.MerchantID != c.MerchantID || !tw.Result.State.Exists() {
+	if tw.MerchantID != c.MerchantID || !tw.Exists() {
 		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
 	}
-	if tw.Result.State.Currency != "KES" {
+	if tw.Currency != "KES" {
 		return refuse(CodeWalletNotKES, "M-Pesa collections settle in KES: wallet_id must be a KES wallet.", "wallet_id"), nil
 	}
 	provider := "M-PESA"
@@ -127,7 +125,7 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 	ref := e.spawnInvoice(p, invoice.State{InvoiceID: in.InvoiceID})
 	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
 		return invoice.Request{CorrID: corr, Reply: reply, Cmd: invoice.Create{
-			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.Result.State.WalletID, Provider: provider,
+			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.WalletID, Provider: provider,
 			Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
 			Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
 			CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: invoice.Customer(in.Customer), Host: in.Host,

@@ -103,10 +103,8 @@ type actorRef struct {
 	// batch is the partition's open batch (partition.applying) when an invoice's
 	// actor was last used: releaseFinal drops it only if no later batch has.
 	batch uint64
-	// existing is a wallet as a transfer last read it from its actor, once it
-	// existed: what a transfer checks of its destination (that it exists, its
-	// merchant, its currency) never changes after that, so later transfers to it
-	// skip that read (transfer). Gone with the actor (reset, passivation).
+	// existing is a wallet as walletIdentity last read it from its actor, once it
+	// existed. Gone with the actor (reset, passivation).
 	existing *wallet.State
 }
 
