@@ -335,6 +335,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 // 8). A wallet that does not exist yet is asked every time.
 func (e *Engine) walletIdentity(p *partition, ref *actorRef) (*wallet.State, error) {
 	if ref.existing != nil {
+		ref.lastUsed = time.Now() // used, as an ask would have marked it (passivate)
 		return ref.existing, nil
 	}
 	r, err := e.ask(p, ref, func(corr uint64, reply chan<- wallet.Response) any {
