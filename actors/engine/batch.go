@@ -353,14 +353,16 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 	if rd != nil {
 		invoices, wallets = &rd.invoices, &rd.wallets
 	}
-	if want := invoices.unread(missing(invoiceIDs, p.invoices), invoiceOwner, func(s invoice.State) {
-		if _, live := p.invoices[s.InvoiceID]; !live {
-			e.spawnInvoice(p, s)
-		}
-	}); len(want.IDs) > 0 {
-		found, err := storage.LoadOwnedInvoices(ctx, e.db, want)
-		if err != nil {
-			return err
+	if want := missing(invoiceIDs, p.invoices); len(want.IDs) > 0 {
+		found, rest := invoices.split(want, invoiceOwner)
+		if len(rest.IDs) > 0 {
+			more, err := storage.LoadOwnedInvoices(ctx, e.db, rest)
+			if err != nil {
+				return err
+			}
+			for _, s := range more {
+				found = append(found, s)
+			}
 		}
 		for _, s := range found {
 			if _, live := p.invoices[s.InvoiceID]; !live {
@@ -368,14 +370,16 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 			}
 		}
 	}
-	if want := wallets.unread(missing(walletIDs, p.wallets), walletOwner, func(s wallet.State) {
-		if _, live := p.wallets[s.WalletID]; !live {
-			e.spawn(p, s)
-		}
-	}); len(want.IDs) > 0 {
-		found, err := storage.LoadOwnedWallets(ctx, e.db, want)
-		if err != nil {
-			return err
+	if want := missing(walletIDs, p.wallets); len(want.IDs) > 0 {
+		found, rest := wallets.split(want, walletOwner)
+		if len(rest.IDs) > 0 {
+			more, err := storage.LoadOwnedWallets(ctx, e.db, rest)
+			if err != nil {
+				return err
+			}
+			for _, s := range more {
+				found = append(found, s)
+			}
 		}
 		for _, s := range found {
 			if _, live := p.wallets[s.WalletID]; !live {

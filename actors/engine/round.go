@@ -68,15 +68,14 @@ type preloaded[S any] struct {
 	err   error
 }
 
-// unread hands each (merchant, id) of want that the round read to use (found
-// ones only: one not found did not exist when read, a new id), and returns the
-// rest, which the caller reads itself. A nil preload, or one whose read failed,
-// read nothing.
-func (pl *preloaded[S]) unread(want storage.Owned, owner func(S) string, use func(S)) storage.Owned {
+// split parts want into what the round read (found: the snapshots of the ids
+// that existed, each for the merchant that asked; one not found did not exist when
+// read, a new id) and the rest, which the caller reads itself. A nil preload, or
+// one whose read failed, read nothing.
+func (pl *preloaded[S]) split(want storage.Owned, owner func(S) string) (found []S, rest storage.Owned) {
 	if pl == nil || pl.err != nil || len(pl.asked) == 0 {
-		return want
+		return nil, want
 	}
-	var rest storage.Owned
 	for i, id := range want.IDs {
 		m := want.Merchants[i]
 		if !pl.asked[[2]string{m, id}] {
@@ -85,11 +84,11 @@ func (pl *preloaded[S]) unread(want storage.Owned, owner func(S) string, use fun
 		}
 		// The query joined each id to its merchant; an id asked for by two merchants
 		// is found once, for its owner only.
-		if s, found := pl.found[id]; found && owner(s) == m {
-			use(s)
+		if s, ok := pl.found[id]; ok && owner(s) == m {
+			found = append(found, s)
 		}
 	}
-	return rest
+	return found, rest
 }
 
 func invoiceOwner(s invoice.State) string { return s.MerchantID }

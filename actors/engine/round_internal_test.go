@@ -55,7 +55,10 @@ func TestPreloadServesOnlyWhatItReadForItsMerchant(t *testing.T) {
 		want.Add(k[0], k[1])
 	}
 	var used []string
-	rest := pl.unread(want, walletOwner, func(s wallet.State) { used = append(used, s.MerchantID+"/"+s.WalletID) })
+	found, rest := pl.split(want, walletOwner)
+	for _, s := range found {
+		used = append(used, s.MerchantID+"/"+s.WalletID)
+	}
 	if !reflect.DeepEqual(used, []string{"M1/X"}) {
 		t.Errorf("used %v, want M1/X only (M2 asked for M1's id; Y did not exist)", used)
 	}
@@ -64,12 +67,11 @@ func TestPreloadServesOnlyWhatItReadForItsMerchant(t *testing.T) {
 	}
 
 	pl.err = context.DeadlineExceeded
-	used = nil
-	if rest := pl.unread(want, walletOwner, func(s wallet.State) { used = append(used, s.WalletID) }); len(rest.IDs) != 4 || used != nil {
-		t.Errorf("a failed preload served %v and left %d of 4 to read", used, len(rest.IDs))
+	if found, rest := pl.split(want, walletOwner); len(rest.IDs) != 4 || found != nil {
+		t.Errorf("a failed preload served %v and left %d of 4 to read", found, len(rest.IDs))
 	}
 	var none *preloaded[wallet.State]
-	if rest := none.unread(want, walletOwner, nil); len(rest.IDs) != 4 {
+	if _, rest := none.split(want, walletOwner); len(rest.IDs) != 4 {
 		t.Errorf("no preload left %d of 4 to read", len(rest.IDs))
 	}
 }
