@@ -101,7 +101,7 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 		kgo.OnPartitionsRevoked(e.onRevoked),
 		kgo.OnPartitionsLost(e.onRevoked),
 		kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.ProducerLinger(0),
+		kgo.ProducerLinger(0), inproc.Compression(cfg.Brokers),
 		kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
 		kgo.FetchMaxPartitionBytes(topics.MaxRecordBytes),
 		kgo.ClientID("paysvc-engine-"+cfg.Owner),

@@ -373,7 +373,7 @@ func ClearCards(ctx context.Context, db *sqlx.DB, cl *kgo.Client, delay, interva
 // consume runs handle over every record of topic in a consumer group until ctx ends,
 // committing offsets after each poll's records were handled (at least once).
 func consume(ctx context.Context, brokers []string, group, topic string, log *slog.Logger, handle func(*kgo.Client, *kgo.Record)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(brokers), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ClientID(group))
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // dials counts the connections this process's Kafka clients opened, by path, so an
@@ -130,3 +131,25 @@ func (l *Listener) Close() error {
 
 // Addr is the TCP address, which the broker advertises.
 func (l *Listener) Addr() net.Addr { return l.tcp.Addr() }
+
+// Compression is the batch compression for a producer whose seeds are brokers:
+// none when every seed is an embedded broker of this process, kgo's default
+// (snappy, else none) otherwise.
+//
+// Why: compression saves bytes on a network, and over an in-memory pipe there is
+// none. kgo compresses every produced batch by default, and the consumers of this
+// process decompress it again: under transfer load that was ~1.6% of the service's
+// CPU for nothing (docs/benchmarks.md, session 9). A broker elsewhere (compose's
+// Kafka) keeps the default.
+func Compression(seeds []string) kgo.Opt {
+	embedded := len(seeds) > 0
+	for _, s := range seeds {
+		if _, ok := listeners.Load(s); !ok {
+			embedded = false
+		}
+	}
+	if embedded {
+		return kgo.ProducerBatchCompression(kgo.NoCompression())
+	}
+	return kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression())
+}

@@ -93,7 +93,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.Brokers = s.cluster.ListenAddrs()
 		log.Info("embedded kafka started", "brokers", s.Brokers, "data_dir", cfg.KafkaDir())
 	}
-	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.Dialer(inproc.Dial), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
+	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(s.Brokers), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
 		kgo.ClientID("paysvc-"+cfg.InstanceID), kgo.ProduceRequestTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
