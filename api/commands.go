@@ -44,39 +44,43 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	commandsWaiting.Inc()
 	defer commandsWaiting.Dec()
 	ctx := c.Request().Context()
-	produced := make(chan error, 1)
+	// Only a failed produce wakes this handler: a produced command's next news is
+	// its reply. Waking it for every acknowledgement as well cost each request a
+	// trip through the scheduler, where under load it queued behind the other
+	// handlers for nothing (docs/benchmarks.md, session 9).
+	failed := make(chan error, 1)
 	s.kafka.Produce(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(p.MerchantID), Value: value},
-		func(_ *kgo.Record, err error) { produced <- err })
-	timer := time.NewTimer(s.cfg.ReplyTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case r := <-ch:
-			return r, nil
-		case err := <-produced:
+		func(_ *kgo.Record, err error) {
 			if err != nil {
 				commandProduced(typ, "error").Inc()
-				s.log.Error("produce command", "request_id", requestID(c), "type", typ, "err", err)
-				return topics.Reply{}, unavailable()
+				failed <- err
+				return
 			}
 			commandProduced(typ, "ok").Inc()
-			produced = nil
-		case <-timer.C:
-			replyTimeouts.Inc()
-			if storedType, stored, ok, err := storage.ProcessedCommand(ctx, s.db, p.MerchantID, id); err == nil && ok {
-				if storedType != typ {
-					// The id was applied as another operation: its reply is not this one's.
-					return topics.Reply{}, errKeyReused
-				}
-				if r, err := topics.DecodeReply(stored); err == nil {
-					return r, nil
-				}
+		})
+	timer := time.NewTimer(s.cfg.ReplyTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		return r, nil
+	case err := <-failed:
+		s.log.Error("produce command", "request_id", requestID(c), "type", typ, "err", err)
+		return topics.Reply{}, unavailable()
+	case <-timer.C:
+		replyTimeouts.Inc()
+		if storedType, stored, ok, err := storage.ProcessedCommand(ctx, s.db, p.MerchantID, id); err == nil && ok {
+			if storedType != typ {
+				// The id was applied as another operation: its reply is not this one's.
+				return topics.Reply{}, errKeyReused
 			}
-			return topics.Reply{}, &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "timeout",
-				Detail: "The request was accepted but its outcome is not known yet; retry with the same Idempotency-Key."}
-		case <-ctx.Done():
-			return topics.Reply{}, &Error{Status: 499, Type: "client_error", Code: "client_closed", Detail: "Client closed the request."}
+			if r, err := topics.DecodeReply(stored); err == nil {
+				return r, nil
+			}
 		}
+		return topics.Reply{}, &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "timeout",
+			Detail: "The request was accepted but its outcome is not known yet; retry with the same Idempotency-Key."}
+	case <-ctx.Done():
+		return topics.Reply{}, &Error{Status: 499, Type: "client_error", Code: "client_closed", Detail: "Client closed the request."}
 	}
 }
 
