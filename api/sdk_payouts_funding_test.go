@@ -135,4 +135,27 @@ func TestSDKPayoutsLargeFile(t *testing.T) {
 	if cur, av := payer.balance(t, f.settlement); cur != "200000.00" || av != "0.00" {
 		t.Fatalf("after approval: %s / %s, want the whole 200000.00 held", cur, av)
 	}
+	// The approval's rail requests (~60 kB each, all keyed by the file: more than
+	// Kafka's 1 MiB message limit together) are published, none refused and
+	// dead-lettered (relay.BatchMaxBytes).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var left, dead int
+		if err := f.env.Schema.DB.Get(&left, `SELECT count(*) FROM outbox`); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.env.Schema.DB.Get(&dead, `SELECT count(*) FROM outbox_dead`); err != nil {
+			t.Fatal(err)
+		}
+		if dead != 0 {
+			t.Fatalf("%d rail requests dead-lettered", dead)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outbox rows still unpublished after 30 s", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/storage"
+	"paysvc/topics/inproc"
 )
 
 // leaderLock is the advisory-lock class of the relay; the schema is the second key,
@@ -59,7 +60,31 @@ type Relay struct {
 // publishing. An empty-outbox look is one index probe.
 const DefaultPoll = 25 * time.Millisecond
 
-// New makes a relay producing with cl. The client must retry retriable errors
+// BatchMaxBytes bounds the record batches the relay's client builds: kgo's default,
+// under Kafka's default max.message.bytes (1,048,588), which the event and rail
+// topics keep (topics.EnsureTopics raises it only for commands and replies).
+//
+// Why its own client: the service's command producer batches up to
+// topics.MaxRecordBytes (16 MiB), because one payment file is one command of a few
+// megabytes. Publishing with that client, the events of one fetch that share a
+// partition (a payment file's ~60 kB rail requests, all keyed by the file) went as
+// one batch of more than 1 MiB, which the broker refused whole: every event in it,
+// each one within the limit, was dead-lettered. Compression had hidden it for
+// events that compress well (docs/benchmarks.md, session 9). Within this bound a
+// batch is split before it reaches the limit, and only a single event over it is
+// refused (kgo fails it locally with MESSAGE_TOO_LARGE) and dead-lettered alone.
+const BatchMaxBytes = 1_000_012
+
+// NewClient makes the relay's Kafka client: batches within BatchMaxBytes, no
+// linger (a relay cycle produces all it fetched at once, then waits for it), and
+// retries without limit (New). opts come last and may override (tests).
+func NewClient(brokers []string, clientID string, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(brokers),
+		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(BatchMaxBytes), kgo.ProduceRequestTimeout(5 * time.Second),
+		kgo.ClientID(clientID)}, opts...)...)
+}
+
+// New makes a relay producing with cl, made by NewClient. The client must retry retriable errors
 // without limit (kgo's default: no RecordRetries limit, no RecordDeliveryTimeout):
 // a client that gives up on a record can fail a partition's first batch and deliver
 // its next, and the republished events would land out of order.

@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -61,12 +63,11 @@ func newKafka(t *testing.T) *kfake.Cluster {
 	return c
 }
 
-// newProducer is configured like the service's producer (cmd/paysvc/service), plus
+// newProducer is the relay's client as the service makes it (relay.NewClient), plus
 // any test options.
 func newProducer(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0),
-		kgo.ClientID("paysvc-relay-test"), kgo.ProduceRequestTimeout(5 * time.Second)}, opts...)...)
+	cl, err := relay.NewClient(c.ListenAddrs(), "paysvc-relay-test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -792,5 +793,51 @@ func TestRelay_DeadLetterInACommitRow(t *testing.T) {
 	}
 	if len(dead) != 1 || dead[0].EventID != row[5].EventID || dead[0].OutboxID != row[5].OutboxID || dead[0].Size != 1_100_000 {
 		t.Fatalf("outbox_dead holds %+v, want only %s of row %d", dead, row[5].EventID, row[5].OutboxID)
+	}
+}
+
+// Events that are each within the topic's limit but together over it, in one
+// partition (a payment file's rail requests are ~60 kB each, all keyed by the file),
+// are all published: the relay's batches stay under max.message.bytes. Their bodies
+// are random base64, which no codec shrinks, so compression cannot hide a batch over
+// the limit. With the command producer's 16 MiB batches the broker refused the
+// batch whole and every event in it was dead-lettered.
+func TestRelay_EventsOverTheTopicLimitTogether(t *testing.T) {
+	t.Parallel()
+	c := newKafka(t)
+	schema := storagetest.New(t)
+	co := startConsumer(t, c)
+	const n, size = 24, 60_000 // 1.44 MB in all
+	rows := make([]outboxRow, n)
+	var ids, keys, merchants, bodies, topicsOf pq.StringArray
+	for i := range rows {
+		raw := make([]byte, size*3/4)
+		if _, err := rand.Read(raw); err != nil {
+			t.Fatal(err)
+		}
+		rows[i] = outboxRow{EventID: fmt.Sprintf("big-%02d", i), Key: "file-1", Merchant: "mer_big",
+			Body: []byte(`{"chunk":"` + base64.StdEncoding.EncodeToString(raw) + `"}`)}
+		ids, keys, merchants = append(ids, rows[i].EventID), append(keys, rows[i].Key), append(merchants, rows[i].Merchant)
+		bodies, topicsOf = append(bodies, string(rows[i].Body)), append(topicsOf, eventTopic)
+	}
+	var id int64
+	if err := schema.DB.QueryRowx(`INSERT INTO outbox (event_ids, topics, record_keys, merchant_ids, bodies)
+		VALUES ($1, $2, $3, $4, $5) RETURNING outbox_id`, ids, topicsOf, keys, merchants, bodies).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		rows[i].OutboxID = id
+	}
+	r, _ := startRelay(t, schema.DB, newProducer(t, c))
+	r.Wake()
+	recs := co.waitAll(t, rows, 20*time.Second)
+	waitOutboxEmpty(t, schema.DB, 5*time.Second)
+	checkRecords(t, recs, rows, true)
+	var dead int
+	if err := schema.DB.Get(&dead, `SELECT count(*) FROM outbox_dead`); err != nil {
+		t.Fatal(err)
+	}
+	if dead != 0 {
+		t.Fatalf("%d events dead-lettered; each is within the topic's limit", dead)
 	}
 }

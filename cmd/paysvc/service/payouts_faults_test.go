@@ -178,4 +178,11 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	if err != nil || !rep.OK {
 		t.Fatalf("ledger check: %+v %v", rep, err)
 	}
+	// The file's rail requests (~60 kB each, all keyed by the file) were published,
+	// not refused by Kafka: a refused request is dead-lettered, and the file then
+	// completes only through the rail's recovery, late.
+	var dead int
+	if err := api.Schema.DB.Get(&dead, `SELECT count(*) FROM outbox_dead`); err != nil || dead != 0 {
+		t.Fatalf("%d events dead-lettered (%v)", dead, err)
+	}
 }

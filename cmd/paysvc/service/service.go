@@ -58,6 +58,9 @@ type Service struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	ready    atomic.Bool
+
+	// relayProducer publishes the outbox; its batches fit the event topics.
+	relayProducer *kgo.Client
 }
 
 // Start brings up the configured roles and returns once the HTTP listener is open.
@@ -115,7 +118,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.cancel = stop
 	wake := func() {}
 	if cfg.Has(RoleRelay) {
-		r := relay.New(s.DB, s.producer, log, cfg.RelayPoll)
+		// Its own client: the command producer's batches may be larger than the
+		// event topics accept (relay.BatchMaxBytes).
+		if s.relayProducer, err = relay.NewClient(s.Brokers, "paysvc-relay-"+cfg.InstanceID); err != nil {
+			return nil, fmt.Errorf("relay kafka client: %w", err)
+		}
+		r := relay.New(s.DB, s.relayProducer, log, cfg.RelayPoll)
 		wake = r.Wake
 		s.goRun(func() error { return r.Run(runCtx) })
 	}
@@ -425,6 +433,9 @@ func (s *Service) Close() {
 	}
 	if s.producer != nil {
 		s.producer.Close()
+	}
+	if s.relayProducer != nil {
+		s.relayProducer.Close()
 	}
 	if s.sink != nil {
 		s.sink.Close()
