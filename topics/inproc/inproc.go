@@ -141,6 +141,10 @@ func (l *Listener) Addr() net.Addr { return l.tcp.Addr() }
 // process decompress it again: under transfer load that was ~1.6% of the service's
 // CPU for nothing (docs/benchmarks.md, session 9). A broker elsewhere (compose's
 // Kafka) keeps the default.
+//
+// A producer must keep its batches within the max.message.bytes of the topics it
+// writes without counting on compression: uncompressed, a batch is as large as its
+// records (relay.BatchMaxBytes, for the event topics).
 func Compression(seeds []string) kgo.Opt {
 	embedded := len(seeds) > 0
 	for _, s := range seeds {
