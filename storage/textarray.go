@@ -15,28 +15,7 @@ type textArray [][]byte
 
 // Value implements driver.Valuer: {"a","b"} with '"' and '\' escaped, returned as
 // []byte, which lib/pq sends as it is for a text[] parameter.
-func (a textArray) Value() (driver.Value, error) {
-	n := 2
-	for _, b := range a {
-		n += len(b) + 3
-	}
-	out := make([]byte, 0, n+n/8)
-	out = append(out, '{')
-	for i, b := range a {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, '"')
-		for _, c := range b {
-			if c == '"' || c == '\\' {
-				out = append(out, '\\')
-			}
-			out = append(out, c)
-		}
-		out = append(out, '"')
-	}
-	return append(out, '}'), nil
-}
+func (a textArray) Value() (driver.Value, error) { return arrayLiteral(a), nil }
 
 // stringArray is pq.StringArray for the commit's arguments, built the same way as
 // textArray: sized once and returned as []byte. pq.StringArray grows its buffer
@@ -51,24 +30,30 @@ func (a stringArray) Value() (driver.Value, error) {
 	if a == nil {
 		return nil, nil
 	}
+	return arrayLiteral(a), nil
+}
+
+// arrayLiteral is the text[] literal of a: every element quoted, '"' and '\'
+// escaped, in one buffer sized for the usual case of few escapes.
+func arrayLiteral[E string | []byte](a []E) []byte {
 	n := 2
-	for _, s := range a {
-		n += len(s) + 3
+	for _, e := range a {
+		n += len(e) + 3
 	}
 	out := make([]byte, 0, n+n/8)
 	out = append(out, '{')
-	for i, s := range a {
+	for i, e := range a {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, '"')
-		for j := 0; j < len(s); j++ {
-			if c := s[j]; c == '"' || c == '\\' {
+		for j := 0; j < len(e); j++ {
+			if c := e[j]; c == '"' || c == '\\' {
 				out = append(out, '\\')
 			}
-			out = append(out, s[j])
+			out = append(out, e[j])
 		}
 		out = append(out, '"')
 	}
-	return append(out, '}'), nil
+	return append(out, '}')
 }

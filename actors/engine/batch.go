@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/invoice"
@@ -354,15 +355,9 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 		invoices, wallets = &rd.invoices, &rd.wallets
 	}
 	if want := missing(invoiceIDs, p.invoices); len(want.IDs) > 0 {
-		found, rest := invoices.split(want, invoiceOwner)
-		if len(rest.IDs) > 0 {
-			more, err := storage.LoadOwnedInvoices(ctx, e.db, rest)
-			if err != nil {
-				return err
-			}
-			for _, s := range more {
-				found = append(found, s)
-			}
+		found, err := readSnapshots(ctx, e.db, want, invoices, invoiceOwner, storage.LoadOwnedInvoices)
+		if err != nil {
+			return err
 		}
 		for _, s := range found {
 			if _, live := p.invoices[s.InvoiceID]; !live {
@@ -371,15 +366,9 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 		}
 	}
 	if want := missing(walletIDs, p.wallets); len(want.IDs) > 0 {
-		found, rest := wallets.split(want, walletOwner)
-		if len(rest.IDs) > 0 {
-			more, err := storage.LoadOwnedWallets(ctx, e.db, rest)
-			if err != nil {
-				return err
-			}
-			for _, s := range more {
-				found = append(found, s)
-			}
+		found, err := readSnapshots(ctx, e.db, want, wallets, walletOwner, storage.LoadOwnedWallets)
+		if err != nil {
+			return err
 		}
 		for _, s := range found {
 			if _, live := p.wallets[s.WalletID]; !live {
@@ -388,6 +377,24 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 		}
 	}
 	return e.hydrateRegistered(ctx, p, cmds, payloads, done)
+}
+
+// readSnapshots is the snapshots of want: those the round preloaded (pl, nil when
+// there was no round), and the rest read now with load.
+func readSnapshots[S any](ctx context.Context, db *sqlx.DB, want storage.Owned, pl *preloaded[S], owner func(S) string,
+	load func(context.Context, sqlx.QueryerContext, storage.Owned) (map[string]S, error)) ([]S, error) {
+	found, rest := pl.split(want, owner)
+	if len(rest.IDs) == 0 {
+		return found, nil
+	}
+	more, err := load(ctx, db, rest)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range more {
+		found = append(found, s)
+	}
+	return found, nil
 }
 
 // missingIDs lists the ids a kind of aggregate needs that are not live, each with

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"paysvc/actors/ids"
@@ -24,70 +25,31 @@ func TestCommitDoesNotWaitForAPollThatStillReads(t *testing.T) {
 	b.fundedWorking(t, "100.00") // the partition is owned and its wallet actors live
 	seals := counter(t, "paysvc_engine_seals_during_reads_total", "", "")
 
-	holder, release := holdCommits(t, b)
-	register := func(c topics.Command) <-chan topics.Reply {
-		ch, cancel := b.hub.Register(c.ID)
-		t.Cleanup(cancel)
-		b.produce(t, -1, c)
-		return ch
-	}
-	first := depositCmd(b, t, b.merchant, b.settle, "1.00")
-	firstReply := register(first)
-	waitBlockedBy(t, b, holder) // commit K is in flight
+	r := readHeldMidCommit(t, b, "midround")
 
-	before := appliesDuringCommit(t)
-	second := depositCmd(b, t, b.merchant, b.settle, "2.00")
-	secondReply := register(second)
-	deadline := time.Now().Add(replyWait)
-	for appliesDuringCommit(t) == before { // applied into the open batch beside K
-		if time.Now().After(deadline) {
-			t.Fatal("the second deposit was not applied beside the held commit")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-
-	lock, err := b.db.BeginTxx(b.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lock.Rollback() })
-	if _, err := lock.ExecContext(b.ctx, `LOCK TABLE invoices IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	var locker int
-	if err := lock.GetContext(b.ctx, &locker, `SELECT pg_backend_pid()`); err != nil {
-		t.Fatal(err)
-	}
-	inv := ids.Alias(8)
-	push := b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
-		Phone: "254700000001", Value: money.MustParse("10.00"), Charges: money.MustParse("0.15"),
-		NetAmount: money.MustParse("9.85"), Tariff: "BUSINESS-PAYS", APIRef: "midround"})
-	pushReply := register(push)
-	waitBlockedBy(t, b, locker) // the poll's hydration read waits on the table lock
-
-	release() // K commits while that read waits
-	ok(t, await(t, firstReply, "the deposit of the held commit"))
-	ok(t, await(t, secondReply, "the deposit applied beside it, while the next poll still reads"))
+	r.release() // K commits while that read waits
+	ok(t, await(t, r.firstReply, "the deposit of the held commit"))
+	ok(t, await(t, r.secondReply, "the deposit applied beside it, while the next poll still reads"))
 	select {
-	case r := <-pushReply:
-		t.Fatalf("the push was answered while its read was held: %+v", r)
+	case rep := <-r.pushReply:
+		t.Fatalf("the push was answered while its read was held: %+v", rep)
 	default:
 	}
 	if got := counter(t, "paysvc_engine_seals_during_reads_total", "", "") - seals; got < 1 {
 		t.Errorf("seals during reads moved by %v", got)
 	}
 
-	if err := lock.Rollback(); err != nil {
+	if err := r.lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	ok(t, await(t, pushReply, "the push, once its read answered"))
-	cmds := []string{first.ID, second.ID, push.ID}
+	ok(t, await(t, r.pushReply, "the push, once its read answered"))
+	cmds := []string{r.first.ID, r.second.ID, r.push.ID}
 	if n := b.count(t, `SELECT count(DISTINCT xmin::text) FROM processed_commands WHERE command_id = ANY($1)`, pq.StringArray(cmds)); n != 3 {
 		t.Errorf("the three commands were committed in %d transactions, want 3 (one batch each)", n)
 	}
 	b.wantBalance(t, b.merchant, b.settle, "103.00")
-	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2 AND state = 'PENDING'`, inv, b.merchant); n != 1 {
-		t.Errorf("%d PENDING invoices %s, want 1", n, inv)
+	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2 AND state = 'PENDING'`, r.inv, b.merchant); n != 1 {
+		t.Errorf("%d PENDING invoices %s, want 1", n, r.inv)
 	}
 	b.ledgerOK(t)
 }
@@ -106,22 +68,73 @@ func TestPollReadingWhenTheCommitFailsIsAppliedOnceFromTheLog(t *testing.T) {
 	perDeposit := b.entriesOf(t, ref.ID)
 	failures := counter(t, "paysvc_engine_batch_failures_total", "", "")
 
-	holder, release := holdCommits(t, b)
+	r := readHeldMidCommit(t, b, "midround-fail")
+
+	// K fails while that read waits (cancelled on its lock; a killed connection
+	// would be retried by database/sql).
+	if n := b.count(t, `SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, r.holder); n == 0 {
+		t.Fatal("no blocked commit to fail")
+	}
+	r.release()
+	time.Sleep(300 * time.Millisecond) // the seal finds K failed and seeks back, the read still waits
+	if err := r.lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	ok(t, await(t, r.firstReply, "the deposit of the failed commit"))
+	ok(t, await(t, r.secondReply, "the deposit applied beside it"))
+	ok(t, await(t, r.pushReply, "the push that was reading"))
+	if n := counter(t, "paysvc_engine_batch_failures_total", "", "") - failures; n != 1 {
+		t.Errorf("%v batches failed, want 1 (the cancelled commit)", n)
+	}
+	for _, c := range []topics.Command{r.first, r.second} {
+		if n := b.entriesOf(t, c.ID); n != perDeposit {
+			t.Errorf("deposit %s left %d ledger entries, want %d (applied once)", c.ID, n, perDeposit)
+		}
+	}
+	if n := b.count(t, `SELECT count(*) FROM processed_commands WHERE command_id = ANY($1)`,
+		pq.StringArray([]string{r.first.ID, r.second.ID, r.push.ID})); n != 3 {
+		t.Errorf("%d of 3 commands processed", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2 AND version = 1`, r.inv, b.merchant); n != 1 {
+		t.Errorf("%d invoices %s at version 1, want 1 (opened once)", n, r.inv)
+	}
+	b.wantBalance(t, b.merchant, b.settle, "104.00") // 100 + the reference deposit + 1 + 2
+	b.ledgerOK(t)
+}
+
+// heldRound is a poll caught reading while a commit is in flight: commit K holds
+// the first deposit, the second was applied beside it into the open batch, and
+// the next poll's STK push waits in its hydration read on a lock of the invoices
+// table. release lets K go on; rolling lock back lets the read answer.
+type heldRound struct {
+	holder, locker                     int
+	release                            func()
+	lock                               *sqlx.Tx
+	first, second, push                topics.Command
+	firstReply, secondReply, pushReply <-chan topics.Reply
+	inv                                string
+}
+
+func readHeldMidCommit(t *testing.T, b *engineBundle, apiRef string) *heldRound {
+	t.Helper()
+	r := &heldRound{}
+	r.holder, r.release = holdCommits(t, b)
 	register := func(c topics.Command) <-chan topics.Reply {
 		ch, cancel := b.hub.Register(c.ID)
 		t.Cleanup(cancel)
 		b.produce(t, -1, c)
 		return ch
 	}
-	first := depositCmd(b, t, b.merchant, b.settle, "1.00")
-	firstReply := register(first)
-	waitBlockedBy(t, b, holder) // commit K in flight
+	r.first = depositCmd(b, t, b.merchant, b.settle, "1.00")
+	r.firstReply = register(r.first)
+	waitBlockedBy(t, b, r.holder) // commit K is in flight
 
 	before := appliesDuringCommit(t)
-	second := depositCmd(b, t, b.merchant, b.settle, "2.00")
-	secondReply := register(second)
+	r.second = depositCmd(b, t, b.merchant, b.settle, "2.00")
+	r.secondReply = register(r.second)
 	deadline := time.Now().Add(replyWait)
-	for appliesDuringCommit(t) == before {
+	for appliesDuringCommit(t) == before { // applied into the open batch beside K
 		if time.Now().After(deadline) {
 			t.Fatal("the second deposit was not applied beside the held commit")
 		}
@@ -132,50 +145,19 @@ func TestPollReadingWhenTheCommitFailsIsAppliedOnceFromTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.lock = lock
 	t.Cleanup(func() { _ = lock.Rollback() })
 	if _, err := lock.ExecContext(b.ctx, `LOCK TABLE invoices IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	var locker int
-	if err := lock.GetContext(b.ctx, &locker, `SELECT pg_backend_pid()`); err != nil {
+	if err := lock.GetContext(b.ctx, &r.locker, `SELECT pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
-	inv := ids.Alias(8)
-	push := b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
+	r.inv = ids.Alias(8)
+	r.push = b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: r.inv,
 		Phone: "254700000001", Value: money.MustParse("10.00"), Charges: money.MustParse("0.15"),
-		NetAmount: money.MustParse("9.85"), Tariff: "BUSINESS-PAYS", APIRef: "midround-fail"})
-	pushReply := register(push)
-	waitBlockedBy(t, b, locker) // the poll's hydration read waits on the table lock
-
-	// K fails while that read waits (cancelled on its lock; a killed connection
-	// would be retried by database/sql).
-	if n := b.count(t, `SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder); n == 0 {
-		t.Fatal("no blocked commit to fail")
-	}
-	release()
-	time.Sleep(300 * time.Millisecond) // the seal finds K failed and seeks back, the read still waits
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-
-	ok(t, await(t, firstReply, "the deposit of the failed commit"))
-	ok(t, await(t, secondReply, "the deposit applied beside it"))
-	ok(t, await(t, pushReply, "the push that was reading"))
-	if n := counter(t, "paysvc_engine_batch_failures_total", "", "") - failures; n != 1 {
-		t.Errorf("%v batches failed, want 1 (the cancelled commit)", n)
-	}
-	for _, c := range []topics.Command{first, second} {
-		if n := b.entriesOf(t, c.ID); n != perDeposit {
-			t.Errorf("deposit %s left %d ledger entries, want %d (applied once)", c.ID, n, perDeposit)
-		}
-	}
-	if n := b.count(t, `SELECT count(*) FROM processed_commands WHERE command_id = ANY($1)`,
-		pq.StringArray([]string{first.ID, second.ID, push.ID})); n != 3 {
-		t.Errorf("%d of 3 commands processed", n)
-	}
-	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2 AND version = 1`, inv, b.merchant); n != 1 {
-		t.Errorf("%d invoices %s at version 1, want 1 (opened once)", n, inv)
-	}
-	b.wantBalance(t, b.merchant, b.settle, "104.00") // 100 + the reference deposit + 1 + 2
-	b.ledgerOK(t)
+		NetAmount: money.MustParse("9.85"), Tariff: "BUSINESS-PAYS", APIRef: apiRef})
+	r.pushReply = register(r.push)
+	waitBlockedBy(t, b, r.locker) // the poll's hydration read waits on the table lock
+	return r
 }
