@@ -26,9 +26,25 @@ type Command struct {
 	// effects), and processed_commands' primary key refuses any other record under
 	// the id. A command whose id is derived from anything (an Idempotency-Key, a
 	// provider's reference) must leave it false.
-	FreshID bool            `json:"fresh_id,omitempty"`
-	Payload json.RawMessage `json:"payload"`
+	FreshID bool `json:"fresh_id,omitempty"`
+	// Environment is the environment of the process that produced the command
+	// (Sandbox or Live: its PAYSVC_ENVIRONMENT). Sandbox and live processes may
+	// share one command log, so the engine refuses a command whose environment is
+	// not its merchant's, and one that names none (docs/security.md, "Guards of
+	// the money-moving commands").
+	Environment string `json:"environment,omitempty"`
+	// Simulated says the command carries an outcome that a sandbox simulator made
+	// up (a rail's answer, a card approval). The engine refuses it for a live
+	// merchant, whatever process produced it.
+	Simulated bool            `json:"simulated,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
 }
+
+// The environments a merchant, a process and a command belong to.
+const (
+	Sandbox = "sandbox"
+	Live    = "live"
+)
 
 // CommandKey is the record key: the merchant, so a merchant's commands are ordered
 // and owned by one worker.
@@ -52,15 +68,17 @@ func EncodeCommandValue(c Command, payload any) ([]byte, error) {
 		c.Version = 1
 	}
 	return json.Marshal(struct {
-		ID         string    `json:"id"`
-		Type       string    `json:"type"`
-		Version    int       `json:"version"`
-		MerchantID string    `json:"merchant_id"`
-		ReplyTo    string    `json:"reply_to,omitempty"`
-		IssuedAt   time.Time `json:"issued_at"`
-		FreshID    bool      `json:"fresh_id,omitempty"`
-		Payload    any       `json:"payload"`
-	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, c.FreshID, payload})
+		ID          string    `json:"id"`
+		Type        string    `json:"type"`
+		Version     int       `json:"version"`
+		MerchantID  string    `json:"merchant_id"`
+		ReplyTo     string    `json:"reply_to,omitempty"`
+		IssuedAt    time.Time `json:"issued_at"`
+		FreshID     bool      `json:"fresh_id,omitempty"`
+		Environment string    `json:"environment,omitempty"`
+		Simulated   bool      `json:"simulated,omitempty"`
+		Payload     any       `json:"payload"`
+	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, c.FreshID, c.Environment, c.Simulated, payload})
 }
 
 // DecodeCommand parses a command record and rejects envelopes without the fields

@@ -22,6 +22,7 @@ func TestEncodeCommandValue(t *testing.T) {
 	for _, c := range []topics.Command{
 		{ID: "c1", Type: topics.CmdWalletTransfer, MerchantID: "M1", ReplyTo: "api-1", IssuedAt: time.Date(2026, 1, 2, 3, 4, 5, 6789, time.UTC)},
 		{ID: "c2", Type: topics.CmdWalletTransfer, Version: 1, MerchantID: "M2"},
+		{ID: "c3", Type: topics.CmdWalletTransfer, MerchantID: "M3", Environment: topics.Live, Simulated: true, FreshID: true},
 	} {
 		want := c
 		want.Payload = raw

@@ -67,6 +67,10 @@ type Kind struct {
 // SimDeps is what a kind's sandbox simulator gets from the service.
 type SimDeps struct {
 	DB *sqlx.DB
+	// Environment is the simulating process's (topics.Sandbox): a simulator
+	// reads and answers only its own environment's merchants, and stamps it on
+	// every command it produces, with Simulated set.
+	Environment string
 	// Produce appends a command to the command log (keyed by its merchant).
 	Produce func(ctx context.Context, c topics.Command) error
 	// Delay paces the simulated rail (PAYSVC_SIM_AGGREGATE_DELAY).

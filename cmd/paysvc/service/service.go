@@ -254,7 +254,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			if k.Simulate == nil {
 				continue
 			}
-			d := engine.SimDeps{DB: s.DB, Delay: cfg.SimAggregateDelay, Log: log, Produce: s.produceCommand}
+			d := engine.SimDeps{DB: s.DB, Environment: cfg.Environment, Delay: cfg.SimAggregateDelay, Log: log, Produce: s.produceCommand}
 			s.goRun(func() error { return k.Simulate(runCtx, d) })
 		}
 	}
