@@ -67,6 +67,12 @@ type Config struct {
 	// engine stops and forgets it (rehydrated from its snapshot when needed again).
 	EngineIdleAfter time.Duration
 	KafkaSyncWrites bool // embedded Kafka fsyncs every produce
+	// AllowEmbeddedKafka and AllowSMTPSink let a live server run on the
+	// development stand-ins (the in-process broker, the mail sink that delivers
+	// nothing). Without them a live server refuses to start on either: a
+	// forgotten PAYSVC_KAFKA_BROKERS or PAYSVC_SMTP_URL must not silently keep
+	// the command log on one disk or send customers' mail nowhere.
+	AllowEmbeddedKafka, AllowSMTPSink bool
 	// AcceptCommandLogReset lets an engine start on a command log that is behind the
 	// stored offsets (a deliberately wiped Kafka), moving the offsets to its end.
 	AcceptCommandLogReset bool
@@ -169,6 +175,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		EngineIdleAfter:       dur("PAYSVC_ENGINE_IDLE_AFTER", 2*time.Minute),
 		KafkaSyncWrites:       get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
 		AcceptCommandLogReset: get("PAYSVC_ACCEPT_COMMAND_LOG_RESET", "false") == "true",
+		AllowEmbeddedKafka:    get("PAYSVC_ALLOW_EMBEDDED_KAFKA", "false") == "true",
+		AllowSMTPSink:         get("PAYSVC_ALLOW_SMTP_SINK", "false") == "true",
 		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
 		SimAcceptDelay:        dur("PAYSVC_SIM_ACCEPT_DELAY", time.Second),
 		SimFinalDelay:         dur("PAYSVC_SIM_FINAL_DELAY", 2*time.Second),
@@ -386,6 +394,28 @@ func (c Config) validateDarajaToken() error {
 // Has reports whether the process runs a role.
 func (c Config) Has(role string) bool { return slices.Contains(c.Roles, role) }
 
+// CheckStandIns refuses a live server on the development stand-ins unless the
+// operator opted in by name. Start checks it, not Validate: admin commands
+// (merchant create, migrate) of a live configuration need neither Kafka nor mail.
+func (c Config) CheckStandIns() error {
+	if c.Environment != "live" {
+		return nil
+	}
+	if len(c.KafkaBrokers) == 0 && !c.AllowEmbeddedKafka {
+		return errors.New("PAYSVC_KAFKA_BROKERS: a live server needs a Kafka cluster; the embedded broker is for development " +
+			"(set PAYSVC_ALLOW_EMBEDDED_KAFKA=true to run live on it all the same)")
+	}
+	if c.SendsMail() && c.SMTPURL == "" && !c.AllowSMTPSink {
+		return errors.New("PAYSVC_SMTP_URL: a live server with the api or dispatcher role needs a mail server; the embedded " +
+			"SMTP sink delivers nothing (set PAYSVC_ALLOW_SMTP_SINK=true to run live on it all the same)")
+	}
+	return nil
+}
+
+// SendsMail reports whether the process sends mail (pay requests, webhook
+// failure warnings): its api and dispatcher roles do.
+func (c Config) SendsMail() bool { return c.Has(RoleAPI) || c.Has(RoleDispatcher) }
+
 // KafkaDir is where the embedded Kafka persists its log.
 func (c Config) KafkaDir() string { return filepath.Join(c.DataDir, "kafka") }
 
@@ -395,6 +425,7 @@ func (c Config) Redacted() map[string]any {
 	return map[string]any{
 		"http_addr": c.HTTPAddr, "admin_addr": c.AdminAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
 		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
+		"allow_embedded_kafka": c.AllowEmbeddedKafka, "allow_smtp_sink": c.AllowSMTPSink,
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
 		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst, "rate_limit_ip": c.API.AddrRateLimit,
 		"rate_burst_ip": c.API.AddrRateBurst, "rate_limit_callbacks": c.API.CallbackRateLimit,

@@ -65,6 +65,9 @@ type Service struct {
 
 // Start brings up the configured roles and returns once the HTTP listener is open.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
+	if err := cfg.CheckStandIns(); err != nil {
+		return nil, err
+	}
 	s := &Service{Config: cfg, Log: log}
 	registerAggregates()
 	defer func() {
@@ -95,6 +98,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		}
 		s.Brokers = s.cluster.ListenAddrs()
 		log.Info("embedded kafka started", "brokers", s.Brokers, "data_dir", cfg.KafkaDir())
+		if cfg.Environment == "live" { // only with PAYSVC_ALLOW_EMBEDDED_KAFKA (Validate)
+			log.Warn("live server on the embedded Kafka broker (PAYSVC_ALLOW_EMBEDDED_KAFKA=true): the command log is on this machine's disk only")
+		}
 	}
 	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(s.Brokers), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
 		kgo.ClientID("paysvc-"+cfg.InstanceID), kgo.ProduceRequestTimeout(5*time.Second))
@@ -139,7 +145,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 
 	var mailer mail.Sender
-	sendsMail := cfg.Has(RoleAPI) || cfg.Has(RoleDispatcher)
+	sendsMail := cfg.SendsMail()
 	if sendsMail && cfg.SMTPURL != "" {
 		mc, err := mail.ParseURL(cfg.SMTPURL)
 		if err != nil {
@@ -157,6 +163,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		p, _ := strconv.Atoi(port)
 		mailer = mail.NewSMTPSender(mail.Config{Host: host, Port: p, From: cfg.API.MailFrom, StartTLS: mail.StartTLSOff})
 		log.Info("embedded SMTP sink started", "addr", s.sink.Addr())
+		if cfg.Environment == "live" { // only with PAYSVC_ALLOW_SMTP_SINK (Validate)
+			log.Warn("live server on the embedded SMTP sink (PAYSVC_ALLOW_SMTP_SINK=true): customers' pay-request emails are not delivered")
+		}
 	}
 
 	if cfg.Has(RoleRails) {

@@ -56,7 +56,37 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.PayoutRecoverAfter = 5 * time.Second
 	cfg.CardClearingInterval = 50 * time.Millisecond
 	cfg.SubscriptionTick = 50 * time.Millisecond
+	// A test may make this process live; it runs on the in-process stand-ins by
+	// name, as an operator would have to.
+	cfg.AllowEmbeddedKafka, cfg.AllowSMTPSink = true, true
 	return cfg
+}
+
+// StartPeer starts a second process of the other kind beside e: the same
+// database and command log, its own HTTP listener, environment and roles (all
+// roles when none are given). It is the deployment docs/security.md defends, a
+// sandbox and a live process sharing one PostgreSQL and one Kafka.
+func StartPeer(t testing.TB, e *Env, environment string, roles ...string) *Env {
+	t.Helper()
+	cfg := e.Config
+	cfg.Environment, cfg.API.Environment = environment, environment
+	cfg.KafkaBrokers = e.Svc.Brokers
+	cfg.InstanceID = e.Config.InstanceID + "-peer-" + environment
+	cfg.DataDir = t.TempDir()
+	if len(roles) > 0 {
+		cfg.Roles = roles
+	}
+	logs := &LogBuffer{}
+	var w io.Writer = logs
+	if os.Getenv("PAYSVC_TEST_LOG") != "" {
+		w = io.MultiWriter(logs, os.Stderr)
+	}
+	svc, err := service.Start(context.Background(), cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatalf("start %s peer: %v", environment, err)
+	}
+	t.Cleanup(svc.Close)
+	return &Env{T: t, Svc: svc, Schema: e.Schema, BaseURL: "http://" + svc.Addr, AdminURL: "http://" + svc.AdminAddr, Config: cfg, Logs: logs}
 }
 
 // Logger is quiet unless PAYSVC_TEST_LOG is set.
