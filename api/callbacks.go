@@ -99,7 +99,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 			"paid", res.Amount.String(), "receipt", res.Receipt)
 	}
 	res.InvoiceID, res.MerchantID = inv.InvoiceID, inv.MerchantID
-	value, err := rails.ResultRecord(res)
+	value, err := rails.ResultRecord(res, rails.Origin{Environment: s.cfg.Environment})
 	if err != nil {
 		return err
 	}

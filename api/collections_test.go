@@ -190,7 +190,7 @@ func TestSTKPush_DuplicateProviderResult(t *testing.T) {
 		t.Fatalf("after one collection the wallet holds %s, want 985.00", before)
 	}
 	cmd, err := rails.ResultCommand(mpesa.Result{InvoiceID: id, MerchantID: b.merchant, Stage: mpesa.StageFinal,
-		Code: 0, Receipt: final["mpesa_reference"].(string)})
+		Code: 0, Receipt: final["mpesa_reference"].(string)}, rails.Origin{Environment: "sandbox", Simulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,10 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 		// (topics.Command.FreshID). An id from an Idempotency-Key can come again.
 		id = ids.UUID()
 	}
+	// The server's environment: the engine refuses the command unless it is the
+	// merchant's (actors/engine/guard.go).
 	cmd := topics.Command{ID: id, Type: typ, Version: 1, MerchantID: p.MerchantID, ReplyTo: s.hub.Instance(),
-		IssuedAt: time.Now().UTC(), FreshID: fresh}
+		IssuedAt: time.Now().UTC(), FreshID: fresh, Environment: s.cfg.Environment}
 	// The payload is encoded once, inside the envelope (issue 11).
 	value, err := topics.EncodeCommandValue(cmd, payload)
 	if err != nil {
@@ -104,6 +106,9 @@ var replyStatus = map[string]int{
 	"unprocessable_command": http.StatusUnprocessableEntity,
 	"command_failed":        http.StatusInternalServerError,
 	"balance_limit":         http.StatusBadRequest,
+	// The engine's guard: the merchant was disabled after the request was
+	// authenticated (actors/engine/guard.go).
+	"merchant_disabled": http.StatusForbidden,
 	// refunds (actors/refund/refundkind)
 	"refund_exceeds_invoice": http.StatusBadRequest,
 	"invoice_not_refundable": http.StatusBadRequest,

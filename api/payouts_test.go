@@ -590,7 +590,7 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 	for _, batch := range []string{"c0", "regrouped"} {
 		res := topics.PayoutResults{FileID: f["file_id"].(string), MerchantID: b.merchant, Stage: topics.PayoutStageFinal, Batch: batch,
 			Results: []topics.PayoutTxnResult{{TransactionID: txn["transaction_id"].(string), Success: true, ProviderReference: "AGAIN"}}}
-		cmd, err := rails.PayoutResultsCommand(b.merchant, res)
+		cmd, err := rails.PayoutResultsCommand(b.merchant, res, rails.Origin{Environment: "sandbox", Simulated: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,24 +107,35 @@ func InvoiceForCallback(ctx context.Context, q sqlx.QueryerContext, invoiceID st
 // StalePrompts lists invoices still waiting for their rail's outcome since before
 // olderThan: their callback may have been lost, so the rail is asked. Held
 // invoices (a paid amount that differs) wait for an operator, not the rail.
-func StalePrompts(ctx context.Context, q sqlx.QueryerContext, olderThan time.Time, limit int) ([]InvoiceRef, error) {
+func StalePrompts(ctx context.Context, q sqlx.QueryerContext, environment string, olderThan time.Time, limit int) ([]InvoiceRef, error) {
 	var out []InvoiceRef
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, checkout_request_id FROM invoices
-		WHERE state IN ('PENDING', 'PROCESSING') AND checkout_request_id IS NOT NULL AND updated_at < $1
-		AND NOT coalesce((data ->> 'held')::boolean, false)
-		ORDER BY updated_at LIMIT $2`, olderThan, limit)
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, checkout_request_id FROM (
+		SELECT i.invoice_id, i.merchant_id, i.checkout_request_id, i.updated_at,
+		       row_number() OVER (PARTITION BY i.merchant_id ORDER BY i.updated_at) AS turn
+		  FROM invoices i JOIN merchants m ON m.merchant_id = i.merchant_id
+		 WHERE i.state IN ('PENDING', 'PROCESSING') AND i.checkout_request_id IS NOT NULL AND i.updated_at < $1
+		   AND NOT coalesce((i.data ->> 'held')::boolean, false) AND m.environment = $3) x
+		ORDER BY `+fairTurn+`, updated_at LIMIT $2`, olderThan, limit, environment)
 	return out, err
 }
+
+// fairTurn orders a scan's rows by each merchant's turn: every merchant's
+// oldest rows (10 of them) come before any merchant's next ones, so one
+// merchant with thousands of waiting rows cannot starve the others of a
+// bounded scan (issue 22). The query numbers each merchant's rows as "turn".
+const fairTurn = `(turn - 1) / 10`
 
 // StaleSTKInvoices lists M-Pesa invoices still PENDING or PROCESSING since before
 // olderThan, whole (the sandbox sends their prompts again: rails.RecoverSandbox).
 // Held invoices (a paid amount that differs) wait for an operator, not the rail.
-func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, olderThan time.Time, limit int) ([]invoice.State, error) {
+func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, environment string, olderThan time.Time, limit int) ([]invoice.State, error) {
 	var rows [][]byte
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM invoices
-		WHERE state IN ('PENDING', 'PROCESSING') AND updated_at < $1 AND data ->> 'provider' = 'M-PESA'
-		AND NOT coalesce((data ->> 'held')::boolean, false)
-		ORDER BY updated_at LIMIT $2`, olderThan, limit); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM (
+		SELECT i.data, i.updated_at, row_number() OVER (PARTITION BY i.merchant_id ORDER BY i.updated_at) AS turn
+		  FROM invoices i JOIN merchants m ON m.merchant_id = i.merchant_id
+		 WHERE i.state IN ('PENDING', 'PROCESSING') AND i.updated_at < $1 AND i.data ->> 'provider' = 'M-PESA'
+		   AND NOT coalesce((i.data ->> 'held')::boolean, false) AND m.environment = $3) x
+		ORDER BY `+fairTurn+`, updated_at LIMIT $2`, olderThan, limit, environment); err != nil {
 		return nil, fmt.Errorf("stale STK invoices: %w", err)
 	}
 	out := make([]invoice.State, 0, len(rows))
@@ -140,12 +151,15 @@ func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, olderThan time
 
 // UnclearedCardInvoices lists completed card collections whose funds are not
 // available yet and that completed before completedBefore.
-func UnclearedCardInvoices(ctx context.Context, q sqlx.QueryerContext, completedBefore time.Time, limit int) ([]InvoiceRef, error) {
+func UnclearedCardInvoices(ctx context.Context, q sqlx.QueryerContext, environment string, completedBefore time.Time, limit int) ([]InvoiceRef, error) {
 	var out []InvoiceRef
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, coalesce(checkout_request_id, '') AS checkout_request_id
-		FROM invoices WHERE state = 'COMPLETE' AND data ->> 'provider' = 'CARD'
-		AND coalesce((data ->> 'cleared')::boolean, false) = false AND updated_at < $1
-		ORDER BY updated_at LIMIT $2`, completedBefore, limit)
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT invoice_id, merchant_id, checkout_request_id FROM (
+		SELECT i.invoice_id, i.merchant_id, coalesce(i.checkout_request_id, '') AS checkout_request_id, i.updated_at,
+		       row_number() OVER (PARTITION BY i.merchant_id ORDER BY i.updated_at) AS turn
+		  FROM invoices i JOIN merchants m ON m.merchant_id = i.merchant_id
+		 WHERE i.state = 'COMPLETE' AND i.data ->> 'provider' = 'CARD'
+		   AND coalesce((i.data ->> 'cleared')::boolean, false) = false AND i.updated_at < $1 AND m.environment = $3) x
+		ORDER BY `+fairTurn+`, updated_at LIMIT $2`, completedBefore, limit, environment)
 	return out, err
 }
 

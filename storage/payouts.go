@@ -337,12 +337,19 @@ type StalePayout struct {
 // StalePayouts lists transactions (not P2P: those are commands, never lost) of
 // files being paid that have been waiting for their outcome since before, in
 // file order.
-func StalePayouts(ctx context.Context, q sqlx.QueryerContext, before time.Time, limit int) ([]StalePayout, error) {
-	rows, err := q.QueryxContext(ctx, `SELECT t.file_id, t.merchant_id, t.provider, f.data ->> 'currency', t.data
+//
+// Only merchants of environment are read, and fairly: each merchant's turn
+// holds 100 of its transactions (a rail chunk), and every merchant's turn comes
+// before any merchant's next one (fairTurn).
+func StalePayouts(ctx context.Context, q sqlx.QueryerContext, environment string, before time.Time, limit int) ([]StalePayout, error) {
+	rows, err := q.QueryxContext(ctx, `SELECT file_id, merchant_id, provider, currency, data FROM (
+		SELECT t.file_id, t.merchant_id, t.provider, f.data ->> 'currency' AS currency, t.data, t.seq,
+		       row_number() OVER (PARTITION BY t.merchant_id ORDER BY t.file_id, t.seq) AS turn
 		  FROM payout_transactions t JOIN payout_files f ON f.file_id = t.file_id
+		  JOIN merchants m ON m.merchant_id = t.merchant_id
 		 WHERE t.status IN ('PENDING', 'PROCESSING') AND f.status = 'PROCESSING' AND t.provider <> 'P2P'
-		   AND t.updated_at < $1
-		 ORDER BY t.file_id, t.seq LIMIT $2`, before, limit)
+		   AND t.updated_at < $1 AND m.environment = $3) x
+		 ORDER BY (turn - 1) / 100, file_id, seq LIMIT $2`, before, limit, environment)
 	if err != nil {
 		return nil, fmt.Errorf("stale payouts: %w", err)
 	}

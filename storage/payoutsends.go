@@ -81,14 +81,19 @@ func ReleasePayoutSend(ctx context.Context, q sqlx.ExecerContext, transactionID 
 // UnsettledPayoutSends lists the transactions of provider whose send is SENDING,
 // ACCEPTED or UNKNOWN, last updated before before, and whose payout transaction
 // is still PENDING or PROCESSING: their outcome has not come. Oldest first.
-func UnsettledPayoutSends(ctx context.Context, q sqlx.QueryerContext, provider string, before time.Time, limit int) ([]string, error) {
+// Only merchants of environment are read, each merchant's oldest first in turn
+// (fairTurn).
+func UnsettledPayoutSends(ctx context.Context, q sqlx.QueryerContext, environment, provider string, before time.Time, limit int) ([]string, error) {
 	var out []string
-	if err := sqlx.SelectContext(ctx, q, &out, `SELECT s.transaction_id
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT transaction_id FROM (
+		SELECT s.transaction_id, s.updated_at,
+		       row_number() OVER (PARTITION BY t.merchant_id ORDER BY s.updated_at, s.transaction_id) AS turn
 		  FROM payout_sends s JOIN payout_transactions t ON t.transaction_id = s.transaction_id
+		  JOIN merchants m ON m.merchant_id = t.merchant_id
 		 WHERE s.provider = $1 AND s.state IN ($2, $3, $4) AND s.updated_at < $5
-		   AND t.status IN ('PENDING', 'PROCESSING')
-		 ORDER BY s.updated_at, s.transaction_id LIMIT $6`,
-		provider, PayoutSendSending, PayoutSendAccepted, PayoutSendUnknown, before, limit); err != nil {
+		   AND t.status IN ('PENDING', 'PROCESSING') AND m.environment = $7) x
+		 ORDER BY `+fairTurn+`, updated_at, transaction_id LIMIT $6`,
+		provider, PayoutSendSending, PayoutSendAccepted, PayoutSendUnknown, before, limit, environment); err != nil {
 		return nil, fmt.Errorf("unsettled payout sends: %w", err)
 	}
 	return out, nil

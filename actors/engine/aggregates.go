@@ -62,6 +62,10 @@ type Kind struct {
 	// Simulate, if set, is the kind's sandbox rail: the service's rails role runs
 	// it on a sandbox server (e.g. completing refunds after a delay).
 	Simulate func(ctx context.Context, d SimDeps) error
+	// Guards are what the engine checks of each command type before Apply
+	// (guard.go): a type not listed gets the strictest guard (the merchant's
+	// environment, and enabled).
+	Guards map[string]Guard
 }
 
 // SimDeps is what a kind's sandbox simulator gets from the service.

@@ -210,7 +210,7 @@ func TestRegisteredAggregate(t *testing.T) {
 	}
 	// A malformed payload of a registered type is refused; an unknown type stays unknown.
 	bad := topics.Command{ID: first.ID + "-bad", Type: "testjar.put", MerchantID: b.merchant, ReplyTo: b.hub.Instance(),
-		Payload: json.RawMessage(`{"Amount": "x"}`)}
+		Environment: topics.Sandbox, Payload: json.RawMessage(`{"Amount": "x"}`)}
 	wantCode(t, b.send(t, bad), "invalid")
 	wantCode(t, b.send(t, b.command(t, "testjar.nothing", b.merchant, jarPay{Jar: "j1"})), "unknown_command")
 

@@ -235,6 +235,15 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 			ob.counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
+		if reply, refused, err := e.guard(ctx, c, payloads[i]); err != nil {
+			return err
+		} else if refused {
+			// Answered, not recorded (guard.go): nothing was applied.
+			reply.CommandID = c.ID
+			ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
+			ob.counts[[2]string{c.Type, "refused"}]++
+			continue
+		}
 		reply, err := e.applyContained(ctx, p, b, c, payloads[i])
 		if err != nil {
 			return err

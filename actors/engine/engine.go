@@ -32,6 +32,11 @@ type Config struct {
 	ActorTimeout   time.Duration // an actor that does not answer in time fails the batch
 	Logger         *slog.Logger
 	OnCommit       func() // called after each committed batch (wakes the outbox relay)
+	// MerchantRefresh is how long the guards (guard.go) trust what they read of a
+	// merchant (its enabled flag) before reading it again: a disabled merchant's
+	// commands are refused within this time. Default 1s; negative reads every
+	// time (tests).
+	MerchantRefresh time.Duration
 }
 
 func (c *Config) defaults() {
@@ -56,6 +61,9 @@ func (c *Config) defaults() {
 	if c.OnCommit == nil {
 		c.OnCommit = func() {}
 	}
+	if c.MerchantRefresh == 0 {
+		c.MerchantRefresh = time.Second
+	}
 }
 
 // Engine owns command partitions and applies their commands.
@@ -78,6 +86,8 @@ type Engine struct {
 	kinds registered
 	// workers run the partitions' shares of each round; set by Run.
 	workers *workers
+	// merchants are what the guards read of merchants (guard.go).
+	merchants merchantCache
 }
 
 // New connects the engine's Kafka client; Run starts consuming.

@@ -127,7 +127,19 @@ func (b *engineBundle) command(t *testing.T, typ, merchant string, payload any) 
 		t.Fatal(err)
 	}
 	return topics.Command{ID: ids.UUID(), Type: typ, MerchantID: merchant, ReplyTo: b.hub.Instance(),
-		IssuedAt: time.Now().UTC(), Payload: body}
+		IssuedAt: time.Now().UTC(), Environment: b.environment(t, merchant), Payload: body}
+}
+
+// environment is what a process of the merchant's own environment stamps on its
+// commands (the engine's guards refuse any other); sandbox for an unknown
+// merchant, as the sandbox API would say.
+func (b *engineBundle) environment(t *testing.T, merchant string) string {
+	t.Helper()
+	m, err := storage.GetMerchant(b.ctx, b.db, merchant)
+	if err != nil {
+		return topics.Sandbox
+	}
+	return m.Environment
 }
 
 // produce writes commands to Kafka, keyed by merchant; partition >= 0 forces the

@@ -47,8 +47,10 @@ func TestEngine_Environments(t *testing.T) {
 
 	p2p := func(payer, recipient, walletID string) topics.PayoutTxnResult {
 		t.Helper()
-		r := b.send(t, b.command(t, topics.CmdPayoutP2PCredit, recipient, topics.PayoutP2PCredit{PayerMerchantID: payer,
-			FileID: ids.Alias(8), TransactionID: ids.Alias(10), WalletID: walletID, Amount: money.MustParse("3.00"), Currency: "KES"}))
+		c := b.command(t, topics.CmdPayoutP2PCredit, recipient, topics.PayoutP2PCredit{PayerMerchantID: payer,
+			FileID: ids.Alias(8), TransactionID: ids.Alias(10), WalletID: walletID, Amount: money.MustParse("3.00"), Currency: "KES"})
+		c.Environment = b.environment(t, payer) // as the payer's approval stamps it
+		r := b.send(t, c)
 		ok(t, r)
 		var res topics.PayoutTxnResult
 		if err := json.Unmarshal(r.Result, &res); err != nil {

@@ -71,8 +71,6 @@ type partition struct {
 	inflightLabels map[string]bool
 	// settlement wallet id by merchant/currency: it never changes once it exists
 	settlements map[string]string
-	// environment (sandbox, live) by merchant: fixed when the merchant is made
-	environments map[string]string
 	// Isolation of a permanent failure (quarantine.go): while suspectEnd >= 0, a
 	// batch takes at most limit records and stops before suspectEnd. poison >= 0 is
 	// the offset of a command found to fail on its own, to be quarantined.
@@ -111,7 +109,7 @@ type actorRef struct {
 func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1, suspectEnd: -1, poison: -1,
 		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{}, recent: map[string]topics.Reply{},
-		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{}, environments: map[string]string{},
+		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{},
 		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{},
 		aggs: map[string]map[string]*liveAgg{}}
 }

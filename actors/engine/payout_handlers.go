@@ -320,8 +320,11 @@ func (e *Engine) queuePayouts(b *batch, c *topics.Command, f payoutfile.State, r
 			}
 			payload := mustJSON(topics.PayoutP2PCredit{PayerMerchantID: f.MerchantID, FileID: f.FileID, TransactionID: t.TransactionID,
 				WalletID: dest, Account: t.Account, Amount: t.Amount, Currency: f.Currency, Narrative: t.Narrative})
+			// The approval's environment, which the guard found to be the payer's:
+			// the credit is checked against the payer (Guard.Subject), the
+			// recipient by p2pCredit.
 			cmd := topics.Command{ID: ids.DeriveUUID("p2p-credit", f.FileID, t.TransactionID), Type: topics.CmdPayoutP2PCredit,
-				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: b.at, Payload: payload}
+				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: b.at, Environment: c.Environment, Payload: payload}
 			body, err := topics.EncodeCommand(cmd)
 			if err != nil {
 				panic(err) // our own types only
@@ -539,12 +542,19 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 	// (whose balance is play money) nor the reverse. The API refuses such files;
 	// this holds whatever produced the command. The wallet is then "not found",
 	// as the other environment's wallets are to the API.
-	sameEnv, err := e.sameEnvironment(ctx, p, in.PayerMerchantID, c.MerchantID)
+	sameEnv, err := e.sameEnvironment(ctx, in.PayerMerchantID, c.MerchantID)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	// A disabled recipient receives nothing: the payout fails and the payer's
+	// hold is released (the guard let the command through for the payer, whose
+	// money is already in motion).
+	recipient, err := e.merchants.get(ctx, e, c.MerchantID)
 	if err != nil {
 		return topics.Reply{}, err
 	}
 	var wref *actorRef
-	if in.WalletID != "" && sameEnv {
+	if in.WalletID != "" && sameEnv && recipient.enabled {
 		var err error
 		if wref = p.wallets[in.WalletID]; wref == nil {
 			found, err2 := storage.LoadWallets(ctx, e.db, c.MerchantID, []string{in.WalletID})
@@ -602,7 +612,7 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 	payload := mustJSON(topics.PayoutResults{FileID: in.FileID, MerchantID: in.PayerMerchantID, Stage: topics.PayoutStageFinal, Batch: "p2p-" + in.TransactionID,
 		Results: []topics.PayoutTxnResult{result}})
 	cmd := topics.Command{ID: topics.PayoutResultCommandID(in.FileID, topics.PayoutStageFinal, "p2p-"+in.TransactionID),
-		Type: topics.CmdPayoutResults, Version: 1, MerchantID: in.PayerMerchantID, IssuedAt: b.at, Payload: payload}
+		Type: topics.CmdPayoutResults, Version: 1, MerchantID: in.PayerMerchantID, IssuedAt: b.at, Environment: c.Environment, Payload: payload}
 	body, err := topics.EncodeCommand(cmd)
 	if err != nil {
 		return topics.Reply{}, err
@@ -613,33 +623,16 @@ func (e *Engine) p2pCredit(ctx context.Context, p *partition, b *batch, c *topic
 }
 
 // sameEnvironment reports whether two merchants exist and share an environment.
-func (e *Engine) sameEnvironment(ctx context.Context, p *partition, a, b string) (bool, error) {
-	ea, err := e.environment(ctx, p, a)
-	if err != nil || ea == "" {
+func (e *Engine) sameEnvironment(ctx context.Context, a, b string) (bool, error) {
+	ma, err := e.merchants.get(ctx, e, a)
+	if err != nil || !ma.exists {
 		return false, err
 	}
-	eb, err := e.environment(ctx, p, b)
-	if err != nil || eb == "" {
+	mb, err := e.merchants.get(ctx, e, b)
+	if err != nil || !mb.exists {
 		return false, err
 	}
-	return ea == eb, nil
-}
-
-// environment is a merchant's environment, "" for no such merchant. It never
-// changes, so each partition asks the database once per merchant.
-func (e *Engine) environment(ctx context.Context, p *partition, merchantID string) (string, error) {
-	if env, ok := p.environments[merchantID]; ok {
-		return env, nil
-	}
-	m, err := storage.GetMerchant(ctx, e.db, merchantID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return "", nil // not cached: the merchant may be made later
-	}
-	if err != nil {
-		return "", err
-	}
-	p.environments[merchantID] = m.Environment
-	return m.Environment, nil
+	return ma.environment == mb.environment, nil
 }
 
 func (e *Engine) sendMoneyEvent(c *topics.Command, at time.Time, f payoutfile.State) storage.OutboxEvent {

@@ -211,20 +211,9 @@ func (e *Engine) ensureSettlement(ctx context.Context, p *partition, b *batch, c
 
 // deposit credits a wallet from nowhere: a sandbox helper only. The API offers it
 // only on a sandbox server, but a command log is shared by whatever produces to
-// it, so the engine checks the merchant itself: a live merchant's deposit would
-// invent money, and is refused as a domain answer (not an error, which would
-// retry it forever).
+// it, so the engine's guard refuses it for a live merchant (guard.go,
+// SandboxOnly) before this runs: it would invent money.
 func (e *Engine) deposit(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
-	env, err := e.environment(ctx, p, c.MerchantID)
-	if err != nil {
-		return topics.Reply{}, err
-	}
-	if env == "" {
-		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
-	}
-	if env != "sandbox" {
-		return refuse(CodeInvalid, "Deposits exist only in the sandbox; this merchant is live.", ""), nil
-	}
 	ref := p.wallets[in.WalletID]
 	if ref == nil {
 		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil

@@ -26,24 +26,26 @@ type PayoutRail interface {
 
 // PayoutResultsCommand is the command that carries a group of payout outcomes back
 // to the payer's file.
-func PayoutResultsCommand(merchantID string, r topics.PayoutResults) (topics.Command, error) {
+func PayoutResultsCommand(merchantID string, r topics.PayoutResults, o Origin) (topics.Command, error) {
 	payload, err := json.Marshal(r)
 	if err != nil {
 		return topics.Command{}, err
 	}
-	return topics.Command{ID: topics.PayoutResultCommandID(r.FileID, r.Stage, r.Batch), Type: topics.CmdPayoutResults,
-		Version: 1, MerchantID: merchantID, IssuedAt: time.Now().UTC(), Payload: payload}, nil
+	c := topics.Command{ID: topics.PayoutResultCommandID(r.FileID, r.Stage, r.Batch), Type: topics.CmdPayoutResults,
+		Version: 1, MerchantID: merchantID, IssuedAt: time.Now().UTC(), Payload: payload}
+	o.stamp(&c)
+	return c, nil
 }
 
 // PayoutSink produces payout outcomes as commands, synchronously, so an error
 // reaches the rail (which retries).
-func PayoutSink(cl *kgo.Client) func(ctx context.Context, r topics.PayoutResults) error {
+func PayoutSink(cl *kgo.Client, o Origin) func(ctx context.Context, r topics.PayoutResults) error {
 	return func(ctx context.Context, r topics.PayoutResults) error {
 		merchant := r.MerchantID
 		if r.FileID == "" || merchant == "" {
 			return errors.New("rails: payout outcome without file or merchant")
 		}
-		cmd, err := PayoutResultsCommand(merchant, r)
+		cmd, err := PayoutResultsCommand(merchant, r, o)
 		if err != nil {
 			return err
 		}
@@ -68,13 +70,16 @@ func PayoutSink(cl *kgo.Client) func(ctx context.Context, r topics.PayoutResults
 // RunPayouts consumes payout requests and submits each to the rail until ctx ends
 // (at least once: a redelivered chunk is submitted again, and each transaction's
 // outcome still applies once).
-func RunPayouts(ctx context.Context, brokers []string, db *sqlx.DB, rail PayoutRail, sink func(context.Context, topics.PayoutResults) error, log *slog.Logger) error {
+func RunPayouts(ctx context.Context, brokers []string, db *sqlx.DB, scope *Scope, rail PayoutRail, sink func(context.Context, topics.PayoutResults) error, log *slog.Logger) error {
 	log = log.With("component", "rails-payout")
-	return consume(ctx, brokers, "paysvc-rails-payout", topics.RailsPayoutTopic, log, func(_ *kgo.Client, rec *kgo.Record) {
+	return consume(ctx, brokers, scope.Group("paysvc-rails-payout"), topics.RailsPayoutTopic, log, func(_ *kgo.Client, rec *kgo.Record) {
 		var all topics.PayoutRailRequest
 		if err := json.Unmarshal(rec.Value, &all); err != nil {
 			log.Error("undecodable payout request skipped", "offset", rec.Offset, "err", err)
 			return
+		}
+		if !scope.serves(ctx, all.MerchantID, "payout") {
+			return // the other environment's rails role pays it
 		}
 		for attempt := 0; ctx.Err() == nil; attempt++ {
 			req, err := stillDue(ctx, db, all, log)
@@ -173,7 +178,7 @@ func stillDue(ctx context.Context, db *sqlx.DB, req topics.PayoutRailRequest, lo
 // whose outcome was only slow changes nothing (the sandbox answers the same; a live
 // rail must be asked, not paid again, before this is used with it). The chunks of a
 // resubmission are numbered from the time, so their result commands are new ones.
-func RecoverPayouts(ctx context.Context, db *sqlx.DB, rail PayoutRail, after, interval time.Duration, log *slog.Logger) error {
+func RecoverPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, rail PayoutRail, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-payout-recover")
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -183,7 +188,7 @@ func RecoverPayouts(ctx context.Context, db *sqlx.DB, rail PayoutRail, after, in
 			return nil
 		case <-t.C:
 		}
-		stale, err := storage.StalePayouts(ctx, db, time.Now().Add(-after), 5000)
+		stale, err := storage.StalePayouts(ctx, db, scope.Environment, time.Now().Add(-after), 5000)
 		if err != nil {
 			log.Warn("list stale payouts", "err", err)
 			continue

@@ -27,7 +27,7 @@ const maxStatusQueries = 50
 // Daraja POSTs its answer to the status URL, where a final answer becomes the
 // transaction's FINAL outcome (the same command as its B2C result). It returns
 // when ctx ends.
-func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, q B2CStatusQuerier, after, interval time.Duration, log *slog.Logger) error {
+func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, q B2CStatusQuerier, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-payout-status-query")
 	asked := map[string]time.Time{} // transaction id -> last query
 	t := time.NewTicker(interval)
@@ -44,7 +44,7 @@ func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, q B2CStatusQuerier, after
 				delete(asked, id)
 			}
 		}
-		ids, err := storage.UnsettledPayoutSends(ctx, db, payout.ProviderMpesaB2C, now.Add(-after), 10*maxStatusQueries)
+		ids, err := storage.UnsettledPayoutSends(ctx, db, scope.Environment, payout.ProviderMpesaB2C, now.Add(-after), 10*maxStatusQueries)
 		if err != nil {
 			log.Warn("list unsettled B2C payouts", "err", err)
 			continue

@@ -47,8 +47,8 @@ var (
 const StageSent = "SENT"
 
 // ResultCommand is the command that carries a rail outcome back to the engine.
-func ResultCommand(r mpesa.Result) (topics.Command, error) {
-	c, pr := resultCommand(r)
+func ResultCommand(r mpesa.Result, o Origin) (topics.Command, error) {
+	c, pr := resultCommand(r, o)
 	payload, err := json.Marshal(pr)
 	if err != nil {
 		return topics.Command{}, err
@@ -61,31 +61,34 @@ func ResultCommand(r mpesa.Result) (topics.Command, error) {
 // encoded once, inside the envelope (topics.EncodeCommandValue): encoded apart and
 // handed over as a json.RawMessage, it was validated and copied again, ~3% of the
 // service's CPU under STK load (docs/benchmarks.md, session 8).
-func ResultRecord(r mpesa.Result) ([]byte, error) {
-	c, pr := resultCommand(r)
+func ResultRecord(r mpesa.Result, o Origin) ([]byte, error) {
+	c, pr := resultCommand(r, o)
 	return topics.EncodeCommandValue(c, pr)
 }
 
 // resultCommand is the outcome's command envelope (no payload) and its payload.
-func resultCommand(r mpesa.Result) (topics.Command, topics.ProviderResult) {
+func resultCommand(r mpesa.Result, o Origin) (topics.Command, topics.ProviderResult) {
 	pr := topics.ProviderResult{InvoiceID: r.InvoiceID, Stage: r.Stage, Code: r.Code,
 		Description: r.Description, Receipt: r.Receipt, CheckoutRequestID: r.CheckoutRequestID}
 	if r.Stage == mpesa.StageFinal && r.Amount.Sign() > 0 {
 		paid := r.Amount
 		pr.PaidAmount = &paid
 	}
-	return topics.Command{ID: ids.DeriveUUID("provider-result", r.InvoiceID, r.Stage), Type: topics.CmdInvoiceProviderResult,
-		Version: 1, MerchantID: r.MerchantID, IssuedAt: time.Now().UTC()}, pr
+	c := topics.Command{ID: ids.DeriveUUID("provider-result", r.InvoiceID, r.Stage), Type: topics.CmdInvoiceProviderResult,
+		Version: 1, MerchantID: r.MerchantID, IssuedAt: time.Now().UTC()}
+	o.stamp(&c)
+	return c, pr
 }
 
 // Sink produces outcomes as commands, synchronously, so an error reaches the rail
-// (which retries) and nothing acknowledged to the rail is lost.
-func Sink(cl *kgo.Client) mpesa.Sink {
+// (which retries) and nothing acknowledged to the rail is lost. Each command
+// carries o: a simulator's sink says Simulated.
+func Sink(cl *kgo.Client, o Origin) mpesa.Sink {
 	return func(ctx context.Context, r mpesa.Result) error {
 		if r.InvoiceID == "" || r.MerchantID == "" {
 			return errors.New("rails: outcome without invoice or merchant")
 		}
-		b, err := ResultRecord(r)
+		b, err := ResultRecord(r, o)
 		if err != nil {
 			return err
 		}
@@ -114,6 +117,12 @@ type Options struct {
 	// so there an unknown outcome leaves the invoice PROCESSING (StageUnknown) until
 	// its callback or status query tells the truth.
 	RetryUnavailable bool
+	// Scope is the environment served: requests of the other environment's
+	// merchants are left alone, and outcomes carry the environment. Required.
+	Scope *Scope
+	// Simulated marks the outcomes as a simulator's (the engine refuses them
+	// for live merchants).
+	Simulated bool
 	// MaxAttempts bounds the sends of a prompt that certainly did not leave (no
 	// connection, no token, rate limited) on a live rail; then the invoice fails,
 	// since no prompt was sent. Default 6. The simulator retries without bound.
@@ -148,18 +157,22 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 	if opt.Backoff <= 0 {
 		opt.Backoff = time.Second
 	}
-	return consume(ctx, brokers, "paysvc-rails", topics.RailsMpesaSTKTopic, log, func(cl *kgo.Client, rec *kgo.Record) {
+	origin := opt.Scope.Origin(opt.Simulated)
+	return consume(ctx, brokers, opt.Scope.Group("paysvc-rails"), topics.RailsMpesaSTKTopic, log, func(cl *kgo.Client, rec *kgo.Record) {
 		var req topics.STKRequest
 		if err := json.Unmarshal(rec.Value, &req); err != nil {
 			log.Error("undecodable rail request skipped", "offset", rec.Offset, "err", err)
 			return
+		}
+		if !opt.Scope.serves(ctx, req.MerchantID, "mpesa_stk") {
+			return // the other environment's rails role sends it
 		}
 		// record feeds an outcome back, retrying until it is produced: it must not
 		// be lost once the rail took (or refused) the prompt.
 		record := func(r mpesa.Result) {
 			r.InvoiceID, r.MerchantID = req.InvoiceID, req.MerchantID
 			for ctx.Err() == nil {
-				err := Sink(cl)(ctx, r)
+				err := Sink(cl, origin)(ctx, r)
 				if err == nil {
 					return
 				}
@@ -217,7 +230,7 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 // Recover asks the rail about prompts whose outcome never came (a lost callback),
 // every interval, for invoices waiting longer than after, and feeds final answers
 // back like callbacks.
-func Recover(ctx context.Context, db *sqlx.DB, q Querier, sink mpesa.Sink, after, interval time.Duration, log *slog.Logger) error {
+func Recover(ctx context.Context, db *sqlx.DB, scope *Scope, q Querier, sink mpesa.Sink, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-recover")
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -227,7 +240,7 @@ func Recover(ctx context.Context, db *sqlx.DB, q Querier, sink mpesa.Sink, after
 			return nil
 		case <-t.C:
 		}
-		stale, err := storage.StalePrompts(ctx, db, time.Now().Add(-after), 100)
+		stale, err := storage.StalePrompts(ctx, db, scope.Environment, time.Now().Add(-after), 100)
 		if err != nil {
 			log.Warn("list stale prompts", "err", err)
 			continue
@@ -257,7 +270,7 @@ func Recover(ctx context.Context, db *sqlx.DB, q Querier, sink mpesa.Sink, after
 // is prompted, the outcome is the phone's (docs/sandbox.md), and each stage's command
 // id is derived from the invoice, so a stage that did arrive takes effect once. An
 // invoice is sent again at most once per after, while its outcome is on its way.
-func RecoverSandbox(ctx context.Context, db *sqlx.DB, rail mpesa.Rail, after, interval time.Duration, log *slog.Logger) error {
+func RecoverSandbox(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpesa.Rail, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-recover")
 	resent := map[string]time.Time{}
 	t := time.NewTicker(interval)
@@ -268,20 +281,20 @@ func RecoverSandbox(ctx context.Context, db *sqlx.DB, rail mpesa.Rail, after, in
 			return nil
 		case <-t.C:
 		}
-		recoverSandboxOnce(ctx, db, rail, after, resent, log)
+		recoverSandboxOnce(ctx, db, scope, rail, after, resent, log)
 	}
 }
 
 // recoverSandboxOnce is one sweep of RecoverSandbox; resent remembers when each
 // invoice was last sent again.
-func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, rail mpesa.Rail, after time.Duration, resent map[string]time.Time, log *slog.Logger) {
+func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpesa.Rail, after time.Duration, resent map[string]time.Time, log *slog.Logger) {
 	now := time.Now()
 	for id, at := range resent {
 		if now.Sub(at) > after {
 			delete(resent, id)
 		}
 	}
-	stale, err := storage.StaleSTKInvoices(ctx, db, now.Add(-after), 100)
+	stale, err := storage.StaleSTKInvoices(ctx, db, scope.Environment, now.Add(-after), 100)
 	if err != nil {
 		log.Warn("list stale STK invoices", "err", err)
 		return
@@ -314,13 +327,20 @@ type CardRail interface {
 
 // RunCards consumes charges of a push rail (card or PesaLink: topic) and hands them
 // to the rail until ctx ends.
-func RunCards(ctx context.Context, brokers []string, topic string, rail CardRail, log *slog.Logger) error {
+func RunCards(ctx context.Context, brokers []string, scope *Scope, topic string, rail CardRail, log *slog.Logger) error {
 	log = log.With("component", "rails-card")
-	return consume(ctx, brokers, "paysvc-rails-"+topic, topic, log, func(_ *kgo.Client, rec *kgo.Record) {
+	railName := "card"
+	if topic == topics.RailsPesalinkTopic {
+		railName = "pesalink"
+	}
+	return consume(ctx, brokers, scope.Group("paysvc-rails-"+topic), topic, log, func(_ *kgo.Client, rec *kgo.Record) {
 		var req topics.CardRequest
 		if err := json.Unmarshal(rec.Value, &req); err != nil {
 			log.Error("undecodable card charge skipped", "offset", rec.Offset, "err", err)
 			return
+		}
+		if !scope.serves(ctx, req.MerchantID, railName) {
+			return // the other environment's rails role charges it
 		}
 		for ctx.Err() == nil {
 			if err := rail.Charge(ctx, req); err == nil {
@@ -341,7 +361,7 @@ func RunCards(ctx context.Context, brokers []string, topic string, rail CardRail
 // ClearCards releases completed card collections to the available balance once
 // they have cleared (after delay), by producing invoice.clear commands whose ids are
 // derived from the invoice: however often this runs, an invoice clears once.
-func ClearCards(ctx context.Context, db *sqlx.DB, cl *kgo.Client, delay, interval time.Duration, log *slog.Logger) error {
+func ClearCards(ctx context.Context, db *sqlx.DB, scope *Scope, cl *kgo.Client, delay, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "card-clearing")
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -351,7 +371,7 @@ func ClearCards(ctx context.Context, db *sqlx.DB, cl *kgo.Client, delay, interva
 			return nil
 		case <-t.C:
 		}
-		due, err := storage.UnclearedCardInvoices(ctx, db, time.Now().Add(-delay), 500)
+		due, err := storage.UnclearedCardInvoices(ctx, db, scope.Environment, time.Now().Add(-delay), 500)
 		if err != nil {
 			log.Warn("list uncleared card collections", "err", err)
 			continue
@@ -359,7 +379,7 @@ func ClearCards(ctx context.Context, db *sqlx.DB, cl *kgo.Client, delay, interva
 		for _, inv := range due {
 			payload, _ := json.Marshal(topics.InvoiceClear{InvoiceID: inv.InvoiceID})
 			b, err := topics.EncodeCommand(topics.Command{ID: ids.DeriveUUID("clear", inv.InvoiceID), Type: topics.CmdInvoiceClear,
-				Version: 1, MerchantID: inv.MerchantID, IssuedAt: time.Now().UTC(), Payload: payload})
+				Version: 1, MerchantID: inv.MerchantID, IssuedAt: time.Now().UTC(), Environment: scope.Environment, Payload: payload})
 			if err != nil {
 				continue
 			}

@@ -20,10 +20,11 @@ import (
 // outcome comes back; a fresh, final, held or card invoice is left alone.
 func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	db := storagetest.New(t)
-	db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Shop', 'sandbox')`)
+	db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Shop', 'sandbox'), ('M2', 'Live Shop', 'live')`)
 	old := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	merchant := "M1"
 	add := func(id, state, provider, phone string, held bool, updated time.Time) {
-		s := invoice.State{InvoiceID: id, MerchantID: "M1", WalletID: "W1", State: state, Provider: provider, Currency: "KES",
+		s := invoice.State{InvoiceID: id, MerchantID: merchant, WalletID: "W1", State: state, Provider: provider, Currency: "KES",
 			Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"), NetAmount: money.MustParse("98.50"),
 			Account: phone, APIRef: "ref-" + id, Version: 1, CreatedAt: updated, UpdatedAt: updated, Held: held}
 		data, err := json.Marshal(s)
@@ -31,7 +32,7 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.DB.MustExec(`INSERT INTO invoices (invoice_id, merchant_id, state, version, data, created_at, updated_at)
-			VALUES ($1, 'M1', $2, 1, $3, $4, $4)`, id, state, data, updated)
+			VALUES ($1, $5, $2, 1, $3, $4, $4)`, id, state, data, updated, merchant)
 	}
 	add("PEND0001", "PENDING", "M-PESA", "254712345678", false, old)
 	add("PROC0001", "PROCESSING", "M-PESA", "254712340003", false, old) // insufficient funds
@@ -39,6 +40,10 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	add("HELD0001", "PROCESSING", "M-PESA", "254712345678", true, old)
 	add("CARD0001", "PENDING", "CARD", "", false, old)
 	add("DONE0001", "COMPLETE", "M-PESA", "254712345678", false, old)
+	// A live merchant's stale prompt in the same database: never the sandbox
+	// simulator's to answer (issue 22).
+	merchant = "M2"
+	add("LIVE0001", "PENDING", "M-PESA", "254712345678", false, old)
 
 	var mu sync.Mutex
 	got := map[string][]mpesa.Result{}
@@ -69,7 +74,7 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	resent := map[string]time.Time{}
-	recoverSandboxOnce(context.Background(), db.DB, sim, time.Minute, resent, log)
+	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), sim, time.Minute, resent, log)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := results()
@@ -84,7 +89,7 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// A second sweep within after sends nothing again.
-	recoverSandboxOnce(context.Background(), db.DB, sim, time.Minute, resent, log)
+	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), sim, time.Minute, resent, log)
 	time.Sleep(50 * time.Millisecond)
 	r := results()
 	if len(r) != 2 {

@@ -20,6 +20,7 @@ import (
 	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/storage/storagetest"
 	"paysvc/topics"
 )
 
@@ -31,6 +32,7 @@ type stkBundle struct {
 	refuse  atomic.Int32 // connections to Daraja to refuse (really: dialled to a port nobody listens on)
 	mu      sync.Mutex
 	results map[string][]topics.ProviderResult // by invoice, in order
+	cmds    map[string][]topics.Command          // the outcome commands, by invoice
 }
 
 func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
@@ -41,7 +43,13 @@ func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &stkBundle{fake: mpesa.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}}
+	b := &stkBundle{fake: mpesa.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}, cmds: map[string][]topics.Command{}}
+	if opt.Scope == nil {
+		// A live rails role: M1 is its merchant, M9 the sandbox's.
+		db := storagetest.New(t)
+		db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Live Shop', 'live'), ('M9', 'Sandbox Shop', 'sandbox')`)
+		opt.Scope = rails.NewScope(db.DB, "live")
+	}
 	refused := boundNotListening(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	dial := tr.DialContext
@@ -79,6 +87,7 @@ func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
 				}
 				b.mu.Lock()
 				b.results[pr.InvoiceID] = append(b.results[pr.InvoiceID], pr)
+				b.cmds[pr.InvoiceID] = append(b.cmds[pr.InvoiceID], c)
 				b.mu.Unlock()
 			})
 		}
@@ -96,7 +105,12 @@ func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
 
 func (b *stkBundle) push(t *testing.T, invoiceID, phone string) {
 	t.Helper()
-	v, _ := json.Marshal(topics.STKRequest{InvoiceID: invoiceID, MerchantID: "M1", Phone: phone, Amount: money.MustParse("100"), AccountRef: "ref"})
+	b.pushFor(t, "M1", invoiceID, phone)
+}
+
+func (b *stkBundle) pushFor(t *testing.T, merchant, invoiceID, phone string) {
+	t.Helper()
+	v, _ := json.Marshal(topics.STKRequest{InvoiceID: invoiceID, MerchantID: merchant, Phone: phone, Amount: money.MustParse("100"), AccountRef: "ref"})
 	if err := b.prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.RailsMpesaSTKTopic, Value: v}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +189,34 @@ func TestRunSTK_Daraja(t *testing.T) {
 		}
 		if used := 1<<20 - b.refuse.Load(); used != 3 {
 			t.Fatalf("%d connections tried, want 3 (MaxAttempts)", used)
+		}
+	})
+	t.Run("OnlyItsEnvironmentsMerchants", func(t *testing.T) {
+		// A live rails role and a sandbox one may share the topic: the live one
+		// never prompts a sandbox merchant's payer (issue 22), and its outcomes
+		// say they are live and not simulated.
+		t.Parallel()
+		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond})
+		b.pushFor(t, "M9", "INVS", "254711000013")
+		b.pushFor(t, "MNONE", "INVX", "254711000014") // no such merchant: never sent either
+		b.push(t, "INVL", "254711000015")
+		got := b.outcome(t, "INVL") // after the two before it, in the one partition
+		if got.Stage != mpesa.StageAccepted {
+			t.Fatalf("live merchant's prompt: %+v", got)
+		}
+		if n, _ := b.prompts("254711000013"); n != 0 {
+			t.Fatalf("a sandbox merchant's prompt reached Daraja %d times", n)
+		}
+		if n, _ := b.prompts("254711000014"); n != 0 {
+			t.Fatalf("an unknown merchant's prompt reached Daraja %d times", n)
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(b.results["INVS"])+len(b.results["INVX"]) != 0 {
+			t.Fatalf("outcomes for the other environment: %+v %+v", b.results["INVS"], b.results["INVX"])
+		}
+		if c := b.cmds["INVL"][0]; c.Environment != "live" || c.Simulated {
+			t.Fatalf("live outcome stamped %q simulated=%v", c.Environment, c.Simulated)
 		}
 	})
 	t.Run("RefusedBeforeAcceptanceFails", func(t *testing.T) {

@@ -89,8 +89,15 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 	} else {
 		result.Description = *reason
 	}
+	// The operator speaks for the merchant's own environment (the operator runs
+	// both): the engine checks the command against it like any other.
+	m, err := storage.GetMerchant(ctx, db, ref.MerchantID)
+	if err != nil {
+		return err
+	}
 	cmd, err := rails.PayoutResultsCommand(ref.MerchantID, topics.PayoutResults{FileID: ref.FileID, MerchantID: ref.MerchantID,
-		Stage: topics.PayoutStageFinal, Batch: "operator-" + txnID, Results: []topics.PayoutTxnResult{result}})
+		Stage: topics.PayoutStageFinal, Batch: "operator-" + txnID, Results: []topics.PayoutTxnResult{result}},
+		rails.Origin{Environment: m.Environment})
 	if err != nil {
 		return err
 	}

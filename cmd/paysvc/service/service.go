@@ -169,14 +169,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 
 	if cfg.Has(RoleRails) {
+		// Everything the rails role sends, recovers and answers is its own
+		// environment's (rails.Scope): sandbox and live rails roles may share one
+		// Kafka and one database. Simulators' outcomes say Simulated.
+		scope := rails.NewScope(s.DB, cfg.Environment)
+		sandbox := cfg.Environment == "sandbox"
 		// Payouts: the sandbox simulates every provider; a live server has no payout
 		// adapter but MPESA-B2C through Daraja (when configured, below), so each other
 		// transaction fails at once, saying so, and its hold is released (never a
 		// silent success).
-		var payoutRail rails.PayoutRail = rails.Unconfigured{Sink: rails.PayoutSink(s.producer)}
+		truthful := rails.PayoutSink(s.producer, scope.Origin(false))
+		var payoutRail rails.PayoutRail = rails.Unconfigured{Sink: truthful}
 		closeRail := func() error { return nil }
-		if cfg.Environment == "sandbox" {
-			sim := payout.NewSimulator(rails.PayoutSink(s.producer), payout.Options{Delay: cfg.SimPayoutDelay})
+		if sandbox {
+			sim := payout.NewSimulator(rails.PayoutSink(s.producer, scope.Origin(true)), payout.Options{Delay: cfg.SimPayoutDelay})
 			payoutRail, closeRail = sim, sim.Close
 		}
 		if d := cfg.Daraja; d.ConsumerKey != "" && d.B2CInitiatorName+d.B2CSecurityCredential+d.B2CShortcode != "" {
@@ -185,61 +191,71 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			if err != nil {
 				return nil, fmt.Errorf("PAYSVC_DARAJA_B2C_*: %w", err)
 			}
-			payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: rails.PayoutSink(s.producer), Others: payoutRail,
+			payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: truthful, Others: payoutRail,
 				Pause: cfg.DarajaB2CPause, Log: log}
 			log.Info("rails role: MPESA-B2C payouts through Daraja", "daraja", b2c.String())
 			if d.B2CStatusURL != "" { // ask Daraja about the payouts whose outcome did not come
 				s.goRun(func() error {
-					return rails.QueryB2CPayouts(runCtx, s.DB, b2c, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)
+					return rails.QueryB2CPayouts(runCtx, s.DB, scope, b2c, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)
 				})
 			}
 		}
 		s.goRun(func() error {
 			defer closeRail()
-			return rails.RunPayouts(runCtx, s.Brokers, s.DB, payoutRail, rails.PayoutSink(s.producer), log)
+			return rails.RunPayouts(runCtx, s.Brokers, s.DB, scope, payoutRail, truthful, log)
 		})
 		s.goRun(func() error {
-			return rails.RecoverPayouts(runCtx, s.DB, payoutRail, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)
+			return rails.RecoverPayouts(runCtx, s.DB, scope, payoutRail, cfg.PayoutRecoverAfter, max(cfg.PayoutRecoverAfter/4, 100*time.Millisecond), log)
 		})
+		// Card and PesaLink collections: simulated in the sandbox, whatever M-Pesa
+		// uses; a live server has no adapter yet, and their charges wait in
+		// their topics.
+		if sandbox {
+			cards := card.NewSimulator(rails.Sink(s.producer, scope.Origin(true)), cfg.SimCardDelay)
+			s.goRun(func() error {
+				defer cards.Close()
+				return rails.RunCards(runCtx, s.Brokers, scope, topics.RailsCardTopic, cards, log)
+			})
+			pesalink := card.NewPesalinkSimulator(rails.Sink(s.producer, scope.Origin(true)), cfg.SimCardDelay)
+			s.goRun(func() error {
+				defer pesalink.Close()
+				return rails.RunCards(runCtx, s.Brokers, scope, topics.RailsPesalinkTopic, pesalink, log)
+			})
+		}
 		switch {
 		case cfg.Daraja.ConsumerKey != "":
 			d, err := mpesa.NewDaraja(cfg.Daraja, &http.Client{Timeout: 30 * time.Second})
 			if err != nil {
 				return nil, fmt.Errorf("PAYSVC_DARAJA_*: %w", err)
 			}
-			sink := rails.Sink(s.producer)
-			s.goRun(func() error { return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordAccepted: true}, log) })
+			sink := rails.Sink(s.producer, scope.Origin(false))
 			s.goRun(func() error {
-				return rails.Recover(runCtx, s.DB, d, sink, cfg.DarajaQueryAfter, max(cfg.DarajaQueryAfter/4, 100*time.Millisecond), log)
+				return rails.Run(runCtx, s.Brokers, d, rails.Options{RecordAccepted: true, Scope: scope}, log)
+			})
+			s.goRun(func() error {
+				return rails.Recover(runCtx, s.DB, scope, d, sink, cfg.DarajaQueryAfter, max(cfg.DarajaQueryAfter/4, 100*time.Millisecond), log)
 			})
 			log.Info("rails role: M-Pesa through Daraja", "daraja", cfg.Daraja.String())
-		case cfg.Environment == "sandbox":
-			sim := mpesa.NewSimulator(rails.Sink(s.producer), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
-			cards := card.NewSimulator(rails.Sink(s.producer), cfg.SimCardDelay)
-			s.goRun(func() error {
-				defer cards.Close()
-				return rails.RunCards(runCtx, s.Brokers, topics.RailsCardTopic, cards, log)
-			})
-			pesalink := card.NewPesalinkSimulator(rails.Sink(s.producer), cfg.SimCardDelay)
-			s.goRun(func() error {
-				defer pesalink.Close()
-				return rails.RunCards(runCtx, s.Brokers, topics.RailsPesalinkTopic, pesalink, log)
-			})
+		case sandbox:
+			sim := mpesa.NewSimulator(rails.Sink(s.producer, scope.Origin(true)), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
 			s.goRun(func() error {
 				defer sim.Close()
-				return rails.Run(runCtx, s.Brokers, sim, rails.Options{RetryUnavailable: true}, log)
+				return rails.Run(runCtx, s.Brokers, sim, rails.Options{RetryUnavailable: true, Scope: scope, Simulated: true}, log)
 			})
 			// Not before the slowest outcome (a prompt nobody answers, 3x the two
 			// delays) could have arrived twice over.
 			after := max(cfg.SimRecoverAfter, 6*(cfg.SimAcceptDelay+cfg.SimFinalDelay))
 			s.goRun(func() error {
-				return rails.RecoverSandbox(runCtx, s.DB, sim, after, max(after/4, 100*time.Millisecond), log)
+				return rails.RecoverSandbox(runCtx, s.DB, scope, sim, after, max(after/4, 100*time.Millisecond), log)
 			})
 		default:
 			// Nothing is lost: prompts wait in their topic until a rails role with a
 			// live adapter consumes them.
 			log.Error("rails role: no M-Pesa adapter configured (PAYSVC_DARAJA_*); STK requests wait in " + topics.RailsMpesaSTKTopic)
 		}
+		s.goRun(func() error {
+			return rails.ClearCards(runCtx, s.DB, scope, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
+		})
 	}
 
 	if cfg.WebhookCAFile != "" {
@@ -273,11 +289,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		sch := &scheduler.Scheduler{DB: s.DB, Produce: scheduler.KafkaProducer(s.producer), Log: log,
 			Fees: cfg.API.Fees, Rates: cfg.API.Rates}
 		s.goRun(func() error { return sch.Run(runCtx, cfg.SubscriptionTick) })
-	}
-	if cfg.Has(RoleRails) {
-		s.goRun(func() error {
-			return rails.ClearCards(runCtx, s.DB, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
-		})
 	}
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -402,8 +413,12 @@ func defaultPublicBaseURL(addr string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// produceCommand appends a command to the command log, keyed by its merchant.
+// produceCommand appends a command to the command log, keyed by its merchant,
+// stamped with this process's environment when its producer left it out.
 func (s *Service) produceCommand(ctx context.Context, c topics.Command) error {
+	if c.Environment == "" {
+		c.Environment = s.Config.Environment
+	}
 	b, err := topics.EncodeCommand(c)
 	if err != nil {
 		return err

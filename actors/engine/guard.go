@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// The guards of DESIGN.md point 11: sandbox and live processes may share one
+// database and one command log, so what the API checks at the edge is a first
+// line only. Before any handler runs, the engine checks every command against
+// its merchant, whatever produced it:
+//
+//   - the merchant exists, and the producer's environment (topics.Command.Environment)
+//     is the merchant's: a sandbox process cannot act on a live merchant, nor the
+//     reverse; a command that names no environment is refused (fail closed);
+//   - a simulator's outcome (topics.Command.Simulated) is never applied to a live
+//     merchant;
+//   - a command that invents money or an outcome (a deposit, a sandbox card's
+//     approval) is sandbox only;
+//   - a disabled merchant's commands are refused, except those that complete
+//     money already in motion (a rail's outcome), which must still land where the
+//     money went.
+//
+// A guard's refusal is answered but not recorded as processed: its id is
+// derived, for some commands, from what any process can know (an invoice and a
+// stage), and a forged command must not take the id of the genuine one that
+// follows it. Applying nothing, it is the same refusal however often it comes.
+//
+// docs/security.md, "Guards of the money-moving commands", has the table.
+
+// Guard is what the engine checks of one command type before its handler runs.
+// The zero Guard is the strictest: the merchant's environment and enabled.
+type Guard struct {
+	// SandboxOnly: the command invents money or an outcome (a deposit, a test
+	// card's approval, a cycle charged to a test card); refused for a live
+	// merchant.
+	SandboxOnly bool
+	// WhileDisabled: the command completes money already in motion (a rail's
+	// outcome, a clearing), so it applies to a disabled merchant as well.
+	WhileDisabled bool
+	// Subject, when set, names the merchant the checks are about instead of the
+	// command's own (a P2P credit, in the recipient's partition, is checked
+	// against its payer; its handler checks the recipient).
+	Subject func(payload any) string
+}
+
+// builtinGuards are the built-in commands' guards; registered kinds declare
+// theirs (Kind.Guards).
+var builtinGuards = map[string]Guard{
+	topics.CmdWalletCreate:          {},
+	topics.CmdWalletDeposit:         {SandboxOnly: true},
+	topics.CmdWalletTransfer:        {},
+	topics.CmdInvoiceSTKPush:        {},
+	topics.CmdInvoiceProviderResult: {WhileDisabled: true},
+	topics.CmdInvoiceClear:          {WhileDisabled: true},
+	topics.CmdPayoutInitiate:        {},
+	topics.CmdPayoutApprove:         {},
+	topics.CmdPayoutCancel:          {},
+	topics.CmdPayoutResults:         {WhileDisabled: true},
+	topics.CmdPayoutP2PCredit: {WhileDisabled: true, Subject: func(payload any) string {
+		if p, ok := payload.(*topics.PayoutP2PCredit); ok {
+			return p.PayerMerchantID
+		}
+		return ""
+	}},
+}
+
+// Reasons of guard refusals (paysvc_engine_guard_refusals_total).
+const (
+	guardUnknownMerchant = "unknown_merchant"
+	guardNoEnvironment   = "no_environment"
+	guardEnvironment     = "environment"
+	guardSimulated       = "simulated"
+	guardSandboxOnly     = "sandbox_only"
+	guardDisabled        = "disabled"
+)
+
+// CodeMerchantDisabled refuses a disabled merchant's command.
+const CodeMerchantDisabled = "merchant_disabled"
+
+var guardRefusals = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "paysvc_engine_guard_refusals_total",
+	Help: "Commands the engine refused before their handler (docs/security.md, Guards): by command type and reason " +
+		"(environment, no_environment, simulated, sandbox_only, disabled, unknown_merchant). Any environment, " +
+		"no_environment or simulated refusal means a process acted on another environment's merchant.",
+}, []string{"type", "reason"})
+
+func init() {
+	// Every series an SRE may alert on exists from the start, at 0.
+	for typ := range builtinGuards {
+		for _, r := range []string{guardEnvironment, guardNoEnvironment, guardSimulated, guardDisabled} {
+			guardRefusals.WithLabelValues(typ, r)
+		}
+	}
+}
+
+// guardOf is the guard of a command type: built in, a registered kind's, or the
+// strictest for anything else.
+func (e *Engine) guardOf(typ string) Guard {
+	if g, ok := builtinGuards[typ]; ok {
+		return g
+	}
+	if k := e.kinds.byCmd[typ]; k != nil {
+		return k.Guards[typ]
+	}
+	return Guard{}
+}
+
+// guard checks a command before its handler. refused says the command must not
+// run; reply is then its answer. An error is transient (the merchant could not
+// be read) and fails the batch, to be retried.
+func (e *Engine) guard(ctx context.Context, c *topics.Command, payload any) (reply topics.Reply, refused bool, err error) {
+	g := e.guardOf(c.Type)
+	subject := c.MerchantID
+	if g.Subject != nil {
+		if s := g.Subject(payload); s != "" {
+			subject = s
+		}
+	}
+	m, err := e.merchants.get(ctx, e, subject)
+	if err != nil {
+		return topics.Reply{}, false, err
+	}
+	reason := ""
+	switch {
+	case !m.exists:
+		reason, reply = guardUnknownMerchant, refuse(CodeNotFound, "Merchant not found.", "")
+	case c.Environment == "":
+		reason, reply = guardNoEnvironment, refuse(CodeNotFound, "Not found: the command names no environment.", "")
+	case c.Environment != m.environment:
+		// As the other environment's resources are to the API: absent.
+		reason, reply = guardEnvironment, refuse(CodeNotFound, "Not found.", "")
+	case c.Simulated && m.environment != topics.Sandbox:
+		reason, reply = guardSimulated, refuse(CodeInvalid, "A simulated outcome never applies to a live merchant.", "")
+	case g.SandboxOnly && m.environment != topics.Sandbox:
+		detail := "This operation exists only in the sandbox; this merchant is live."
+		if c.Type == topics.CmdWalletDeposit {
+			detail = "Deposits exist only in the sandbox; this merchant is live."
+		}
+		reason, reply = guardSandboxOnly, refuse(CodeInvalid, detail, "")
+	case !m.enabled && !g.WhileDisabled:
+		reason, reply = guardDisabled, refuse(CodeMerchantDisabled, "This merchant account is disabled.", "")
+	default:
+		return topics.Reply{}, false, nil
+	}
+	guardRefusals.WithLabelValues(c.Type, reason).Inc()
+	if reason != guardDisabled {
+		e.log.Warn("command refused by the engine's guard", "command_id", c.ID, "type", c.Type, "merchant_id", subject,
+			"reason", reason, "producer_environment", c.Environment, "simulated", c.Simulated)
+	}
+	return reply, true, nil
+}
+
+// merchantState is what the guards read of a merchant.
+type merchantState struct {
+	exists      bool
+	environment string
+	enabled     bool
+	at          time.Time // when it was read
+}
+
+// merchantCache keeps merchants' environment (fixed at creation) and enabled
+// flag, read again once older than the engine's MerchantRefresh: a merchant
+// disabled by an operator is refused by every partition within that time, and a
+// hot merchant costs one read per interval, not one per command.
+type merchantCache struct {
+	mu sync.Mutex
+	m  map[string]merchantState
+}
+
+func (mc *merchantCache) get(ctx context.Context, e *Engine, merchantID string) (merchantState, error) {
+	mc.mu.Lock()
+	s, ok := mc.m[merchantID]
+	mc.mu.Unlock()
+	if ok && time.Since(s.at) < e.cfg.MerchantRefresh {
+		return s, nil
+	}
+	m, err := storage.GetMerchant(ctx, e.db, merchantID)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		// Not kept: the merchant may be made later.
+		return merchantState{}, nil
+	case err != nil:
+		return merchantState{}, err
+	}
+	s = merchantState{exists: true, environment: m.Environment, enabled: m.Enabled, at: time.Now()}
+	mc.mu.Lock()
+	if mc.m == nil || len(mc.m) > 100_000 {
+		mc.m = map[string]merchantState{}
+	}
+	mc.m[merchantID] = s
+	mc.mu.Unlock()
+	return s, nil
+}

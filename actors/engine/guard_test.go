@@ -1,0 +1,219 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"paysvc/actors/engine"
+	"paysvc/actors/ids"
+	"paysvc/actors/money"
+	"paysvc/cmd/paysvc/admin"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// startGuardedEngine runs an engine that reads a merchant's state for every
+// command, so a test's disable takes effect at once (the default trusts it for
+// a second: Config.MerchantRefresh).
+func (b *engineBundle) startGuardedEngine(t *testing.T) {
+	t.Helper()
+	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: "guarded", SessionTimeout: 2 * time.Second,
+		MerchantRefresh: -1, Logger: logger()}, b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		eng.Stop()
+	})
+}
+
+// The engine's guards (guard.go, docs/security.md "Guards of the money-moving
+// commands"): whatever process produced a command, it applies only in its
+// merchant's environment, a simulator's outcome never to a live merchant, a
+// sandbox-only command never to a live merchant, and a disabled merchant's
+// command only when it completes money already in motion. Each subtest fails
+// with its guard removed (checked once by deleting each case of Engine.guard).
+func TestEngine_Guards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startGuardedEngine(t)
+	live, err := admin.CreateMerchant(b.ctx, b.db, "Live Co", "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveSettle, err := storage.SettlementWallet(b.ctx, b.db, live.MerchantID, "KES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A live collection, pushed by the live API: the money that forged outcomes
+	// would credit.
+	push := func(merchant string) string {
+		t.Helper()
+		inv := ids.Alias(8)
+		ok(t, b.send(t, b.command(t, topics.CmdInvoiceSTKPush, merchant, topics.InvoiceSTKPush{InvoiceID: inv,
+			Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
+			NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "guard"})))
+		return inv
+	}
+	success := func(merchant, inv string) topics.Command {
+		c := b.command(t, topics.CmdInvoiceProviderResult, merchant, topics.ProviderResult{InvoiceID: inv,
+			Stage: "FINAL", Receipt: "RCPT" + inv, CheckoutRequestID: "ws_CO_" + inv})
+		c.ID = ids.DeriveUUID("provider-result", inv, "FINAL") // as the rails derive it
+		return c
+	}
+	invoiceState := func(merchant, inv string) string {
+		t.Helper()
+		found, err := storage.LoadInvoices(b.ctx, b.db, merchant, []string{inv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found[inv].State
+	}
+	processed := func(id string) int {
+		return b.count(t, `SELECT count(*) FROM processed_commands WHERE command_id = $1`, id)
+	}
+
+	t.Run("OtherEnvironment", func(t *testing.T) {
+		// A sandbox process's deposit, transfer and outcome for a live merchant,
+		// and a live process's deposit for a sandbox merchant.
+		for _, c := range []topics.Command{
+			depositCmd(b, t, live.MerchantID, liveSettle.WalletID, "1000.00"),
+			transferCmd(b, t, live.MerchantID, liveSettle.WalletID, liveSettle.WalletID, "1.00"),
+			depositCmd(b, t, b.merchant, b.settle, "1000.00"),
+		} {
+			if c.MerchantID == live.MerchantID {
+				c.Environment = topics.Sandbox
+			} else {
+				c.Environment = topics.Live
+			}
+			wantCode(t, b.send(t, c), engine.CodeNotFound)
+			if n := b.entriesOf(t, c.ID); n != 0 {
+				t.Fatalf("%s across environments wrote %d ledger entries", c.Type, n)
+			}
+		}
+		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "0.00")
+		b.wantBalance(t, b.merchant, b.settle, "0.00")
+	})
+	t.Run("NoEnvironment", func(t *testing.T) {
+		c := depositCmd(b, t, b.merchant, b.settle, "10.00")
+		c.Environment = ""
+		if r := b.send(t, c); r.Error == nil || r.Error.Detail != "Not found: the command names no environment." {
+			t.Fatalf("a command without an environment: %+v", r.Error)
+		}
+		b.wantBalance(t, b.merchant, b.settle, "0.00")
+	})
+	t.Run("UnknownMerchant", func(t *testing.T) {
+		c := depositCmd(b, t, "NOSUCHMERCHANT", b.settle, "10.00")
+		c.Environment = "" // what an unknown merchant's environment reads as: only existence refuses it
+		if r := b.send(t, c); r.Error == nil || r.Error.Detail != "Merchant not found." {
+			t.Fatalf("an unknown merchant's command: %+v", r.Error)
+		}
+		b.wantBalance(t, b.merchant, b.settle, "0.00")
+	})
+	t.Run("ForgedOutcomeNeitherAppliesNorTakesTheID", func(t *testing.T) {
+		inv := push(live.MerchantID)
+		forged := success(live.MerchantID, inv)
+		forged.Environment = topics.Sandbox // the sandbox simulator answering a live prompt
+		forged.Simulated = true
+		wantCode(t, b.send(t, forged), engine.CodeNotFound)
+		if s := invoiceState(live.MerchantID, inv); s != "PENDING" {
+			t.Fatalf("live invoice %s after a sandbox outcome, want PENDING", s)
+		}
+		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "0.00")
+		if n := processed(forged.ID); n != 0 {
+			t.Fatalf("the refused forgery was recorded as processed under the genuine outcome's id")
+		}
+		// The live rail's genuine outcome, under the same derived id, applies.
+		genuine := success(live.MerchantID, inv)
+		ok(t, b.send(t, genuine))
+		if s := invoiceState(live.MerchantID, inv); s != "COMPLETE" {
+			t.Fatalf("live invoice %s after its rail's outcome, want COMPLETE", s)
+		}
+		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "98.50")
+	})
+	t.Run("SimulatedNeverForLive", func(t *testing.T) {
+		// Even stamped live (a live process wired to a simulator by mistake).
+		inv := push(live.MerchantID)
+		c := success(live.MerchantID, inv)
+		c.Simulated = true
+		wantCode(t, b.send(t, c), engine.CodeInvalid)
+		if s := invoiceState(live.MerchantID, inv); s != "PENDING" {
+			t.Fatalf("live invoice %s after a simulated outcome, want PENDING", s)
+		}
+		// A sandbox merchant takes its simulator's outcomes.
+		sinv := push(b.merchant)
+		sc := success(b.merchant, sinv)
+		sc.Simulated = true
+		ok(t, b.send(t, sc))
+		b.wantBalance(t, b.merchant, b.settle, "98.50")
+	})
+	t.Run("SandboxOnly", func(t *testing.T) {
+		r := b.send(t, depositCmd(b, t, live.MerchantID, liveSettle.WalletID, "1000.00"))
+		wantCode(t, r, engine.CodeInvalid)
+		if !strings.Contains(r.Error.Detail, "sandbox") {
+			t.Fatalf("refusal should say deposits are sandbox-only: %v", r.Error)
+		}
+		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "98.50")
+	})
+	t.Run("Disabled", func(t *testing.T) {
+		m, err := admin.CreateMerchant(b.ctx, b.db, "Soon Disabled", "sandbox")
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle, err := storage.SettlementWallet(b.ctx, b.db, m.MerchantID, "KES")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok(t, b.send(t, depositCmd(b, t, m.MerchantID, settle.WalletID, "50.00")))
+		inv := push(m.MerchantID) // money on its way in before the disable
+		if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m.MerchantID, false); err != nil {
+			t.Fatal(err)
+		}
+		w := ids.Alias(10)
+		for _, c := range []topics.Command{
+			depositCmd(b, t, m.MerchantID, settle.WalletID, "50.00"),
+			createCmd(b, t, m.MerchantID, w, "after disable"),
+			b.command(t, topics.CmdInvoiceSTKPush, m.MerchantID, topics.InvoiceSTKPush{InvoiceID: ids.Alias(8),
+				Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
+				NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "disabled"}),
+		} {
+			wantCode(t, b.send(t, c), engine.CodeMerchantDisabled)
+		}
+		b.wantBalance(t, m.MerchantID, settle.WalletID, "50.00")
+		// The payer paid before the disable: the rail's outcome lands where the
+		// money went.
+		ok(t, b.send(t, success(m.MerchantID, inv)))
+		b.wantBalance(t, m.MerchantID, settle.WalletID, "148.50")
+		// A P2P payout to the disabled merchant fails (the payer's hold is
+		// released by the failed result); nothing is credited.
+		p2p := b.command(t, topics.CmdPayoutP2PCredit, m.MerchantID, topics.PayoutP2PCredit{PayerMerchantID: b.merchant,
+			FileID: ids.Alias(8), TransactionID: ids.Alias(10), WalletID: settle.WalletID, Amount: money.MustParse("3.00"), Currency: "KES"})
+		p2p.Environment = topics.Sandbox
+		r := b.send(t, p2p)
+		ok(t, r)
+		var res topics.PayoutTxnResult
+		if err := json.Unmarshal(r.Result, &res); err != nil || res.Success {
+			t.Fatalf("P2P credit to a disabled merchant: %+v (%v)", res, err)
+		}
+		b.wantBalance(t, m.MerchantID, settle.WalletID, "148.50")
+		if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m.MerchantID, true); err != nil {
+			t.Fatal(err)
+		}
+		ok(t, b.send(t, depositCmd(b, t, m.MerchantID, settle.WalletID, "1.50")))
+		b.wantBalance(t, m.MerchantID, settle.WalletID, "150.00")
+	})
+	t.Run("Metric", func(t *testing.T) {
+		if v := counter(t, "paysvc_engine_guard_refusals_total", "type", topics.CmdInvoiceProviderResult); v < 2 {
+			t.Fatalf("guard refusals of provider results counted %v, want >= 2", v)
+		}
+	})
+	b.ledgerOK(t)
+}
