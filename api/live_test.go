@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
@@ -111,4 +113,59 @@ func TestSandboxServer_P2PNeverToLive(t *testing.T) {
 	if _, _, attr := errorBody(t, r); r.Status != 400 || attr != "transactions[0].account" {
 		t.Fatalf("sandbox file paying a live wallet: %d %s", r.Status, r.Body)
 	}
+}
+
+// A sandbox server and a live API process on one database and one command log
+// (docs/security.md, "Guards of the money-moving commands"): the sandbox's
+// simulated M-Pesa never answers a live merchant's prompt, its recovery never
+// sends one again, and no live wallet changes; the sandbox's own collections
+// complete as before.
+func TestSharedLog_SandboxRailsNeverAnswerLive(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, func(c *service.Config) { c.SimRecoverAfter = 100 * time.Millisecond })
+	live := servicetest.StartPeer(t, env, "live", service.RoleAPI)
+	lb := newBundle(t, live, "Live Co")
+	sb := newBundle(t, env, "Sandbox Co")
+	skippedBefore := metricValue(t, env, `paysvc_rails_skipped_total{rail="mpesa_stk"}`)
+
+	push := func(b *bundle) string {
+		t.Helper()
+		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254708374149", "amount": "100"})
+		if r.Status != 200 {
+			t.Fatalf("STK push: %d %s", r.Status, r.Body)
+		}
+		return r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+	}
+	liveInv := push(lb)
+	// The sandbox merchant's prompt goes the same way, after the live one.
+	if inv := sb.waitInvoice(t, push(sb)); inv["state"] != "COMPLETE" {
+		t.Fatalf("sandbox collection: %v", inv)
+	}
+	// Several simulator and recovery periods (recovery after 360 ms here).
+	time.Sleep(1500 * time.Millisecond)
+	r := lb.post("/api/v1/payment/status/", map[string]any{"invoice_id": liveInv})
+	if s := r.Map(t)["invoice"].(map[string]any)["state"]; r.Status != 200 || s != "PENDING" {
+		t.Fatalf("live invoice after the sandbox's simulator and recovery ran: %d %v, want PENDING", r.Status, s)
+	}
+	if cur, avail := lb.balance(t, lb.settlement); cur != "0.00" || avail != "0.00" {
+		t.Fatalf("live wallet %s/%s, want untouched", cur, avail)
+	}
+	if got := metricValue(t, env, `paysvc_rails_skipped_total{rail="mpesa_stk"}`); got <= skippedBefore {
+		t.Fatalf("the sandbox rails role did not skip the live prompt (skipped %v -> %v)", skippedBefore, got)
+	}
+}
+
+// metricValue reads one series of the service's /metrics (0 when absent).
+func metricValue(t *testing.T, env *servicetest.Env, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(env.Metrics(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

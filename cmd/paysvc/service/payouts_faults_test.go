@@ -102,7 +102,7 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		offs, err := adm.FetchOffsets(context.Background(), "paysvc-rails-payout")
+		offs, err := adm.FetchOffsets(context.Background(), "paysvc-rails-payout-sandbox") // the sandbox's group (rails.Scope.Group)
 		taken := int64(0)
 		if err == nil {
 			offs.Each(func(o kadm.OffsetResponse) {
