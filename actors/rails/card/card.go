@@ -114,8 +114,12 @@ func (s *Simulator) Charge(ctx context.Context, req topics.CardRequest) error {
 			r.Code, r.Description = CodeInsufficientFunds, "Insufficient funds"
 		case OutcomeExpired:
 			r.Code, r.Description = CodeExpired, "The payment was not completed in time"
-		default:
+		case OutcomeSuccess:
 			r.Code, r.Description, r.Receipt = CodeApproved, "Approved", s.receiptPrefix+ids.Alias(9)
+		default:
+			// An absent or unknown outcome is never an approval (issue 22): a
+			// charge queued without one (an older producer, a bug) is declined.
+			r.Code, r.Description = CodeDoNotHonour, "Card declined: the charge carried no outcome the sandbox knows"
 		}
 		for backoff := 100 * time.Millisecond; s.sink(s.ctx, r) != nil; backoff = min(2*backoff, 10*time.Second) {
 			select {

@@ -1,0 +1,61 @@
+package card_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"paysvc/actors/money"
+	"paysvc/actors/rails/card"
+	"paysvc/actors/rails/mpesa"
+	"paysvc/topics"
+)
+
+// The sandbox card rail answers each charge with the outcome its test card
+// stands for; a charge that carries no outcome, or one the sandbox does not
+// know, is declined: an absent answer is never an approval (issue 22).
+func TestSimulatorOutcomes(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]mpesa.Result{}
+	sim := card.NewSimulator(func(_ context.Context, r mpesa.Result) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.InvoiceID] = r
+		return nil
+	}, time.Millisecond)
+	defer sim.Close()
+	want := map[string]int{
+		card.OutcomeSuccess:           card.CodeApproved,
+		card.OutcomeDeclined:          card.CodeDoNotHonour,
+		card.OutcomeInsufficientFunds: card.CodeInsufficientFunds,
+		card.OutcomeExpired:           card.CodeExpired,
+		"":                            card.CodeDoNotHonour,
+		"approved-please":             card.CodeDoNotHonour,
+	}
+	for outcome := range want {
+		if err := sim.Charge(context.Background(), topics.CardRequest{InvoiceID: "INV-" + outcome, MerchantID: "M1",
+			Amount: money.MustParse("10.00"), Currency: "KES", TestOutcome: outcome}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outcomes of %d charges", n, len(want))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for outcome, code := range want {
+		r := got["INV-"+outcome]
+		if r.Code != code || r.Stage != mpesa.StageFinal || (code == card.CodeApproved) != (r.Receipt != "") {
+			t.Errorf("outcome %q: %+v, want code %d", outcome, r, code)
+		}
+	}
+}
