@@ -169,7 +169,11 @@ func move(tx *engine.Tx, by, invoiceID string, id int64, cmd, report, from, reso
 	nb, before, after, rule, err := refund.Move(b, id, cmd, report, by, resolution, txn, tx.At())
 	switch {
 	case errors.Is(err, refund.ErrWithRail):
-		return engine.Refuse(CodeNotCancellable, "The refund is with the payer's rail ("+cur.Status+"): the money may "+
+		where := cur.Status
+		if cur.State() == refund.StateTaken {
+			where = "PENDING, taken by the rail"
+		}
+		return engine.Refuse(CodeNotCancellable, "The refund is with the payer's rail ("+where+"): the money may "+
 			"already have left, so it can no longer be cancelled; the rail's outcome will settle it.", ""), nil
 	case errors.Is(err, refund.ErrNotCancellable):
 		return engine.Refuse(CodeNotCancellable, "A "+cur.Status+" refund cannot be cancelled.", ""), nil
