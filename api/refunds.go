@@ -104,15 +104,16 @@ func (s *Server) createRefund(c echo.Context) error {
 	return s.walletReply(c, r, http.StatusCreated)
 }
 
-// cancelRefund withdraws a refund the rail has not paid (PENDING, DISPUTED or
-// OVERDUE): its hold goes back to the available balance.
+// cancelRefund withdraws a refund the rail has not taken (PENDING, untaken): its
+// hold goes back to the available balance. The engine decides (refund.cancel is
+// the merchant's command; docs/state-machines.md): a refund that is with the
+// rail (taken, DISPUTED, OVERDUE) or final is 400 not_cancellable and unchanged.
 func (s *Server) cancelRefund(c echo.Context) error {
 	cur, err := s.pathRefund(c)
 	if err != nil {
 		return err
 	}
-	r, err := s.issue(c, refund.CmdSettle, refund.Settle{RefundID: cur.ID, InvoiceID: cur.InvoiceID, Status: refund.StatusCancelled,
-		Resolution: "Cancelled by the merchant"})
+	r, err := s.issue(c, refund.CmdCancel, refund.Cancel{RefundID: cur.ID, InvoiceID: cur.InvoiceID})
 	if err != nil {
 		return err
 	}

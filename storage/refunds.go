@@ -114,9 +114,22 @@ func ListRefunds(ctx context.Context, q sqlx.QueryerContext, merchantID string, 
 	return rs, total, err
 }
 
-// WaitingRefunds lists refunds in status whose last change is older than before
-// (the sandbox refund rail's scan), oldest first.
-func WaitingRefunds(ctx context.Context, q sqlx.QueryerContext, status string, before time.Time, limit int) ([]refund.Refund, error) {
-	return scanRefunds(q.QueryxContext(ctx, `SELECT data FROM refunds WHERE status = $1 AND status IN ('PENDING', 'OVERDUE')
-		AND updated_at < $2 ORDER BY updated_at LIMIT $3`, status, before, limit))
+// RailRefunds lists what the sandbox refund rail has to do (refundkind.Simulate):
+// refunds of enabled merchants of environment that are with it or waiting for it.
+// A PENDING refund the rail has not taken and a DISPUTED or OVERDUE one are due
+// once their last change is older than before; a PENDING refund the rail has
+// taken (data's taken_at) is due at once: its outcome follows the take on the
+// next scan. The read is fair: at most perMerchant refunds of one merchant, and
+// every merchant's oldest before anyone's second (row_number per merchant), so a
+// merchant with thousands of refunds cannot starve the others; limit bounds the
+// scan. Environment is required: an empty one matches nobody.
+func RailRefunds(ctx context.Context, q sqlx.QueryerContext, environment string, before time.Time, perMerchant, limit int) ([]refund.Refund, error) {
+	return scanRefunds(q.QueryxContext(ctx, `SELECT data FROM (
+		SELECT r.data, r.updated_at, r.id,
+		       row_number() OVER (PARTITION BY r.merchant_id ORDER BY r.updated_at, r.id) AS n
+		  FROM refunds r JOIN merchants m ON m.merchant_id = r.merchant_id
+		 WHERE m.environment = $1 AND m.enabled
+		   AND r.status IN ('PENDING', 'DISPUTED', 'OVERDUE')
+		   AND (r.updated_at < $2 OR (r.status = 'PENDING' AND r.data ? 'taken_at'))
+		) due WHERE n <= $3 ORDER BY n, updated_at, id LIMIT $4`, environment, before, perMerchant, limit))
 }

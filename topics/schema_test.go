@@ -51,6 +51,8 @@ var schemaFiles = []struct {
 	{"payout_callback.schema.json", topics.Callback{}},
 	{"reversal_event.schema.json", refund.Reversal{}},
 	{"refund_create_command.schema.json", refund.Create{}},
+	{"refund_cancel_command.schema.json", refund.Cancel{}},
+	{"refund_take_command.schema.json", refund.Take{}},
 	{"refund_settle_command.schema.json", refund.Settle{}},
 	{"subscription_event.schema.json", topics.Subscription{}},
 	{"subscription_cycle_command.schema.json", topics.SubscriptionCycle{}},

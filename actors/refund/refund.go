@@ -17,11 +17,34 @@ import (
 	"paysvc/actors/money"
 )
 
-// Command types (registered by refundkind).
+// Command types (registered by refundkind). Each has exactly one principal, who
+// alone produces it (PrincipalOf): the engine takes the principal from the type,
+// never from anything a producer writes into the payload.
 const (
-	CmdCreate = "refund.create"
-	CmdSettle = "refund.settle"
+	CmdCreate = "refund.create" // the merchant, through the API
+	CmdCancel = "refund.cancel" // the merchant, through the API
+	CmdTake   = "refund.take"   // the rail: it is about to send the money
+	CmdSettle = "refund.settle" // the rail: its outcome
 )
+
+// Principals: who may cause a transition (docs/state-machines.md, "Refund").
+const (
+	ByMerchant = "merchant" // the merchant's API requests (a secret key with add_refunds)
+	ByRail     = "rail"     // the payer's refund rail: the sandbox simulator, or a live adapter
+	ByNobody   = "nobody"   // anyone else: no transition is theirs
+)
+
+// PrincipalOf names the principal of a command type: the API alone produces the
+// merchant's, a rail (simulator or adapter) alone produces the rail's.
+func PrincipalOf(cmd string) string {
+	switch cmd {
+	case CmdCreate, CmdCancel:
+		return ByMerchant
+	case CmdTake, CmdSettle:
+		return ByRail
+	}
+	return ByNobody
+}
 
 // Statuses (docs/state-machines.md). The public service shows these five.
 const (
@@ -32,16 +55,109 @@ const (
 	StatusOverdue   = "OVERDUE"
 )
 
-// transitions is the state machine. The hold set aside at creation stays through
-// DISPUTED and OVERDUE; COMPLETED pays it out, CANCELLED releases it.
-var transitions = map[string][]string{
-	StatusPending:  {StatusCompleted, StatusCancelled, StatusDisputed, StatusOverdue},
-	StatusDisputed: {StatusCompleted, StatusCancelled},
-	StatusOverdue:  {StatusCompleted, StatusCancelled},
+// Statuses lists them all.
+var Statuses = []string{StatusPending, StatusCompleted, StatusCancelled, StatusDisputed, StatusOverdue}
+
+// States of the table: the public statuses, plus two that the table needs and the
+// interface does not show.
+const (
+	// StateNone: no refund of that id yet.
+	StateNone = ""
+	// StateTaken is PENDING once the rail has taken the refund (TakenAt set): the
+	// rail may be sending the money, so the merchant can no longer cancel it. The
+	// public status stays PENDING; taking emits no reversal_event.
+	StateTaken = "PENDING(taken)"
+)
+
+// States lists every state of the table.
+var States = []string{StateNone, StatusPending, StateTaken, StatusDisputed, StatusOverdue, StatusCompleted, StatusCancelled}
+
+// Money effects of a transition on the refund's wallet.
+const (
+	MoneyNone    = ""
+	MoneyHold    = "hold"    // available -> held (creation)
+	MoneyRelease = "release" // held -> available again
+	MoneyDebit   = "debit"   // held -> out of the wallet, to system:refunds_clearing
+)
+
+// Rule is one allowed transition: who may cause it, the state after it and what
+// it does to the money.
+type Rule struct {
+	By    string
+	To    string // a state (StateTaken for a taken PENDING)
+	Money string
 }
 
-// CanMove reports whether a refund may go from one status to the other.
-func CanMove(from, to string) bool { return slices.Contains(transitions[from], to) }
+// ruleKey is (state, command, status reported): Report is refund.settle's status,
+// empty for the other commands.
+type ruleKey struct{ From, Cmd, Report string }
+
+// rules is the refund state machine, the table of docs/state-machines.md
+// ("Refund (chargeback)"): every (state, command) not here is refused, and each
+// rule names its one principal. The rail's word wins over the merchant's: once
+// the rail may have moved money (it took the refund, or reported DISPUTED or
+// OVERDUE) only the rail can end the refund, and its late confirmation is
+// applied and debited whatever the merchant asked meanwhile. A rail outcome on a
+// PENDING refund the rail never took applies too: the hold is still there, and
+// refusing a rail that says it paid would leave the payer paid and the merchant
+// not debited (an adapter should take first, so that a cancel cannot race it).
+var rules = func() map[ruleKey]Rule {
+	r := map[ruleKey]Rule{
+		{StateNone, CmdCreate, ""}:     {ByMerchant, StatusPending, MoneyHold},
+		{StatusPending, CmdCancel, ""}: {ByMerchant, StatusCancelled, MoneyRelease},
+		// Taking is idempotent where the refund is already with the rail: an
+		// adapter retrying after a crash learns it may (still) pay.
+		{StatusPending, CmdTake, ""}:  {ByRail, StateTaken, MoneyNone},
+		{StateTaken, CmdTake, ""}:     {ByRail, StateTaken, MoneyNone},
+		{StatusDisputed, CmdTake, ""}: {ByRail, StatusDisputed, MoneyNone},
+		{StatusOverdue, CmdTake, ""}:  {ByRail, StatusOverdue, MoneyNone},
+	}
+	for _, from := range []string{StatusPending, StateTaken} {
+		r[ruleKey{from, CmdSettle, StatusCompleted}] = Rule{ByRail, StatusCompleted, MoneyDebit}
+		r[ruleKey{from, CmdSettle, StatusCancelled}] = Rule{ByRail, StatusCancelled, MoneyRelease} // declined
+		r[ruleKey{from, CmdSettle, StatusDisputed}] = Rule{ByRail, StatusDisputed, MoneyNone}
+		r[ruleKey{from, CmdSettle, StatusOverdue}] = Rule{ByRail, StatusOverdue, MoneyNone}
+	}
+	for _, from := range []string{StatusDisputed, StatusOverdue} {
+		r[ruleKey{from, CmdSettle, StatusCompleted}] = Rule{ByRail, StatusCompleted, MoneyDebit} // late confirmation
+		r[ruleKey{from, CmdSettle, StatusCancelled}] = Rule{ByRail, StatusCancelled, MoneyRelease}
+	}
+	return r
+}()
+
+// RuleFor returns the rule of (state, command, reported status), if there is one.
+func RuleFor(state, cmd, report string) (Rule, bool) {
+	r, ok := rules[ruleKey{state, cmd, report}]
+	return r, ok
+}
+
+// Decide checks a command against the table: the rule, or why it is refused.
+func Decide(state, cmd, report, by string) (Rule, error) {
+	r, ok := RuleFor(state, cmd, report)
+	switch {
+	case ok && r.By == by:
+		return r, nil
+	case ok:
+		return Rule{}, fmt.Errorf("%w: %s is the %s's, not the %s's", ErrPrincipal, cmd, r.By, by)
+	case cmd == CmdCancel && (state == StateTaken || state == StatusDisputed || state == StatusOverdue):
+		return Rule{}, ErrWithRail
+	case cmd == CmdCancel:
+		return Rule{}, fmt.Errorf("%w: a %s refund cannot be cancelled", ErrNotCancellable, state)
+	case state == StateNone:
+		return Rule{}, ErrNotFound
+	case cmd == CmdCreate:
+		return Rule{}, ErrExists
+	}
+	return Rule{}, fmt.Errorf("%w: %s %s cannot apply to a %s refund", ErrInvalid, cmd, report, state)
+}
+
+// StatusOf is the public status of a table state.
+func StatusOf(state string) string {
+	if state == StateTaken {
+		return StatusPending
+	}
+	return state
+}
 
 // Reasons are the spec's enum, exactly.
 var Reasons = []string{"Unavailable service", "Delayed delivery", "Wrong service", "Duplicate payment", "Other"}
@@ -60,6 +176,13 @@ var (
 	ErrNotFound      = errors.New("refund not found")
 	ErrExists        = errors.New("refund id already used")
 	ErrInvalid       = errors.New("invalid refund")
+	// ErrNotCancellable: the merchant's cancel of a final refund.
+	ErrNotCancellable = errors.New("refund not cancellable")
+	// ErrWithRail: the merchant's cancel of a refund the rail has (taken PENDING,
+	// DISPUTED, OVERDUE): the money may have left; only the rail can end it now.
+	ErrWithRail = fmt.Errorf("%w: the refund is with the payer's rail", ErrNotCancellable)
+	// ErrPrincipal: a command from a principal the rule is not for.
+	ErrPrincipal = errors.New("refund command from the wrong principal")
 )
 
 // Invoice is what a refund keeps of its invoice (the Refund resource's
@@ -92,10 +215,23 @@ type Refund struct {
 	Status        string       `json:"status"`
 	Resolution    string       `json:"resolution"`
 	// TransactionID is the ledger transaction that paid it out (COMPLETED).
-	TransactionID string    `json:"transaction_id,omitempty"`
-	Invoice       Invoice   `json:"invoice"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	TransactionID string `json:"transaction_id,omitempty"`
+	// TakenAt is when the rail took the refund (refund.take, or its first
+	// outcome): from then on the money may be leaving, and only the rail can end
+	// it. Zero (absent in refunds stored before it existed) reads as not taken.
+	// It is not part of the merchant's resource: the public status stays PENDING.
+	TakenAt   time.Time `json:"taken_at,omitzero"`
+	Invoice   Invoice   `json:"invoice"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// State is the refund's state in the table: its status, or StateTaken.
+func (r Refund) State() string {
+	if r.Status == StatusPending && !r.TakenAt.IsZero() {
+		return StateTaken
+	}
+	return r.Status
 }
 
 // Book is the refund aggregate's instance: an invoice's refunds, oldest first.
@@ -124,9 +260,16 @@ func (b Book) Find(id int64) int {
 }
 
 // Open adds a PENDING refund of amount to the book (a new book for inv when b is
-// empty). The book is copied, never changed in place: the engine may still hold
-// the old one.
-func Open(b Book, inv Invoice, merchantID string, id int64, amount money.Amount, reason, details string, at time.Time) (Book, Refund, error) {
+// empty), as principal by asked it (refund.create is the merchant's). The book is
+// copied, never changed in place: the engine may still hold the old one.
+func Open(b Book, inv Invoice, by, merchantID string, id int64, amount money.Amount, reason, details string, at time.Time) (Book, Refund, error) {
+	state := StateNone
+	if i := b.Find(id); i >= 0 {
+		state = b.Refunds[i].State()
+	}
+	if _, err := Decide(state, CmdCreate, "", by); err != nil {
+		return b, Refund{}, err
+	}
 	if inv.State != "COMPLETE" {
 		return b, Refund{}, ErrNotRefundable
 	}
@@ -135,9 +278,6 @@ func Open(b Book, inv Invoice, merchantID string, id int64, amount money.Amount,
 	}
 	if b.InvoiceID == "" {
 		b = Book{InvoiceID: inv.InvoiceID, MerchantID: merchantID, Invoice: inv}
-	}
-	if b.Find(id) >= 0 {
-		return b, Refund{}, ErrExists
 	}
 	if len(b.Refunds) >= MaxPerInvoice {
 		return b, Refund{}, ErrTooMany
@@ -151,28 +291,42 @@ func Open(b Book, inv Invoice, merchantID string, id int64, amount money.Amount,
 	return b, r, nil
 }
 
-// Move changes a refund's status; it returns the new book and the refund before
-// and after.
-func Move(b Book, id int64, to, resolution, txn string, at time.Time) (Book, Refund, Refund, error) {
+// Move applies one of cmd (refund.cancel, refund.take, refund.settle reporting
+// status report), sent by principal by, to refund id: it checks the table
+// (Decide) and returns the new book, the refund before and after, and the rule,
+// whose Money the caller carries out. txn is the ledger transaction that pays the
+// refund out, kept only when the rule debits. A rule that changes nothing (a
+// repeated take) returns the book as it was, and after == before.
+func Move(b Book, id int64, cmd, report, by, resolution, txn string, at time.Time) (Book, Refund, Refund, Rule, error) {
 	i := b.Find(id)
 	if i < 0 {
-		return b, Refund{}, Refund{}, ErrNotFound
+		return b, Refund{}, Refund{}, Rule{}, ErrNotFound
 	}
 	before := b.Refunds[i]
-	if !CanMove(before.Status, to) {
-		return b, before, before, fmt.Errorf("%w: a %s refund cannot become %s", ErrInvalid, before.Status, to)
+	rule, err := Decide(before.State(), cmd, report, by)
+	if err != nil {
+		return b, before, before, Rule{}, err
 	}
 	after := before
-	after.Status, after.UpdatedAt = to, at
-	if resolution != "" {
-		after.Resolution = resolution
+	if by == ByRail && after.TakenAt.IsZero() {
+		// Whatever the rail said, it had the refund: only it can end it now.
+		after.TakenAt = at
 	}
-	if txn != "" {
+	if to := StatusOf(rule.To); to != before.Status {
+		after.Status, after.UpdatedAt = to, at
+		if resolution != "" {
+			after.Resolution = resolution
+		}
+	}
+	if rule.Money == MoneyDebit {
 		after.TransactionID = txn
+	}
+	if after.Status == before.Status && after.TakenAt.Equal(before.TakenAt) {
+		return b, before, before, rule, nil
 	}
 	b.Refunds = slices.Clone(b.Refunds)
 	b.Refunds[i] = after
-	return b, before, after, nil
+	return b, before, after, rule, nil
 }
 
 // Create is the refund.create payload. The API allocates ID (a sequence) before
@@ -185,9 +339,23 @@ type Create struct {
 	ReasonDetails string       `json:"reason_details"`
 }
 
-// Settle is the refund.settle payload: a status change asked by the merchant
-// (cancel) or reported by the rail (the sandbox simulator). From, when set, is
-// the status the sender saw: the change applies only if the refund is still in it.
+// Cancel is the refund.cancel payload: the merchant withdraws a refund the rail
+// has not taken (the API's POST /chargebacks/{id}/cancel/).
+type Cancel struct {
+	RefundID  int64  `json:"refund_id"`
+	InvoiceID string `json:"invoice_id"`
+}
+
+// Take is the refund.take payload: the rail takes the refund before it sends any
+// money; from then on the merchant cannot cancel it.
+type Take struct {
+	RefundID  int64  `json:"refund_id"`
+	InvoiceID string `json:"invoice_id"`
+}
+
+// Settle is the refund.settle payload: an outcome the rail reports (COMPLETED,
+// CANCELLED = declined, DISPUTED, OVERDUE). From, when set, is the status the
+// rail saw: the change applies only if the refund is still in it.
 type Settle struct {
 	RefundID   int64  `json:"refund_id"`
 	InvoiceID  string `json:"invoice_id"`

@@ -35,7 +35,7 @@ const (
 
 var refundsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name: "paysvc_refunds_total",
-	Help: "Refunds reaching a status (PENDING when created, then COMPLETED, CANCELLED, DISPUTED, OVERDUE), counted once committed.",
+	Help: "Refunds reaching a status (PENDING when created, then COMPLETED, CANCELLED, DISPUTED, OVERDUE), counted once committed; the rail taking a refund is no status change.",
 }, []string{"status"})
 
 // Kind is the refund aggregate's registration.
@@ -44,6 +44,8 @@ func Kind() engine.Kind {
 		Name: storage.RefundKind,
 		Commands: map[string]func() any{
 			refund.CmdCreate: func() any { return &refund.Create{} },
+			refund.CmdCancel: func() any { return &refund.Cancel{} },
+			refund.CmdTake:   func() any { return &refund.Take{} },
 			refund.CmdSettle: func() any { return &refund.Settle{} },
 		},
 		IDs:      ids_,
@@ -57,6 +59,10 @@ func Kind() engine.Kind {
 func ids_(payload any) []string {
 	switch p := payload.(type) {
 	case *refund.Create:
+		return []string{p.InvoiceID}
+	case *refund.Cancel:
+		return []string{p.InvoiceID}
+	case *refund.Take:
 		return []string{p.InvoiceID}
 	case *refund.Settle:
 		return []string{p.InvoiceID}
@@ -77,11 +83,24 @@ func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, invoice
 }
 
 func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
+	by := refund.PrincipalOf(c.Type)
 	switch in := payload.(type) {
 	case *refund.Create:
-		return create(tx, *in)
+		return create(tx, by, *in)
+	case *refund.Cancel:
+		return move(tx, by, in.InvoiceID, in.RefundID, refund.CmdCancel, "", "", "Cancelled by the merchant")
+	case *refund.Take:
+		return move(tx, by, in.InvoiceID, in.RefundID, refund.CmdTake, "", "", "")
 	case *refund.Settle:
-		return settle(tx, *in)
+		if c.ReplyTo != "" {
+			// Before refund.cancel existed, the API sent the merchant's cancel as a
+			// refund.settle to CANCELLED, and only the API waits for replies (a rail
+			// never sets ReplyTo). Such a command still in the log is the merchant's
+			// cancel: taken for the rail's decline, it would release the hold of a
+			// refund the rail may already have paid.
+			return move(tx, refund.ByMerchant, in.InvoiceID, in.RefundID, refund.CmdCancel, "", "", "Cancelled by the merchant")
+		}
+		return move(tx, by, in.InvoiceID, in.RefundID, refund.CmdSettle, in.Status, in.From, in.Resolution)
 	}
 	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
 }
@@ -93,7 +112,7 @@ func book(tx *engine.Tx, invoiceID string) refund.Book {
 	return refund.Book{}
 }
 
-func create(tx *engine.Tx, in refund.Create) (topics.Reply, error) {
+func create(tx *engine.Tx, by string, in refund.Create) (topics.Reply, error) {
 	inv, err := tx.Invoice(in.InvoiceID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return engine.Refuse(engine.CodeNotFound, "Invoice not found.", "invoice"), nil
@@ -101,9 +120,11 @@ func create(tx *engine.Tx, in refund.Create) (topics.Reply, error) {
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	b, r, err := refund.Open(book(tx, in.InvoiceID), invoiceOf(inv), tx.Merchant(), in.RefundID, in.Amount, in.Reason,
+	b, r, err := refund.Open(book(tx, in.InvoiceID), invoiceOf(inv), by, tx.Merchant(), in.RefundID, in.Amount, in.Reason,
 		in.ReasonDetails, tx.At())
 	switch {
+	case errors.Is(err, refund.ErrExists):
+		return engine.Refuse(engine.CodeInvalid, "The refund id is already used.", ""), nil
 	case errors.Is(err, refund.ErrNotRefundable):
 		return engine.Refuse(CodeNotRefundable, "Only COMPLETE invoices can be refunded; this one is "+inv.State+".", "invoice"), nil
 	case errors.Is(err, refund.ErrExceeds):
@@ -129,43 +150,60 @@ func create(tx *engine.Tx, in refund.Create) (topics.Reply, error) {
 	return topics.Reply{Result: mustJSON(r.View())}, nil
 }
 
-func settle(tx *engine.Tx, in refund.Settle) (topics.Reply, error) {
-	b := book(tx, in.InvoiceID)
-	i := b.Find(in.RefundID)
+// move runs a cancel, take or settle (report: the status a settle reports; from:
+// the status the rail saw, if it said) through the table (refund.Move), then
+// carries out the rule's money: the release or the debit of the refund's hold.
+func move(tx *engine.Tx, by, invoiceID string, id int64, cmd, report, from, resolution string) (topics.Reply, error) {
+	b := book(tx, invoiceID)
+	i := b.Find(id)
 	if i < 0 {
 		return engine.Refuse(engine.CodeNotFound, "Refund not found.", ""), nil
 	}
 	cur := b.Refunds[i]
-	if in.From != "" && cur.Status != in.From {
-		return engine.Refuse(CodeNotCancellable, "The refund is "+cur.Status+" now, not "+in.From+".", ""), nil
+	if from != "" && cur.Status != from {
+		return engine.Refuse(engine.CodeInvalid, "The refund is "+cur.Status+" now, not "+from+".", ""), nil
 	}
-	if !refund.CanMove(cur.Status, in.Status) {
-		return engine.Refuse(CodeNotCancellable, "A "+cur.Status+" refund cannot become "+in.Status+".", ""), nil
+	// The debit's ledger transaction, derived from the command (stable across
+	// retries of the batch); Move keeps it only when the rule debits.
+	txn := tx.TransactionID("refund", strconv.FormatInt(cur.ID, 10))
+	nb, before, after, rule, err := refund.Move(b, id, cmd, report, by, resolution, txn, tx.At())
+	switch {
+	case errors.Is(err, refund.ErrWithRail):
+		where := cur.Status
+		if cur.State() == refund.StateTaken {
+			where = "PENDING, taken by the rail"
+		}
+		return engine.Refuse(CodeNotCancellable, "The refund is with the payer's rail ("+where+"): the money may "+
+			"already have left, so it can no longer be cancelled; the rail's outcome will settle it.", ""), nil
+	case errors.Is(err, refund.ErrNotCancellable):
+		return engine.Refuse(CodeNotCancellable, "A "+cur.Status+" refund cannot be cancelled.", ""), nil
+	case err != nil:
+		return engine.Refuse(engine.CodeInvalid, "A "+cur.Status+" refund cannot take "+cmd+" "+report+".", ""), nil
 	}
-	var txn string
 	var werr error
-	switch in.Status {
-	case refund.StatusCompleted:
+	switch rule.Money {
+	case refund.MoneyDebit:
 		// Out of the held funds, to the payer's rail. The collection's fees are
 		// not returned (docs/fees.md): the merchant refunds the value it chose.
-		txn = tx.TransactionID("refund", strconv.FormatInt(cur.ID, 10))
-		werr = tx.Debit(cur.WalletID, ledger.RefundsClearing, wallet.TransTypeRefund, []wallet.Disbursement{{
-			TransactionID: txn, Amount: cur.Amount, Charge: money.Zero(),
-			Narrative: "Refund " + strconv.FormatInt(cur.ID, 10) + " of invoice " + cur.InvoiceID}})
-	case refund.StatusCancelled:
-		werr = tx.Release(cur.WalletID, cur.Amount)
+		werr = tx.Debit(before.WalletID, ledger.RefundsClearing, wallet.TransTypeRefund, []wallet.Disbursement{{
+			TransactionID: txn, Amount: before.Amount, Charge: money.Zero(),
+			Narrative: "Refund " + strconv.FormatInt(before.ID, 10) + " of invoice " + before.InvoiceID}})
+	case refund.MoneyRelease:
+		werr = tx.Release(before.WalletID, before.Amount)
 	}
 	if werr != nil {
 		// The hold is the refund's own: a wallet refusing it is a broken invariant,
 		// not a merchant's mistake; the batch fails and says so.
 		return topics.Reply{}, werr
 	}
-	nb, _, after, err := refund.Move(b, in.RefundID, in.Status, in.Resolution, txn, tx.At())
-	if err != nil {
-		return engine.Refuse(CodeNotCancellable, "The refund cannot change status.", ""), nil
+	if after.State() != before.State() || !after.TakenAt.Equal(before.TakenAt) {
+		tx.Put(nb.InvoiceID, nb)
 	}
-	tx.Put(nb.InvoiceID, nb)
-	changed(tx, after)
+	if after.Status != before.Status {
+		// Only a public status change is an event and a count: the rail's take
+		// (PENDING, taken) shows merchants nothing new.
+		changed(tx, after)
+	}
 	return topics.Reply{Result: mustJSON(after.View())}, nil
 }
 
@@ -189,10 +227,15 @@ const (
 	MagicOverdue  = "[sandbox:overdue]"
 )
 
-// outcome is what the sandbox rail reports for a waiting refund.
+// outcome is what the sandbox rail reports for a refund it has: a taken PENDING
+// one by its reason_details, an OVERDUE one confirmed late, a DISPUTED one
+// closed without payment (the hold goes back to the merchant).
 func outcome(r refund.Refund) (status, resolution string) {
-	if r.Status == refund.StatusOverdue {
+	switch r.Status {
+	case refund.StatusOverdue:
 		return refund.StatusCompleted, "Confirmed late by the payer's rail"
+	case refund.StatusDisputed:
+		return refund.StatusCancelled, "Dispute closed by the payer's rail without payment"
 	}
 	switch d := r.ReasonDetails; {
 	case strings.Contains(d, MagicDeclined):
@@ -205,19 +248,57 @@ func outcome(r refund.Refund) (status, resolution string) {
 	return refund.StatusCompleted, "Refunded to the payer"
 }
 
+// TakeCommand is the rail's take of a PENDING refund, before it sends anything.
+// Its id is derived from the refund, so however often a scan finds the refund
+// untaken (the take not applied yet), it is taken once. The caller sets the
+// envelope's Environment (and Simulated, for a simulator).
+func TakeCommand(r refund.Refund) topics.Command {
+	p := refund.Take{RefundID: r.ID, InvoiceID: r.InvoiceID}
+	return topics.Command{ID: ids.DeriveUUID("refund-take", strconv.FormatInt(r.ID, 10)), Type: refund.CmdTake,
+		Version: 1, MerchantID: r.MerchantID, IssuedAt: time.Now().UTC(), Payload: mustJSON(p)}
+}
+
 // SettleCommand is the command the rail sends for a refund's outcome. Its id is
 // derived from the refund and the status it leaves, so however often a scan
-// finds it, the refund moves once.
+// finds it, the refund moves once. The caller sets the envelope's Environment
+// (and Simulated, for a simulator).
 func SettleCommand(r refund.Refund, to, resolution string) topics.Command {
 	p := refund.Settle{RefundID: r.ID, InvoiceID: r.InvoiceID, Status: to, From: r.Status, Resolution: resolution}
 	return topics.Command{ID: ids.DeriveUUID("refund-settle", strconv.FormatInt(r.ID, 10), r.Status), Type: refund.CmdSettle,
 		Version: 1, MerchantID: r.MerchantID, IssuedAt: time.Now().UTC(), Payload: mustJSON(p)}
 }
 
-// Simulate is the sandbox refund rail: every so often it scans the refunds that
-// have waited longer than d.Delay (PENDING, then OVERDUE) and reports their
-// outcome. It keeps nothing in memory: a restart finds the same refunds again.
+// Scan bounds of the sandbox rail: per merchant, so that no merchant starves
+// another, and in all.
+const (
+	simPerMerchant = 20
+	simScanLimit   = 500
+)
+
+// railCommand is what the sandbox rail sends for a refund RailRefunds listed: it
+// takes an untaken PENDING refund first, and reports the outcome of one it has
+// (taken PENDING, DISPUTED, OVERDUE) on a later scan, after the take committed.
+// So a merchant's cancel and the rail are ordered by the merchant's partition:
+// cancel first, the take is refused and the rail never pays; take first, the
+// cancel is refused.
+func railCommand(r refund.Refund) topics.Command {
+	if r.State() == refund.StatusPending {
+		return TakeCommand(r)
+	}
+	to, why := outcome(r)
+	return SettleCommand(r, to, why)
+}
+
+// Simulate is the sandbox refund rail: every so often it scans the refunds of
+// its environment's enabled merchants that are due (storage.RailRefunds) and
+// takes them, then reports their outcome. It keeps nothing in memory: a restart
+// finds the same refunds again. It runs only in a sandbox process, and every
+// command it sends says so (Environment, Simulated), for the engine to refuse
+// it for any merchant that is not a sandbox one.
 func Simulate(ctx context.Context, d engine.SimDeps) error {
+	if d.Environment != topics.Sandbox {
+		return errors.New("refund simulator: environment " + strconv.Quote(d.Environment) + " is not sandbox; not started")
+	}
 	log := d.Log.With("component", "refund-sim")
 	t := time.NewTicker(max(d.Delay/4, 20*time.Millisecond))
 	defer t.Stop()
@@ -227,17 +308,16 @@ func Simulate(ctx context.Context, d engine.SimDeps) error {
 			return nil
 		case <-t.C:
 		}
-		for _, status := range []string{refund.StatusPending, refund.StatusOverdue} {
-			due, err := storage.WaitingRefunds(ctx, d.DB, status, time.Now().Add(-d.Delay), 200)
-			if err != nil {
-				log.Warn("list waiting refunds", "err", err)
-				continue
-			}
-			for _, r := range due {
-				to, why := outcome(r)
-				if err := d.Produce(ctx, SettleCommand(r, to, why)); err != nil {
-					log.Warn("produce refund outcome", "refund_id", r.ID, "err", err)
-				}
+		due, err := storage.RailRefunds(ctx, d.DB, d.Environment, time.Now().Add(-d.Delay), simPerMerchant, simScanLimit)
+		if err != nil {
+			log.Warn("list refunds due", "err", err)
+			continue
+		}
+		for _, r := range due {
+			c := railCommand(r)
+			c.Environment, c.Simulated = d.Environment, true
+			if err := d.Produce(ctx, c); err != nil {
+				log.Warn("produce refund rail command", "refund_id", r.ID, "type", c.Type, "err", err)
 			}
 		}
 	}
