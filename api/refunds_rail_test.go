@@ -334,12 +334,11 @@ func TestRefunds_SandboxRailNeverSettlesLive(t *testing.T) {
 	}
 	liveInv := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
 	result, err := rails.ResultCommand(mpesa.Result{InvoiceID: liveInv, MerchantID: lb.merchant, Stage: mpesa.StageFinal,
-		Code: 0, Receipt: "LIVEREF001", Amount: money.MustParse("1000")})
+		Code: 0, Receipt: "LIVEREF001", Amount: money.MustParse("1000")}, rails.Origin{Environment: topics.Live})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stub := newRailStub(t, env)
-	result.Environment = topics.Live
 	value, _ := topics.EncodeCommand(result)
 	if err := stub.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
 		Key: topics.CommandKey(lb.merchant), Value: value}).FirstErr(); err != nil {

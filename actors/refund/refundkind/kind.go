@@ -52,6 +52,18 @@ func Kind() engine.Kind {
 		Load:     load,
 		Apply:    apply,
 		Simulate: Simulate,
+		// The engine's guards (docs/security.md): the merchant's create and
+		// cancel, and the rail's take (it is about to send money: not for a
+		// disabled merchant), need an enabled merchant of the producer's
+		// environment; the rail's outcome completes money already in motion.
+		// None is sandbox only (a live refund rail sends the same), but a
+		// simulator's (Simulated) is refused for a live merchant.
+		Guards: map[string]engine.Guard{
+			refund.CmdCreate: {},
+			refund.CmdCancel: {},
+			refund.CmdTake:   {},
+			refund.CmdSettle: {WhileDisabled: true},
+		},
 	}
 }
 
