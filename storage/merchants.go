@@ -53,6 +53,20 @@ func GetMerchant(ctx context.Context, q sqlx.QueryerContext, merchantID string) 
 	return m, err
 }
 
+// GetMerchants reads the merchants among ids that exist, by id.
+func GetMerchants(ctx context.Context, q sqlx.QueryerContext, ids []string) (map[string]Merchant, error) {
+	var ms []Merchant
+	if err := sqlx.SelectContext(ctx, q, &ms, `SELECT merchant_id, name, environment, enabled, created_at FROM merchants
+		WHERE merchant_id = ANY($1)`, pq.StringArray(ids)); err != nil {
+		return nil, fmt.Errorf("get merchants: %w", err)
+	}
+	out := make(map[string]Merchant, len(ms))
+	for _, m := range ms {
+		out[m.MerchantID] = m
+	}
+	return out, nil
+}
+
 // SetMerchantEnabled enables or disables a merchant; it reports whether it exists.
 func SetMerchantEnabled(ctx context.Context, ext sqlx.ExtContext, merchantID string, enabled bool) (bool, error) {
 	res, err := ext.ExecContext(ctx, `UPDATE merchants SET enabled = $2 WHERE merchant_id = $1`, merchantID, enabled)

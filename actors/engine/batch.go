@@ -213,6 +213,9 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 		}
 	}
 
+	if err := e.merchants.prefetch(ctx, e, cmds, payloads); err != nil {
+		return err
+	}
 	for i, c := range cmds {
 		if c == nil {
 			continue

@@ -176,6 +176,48 @@ type merchantCache struct {
 	m  map[string]merchantState
 }
 
+// prefetch reads, in one query, the merchants of a batch's commands that the
+// cache does not hold fresh, so the guards of a batch over many merchants make
+// one read, not one per merchant.
+func (mc *merchantCache) prefetch(ctx context.Context, e *Engine, cmds []*topics.Command, payloads []any) error {
+	var want []string
+	seen := map[string]bool{}
+	now := time.Now()
+	mc.mu.Lock()
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		id := c.MerchantID
+		if g := e.guardOf(c.Type); g.Subject != nil {
+			if s := g.Subject(payloads[i]); s != "" {
+				id = s
+			}
+		}
+		if s, ok := mc.m[id]; (!ok || now.Sub(s.at) >= e.cfg.MerchantRefresh) && !seen[id] {
+			seen[id] = true
+			want = append(want, id)
+		}
+	}
+	mc.mu.Unlock()
+	if len(want) < 2 {
+		return nil // get reads the one alone
+	}
+	found, err := storage.GetMerchants(ctx, e.db, want)
+	if err != nil {
+		return err
+	}
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.m == nil || len(mc.m)+len(found) > 100_000 {
+		mc.m = map[string]merchantState{}
+	}
+	for id, m := range found {
+		mc.m[id] = merchantState{exists: true, environment: m.Environment, enabled: m.Enabled, at: now}
+	}
+	return nil
+}
+
 func (mc *merchantCache) get(ctx context.Context, e *Engine, merchantID string) (merchantState, error) {
 	mc.mu.Lock()
 	s, ok := mc.m[merchantID]
