@@ -250,11 +250,11 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view, err := s.renderCheckout(c, co)
+	merchant, err := capabilityOwner(c, co.MerchantID, capCheckout)
 	if err != nil {
 		return err
 	}
-	merchant, err := storage.GetMerchant(ctx, s.db, co.MerchantID)
+	view, err := s.renderCheckout(c, co)
 	if err != nil {
 		return err
 	}
