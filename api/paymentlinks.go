@@ -415,8 +415,10 @@ func (u *linkUse) refused() {
 }
 
 // sessionLink is the Payment session's payment_link of an invoice (nil: none).
+// An answer to a signature (the hosted page) has none: the link's configuration
+// (usage limit, tariffs, state) is the merchant's, and the page does not use it.
 func (s *Server) sessionLink(c echo.Context, inv invoice.State) (*paymentLinkJSON, error) {
-	if inv.PaymentLinkID == "" {
+	if inv.PaymentLinkID == "" || bySignature(c) {
 		return nil, nil
 	}
 	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, inv.MerchantID, inv.PaymentLinkID)
