@@ -37,24 +37,59 @@ func kafkaLog(t *testing.T, brokers []string) []*kgo.Record {
 	if len(names) == 0 {
 		t.Fatal("the service's Kafka has no topics")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(names...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read each partition from its start up to the end it has now (nothing is
+	// produced transactionally, so every offset below the end is a record).
+	want := map[string]map[int32]kgo.Offset{}
+	left := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		if o.Offset == 0 {
+			return
+		}
+		if want[o.Topic] == nil {
+			want[o.Topic], left[o.Topic] = map[int32]kgo.Offset{}, map[int32]int64{}
+		}
+		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		left[o.Topic][o.Partition] = o.Offset
+	})
+	var out []*kgo.Record
+	if len(want) == 0 {
+		return out
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(want))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []*kgo.Record
-	// Read until a poll finds nothing new for a second: the log is small and local.
-	for {
+	deadline := time.Now().Add(20 * time.Second)
+	for len(left) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Kafka log was not read to its end: %v left", left)
+		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r); n++ })
-		if n == 0 {
-			return out
-		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Topic][r.Partition]
+			if !ok || r.Offset >= end {
+				return // produced after the end was taken
+			}
+			out = append(out, r)
+			if r.Offset+1 >= end {
+				delete(left[r.Topic], r.Partition)
+				if len(left[r.Topic]) == 0 {
+					delete(left, r.Topic)
+				}
+			}
+		})
 	}
+	return out
 }
 
 // commandsOf counts the command log's records for a merchant (commands are keyed

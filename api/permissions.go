@@ -101,6 +101,9 @@ type access struct {
 	perm string // what a restricted secret key needs; empty only where no secret key is accepted
 	// idempotent routes honour Idempotency-Key.
 	idempotent bool
+	// cardBody: the body carries card data, which the Idempotency-Key record
+	// must not fingerprint (idempotency.go).
+	cardBody bool
 	// extra is a second permission a request needs because of what its body asks
 	// (empty: none); what says why, for the 403.
 	extra func(c echo.Context) (perm, what string)
@@ -171,7 +174,7 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, auth, s.limitPrincipal, s.permit(a)}
 	}
 	if a.idempotent {
-		mw = append(mw, s.idempotent)
+		mw = append(mw, s.idempotent(a.cardBody))
 	}
 	e.Add(method, path, h, mw...)
 	s.declared[method+" "+path] = a

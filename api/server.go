@@ -210,7 +210,7 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/collection", s.collection,
 		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
 	r(POST, v1+"/payment/card", s.cardPayment,
-		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
+		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true, cardBody: true})
 	r(POST, v1+"/payment/get_amount_estimate", s.amountEstimate,
 		access{kind: kindPublicOrSecret, perm: PermViewCollections, what: "estimate collection fees"})
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
