@@ -290,6 +290,20 @@ func TestCapabilitiesBoundToEnvironmentAndMerchantState(t *testing.T) {
 			t.Fatalf("a refused signature changed the merchant:\nbefore %s\nafter  %s", before, after)
 		}
 	})
+	t.Run("KeysFollowTheirMerchantsEnvironment", func(t *testing.T) {
+		// A key row of the sandbox whose merchant is live (a key issued wrongly, or
+		// a merchant moved to live): the key opens nothing on the sandbox server.
+		m := sandbox.Merchant("Moved To Live")
+		if _, err := sandbox.Schema.DB.Exec(`UPDATE merchants SET environment = 'live' WHERE merchant_id = $1`, m.MerchantID); err != nil {
+			t.Fatal(err)
+		}
+		if r := sandbox.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 10, "currency": "KES", "public_key": m.PublicKey}); r.Status != 401 {
+			t.Errorf("the public key of a live merchant on the sandbox server: %d %s", r.Status, r.Body)
+		}
+		if r := sandbox.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(m.SecretKey)...); r.Status != 401 {
+			t.Errorf("the secret key of a live merchant on the sandbox server: %d %s", r.Status, r.Body)
+		}
+	})
 	t.Run("DisabledMerchants", func(t *testing.T) {
 		// Disabled after its capabilities were handed out: on its own server, each
 		// is refused as if it did not exist.
