@@ -117,7 +117,7 @@ func (a *authenticator) knownSecret(r *http.Request) bool {
 	c, ok := a.cache.m[h]
 	a.cache.mu.Unlock()
 	return ok && c.err == nil && time.Since(c.at) < a.cache.ttl && c.key.Kind == "secret" && c.key.RevokedAt == nil &&
-		c.key.Environment == a.env && c.key.MerchantEnabled
+		c.key.Environment == a.env && c.key.MerchantEnvironment == a.env && c.key.MerchantEnabled
 }
 
 func unauthorized(msg string) *Error {
@@ -196,7 +196,9 @@ func (a *authenticator) verify(ctx context.Context, key, kind string) (*Principa
 		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
 			Detail: "Authentication is temporarily unavailable; retry shortly.", RetryAfter: 1}
 	}
-	if k.Kind != kind || k.RevokedAt != nil || k.Environment != a.env {
+	// The merchant's environment too: a key is a capability of its merchant, and a
+	// key row that disagreed with its merchant must not open the other environment.
+	if k.Kind != kind || k.RevokedAt != nil || k.Environment != a.env || k.MerchantEnvironment != a.env {
 		return nil, unauthorized(msgInvalidToken)
 	}
 	if !k.MerchantEnabled {
@@ -284,7 +286,7 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 			if sig, err := b.str("signature", false, 1024, nil); err != nil {
 				return err
 			} else if sig != "" {
-				claims, err := s.sig.verify(c.Request().Context(), sig, time.Now())
+				claims, err := s.verifySignature(c.Request().Context(), sig)
 				if errors.Is(err, errBadSignature) {
 					return unauthorized("Invalid or expired signature")
 				}
@@ -325,7 +327,7 @@ func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			claims, err := s.sig.verify(c.Request().Context(), sig, time.Now())
+			claims, err := s.verifySignature(c.Request().Context(), sig)
 			if errors.Is(err, errBadSignature) || (err == nil && claims.Checkout != checkout) {
 				return unauthorized("Invalid or expired signature")
 			}

@@ -146,6 +146,12 @@ func (s *Server) createCheckout(c echo.Context) error {
 	if unique && apiRef != "" {
 		co, err := storage.CheckoutByAPIRef(ctx, s.db, p.MerchantID, apiRef)
 		if err == nil {
+			// The public key is published in the merchant's pages, so whoever
+			// asks for an api_ref is not known to be who made its session: the
+			// session's customer email is shown only to a request that names it.
+			if co.Email != nil && *co.Email != email {
+				co.Email = nil
+			}
 			out, err := s.renderCheckout(c, co)
 			if err != nil {
 				return err
@@ -250,11 +256,11 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view, err := s.renderCheckout(c, co)
+	merchant, err := capabilityOwner(c, co.MerchantID, capCheckout)
 	if err != nil {
 		return err
 	}
-	merchant, err := storage.GetMerchant(ctx, s.db, co.MerchantID)
+	view, err := s.renderCheckout(c, co)
 	if err != nil {
 		return err
 	}
@@ -409,11 +415,15 @@ func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) 
 	return prev, nil
 }
 
-// forBrowser masks the payer's number in a session answered to the hosted page
-// (a checkout signature, which anyone holding the page's link has): a payer who
-// kept the masked prefill must not get the full number back in the reply.
+// forBrowser masks the payer's number in a session answered to a signature (the
+// hosted page; anyone holding the page's link has its signature): a payer who kept
+// the masked prefill must not get the full number back in the reply. The rest of
+// the customer is the session's own payer, whom the merchant named when it made
+// the session, and the official SDKs read it through status(invoice, checkout,
+// signature), so it stays. The payment link's configuration is left out
+// (sessionLink).
 func forBrowser(c echo.Context, sess *sessionJSON) {
-	if p := principal(c); p == nil || p.Kind != "signature" {
+	if !bySignature(c) {
 		return
 	}
 	for _, v := range []*string{sess.Invoice.Account, sess.Customer.PhoneNumber} {
@@ -421,4 +431,11 @@ func forBrowser(c echo.Context, sess *sessionJSON) {
 			*v = maskPhone(*v)
 		}
 	}
+}
+
+// bySignature reports whether the request authenticated with a signature (a
+// capability of one checkout or invoice), not a key of the merchant.
+func bySignature(c echo.Context) bool {
+	p := principal(c)
+	return p != nil && p.Kind == "signature"
 }

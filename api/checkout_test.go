@@ -86,6 +86,16 @@ func TestCheckout(t *testing.T) {
 		if again["id"] != id || again["paid"] != true {
 			t.Fatalf("unique_api_ref should return the paid session: %v", again)
 		}
+		// The public key is published: a caller that does not name the session's
+		// email is not shown it (least privilege); one that names it is.
+		if v, ok := again["email"]; !ok || v != nil {
+			t.Fatalf("unique_api_ref showed the session's email to a caller that did not name it: %v", again)
+		}
+		same := create(map[string]any{"amount": 250, "currency": "KES", "api_ref": "order-77", "unique_api_ref": true,
+			"email": "payer@example.com"})
+		if same["id"] != id || same["email"] != "payer@example.com" {
+			t.Fatalf("unique_api_ref with the session's email: %v", same)
+		}
 		// A new session for the same payer's email pre-fills their phone on the page,
 		// masked (TestCheckoutPrefilledPhone pays with it).
 		next := create(map[string]any{"amount": 5, "currency": "KES", "email": "payer@example.com"})

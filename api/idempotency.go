@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -33,7 +34,17 @@ const idempotencyLock = 30 * time.Second
 // and the command id also by method, route pattern, path values and body hash (once
 // the record has expired, the same key on another endpoint or with another body is a
 // new operation, never the old one's reply).
-func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
+//
+// A route whose body carries card data (cardBody) is fingerprinted without it
+// (cardFingerprintBody): the record must not keep a hash of the card number or the
+// security code.
+func (s *Server) idempotent(cardBody bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return s.idempotentHandler(next, cardBody)
+	}
+}
+
+func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := c.Request().Header.Get("Idempotency-Key")
 		if key == "" {
@@ -51,6 +62,9 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		raw, err := rawBody(c)
 		if err != nil {
 			return err
+		}
+		if cardBody {
+			raw = cardFingerprintBody(raw)
 		}
 		h := sha256.New()
 		h.Write([]byte(c.Request().Method + " " + c.Request().URL.Path + "\n"))
@@ -106,6 +120,46 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return nil
 	}
+}
+
+// cardFields are the body fields of a card route that no record may keep in any
+// form, matched without regard to case: the security code (PCI DSS forbids keeping
+// it after authorisation, even hashed), the expiry, and the card number, of which
+// only the last four digits are kept, as the invoice keeps them.
+var cardFields = map[string]bool{"cvv": true, "cvc": true, "cvv2": true, "expiry": true, "card_number": true}
+
+// cardFingerprintBody is what a card route's Idempotency-Key record fingerprints
+// instead of the body: the body's object without cardFields, plus the card
+// number's last four digits, re-encoded with sorted keys. An unkeyed hash of the
+// whole body would let anyone who reads the table recover the CVV (10,000
+// candidates) and check guesses of the number; a keyed hash would only move the
+// problem to its key, which would live in the same database. What is left apart
+// still tells two different requests apart: amount, currency, references, and the
+// card's last four digits. A body that is not a JSON object is fingerprinted as
+// one constant: the handler refuses it (400) whatever it holds.
+func cardFingerprintBody(raw []byte) []byte {
+	b, err := parseBody(raw)
+	if err != nil {
+		return []byte("card route: unparsable body")
+	}
+	last4 := ""
+	for k, v := range b {
+		if !cardFields[strings.ToLower(k)] {
+			continue
+		}
+		var pan string
+		if k == "card_number" && json.Unmarshal(v, &pan) == nil {
+			if pan = strings.ReplaceAll(pan, " ", ""); len(pan) >= 4 {
+				last4 = pan[len(pan)-4:]
+			}
+		}
+		delete(b, k)
+	}
+	out, err := json.Marshal(map[string]any{"body": b, "card_last4": last4})
+	if err != nil {
+		return []byte("card route: unencodable body")
+	}
+	return out
 }
 
 // idempotentCommandID derives a keyed request's command id from everything that

@@ -236,13 +236,20 @@ func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *Error {
 	return nil
 }
 
-// publicLink reads a link by its id for the public page routes.
+// publicLink reads a link by its id for the public page routes: only a link of a
+// merchant this server serves (bindCapability admitted it).
 func (s *Server) publicLink(c echo.Context) (storage.PaymentLink, error) {
 	l, err := storage.PaymentLinkByID(c.Request().Context(), s.db, c.Param("link_id"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return l, linkNotFound()
 	}
-	return l, err
+	if err != nil {
+		return l, err
+	}
+	if _, err := capabilityOwner(c, l.MerchantID, capPaymentLink); err != nil {
+		return l, err
+	}
+	return l, nil
 }
 
 // closedView is the page of a link that takes no payment.
@@ -257,7 +264,7 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	merchant, err := storage.GetMerchant(ctx, s.db, l.MerchantID)
+	merchant, err := capabilityOwner(c, l.MerchantID, capPaymentLink)
 	if err != nil {
 		return err
 	}
@@ -408,8 +415,10 @@ func (u *linkUse) refused() {
 }
 
 // sessionLink is the Payment session's payment_link of an invoice (nil: none).
+// An answer to a signature (the hosted page) has none: the link's configuration
+// (usage limit, tariffs, state) is the merchant's, and the page does not use it.
 func (s *Server) sessionLink(c echo.Context, inv invoice.State) (*paymentLinkJSON, error) {
-	if inv.PaymentLinkID == "" {
+	if inv.PaymentLinkID == "" || bySignature(c) {
 		return nil, nil
 	}
 	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, inv.MerchantID, inv.PaymentLinkID)

@@ -101,15 +101,24 @@ type access struct {
 	perm string // what a restricted secret key needs; empty only where no secret key is accepted
 	// idempotent routes honour Idempotency-Key.
 	idempotent bool
+	// cardBody: the body carries card data, which the Idempotency-Key record
+	// must not fingerprint (idempotency.go).
+	cardBody bool
 	// extra is a second permission a request needs because of what its body asks
 	// (empty: none); what says why, for the 403.
 	extra func(c echo.Context) (perm, what string)
 	what  string // the action, for the 403 message
+	// capability is what an open route's path names (capability.go): the route is
+	// refused with its 404 unless the capability's merchant may be served here.
+	capability *capability
 }
 
 func secret(perm, what string) access { return access{kind: kindSecret, perm: perm, what: what} }
 
 func (a access) idem() access { a.idempotent = true; return a }
+
+// opens declares an open route whose path names a capability.
+func opens(cp *capability) access { return access{kind: kindOpen, capability: cp} }
 
 // Route is one registered route and its declared access, for tests and docs.
 type Route struct {
@@ -145,10 +154,17 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 	if secretAccepted != (a.perm != "") {
 		panic("api: route " + method + " " + path + ": a permission is declared exactly where secret keys are accepted")
 	}
+	if a.capability != nil && a.kind != kindOpen {
+		panic("api: route " + method + " " + path + ": only an open route names a capability in its path")
+	}
 	var mw []echo.MiddlewareFunc
 	switch a.kind {
 	case kindOpen:
 		mw = []echo.MiddlewareFunc{s.limitOpen}
+		if a.capability != nil {
+			// After the address limit: finding the capability reads the database.
+			mw = append(mw, s.bindCapability(a.capability))
+		}
 	case kindCallback:
 		mw = []echo.MiddlewareFunc{s.limitCallback}
 	default:
@@ -158,7 +174,7 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, auth, s.limitPrincipal, s.permit(a)}
 	}
 	if a.idempotent {
-		mw = append(mw, s.idempotent)
+		mw = append(mw, s.idempotent(a.cardBody))
 	}
 	e.Add(method, path, h, mw...)
 	s.declared[method+" "+path] = a

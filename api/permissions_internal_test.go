@@ -3,6 +3,7 @@ package api
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -43,6 +44,13 @@ func TestEveryRouteDeclaresAccess(t *testing.T) {
 			if a.perm != "" {
 				t.Errorf("route %s accepts no secret key yet declares %q", key, a.perm)
 			}
+		}
+		// An open route whose path names something (a checkout, a link, a token)
+		// opens a capability: it must declare it, so bindCapability refuses other
+		// environments' and disabled merchants' (capability.go). Only the static
+		// files name nothing of a merchant.
+		if a.kind == kindOpen && strings.Contains(r.Path, "/:") && a.capability == nil && r.Path != "/static/:name" {
+			t.Errorf("open route %s names a path parameter but declares no capability", key)
 		}
 	}
 	for key := range s.declared {

@@ -160,7 +160,7 @@ func New(cfg Config, d Deps) *Server {
 		limits:   newLimits(cfg),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		ready:    d.Ready,
-		sig:      &signer{db: d.DB},
+		sig:      &signer{db: d.DB, env: cfg.Environment},
 		mailer:   d.Mailer,
 		sink:     d.Sink,
 		listen:   newListenHub(d.Brokers),
@@ -210,12 +210,12 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/collection", s.collection,
 		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
 	r(POST, v1+"/payment/card", s.cardPayment,
-		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
+		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true, cardBody: true})
 	r(POST, v1+"/payment/get_amount_estimate", s.amountEstimate,
 		access{kind: kindPublicOrSecret, perm: PermViewCollections, what: "estimate collection fees"})
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
-	r(GET, "/checkout/:checkout_id", s.checkoutPage, open)
+	r(GET, "/checkout/:checkout_id", s.checkoutPage, opens(capCheckout))
 	// The hosted pages' stylesheet, script and icon (pages.go): served here, so a
 	// page needs no other host.
 	r(GET, "/static/:name", s.serveStatic, open)
@@ -229,9 +229,9 @@ func (s *Server) routes(e *echo.Echo) {
 	r(PATCH, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(PermAddCollections, "change payment links"))
 	r(PUT, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(PermAddCollections, "change payment links"))
 	r(POST, v1+"/paymentlinks/:link_id/deactivate", s.deactivatePaymentLink, secret(PermAddCollections, "change payment links"))
-	r(GET, "/pay/:link_id", s.paymentLinkPage, open)
-	r(POST, "/pay/:link_id/session", s.paymentLinkSession, open)
-	r(GET, "/pay/:link_id/qr.png", s.paymentLinkQR, open)
+	r(GET, "/pay/:link_id", s.paymentLinkPage, opens(capPaymentLink))
+	r(POST, "/pay/:link_id/session", s.paymentLinkSession, opens(capPaymentLink))
+	r(GET, "/pay/:link_id/qr.png", s.paymentLinkQR, opens(capPaymentLink))
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})
@@ -259,15 +259,15 @@ func (s *Server) routes(e *echo.Echo) {
 	r(PUT, subs+"/:subscription_id", s.updateSubscription, secret(PermChangeSubscriptions, "change subscriptions").idem())
 	r(POST, subs+"/:subscription_id/unsubscribe", s.unsubscribe, secret(PermChangeSubscriptions, "cancel subscriptions").idem())
 	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(PermViewSubscriptions, "read subscriptions' payments"))
-	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, open)
-	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, open)
+	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, opens(capSetupToken))
+	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, opens(capSetupToken))
 	// The customer's subscription pages (subpages.go): the setup page at setup_url
 	// (its token is the capability, as the endpoint's), and a plan's subscribe page
 	// at plan_url with the public POST that makes a customer and a PENDING
 	// subscription (rate limited by address; docs/security.md).
-	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, open)
-	r(GET, "/subscribe/:plan_id", s.planSubscribePage, open)
-	r(POST, "/subscribe/:plan_id", s.planSubscribe, open)
+	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, opens(capSetupToken))
+	r(GET, "/subscribe/:plan_id", s.planSubscribePage, opens(capPlan))
+	r(POST, "/subscribe/:plan_id", s.planSubscribe, opens(capPlan))
 	// Sandbox test clocks for subscriptions (test_clocks.go); 404 on a live server.
 	tc := v1 + "/subscriptions/test_clocks"
 	r(POST, tc, s.createTestClock, secret(PermChangeSubscriptions, "create subscription test clocks (sandbox)"))

@@ -23,20 +23,29 @@ import (
 const signatureTTL = 24 * time.Hour
 
 // signer makes and checks the `signature` tokens that let a browser poll the
-// status of one invoice without a secret key: an HMAC-SHA256 over the merchant,
-// the invoice, the checkout (if any) and an expiry, with a key the service keeps
-// in its database (shared by every instance).
+// status of one invoice, or pay one checkout session, without a secret key: an
+// HMAC-SHA256 over the merchant, the invoice or checkout, the environment of the
+// server that signed it and an expiry, with a key the service keeps in its
+// database (shared by every instance).
+//
+// The key is shared by sandbox and live servers on one database, so the claims
+// name the environment and a server honours only its own (verify): a live
+// checkout's signature taken to a sandbox server would otherwise be paid there by
+// the simulator. A token without an environment (signed before the claim existed)
+// is refused: fail closed; the hosted page gets a fresh one when it is reloaded.
 type signer struct {
 	db  *sqlx.DB
+	env string // sandbox or live: what this server signs and accepts
 	mu  sync.Mutex
 	key []byte
 }
 
 type signatureClaims struct {
-	Merchant string `json:"m"`
-	Invoice  string `json:"i"`
-	Checkout string `json:"c,omitempty"`
-	Expires  int64  `json:"e"`
+	Merchant    string `json:"m"`
+	Invoice     string `json:"i"`
+	Checkout    string `json:"c,omitempty"`
+	Environment string `json:"env"`
+	Expires     int64  `json:"e"`
 }
 
 var errBadSignature = errors.New("invalid or expired signature")
@@ -54,11 +63,13 @@ func (s *signer) secret(ctx context.Context) ([]byte, error) {
 	return s.key, nil
 }
 
+// sign makes a token of c, in this server's environment.
 func (s *signer) sign(ctx context.Context, c signatureClaims) (string, error) {
 	key, err := s.secret(ctx)
 	if err != nil {
 		return "", err
 	}
+	c.Environment = s.env
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", err
@@ -96,7 +107,30 @@ func (s *signer) verify(ctx context.Context, token string, now time.Time) (signa
 	if now.Unix() > c.Expires {
 		return c, errBadSignature
 	}
+	if c.Environment == "" || c.Environment != s.env {
+		return c, errBadSignature
+	}
 	return c, nil
+}
+
+// verifySignature is the one check of a signature presented to this server: a
+// valid, unexpired token of this environment (signer.verify) whose merchant this
+// server serves (capabilityMerchant: of this environment and enabled). Anything
+// else is errBadSignature, the answer of a forged token, so a caller cannot tell
+// a disabled or other-environment merchant from a bad signature.
+func (s *Server) verifySignature(ctx context.Context, token string) (signatureClaims, error) {
+	claims, err := s.sig.verify(ctx, token, time.Now())
+	if err != nil {
+		return claims, err
+	}
+	_, ok, err := s.capabilityMerchant(ctx, claims.Merchant)
+	if err != nil {
+		return claims, err
+	}
+	if !ok {
+		return claims, errBadSignature
+	}
+	return claims, nil
 }
 
 // signInvoice makes the status token of an invoice.

@@ -87,7 +87,7 @@ func (s *Server) subscriptionSetupPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := storage.GetMerchant(ctx, s.db, st.MerchantID)
+	m, err := capabilityOwner(c, st.MerchantID, capSetupToken)
 	if err != nil {
 		return err
 	}
@@ -137,26 +137,23 @@ type subscribeView struct {
 
 // publicPlan is the plan a public path names, with its merchant. An unknown or
 // malformed id, a plan of a disabled merchant, or one of the other environment's
-// merchant is 404 (one answer for all). The last matters most: a sandbox server
-// sets cards up with test numbers and charges them on its simulator, so a live
-// merchant's plan subscribed to there would credit real wallets with test money.
+// merchant is 404 (one answer for all; bindCapability refused the last two before
+// this handler ran). The environment matters most: a sandbox server sets cards up
+// with test numbers and charges them on its simulator, so a live merchant's plan
+// subscribed to there would credit real wallets with test money.
 func (s *Server) publicPlan(c echo.Context) (storage.Plan, storage.Merchant, error) {
-	ctx := c.Request().Context()
 	id := c.Param("plan_id")
 	if !planIDPattern.MatchString(id) {
-		return storage.Plan{}, storage.Merchant{}, notFound("Plan not found.")
+		return storage.Plan{}, storage.Merchant{}, notFound(capPlan.missing)
 	}
-	p, err := storage.PlanByID(ctx, s.db, id)
+	p, err := storage.PlanByID(c.Request().Context(), s.db, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return p, storage.Merchant{}, notFound("Plan not found.")
+		return p, storage.Merchant{}, notFound(capPlan.missing)
 	}
 	if err != nil {
 		return p, storage.Merchant{}, err
 	}
-	m, err := storage.GetMerchant(ctx, s.db, p.MerchantID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && (!m.Enabled || m.Environment != s.cfg.Environment)) {
-		return p, m, notFound("Plan not found.")
-	}
+	m, err := capabilityOwner(c, p.MerchantID, capPlan)
 	return p, m, err
 }
 

@@ -31,6 +31,9 @@ type APIKey struct {
 	CreatedAt       time.Time      `db:"created_at"`
 	RevokedAt       *time.Time     `db:"revoked_at"`
 	MerchantEnabled bool           `db:"merchant_enabled"`
+	// MerchantEnvironment is the key's merchant's environment: a key is honoured
+	// only where both agree (api's authenticator).
+	MerchantEnvironment string `db:"merchant_environment"`
 }
 
 // InsertMerchant stores a new merchant.
@@ -91,7 +94,8 @@ func InsertAPIKey(ctx context.Context, ext sqlx.ExtContext, k APIKey, hash []byt
 func KeyByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (APIKey, error) {
 	var k APIKey
 	err := sqlx.GetContext(ctx, q, &k, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions,
-		k.created_at, k.revoked_at, m.enabled AS merchant_enabled
+		k.created_at, k.revoked_at, m.enabled AS merchant_enabled,
+		m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.key_hash = $1`, hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, ErrNotFound
