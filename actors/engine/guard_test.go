@@ -217,3 +217,68 @@ func TestEngine_Guards(t *testing.T) {
 	})
 	b.ledgerOK(t)
 }
+
+// Past the guard, the handlers hold the rest (issue 22): a command of one
+// merchant cannot reach another merchant's invoice or payment file held in the
+// same partition (the guard checks only the command's own merchant), an outcome
+// whose stage is missing or unknown is never read as final, and a payment
+// reported for a FAILED collection is refused and counted, never credited.
+func TestEngine_OutcomesFailClosed(t *testing.T) {
+	t.Parallel()
+	b, x := setupCrossMerchant(t)
+	inv := ids.Alias(8)
+	ok(t, b.send(t, b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
+		Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
+		NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "owner"})))
+	result := func(merchant, stage string, code int) topics.Command {
+		return b.command(t, topics.CmdInvoiceProviderResult, merchant, topics.ProviderResult{InvoiceID: inv,
+			Stage: stage, Code: code, Receipt: "RCPT" + stage, CheckoutRequestID: "ws_CO_owner"})
+	}
+	state := func() string {
+		t.Helper()
+		found, err := storage.LoadInvoices(b.ctx, b.db, b.merchant, []string{inv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found[inv].State
+	}
+	before := b.balance(t, b.merchant, b.settle)
+
+	t.Run("AnotherMerchantsInvoice", func(t *testing.T) {
+		// B's outcome for A's invoice, in A's partition, where A's invoice is live.
+		wantCode(t, x.sendB(result(x.merchantB, StageFinalForTest, 0)), engine.CodeNotFound)
+		wantCode(t, x.sendB(b.command(t, topics.CmdInvoiceClear, x.merchantB, topics.InvoiceClear{InvoiceID: inv})), engine.CodeNotFound)
+		if s := state(); s != "PENDING" {
+			t.Fatalf("A's invoice %s after B's outcome, want PENDING", s)
+		}
+		b.wantBalance(t, x.merchantB, x.settleB, "20.00")
+	})
+	t.Run("UnknownStage", func(t *testing.T) {
+		for _, stage := range []string{"", "final", "SETTLED"} {
+			wantCode(t, b.send(t, result(b.merchant, stage, 0)), engine.CodeInvalid)
+		}
+		if s := state(); s != "PENDING" {
+			t.Fatalf("invoice %s after outcomes of unknown stages, want PENDING", s)
+		}
+		b.wantBalance(t, b.merchant, b.settle, before)
+	})
+	t.Run("PaymentAfterFailed", func(t *testing.T) {
+		ok(t, b.send(t, result(b.merchant, StageFinalForTest, 1032)))
+		if s := state(); s != "FAILED" {
+			t.Fatalf("invoice %s after a failure, want FAILED", s)
+		}
+		n := counter(t, "paysvc_engine_contradicted_outcomes_total", "", "")
+		wantCode(t, b.send(t, result(b.merchant, StageFinalForTest, 0)), engine.CodeInvalid)
+		if s := state(); s != "FAILED" {
+			t.Fatalf("invoice %s after a late success, want FAILED", s)
+		}
+		b.wantBalance(t, b.merchant, b.settle, before)
+		if got := counter(t, "paysvc_engine_contradicted_outcomes_total", "", ""); got != n+1 {
+			t.Fatalf("contradicted outcomes %v -> %v, want one more", n, got)
+		}
+	})
+	b.ledgerOK(t)
+}
+
+// StageFinalForTest is the rails' final stage (mpesa.StageFinal).
+const StageFinalForTest = engine.StageFinal

@@ -30,6 +30,13 @@ const StageSent = "SENT"
 // invoice waits in PROCESSING for its callback or status query.
 const StageUnknown = "UNKNOWN"
 
+// StageAccepted (the prompt reached the payer) and StageFinal (the payment's
+// outcome) are the rails' other stages (mpesa.StageAccepted, mpesa.StageFinal).
+const (
+	StageAccepted = "ACCEPTED"
+	StageFinal    = "FINAL"
+)
+
 // invoiceIDs are the invoices a command touches, for hydration.
 func invoiceIDs(payload any) []string {
 	switch p := payload.(type) {
@@ -50,7 +57,7 @@ func isCard(ref *actorRef) bool { return ref.provider == "CARD" }
 // clearInvoice makes a completed card collection's funds available.
 func (e *Engine) clearInvoice(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.InvoiceClear) (topics.Reply, error) {
 	ref := p.invoices[in.InvoiceID]
-	if ref == nil {
+	if ref == nil || !ref.ownedBy(c.MerchantID) {
 		return refuse(CodeNotFound, "Invoice not found.", "invoice_id"), nil
 	}
 	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
@@ -122,7 +129,7 @@ func (e *Engine) stkPush(ctx context.Context, p *partition, b *batch, c *topics.
 	if in.Provider == "CARD" || in.Provider == "PESALINK" {
 		provider = in.Provider
 	}
-	ref := e.spawnInvoice(p, invoice.State{InvoiceID: in.InvoiceID})
+	ref := e.spawnInvoice(p, invoice.State{InvoiceID: in.InvoiceID}, c.MerchantID)
 	resp, err := e.askInvoice(p, ref, func(corr uint64, reply chan<- invoice.Response) any {
 		return invoice.Request{CorrID: corr, Reply: reply, Cmd: invoice.Create{
 			InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.WalletID, Provider: provider,
@@ -192,16 +199,20 @@ func (e *Engine) settlementWallet(ctx context.Context, p *partition, merchantID,
 // in the same batch; a repeated or late outcome changes nothing.
 func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.ProviderResult) (topics.Reply, error) {
 	ref := p.invoices[in.InvoiceID]
-	if ref == nil {
+	if ref == nil || !ref.ownedBy(c.MerchantID) {
 		return refuse(CodeNotFound, "Invoice not found.", "invoice_id"), nil
 	}
 	var cmd any
 	switch {
+	case in.Stage != StageFinal && in.Stage != StageSent && in.Stage != StageUnknown && in.Stage != StageAccepted:
+		// Only a FINAL outcome settles or fails an invoice: a missing or unknown
+		// stage is never read as one (fail closed).
+		return refuse(CodeInvalid, "Unknown outcome stage.", "stage"), nil
 	case in.Stage == StageSent:
 		cmd = invoice.Sent{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	case in.Stage == StageUnknown:
 		cmd = invoice.Unknown{CheckoutRequestID: in.CheckoutRequestID, Reason: in.Description, At: b.at}
-	case in.Stage == "ACCEPTED":
+	case in.Stage == StageAccepted:
 		cmd = invoice.Accept{CheckoutRequestID: in.CheckoutRequestID, At: b.at}
 	case in.Code == 0:
 		// M-Pesa funds clear at once; card funds when the acquirer settles (invoice.clear).
@@ -221,6 +232,15 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 		return resultAck(resp.After), nil
 	}
 	if resp.Err != nil {
+		if _, success := cmd.(invoice.Settle); success && resp.Before.State == invoice.StateFailed {
+			// The rail says the payer paid an invoice the service had failed: the
+			// money may be with the merchant's paybill and not in any wallet. It
+			// is refused (a final state does not move), but never silently.
+			b.after = append(b.after, contradictedOutcomes.Inc)
+			e.log.Error("payment reported for a FAILED collection: refused, needs an operator",
+				"invoice_id", resp.Before.InvoiceID, "merchant_id", resp.Before.MerchantID, "receipt", in.Receipt,
+				"command_id", c.ID)
+		}
 		return refuse(CodeInvalid, resp.Err.Error(), ""), nil
 	}
 	inv := resp.After

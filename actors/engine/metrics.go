@@ -20,6 +20,10 @@ var (
 		Help:    "Time to write and commit one batch transaction.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
+	contradictedOutcomes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_engine_contradicted_outcomes_total",
+		Help: "Rail reports of a payment for a collection that had already FAILED: refused (a final state does not move) and logged; each needs an operator (ops/runbooks.md#contradicted-outcomes).",
+	})
 	finalReleased = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_engine_final_invoices_released_total",
 		Help: "Invoice actors stopped as soon as the batch that made their invoice final (COMPLETE or FAILED) committed, rather than after PAYSVC_ENGINE_IDLE_AFTER.",

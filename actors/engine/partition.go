@@ -98,6 +98,11 @@ type actorRef struct {
 	pid      *actor.PID
 	lastUsed time.Time
 	provider string // invoices: fixed at creation
+	// merchant owns the invoice or payment file (fixed at creation): a command of
+	// another merchant that names it is refused before its actor is asked
+	// (ownedBy). The partition holds several merchants' aggregates, and the
+	// guard checks only the command's own merchant.
+	merchant string
 	// batch is the partition's open batch (partition.applying) when an invoice's
 	// actor was last used: releaseFinal drops it only if no later batch has.
 	batch uint64
@@ -141,22 +146,33 @@ func (e *Engine) spawn(p *partition, s wallet.State) *actorRef {
 	return ref
 }
 
-// spawnInvoice starts an invoice actor hydrated from s.
-func (e *Engine) spawnInvoice(p *partition, s invoice.State) *actorRef {
+// ownedBy reports whether the actor's invoice or file is the merchant's.
+func (r *actorRef) ownedBy(merchantID string) bool { return r.merchant == merchantID }
+
+// spawnInvoice starts an invoice actor hydrated from s; a new invoice's
+// merchant is given apart (s is empty then).
+func (e *Engine) spawnInvoice(p *partition, s invoice.State, merchant ...string) *actorRef {
 	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.InvoiceID, p.id, p.epoch, p.gen)
 	ref := &actorRef{pid: e.actors.Spawn(invoice.Producer(s), "invoice", actor.WithID(id), actor.WithInboxSize(16)),
-		lastUsed: time.Now(), provider: s.Provider, batch: p.applying}
+		lastUsed: time.Now(), provider: s.Provider, batch: p.applying, merchant: s.MerchantID}
+	if len(merchant) > 0 {
+		ref.merchant = merchant[0]
+	}
 	p.invoices[s.InvoiceID] = ref
 	e.live.Add(1)
 	liveActors.Set(float64(e.live.Load()))
 	return ref
 }
 
-// spawnFile starts a payment-file actor hydrated from s.
-func (e *Engine) spawnFile(p *partition, s payoutfile.State) *actorRef {
+// spawnFile starts a payment-file actor hydrated from s; a new file's merchant
+// is given apart (s is empty then).
+func (e *Engine) spawnFile(p *partition, s payoutfile.State, merchant ...string) *actorRef {
 	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.FileID, p.id, p.epoch, p.gen)
 	ref := &actorRef{pid: e.actors.Spawn(payoutfile.Producer(s), "payoutfile", actor.WithID(id), actor.WithInboxSize(16)),
-		lastUsed: time.Now()}
+		lastUsed: time.Now(), merchant: s.MerchantID}
+	if len(merchant) > 0 {
+		ref.merchant = merchant[0]
+	}
 	p.payouts[s.FileID] = ref
 	e.live.Add(1)
 	liveActors.Set(float64(e.live.Load()))

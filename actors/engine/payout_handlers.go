@@ -108,7 +108,7 @@ func (e *Engine) initiatePayout(ctx context.Context, p *partition, b *batch, c *
 			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
 			RecipientWalletID: t.RecipientWalletID}
 	}
-	ref := e.spawnFile(p, payoutfile.State{Header: payoutfile.Header{FileID: in.FileID}})
+	ref := e.spawnFile(p, payoutfile.State{Header: payoutfile.Header{FileID: in.FileID}}, c.MerchantID)
 	resp, err := e.askFile(p, ref, payoutfile.Create{Header: payoutfile.Header{
 		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
 		Provider: in.Provider, Currency: in.Currency, RequiresApproval: in.RequiresApproval, BatchReference: in.BatchReference,
@@ -424,7 +424,7 @@ func (e *Engine) walletRef(ctx context.Context, p *partition, merchantID, wallet
 // transaction.
 func (e *Engine) payoutResults(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.PayoutResults) (topics.Reply, error) {
 	ref := p.payouts[in.FileID]
-	if ref == nil {
+	if ref == nil || !ref.ownedBy(c.MerchantID) {
 		return refuse(CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
 	outs := make([]payoutfile.Outcome, len(in.Results))

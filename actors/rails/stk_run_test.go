@@ -32,7 +32,7 @@ type stkBundle struct {
 	refuse  atomic.Int32 // connections to Daraja to refuse (really: dialled to a port nobody listens on)
 	mu      sync.Mutex
 	results map[string][]topics.ProviderResult // by invoice, in order
-	cmds    map[string][]topics.Command          // the outcome commands, by invoice
+	cmds    map[string][]topics.Command        // the outcome commands, by invoice
 }
 
 func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
