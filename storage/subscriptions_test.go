@@ -46,7 +46,8 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 	if due, err := storage.DueSubscriptions(b.ctx, b.db, "2025-02-01", "", 10); err != nil || len(due) != 0 {
 		t.Fatalf("due while pending: %v %v", due, err)
 	}
-	active, err := subscription.Apply(created, subscription.Activate{CardToken: "tok", CardNetwork: "VISA", CardNumber: "400000******0077", At: t0})
+	active, err := subscription.Apply(created, subscription.Activate{CardToken: "tok", CardNetwork: "VISA", CardNumber: "400000******0077",
+		CardOutcome: subscription.CardApproves, At: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
