@@ -402,7 +402,7 @@ type cyclePaymentJSON struct {
 }
 
 // subscriptionTransactions lists each cycle's charge (approved or failed) with
-// its invoice, oldest first.
+// its invoice, oldest first: one page read in SQL, never the whole history.
 func (s *Server) subscriptionTransactions(c echo.Context) error {
 	cur, err := s.pathSubscription(c)
 	if err != nil {
@@ -412,17 +412,16 @@ func (s *Server) subscriptionTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pays, err := storage.SubscriptionPayments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID)
+	pays, total, err := storage.SubscriptionPayments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
-	out := []cyclePaymentJSON{}
-	for i := pg.offset(); i < len(pays) && i < pg.offset()+pg.size; i++ {
-		p := pays[i]
-		out = append(out, cyclePaymentJSON{Cycle: p.Slot + 1, CycleDate: p.CycleDate, Status: p.Invoice.State,
-			Invoice: renderSession(p.Invoice).Invoice})
+	out := make([]cyclePaymentJSON, len(pays))
+	for i, p := range pays {
+		out[i] = cyclePaymentJSON{Cycle: p.Slot + 1, CycleDate: p.CycleDate, Status: p.Invoice.State,
+			Invoice: renderSession(p.Invoice).Invoice}
 	}
-	return c.JSON(http.StatusOK, pg.list(c, len(pays), out))
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
 }
 
 // setupSubscription finds the subscription a setup token opens (the token is the
