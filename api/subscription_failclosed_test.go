@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/subscription"
 	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
 )
 
 // A cycle charged today is not charged again: PUT next_date=<today> after the
@@ -212,5 +214,43 @@ func TestSubscriptionSetupURLNeedsChangePermission(t *testing.T) {
 	env.Do("GET", subs, nil, servicetest.Bearer(b.secret)...).JSON(t, &l)
 	if len(l.Results) != 1 || l.Results[0]["setup_url"] != url {
 		t.Fatalf("the unrestricted key lists no setup_url: %v", l.Results)
+	}
+}
+
+// A disabled merchant's subscriptions are not charged: its clock advanced a
+// month bills nothing, while another merchant's on the same scheduler is billed.
+func TestSubscriptionNotChargedForDisabledMerchant(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, nil)
+	off, on := newBundle(t, env, "Off"), newBundle(t, env, "On")
+	fOff, fOn := newSubFixture(t, off, nil), newSubFixture(t, on, nil)
+	sOff, sOn := fOff.create(t, nil), fOn.create(t, nil)
+	for _, x := range []struct {
+		f subFixture
+		s map[string]any
+	}{{fOff, sOff}, {fOn, sOn}} {
+		if r := setupCard(x.f, setupPath(t, x.s), "4242424242424242", nil); r.Status != 200 {
+			t.Fatalf("setup: %d %s", r.Status, r.Body)
+		}
+		x.f.waitSub(t, x.s["subscription_id"].(string), "cycle 1", cycles(1))
+	}
+	ctx := t.Context()
+	if _, err := storage.SetMerchantEnabled(ctx, env.Schema.DB, off.merchant, false); err != nil {
+		t.Fatal(err)
+	}
+	march := time.Date(2025, 3, 31, 0, 0, 0, 0, subscription.Zone)
+	for _, x := range []struct {
+		b     *bundle
+		clock string
+	}{{off, fOff.clock}, {on, fOn.clock}} {
+		if _, err := storage.AdvanceTestClock(ctx, env.Schema.DB, x.b.merchant, x.clock, march); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fOn.waitSub(t, sOn["subscription_id"].(string), "the enabled merchant billed", cycles(3))
+	time.Sleep(300 * time.Millisecond) // a few more ticks
+	st, err := storage.GetSubscription(ctx, env.Schema.DB, off.merchant, sOff["subscription_id"].(string))
+	if err != nil || st.CompletedCycles != 1 || st.NextDate != "2025-02-28" {
+		t.Fatalf("the disabled merchant's subscription: %+v %v", st, err)
 	}
 }
