@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -168,5 +169,50 @@ func TestSubscriptionPaymentsPagedInSQL(t *testing.T) {
 	}
 	if pays, total, _ := storage.SubscriptionPayments(b.ctx, b.db, "M2", "S1", 10, 0); len(pays) != 0 || total != 0 {
 		t.Fatalf("another merchant's: %+v %d", pays, total)
+	}
+}
+
+// Migration 0046 gives a snapshot stored before State.LastChargeDate existed the
+// date of its last recorded charge, and leaves one that has it alone.
+func TestMigrationBackfillsLastChargeDate(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t)
+	s := sub(t, "S1")
+	s, err := subscription.Apply(s, subscription.Activate{CardToken: "tok", CardOutcome: subscription.CardApproves, At: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, subRows(t, 0, s.Version, s))); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range []string{"2025-01-31", "2025-02-28"} {
+		if _, err := b.db.ExecContext(b.ctx, `INSERT INTO subscription_invoices (invoice_id, subscription_id, merchant_id, customer_id, slot,
+			cycle_date, status, data, created_at) VALUES ($1, 'S1', 'M1', 'C1', $2, $3, 'COMPLETE', '{}', now())`, fmt.Sprint("I", i), i, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sql, err := os.ReadFile("migrations/0046_subscription_last_charge_date.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.ExecContext(b.ctx, string(sql)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := storage.GetSubscription(b.ctx, b.db, "M1", "S1")
+	if err != nil || got.LastChargeDate != "2025-02-28" {
+		t.Fatalf("backfilled: %q %v", got.LastChargeDate, err)
+	}
+	if _, err := subscription.Apply(got, subscription.SetNextDate{Date: "2025-02-28", Today: "2025-02-28"}); !errors.Is(err, subscription.ErrCharged) {
+		t.Fatalf("the backfilled date is not protected: %v", err)
+	}
+	// Run again after a later charge: the state's own date wins.
+	if _, err := b.db.ExecContext(b.ctx, `UPDATE subscriptions SET data = jsonb_set(data, '{last_charge_date}', '"2025-03-31"')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.ExecContext(b.ctx, string(sql)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := storage.GetSubscription(b.ctx, b.db, "M1", "S1"); got.LastChargeDate != "2025-03-31" {
+		t.Fatalf("overwritten: %q", got.LastChargeDate)
 	}
 }
