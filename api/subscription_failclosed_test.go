@@ -124,17 +124,17 @@ func TestSubscriptionRetriesEndCanceled(t *testing.T) {
 	}
 	var l list
 	base := "/api/v1/subscriptions/subscriptions/" + id + "/transactions/"
-	b.get(base + "?page_size=3").JSON(t, &l)
+	b.get(base+"?page_size=3").JSON(t, &l)
 	if l.Count != 4 || len(l.Results) != 3 || l.Results[0]["cycle"] != 1.0 || l.Next == nil || !strings.Contains(*l.Next, "page=2") || l.Previous != nil {
 		t.Fatalf("page 1: %+v", l)
 	}
 	l = list{}
-	b.get(base + "?page_size=3&page=2").JSON(t, &l)
+	b.get(base+"?page_size=3&page=2").JSON(t, &l)
 	if l.Count != 4 || len(l.Results) != 1 || l.Results[0]["cycle"] != 4.0 || l.Next != nil || l.Previous == nil {
 		t.Fatalf("page 2: %+v", l)
 	}
 	l = list{}
-	b.get(base + "?page_size=500&page=1000000").JSON(t, &l)
+	b.get(base+"?page_size=500&page=1000000").JSON(t, &l)
 	if l.Count != 4 || len(l.Results) != 0 {
 		t.Fatalf("past the end: %+v", l)
 	}
