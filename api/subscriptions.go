@@ -99,18 +99,29 @@ type subscriptionJSON struct {
 	UpdatedAt       time.Time           `json:"updated_at"`
 }
 
+// seesSetupURL: setup_url is the capability to set or replace the card, so only a
+// secret key that may change subscriptions sees it (the unrestricted key, or one
+// holding change_subscriptions); a view_subscriptions key gets null
+// (docs/security.md, "Permissions of restricted keys").
+func seesSetupURL(c echo.Context) bool {
+	p := principal(c)
+	return p != nil && p.Kind == "secret" && p.Can(PermChangeSubscriptions)
+}
+
 // renderSubscription shows a subscription with its plan and customer records
-// (read now; nil if gone). setup_url is shown while a card can be set up.
-func (s *Server) renderSubscription(ctx context.Context, st subscription.State) (subscriptionJSON, error) {
+// (read now; nil if gone). setup_url is shown while a card can be set up, and
+// only to a caller that may change subscriptions (seesSetupURL).
+func (s *Server) renderSubscription(c echo.Context, st subscription.State) (subscriptionJSON, error) {
+	ctx := c.Request().Context()
 	out := subscriptionJSON{SubscriptionID: st.SubscriptionID, ID: st.SubscriptionID, Status: st.Status, StartDate: st.StartDate,
 		NextDate: optional(st.NextDate), CompletedCycles: st.CompletedCycles, PaymentMethod: "CARD-PAYMENT",
 		CardNumber: optional(st.CardNumber), CardNetwork: optional(st.CardNetwork), Reference: optional(st.Reference),
 		RedirectURL: optional(st.RedirectURL), TestClockID: optional(st.TestClockID), CreatedAt: st.CreatedAt.UTC(),
 		UpdatedAt: st.UpdatedAt.UTC()}
-	if st.Status == subscription.StatusFailed {
+	if st.ShowsFailReason() {
 		out.FailReason = optional(st.FailReason)
 	}
-	if st.Status == subscription.StatusPending || st.Status == subscription.StatusFailed {
+	if (st.Status == subscription.StatusPending || st.Status == subscription.StatusFailed) && seesSetupURL(c) {
 		tok, err := s.setupToken(ctx, st.SubscriptionID)
 		if err != nil {
 			return out, err
@@ -142,7 +153,7 @@ func (s *Server) subscriptionReply(c echo.Context, r topics.Reply, status int) e
 	if err := json.Unmarshal(r.Result, &st); err != nil {
 		return err
 	}
-	out, err := s.renderSubscription(c.Request().Context(), st)
+	out, err := s.renderSubscription(c, st)
 	if err != nil {
 		return err
 	}
@@ -318,7 +329,7 @@ func (s *Server) getSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.renderSubscription(c.Request().Context(), st)
+	out, err := s.renderSubscription(c, st)
 	if err != nil {
 		return err
 	}
@@ -336,7 +347,7 @@ func (s *Server) listSubscriptions(c echo.Context) error {
 	}
 	out := make([]subscriptionJSON, len(rows))
 	for i, st := range rows {
-		if out[i], err = s.renderSubscription(c.Request().Context(), st); err != nil {
+		if out[i], err = s.renderSubscription(c, st); err != nil {
 			return err
 		}
 	}
@@ -402,7 +413,7 @@ type cyclePaymentJSON struct {
 }
 
 // subscriptionTransactions lists each cycle's charge (approved or failed) with
-// its invoice, oldest first.
+// its invoice, oldest first: one page read in SQL, never the whole history.
 func (s *Server) subscriptionTransactions(c echo.Context) error {
 	cur, err := s.pathSubscription(c)
 	if err != nil {
@@ -412,17 +423,16 @@ func (s *Server) subscriptionTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pays, err := storage.SubscriptionPayments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID)
+	pays, total, err := storage.SubscriptionPayments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
-	out := []cyclePaymentJSON{}
-	for i := pg.offset(); i < len(pays) && i < pg.offset()+pg.size; i++ {
-		p := pays[i]
-		out = append(out, cyclePaymentJSON{Cycle: p.Slot + 1, CycleDate: p.CycleDate, Status: p.Invoice.State,
-			Invoice: renderSession(p.Invoice).Invoice})
+	out := make([]cyclePaymentJSON, len(pays))
+	for i, p := range pays {
+		out[i] = cyclePaymentJSON{Cycle: p.Slot + 1, CycleDate: p.CycleDate, Status: p.Invoice.State,
+			Invoice: renderSession(p.Invoice).Invoice}
 	}
-	return c.JSON(http.StatusOK, pg.list(c, len(pays), out))
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
 }
 
 // setupSubscription finds the subscription a setup token opens (the token is the

@@ -39,25 +39,41 @@ func (s *Server) sandboxOnly() error {
 	return nil
 }
 
-// readFrozenTime reads an RFC 3339 time or a Unix timestamp (Stripe's form).
+// The window a test clock's frozen_time must lie in (docs/api-decisions.md,
+// "Subscriptions: test clocks"): from 2000-01-01 to five years after the server's
+// time. It bounds how many cycles a clock can make fall due (with the retry
+// policy and a plan's billing_cycles, how many a subscription on it is charged),
+// and five years is a yearly plan's several renewals.
+var testClockEarliest = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const testClockAhead = 5 * 365 * 24 * time.Hour
+
+// readFrozenTime reads an RFC 3339 time or a Unix timestamp (Stripe's form),
+// within the test clocks' window.
 func readFrozenTime(b body, field string) (time.Time, error) {
 	raw, ok := b[field]
 	if !ok || string(raw) == "null" {
 		return time.Time{}, invalid(field, field+" is required.")
 	}
+	var t time.Time
 	// A bare JSON integer is a Unix timestamp; parsed from the raw token.
 	if sec, err := strconv.ParseInt(string(raw), 10, 64); err == nil && sec > 0 && sec < 1<<40 {
-		return time.Unix(sec, 0).UTC(), nil
+		t = time.Unix(sec, 0).UTC()
+	} else {
+		v, err := b.str(field, true, 40, nil)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t, err = time.Parse(time.RFC3339, v); err != nil {
+			return time.Time{}, invalid(field, field+" must be an RFC 3339 time (2025-01-31T00:00:00+03:00) or a Unix timestamp.")
+		}
+		t = t.UTC().Truncate(time.Microsecond)
 	}
-	v, err := b.str(field, true, 40, nil)
-	if err != nil {
-		return time.Time{}, err
+	if latest := time.Now().Add(testClockAhead); t.Before(testClockEarliest) || t.After(latest) {
+		return time.Time{}, invalid(field, field+" must be between 2000-01-01T00:00:00Z and five years from now ("+
+			latest.UTC().Format(time.RFC3339)+").")
 	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return time.Time{}, invalid(field, field+" must be an RFC 3339 time (2025-01-31T00:00:00+03:00) or a Unix timestamp.")
-	}
-	return t.UTC().Truncate(time.Microsecond), nil
+	return t, nil
 }
 
 func (s *Server) createTestClock(c echo.Context) error {

@@ -130,30 +130,74 @@ const dueColumns = `s.subscription_id, s.merchant_id, (s.data->>'slot')::int AS 
 	p.name AS plan_name, p.amount::text AS plan_amount, p.currency AS plan_currency`
 const dueFrom = ` FROM subscriptions s LEFT JOIN plans p ON p.plan_id = s.plan_id AND p.merchant_id = s.merchant_id`
 
-// DueSubscriptions lists cycles due by today (EAT) on the wall clock, after the
-// given subscription id (keyset pagination), at most limit. Subscriptions on a test
-// clock are not here: see DueOnTestClocks.
-func DueSubscriptions(ctx context.Context, q sqlx.QueryerContext, today, after string, limit int) ([]DueCycle, error) {
+// dueMerchant keeps the scheduler to one environment's enabled merchants ($1 is
+// the environment): a sandbox scheduler never charges a live merchant's
+// subscription, and a disabled merchant's subscriptions are not charged.
+const dueMerchant = ` JOIN merchants m ON m.merchant_id = s.merchant_id AND m.environment = $1 AND m.enabled`
+
+// dueOnClock joins each subscription's test clock: due by the clock's frozen time (EAT).
+const dueOnClock = ` JOIN subscription_test_clocks c ON c.clock_id = s.test_clock_id AND c.merchant_id = s.merchant_id`
+const dueByClock = ` s.billing AND s.test_clock_id IS NOT NULL AND s.next_date <= (c.frozen_time AT TIME ZONE 'Africa/Nairobi')::date`
+
+// DueQuery is one read of the scheduler: one merchant's due cycles, of one
+// environment, enabled.
+type DueQuery struct {
+	Environment string // the scheduler's environment: only its merchants are read
+	MerchantID  string
+	Today       string // wall clock: cycles due by this date (EAT)
+	After       string // wall clock: keyset, after this subscription id
+	Limit       int
+}
+
+// MerchantsDue lists the enabled merchants of an environment that have wall-clock
+// cycles due by today (EAT), so the scheduler can read each one's apart and none
+// waits behind another.
+func MerchantsDue(ctx context.Context, q sqlx.QueryerContext, environment, today string) ([]string, error) {
+	var out []string
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueMerchant+`
+		WHERE s.billing AND s.test_clock_id IS NULL AND s.next_date <= $2::date ORDER BY 1`, environment, today)
+	if err != nil {
+		return nil, fmt.Errorf("merchants due: %w", err)
+	}
+	return out, nil
+}
+
+// DueSubscriptions lists one merchant's cycles due by q.Today (EAT) on the wall
+// clock, after q.After (keyset pagination), at most q.Limit; nothing if the
+// merchant is disabled or of another environment. Subscriptions on a test clock
+// are not here: see DueOnTestClocks.
+func DueSubscriptions(ctx context.Context, db sqlx.QueryerContext, q DueQuery) ([]DueCycle, error) {
 	var out []DueCycle
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`, $1::text AS today`+dueFrom+`
-		WHERE s.billing AND s.test_clock_id IS NULL AND s.next_date <= $1::date AND s.subscription_id > $2
-		ORDER BY s.subscription_id LIMIT $3`, today, after, limit)
+	err := sqlx.SelectContext(ctx, db, &out, `SELECT `+dueColumns+`, $3::text AS today`+dueFrom+dueMerchant+`
+		WHERE s.merchant_id = $2 AND s.billing AND s.test_clock_id IS NULL AND s.next_date <= $3::date AND s.subscription_id > $4
+		ORDER BY s.subscription_id LIMIT $5`, q.Environment, q.MerchantID, q.Today, q.After, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("due subscriptions: %w", err)
 	}
 	return out, nil
 }
 
-// DueOnTestClocks lists cycles due by their test clock's frozen time (in EAT),
-// oldest date first, at most limit.
-func DueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, limit int) ([]DueCycle, error) {
+// MerchantsDueOnTestClocks lists the enabled merchants of an environment that
+// have cycles due by their test clocks.
+func MerchantsDueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, environment string) ([]string, error) {
+	var out []string
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueOnClock+dueMerchant+`
+		WHERE`+dueByClock+` ORDER BY 1`, environment)
+	if err != nil {
+		return nil, fmt.Errorf("merchants due on test clocks: %w", err)
+	}
+	return out, nil
+}
+
+// DueOnTestClocks lists one merchant's cycles due by their test clock's frozen
+// time (in EAT), oldest date first, at most q.Limit; nothing if the merchant is
+// disabled or of another environment.
+func DueOnTestClocks(ctx context.Context, db sqlx.QueryerContext, q DueQuery) ([]DueCycle, error) {
 	var out []DueCycle
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+dueColumns+`,
-		to_char(c.frozen_time AT TIME ZONE 'Africa/Nairobi', 'YYYY-MM-DD') AS today`+dueFrom+`
-		JOIN subscription_test_clocks c ON c.clock_id = s.test_clock_id AND c.merchant_id = s.merchant_id
-		WHERE s.billing AND s.test_clock_id IS NOT NULL
-		AND s.next_date <= (c.frozen_time AT TIME ZONE 'Africa/Nairobi')::date
-		ORDER BY s.next_date, s.subscription_id LIMIT $1`, limit)
+	err := sqlx.SelectContext(ctx, db, &out, `SELECT `+dueColumns+`,
+		to_char(c.frozen_time AT TIME ZONE 'Africa/Nairobi', 'YYYY-MM-DD') AS today`+dueFrom+dueOnClock+dueMerchant+`
+		WHERE s.merchant_id = $2 AND`+dueByClock+`
+		ORDER BY s.next_date, s.subscription_id LIMIT $3`, q.Environment, q.MerchantID, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("due on test clocks: %w", err)
 	}
@@ -167,28 +211,34 @@ type SubscriptionPayment struct {
 	Invoice   invoice.State
 }
 
-// SubscriptionPayments lists a subscription's cycle charges, oldest first; another
-// merchant's subscription lists nothing.
-func SubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, merchantID, subscriptionID string) ([]SubscriptionPayment, error) {
+// SubscriptionPayments returns one page of a subscription's cycle charges,
+// oldest first, and their total; another merchant's subscription lists nothing.
+// The page is cut in SQL (subscription_invoices_sub), never in memory.
+func SubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, merchantID, subscriptionID string, limit, offset int) ([]SubscriptionPayment, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2`,
+		merchantID, subscriptionID); err != nil {
+		return nil, 0, fmt.Errorf("count subscription payments: %w", err)
+	}
 	var rows []struct {
 		Slot      int    `db:"slot"`
 		CycleDate string `db:"cycle_date"`
 		Data      []byte `db:"data"`
 	}
 	err := sqlx.SelectContext(ctx, q, &rows, `SELECT slot, to_char(cycle_date, 'YYYY-MM-DD') AS cycle_date, data
-		FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2 ORDER BY created_at, slot, invoice_id`,
-		merchantID, subscriptionID)
+		FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2 ORDER BY created_at, slot, invoice_id
+		LIMIT $3 OFFSET $4`, merchantID, subscriptionID, limit, offset)
 	if err != nil {
-		return nil, fmt.Errorf("subscription payments: %w", err)
+		return nil, 0, fmt.Errorf("subscription payments: %w", err)
 	}
 	out := make([]SubscriptionPayment, len(rows))
 	for i, r := range rows {
 		out[i] = SubscriptionPayment{Slot: r.Slot, CycleDate: r.CycleDate}
 		if err := json.Unmarshal(r.Data, &out[i].Invoice); err != nil {
-			return nil, fmt.Errorf("decode subscription invoice: %w", err)
+			return nil, 0, fmt.Errorf("decode subscription invoice: %w", err)
 		}
 	}
-	return out, nil
+	return out, total, nil
 }
 
 // CountSubscriptionPayments counts the merchant's recorded cycle charges of a

@@ -5,14 +5,26 @@ import (
 	"time"
 )
 
+// ApplyBy is Apply for a command given by a principal: a command that is not the
+// principal's to give (IssuerOf) is refused in every state, whatever it asks.
+func ApplyBy(s State, by Principal, cmd any) (State, error) {
+	if issuer := IssuerOf(cmd); issuer == "" || issuer != by {
+		return s, fmt.Errorf("%w: %s may not give %T", ErrPrincipal, by, cmd)
+	}
+	return Apply(s, cmd)
+}
+
 // Apply is the pure transition function: the new state for a command, or a
 // refusal with the state unchanged. Version and UpdatedAt move on every change.
 func Apply(s State, cmd any) (State, error) {
+	if _, ok := cmd.(Create); !ok && !s.Exists() {
+		return s, fmt.Errorf("%w: no such subscription", ErrState)
+	}
 	n := s
 	switch c := cmd.(type) {
 	case Create:
 		if s.Exists() {
-			return s, ErrDuplicate
+			return s, fmt.Errorf("%w: the subscription already exists", ErrState) // ids are fresh: never a repeat
 		}
 		if c.Plan.Frequency < 1 || c.Plan.BillingCycles < 1 {
 			return s, fmt.Errorf("%w: plan frequency and billing_cycles must be at least 1", ErrInvalid)
@@ -34,6 +46,9 @@ func Apply(s State, cmd any) (State, error) {
 		if s.Attempt != nil {
 			return s, ErrCharging
 		}
+		if !KnownCardOutcome(c.CardOutcome) {
+			return s, ErrCardOutcome // fail closed: a card nobody knows the answer of is not set up
+		}
 		n.Status, n.CardToken, n.CardNetwork, n.CardNumber = StatusActive, c.CardToken, c.CardNetwork, c.CardNumber
 		n.CardOutcome, n.FailReason, n.Failures = c.CardOutcome, "", 0
 	case StartCycle:
@@ -46,7 +61,11 @@ func Apply(s State, cmd any) (State, error) {
 		if c.Date > c.Today {
 			return s, ErrStale // not due yet: a scheduler ahead of its clock
 		}
+		if c.Date <= s.LastChargeDate {
+			return s, ErrCharged
+		}
 		n.Attempt = &Attempt{Slot: c.Slot, Date: c.Date, InvoiceID: c.InvoiceID}
+		n.LastChargeDate = c.Date
 	case ChargeCycle:
 		if s.LastPayment != nil && s.LastPayment.InvoiceID == c.InvoiceID {
 			return s, ErrDuplicate
@@ -57,10 +76,17 @@ func Apply(s State, cmd any) (State, error) {
 		if c.Date > c.Today {
 			return s, ErrStale
 		}
+		if c.Date <= s.LastChargeDate {
+			return s, ErrCharged
+		}
+		if c.Approved && s.CardOutcome != CardApproves {
+			return s, ErrCardOutcome // only the approving test card approves a cycle
+		}
 		if c.Terms != (Terms{}) {
 			n.Terms = c.Terms
 		}
 		n.LastPayment = c.Payment
+		n.LastChargeDate = c.Date
 		if c.Approved {
 			n.CompletedCycles++
 			n.Failures, n.FailReason = 0, ""
@@ -138,6 +164,9 @@ func Apply(s State, cmd any) (State, error) {
 		if c.Date < c.Today {
 			return s, fmt.Errorf("%w: next_date must be today or later", ErrInvalid)
 		}
+		if c.Date <= s.LastChargeDate {
+			return s, fmt.Errorf("%w: next_date must be after %s", ErrCharged, s.LastChargeDate)
+		}
 		if c.Date == s.NextDate {
 			return s, ErrDuplicate
 		}
@@ -162,7 +191,9 @@ func open(status string) bool {
 
 // advance moves to the next slot after an attempt, completing the subscription
 // when every billing cycle is paid. A canceled one stays canceled with no date
-// (a charge already with the rail when it was canceled is still recorded).
+// (a charge already with the rail when it was canceled is still recorded). The
+// MaxFailedCharges-th failure in a row ends the retries: CANCELED, no date, and
+// fail_reason says why.
 func advance(n *State) error {
 	n.Slot++
 	if n.CompletedCycles >= n.Plan.BillingCycles {
@@ -173,6 +204,11 @@ func advance(n *State) error {
 		return nil
 	}
 	if n.Status == StatusCanceled {
+		return nil
+	}
+	if n.Status == StatusFailed && n.Failures >= MaxFailedCharges {
+		n.Status, n.NextDate = StatusCanceled, ""
+		n.FailReason = fmt.Sprintf("Canceled after %d failed charges in a row. Last: %s", n.Failures, n.FailReason)
 		return nil
 	}
 	d, err := ScheduleDate(n.Anchor, n.Plan.FrequencyUnit, n.Plan.Frequency, n.Slot-n.AnchorSlot)

@@ -26,7 +26,7 @@ func created(t *testing.T, start string, p Plan) State {
 }
 
 func active(t *testing.T, start string, p Plan) State {
-	return mustApply(t, created(t, start, p), Activate{CardToken: "tok", CardNetwork: "VISA", CardNumber: "424242******4242", At: t0})
+	return mustApply(t, created(t, start, p), Activate{CardToken: "tok", CardNetwork: "VISA", CardNumber: "424242******4242", CardOutcome: CardApproves, At: t0})
 }
 
 // charge runs one attempt of the due cycle to the given outcome.
@@ -48,11 +48,11 @@ func TestCreateAndActivate(t *testing.T) {
 	if _, err := Apply(s, StartCycle{Slot: 0, Date: "2025-01-31", Today: "2025-02-01"}); !errors.Is(err, ErrStale) {
 		t.Fatalf("a PENDING subscription was charged: %v", err)
 	}
-	s = mustApply(t, s, Activate{CardToken: "tok", CardNetwork: "VISA", CardNumber: "424242******4242", At: t0})
+	s = mustApply(t, s, Activate{CardToken: "tok", CardNetwork: "VISA", CardNumber: "424242******4242", CardOutcome: CardApproves, At: t0})
 	if s.Status != StatusActive || s.CardToken != "tok" {
 		t.Fatalf("activated: %+v", s)
 	}
-	if _, err := Apply(s, Activate{CardToken: "other"}); !errors.Is(err, ErrState) {
+	if _, err := Apply(s, Activate{CardToken: "other", CardOutcome: CardApproves}); !errors.Is(err, ErrState) {
 		t.Fatalf("activated twice with another card: %v", err)
 	}
 }
@@ -223,7 +223,7 @@ func TestChargeCycleInOneCommand(t *testing.T) {
 	if _, err := Apply(s, c); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("same cycle again: %v", err)
 	}
-	s = mustApply(t, s, Activate{CardToken: "tok2", CardNetwork: "VISA", CardNumber: "400000******3220", At: t0})
+	s = mustApply(t, s, Activate{CardToken: "tok2", CardNetwork: "VISA", CardNumber: "400000******3220", CardOutcome: CardApproves, At: t0})
 	if s.Status != StatusActive || s.FailReason != "" || s.NextDate != "2025-02-28" {
 		t.Fatalf("new card: %+v", s)
 	}
@@ -234,5 +234,114 @@ func TestChargeCycleInOneCommand(t *testing.T) {
 	s = mustApply(t, s, ChargeCycle{Slot: 2, Date: "2025-03-31", Today: "2025-03-31", InvoiceID: "I3", Approved: true, At: t0})
 	if s.Status != StatusComplete || s.CompletedCycles != 2 || s.NextDate != "" {
 		t.Fatalf("complete: %+v", s)
+	}
+}
+
+// A date is charged once: after a charge, no next_date override, plan change or
+// retry can charge that date (or an earlier one) again, whatever the command id.
+func TestChargedDateIsChargedOnce(t *testing.T) {
+	s := active(t, "2025-01-31", monthly(12))
+	s = mustApply(t, s, ChargeCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "I1", Approved: true, At: t0})
+	if s.LastChargeDate != "2025-01-31" || s.CompletedCycles != 1 {
+		t.Fatalf("charged: %+v", s)
+	}
+	// PUT next_date=<today>: refused, the schedule unchanged.
+	if _, err := Apply(s, SetNextDate{Date: "2025-01-31", Today: "2025-01-31", At: t0}); !errors.Is(err, ErrCharged) {
+		t.Fatalf("next_date on the charged date: %v", err)
+	}
+	// A plan change then the override: still refused.
+	s = mustApply(t, s, ChangePlan{Plan: Plan{PlanID: "P2", Frequency: 1, FrequencyUnit: UnitDay, BillingCycles: 12}, At: t0})
+	if _, err := Apply(s, SetNextDate{Date: "2025-01-31", Today: "2025-01-31", At: t0}); !errors.Is(err, ErrCharged) {
+		t.Fatalf("next_date on the charged date after a plan change: %v", err)
+	}
+	// Whatever moved the schedule there (a state written before the rule, say),
+	// a charge on the charged date is refused, with any generation and invoice.
+	back := s
+	back.NextDate, back.Generation = "2025-01-31", s.Generation+1
+	for _, c := range []ChargeCycle{
+		{Slot: back.Slot, Date: "2025-01-31", Generation: back.Generation, Today: "2025-01-31", InvoiceID: "I2", Approved: true, At: t0},
+		{Slot: back.Slot, Date: "2025-01-31", Generation: back.Generation, Today: "2025-02-01", InvoiceID: "I3", At: t0},
+	} {
+		if _, err := Apply(back, c); !errors.Is(err, ErrCharged) {
+			t.Fatalf("charged date charged again: %v", err)
+		}
+	}
+	if _, err := Apply(back, StartCycle{Slot: back.Slot, Date: "2025-01-31", Generation: back.Generation, Today: "2025-01-31", InvoiceID: "I4"}); !errors.Is(err, ErrCharged) {
+		t.Fatalf("charged date opened again: %v", err)
+	}
+	// A declined charge also takes its date: the retry is on a later one.
+	f := active(t, "2025-01-31", monthly(12))
+	f = mustApply(t, f, ChargeCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "I1", Reason: "Declined", At: t0})
+	if _, err := Apply(f, SetNextDate{Date: "2025-01-31", Today: "2025-01-31"}); !errors.Is(err, ErrCharged) {
+		t.Fatalf("a retry on the failed date: %v", err)
+	}
+	f = mustApply(t, f, SetNextDate{Date: "2025-02-01", Today: "2025-01-31", At: t0})
+	f = mustApply(t, f, ChargeCycle{Slot: f.Slot, Date: "2025-02-01", Generation: f.Generation, Today: "2025-02-01", InvoiceID: "I5", Approved: true, At: t0})
+	if f.CompletedCycles != 1 || f.LastChargeDate != "2025-02-01" || f.Status != StatusActive {
+		t.Fatalf("the next day charged: %+v", f)
+	}
+}
+
+// Retries are bounded: the MaxFailedCharges-th failure in a row cancels with a
+// fail_reason; a success in between, or a new card, starts the count again.
+func TestRetriesEndCanceled(t *testing.T) {
+	daily := Plan{PlanID: "P1", Frequency: 1, FrequencyUnit: UnitDay, BillingCycles: 30}
+	s := active(t, "2025-01-01", daily)
+	decline := func(s State) State {
+		return mustApply(t, s, ChargeCycle{Slot: s.Slot, Date: s.NextDate, Generation: s.Generation, Today: s.NextDate,
+			InvoiceID: "I" + s.NextDate, Reason: "Insufficient funds on the card.", At: t0})
+	}
+	for i := 1; i < MaxFailedCharges; i++ {
+		s = decline(s)
+		if s.Status != StatusFailed || s.Failures != i || !s.Billing() {
+			t.Fatalf("failure %d: %+v", i, s)
+		}
+	}
+	// A new card resets the count.
+	s = mustApply(t, s, Activate{CardToken: "tok2", CardOutcome: CardApproves, At: t0})
+	if s.Failures != 0 || s.Status != StatusActive {
+		t.Fatalf("new card: %+v", s)
+	}
+	for i := 1; i <= MaxFailedCharges; i++ {
+		s = decline(s)
+	}
+	if s.Status != StatusCanceled || s.NextDate != "" || s.Billing() || !s.ShowsFailReason() ||
+		s.FailReason != "Canceled after 4 failed charges in a row. Last: Insufficient funds on the card." {
+		t.Fatalf("after %d failures: %+v", MaxFailedCharges, s)
+	}
+	if _, err := Apply(s, Activate{CardToken: "tok3", CardOutcome: CardApproves}); !errors.Is(err, ErrState) {
+		t.Fatalf("a canceled subscription took a card: %v", err)
+	}
+	if _, err := Apply(s, Unsubscribe{}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("unsubscribe after the policy canceled: %v", err)
+	}
+	// Through the two-step rail too.
+	s = active(t, "2025-01-01", daily)
+	for range MaxFailedCharges {
+		s = charge(t, s, false)
+	}
+	if s.Status != StatusCanceled || s.Billing() {
+		t.Fatalf("two-step: %+v", s)
+	}
+}
+
+// An absent or unknown card outcome never approves: setup is refused, and an
+// approval on a card whose outcome is not the approving one is refused.
+func TestCardOutcomeFailsClosed(t *testing.T) {
+	for _, o := range []string{"", "approved", "SUCCESS", "expired"} {
+		if _, err := Apply(created(t, "2025-01-31", monthly(3)), Activate{CardToken: "t", CardOutcome: o}); !errors.Is(err, ErrCardOutcome) {
+			t.Fatalf("outcome %q set up: %v", o, err)
+		}
+	}
+	for _, o := range []string{CardDeclines, CardInsufficientFunds} {
+		s := mustApply(t, created(t, "2025-01-31", monthly(3)), Activate{CardToken: "t", CardOutcome: o, At: t0})
+		if _, err := Apply(s, ChargeCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "I1", Approved: true}); !errors.Is(err, ErrCardOutcome) {
+			t.Fatalf("a %s card approved: %v", o, err)
+		}
+	}
+	legacy := active(t, "2025-01-31", monthly(3))
+	legacy.CardOutcome = "" // a card stored with no outcome
+	if _, err := Apply(legacy, ChargeCycle{Slot: 0, Date: "2025-01-31", Today: "2025-01-31", InvoiceID: "I1", Approved: true}); !errors.Is(err, ErrCardOutcome) {
+		t.Fatalf("a card with no outcome approved: %v", err)
 	}
 }

@@ -16,7 +16,68 @@ var (
 	ErrState     = errors.New("subscription: not allowed in this status")
 	ErrCharging  = errors.New("subscription: a cycle charge is in progress")
 	ErrInvalid   = errors.New("subscription: invalid")
+	// ErrCharged refuses a charge, or a next_date, on or before the date of the
+	// last charge: a date is charged once, whatever moved the schedule.
+	ErrCharged = errors.New("subscription: a cycle was already charged on or after that date")
+	// ErrCardOutcome refuses a card whose sandbox outcome is absent or unknown
+	// (never an approval), and an approval the stored card does not allow.
+	ErrCardOutcome = errors.New("subscription: the card's outcome is absent or unknown")
+	// ErrPrincipal refuses a command its issuer may not give (ApplyBy).
+	ErrPrincipal = errors.New("subscription: not a command this principal may issue")
 )
+
+// Card outcomes of the sandbox's test cards (rails/card.Outcome*, checked equal by
+// a subscriptionkind test), as Activate records them. CardApproves is the only one
+// that approves a charge: an absent or unknown outcome is refused at setup and can
+// never approve a cycle.
+const (
+	CardApproves          = "success"
+	CardDeclines          = "declined"
+	CardInsufficientFunds = "insufficient_funds"
+)
+
+// KnownCardOutcome reports whether an outcome is one a card may be set up with.
+func KnownCardOutcome(outcome string) bool {
+	return outcome == CardApproves || outcome == CardDeclines || outcome == CardInsufficientFunds
+}
+
+// MaxFailedCharges is the retry policy's bound: a failed cycle is retried at the
+// next scheduled dates (spec "Subscription status"), and the MaxFailedCharges-th
+// failed charge in a row (the first attempt and three retries) ends the
+// subscription: CANCELED, with fail_reason saying why (docs/state-machines.md).
+// A successful charge, or a new card set up, starts the count again.
+const MaxFailedCharges = 4
+
+// Principal is who issues a command: the table of docs/state-machines.md
+// ("Subscription: who may cause each transition") is ApplyBy's.
+type Principal string
+
+// The principals of a subscription.
+const (
+	// ByMerchant: the merchant's secret key (the API), or its published plan_url
+	// page creating a subscription on its behalf.
+	ByMerchant Principal = "merchant"
+	// ByCustomer: the holder of the setup_url capability (the customer).
+	ByCustomer Principal = "customer"
+	// ByScheduler: the scheduler and the card rail (cycles and their outcomes).
+	ByScheduler Principal = "scheduler"
+)
+
+// Principals lists every principal, in the table's order.
+var Principals = []Principal{ByMerchant, ByCustomer, ByScheduler}
+
+// IssuerOf is the one principal that may give a command (empty: unknown command).
+func IssuerOf(cmd any) Principal {
+	switch cmd.(type) {
+	case Create, Unsubscribe, ChangePlan, SetNextDate:
+		return ByMerchant
+	case Activate:
+		return ByCustomer
+	case ChargeCycle, StartCycle, CycleCharged, CycleFailed:
+		return ByScheduler
+	}
+	return ""
+}
 
 // Create opens a PENDING subscription; its first cycle falls on StartDate.
 type Create struct {
@@ -33,7 +94,7 @@ type Create struct {
 
 // Activate records the card the customer set up (PENDING -> ACTIVE). From FAILED
 // it replaces the failing card (FAILED -> ACTIVE; the missed cycle is retried at
-// next_date, docs/state-machines.md).
+// next_date, docs/state-machines.md). CardOutcome must be a KnownCardOutcome.
 type Activate struct {
 	CardToken, CardNetwork, CardNumber string
 	CardOutcome                        string

@@ -17,10 +17,13 @@ const (
 // allowedTransitions is the machine of docs/state-machines.md; a test walks it.
 // FAILED -> ACTIVE is the retry at the next scheduled date succeeding; PENDING and
 // FAILED may be canceled as ACTIVE may (a subscription nobody will pay for, or one
-// whose card keeps failing, must be stoppable).
+// whose card keeps failing, must be stoppable); FAILED -> CANCELED is also the
+// retry policy's end (MaxFailedCharges).
 var allowedTransitions = map[string][]string{
-	"":             {StatusPending},
-	StatusPending:  {StatusActive, StatusCanceled},
+	"": {StatusPending},
+	// PENDING -> PENDING: the merchant changes the plan or the first date while
+	// the customer has not set a card up yet.
+	StatusPending:  {StatusPending, StatusActive, StatusCanceled},
 	StatusActive:   {StatusActive, StatusComplete, StatusFailed, StatusCanceled},
 	StatusFailed:   {StatusActive, StatusComplete, StatusFailed, StatusCanceled},
 	StatusComplete: {},
@@ -111,7 +114,8 @@ type State struct {
 	Customer Customer `json:"customer"`
 	// CardOutcome is the sandbox test card's outcome for every charge
 	// (rails/card.TestOutcome): the sandbox rail decides a cycle from it inside
-	// the cycle's one command. Empty on a live card (no live acquirer yet).
+	// the cycle's one command. Only CardApproves approves; anything else,
+	// absent included, declines.
 	CardOutcome string   `json:"card_outcome,omitempty"`
 	LastPayment *Payment `json:"last_payment,omitempty"`
 	// SetupTokenHash is the SHA-256 of the setup_url's token (the token itself is
@@ -127,8 +131,15 @@ type State struct {
 	Slot       int      `json:"slot"`
 	Generation int      `json:"generation"`
 	Attempt    *Attempt `json:"attempt,omitempty"`
-	// Failures counts consecutive failed attempts (reset by a success).
+	// Failures counts consecutive failed attempts (reset by a success or a new
+	// card); the MaxFailedCharges-th cancels the subscription.
 	Failures int `json:"failures,omitempty"`
+	// LastChargeDate is the date of the last cycle charge (approved, declined or
+	// opened with the rail). No cycle is charged on or before it, and no
+	// next_date may be set there: a date is charged once, whatever re-anchored
+	// the schedule (a generation bump gives a new command id, so the engine's
+	// dedupe alone cannot stop it).
+	LastChargeDate string `json:"last_charge_date,omitempty"`
 
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -141,4 +152,11 @@ func (s State) Exists() bool { return s.Version > 0 }
 // Billing reports whether the scheduler should charge it when due.
 func (s State) Billing() bool {
 	return (s.Status == StatusActive || s.Status == StatusFailed) && s.NextDate != "" && s.Attempt == nil
+}
+
+// ShowsFailReason: fail_reason is shown while FAILED, and on a subscription the
+// retry policy canceled (MaxFailedCharges), so the merchant sees why it ended; a
+// merchant's own unsubscribe has none.
+func (s State) ShowsFailReason() bool {
+	return (s.Status == StatusFailed || s.Status == StatusCanceled) && s.FailReason != ""
 }

@@ -6,12 +6,19 @@
 // instances may run at once: two instances issue the same id for the same cycle,
 // and the engine's processed-command dedupe applies it once (the second gets the
 // stored reply). The subscription's own state check (slot, date, generation, no
-// charge in flight) is the second guard.
+// charge in flight, no date charged twice) is the second guard.
+//
+// It acts only on its own environment's enabled merchants, and only in the
+// sandbox: a cycle's outcome is the stored test card's (Simulated), and a live
+// server has no card acquirer yet, so a live scheduler issues nothing. It reads
+// each merchant's due cycles apart, a page each in turn, so no merchant's backlog
+// delays another's cycles.
 package scheduler
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -45,13 +52,21 @@ func KafkaProducer(cl *kgo.Client) Produce {
 	}
 }
 
+// ErrEnvironment: the scheduler does not know its environment, so it charges
+// nothing (fail closed).
+var ErrEnvironment = errors.New("scheduler: Environment must be sandbox or live")
+
 // Scheduler scans for due cycles and issues them.
 type Scheduler struct {
-	DB      *sqlx.DB
-	Produce Produce
-	Now     func() time.Time // the wall clock; tests may fix it
-	Page    int              // cycles read and produced at a time (default 5000)
-	Log     *slog.Logger
+	// Environment is the process's (topics.Sandbox or topics.Live): the scheduler
+	// reads only that environment's merchants and stamps its commands with it.
+	// Live issues nothing (no live card acquirer); anything else is ErrEnvironment.
+	Environment string
+	DB          *sqlx.DB
+	Produce     Produce
+	Now         func() time.Time // the wall clock; tests may fix it
+	Page        int              // cycles read and produced at a time, per merchant (default 5000)
+	Log         *slog.Logger
 	// Fees and Rates price each cycle as a card collection is priced: converted
 	// to KES (PAYSVC_FX_RATES), card fee BUSINESS-PAYS (PAYSVC_FEES).
 	Fees  *tariff.Schedule
@@ -126,7 +141,9 @@ func (s *Scheduler) produce(ctx context.Context, due []storage.DueCycle, now tim
 // Cycle is the command of one due cycle, priced from the plan's terms as they are
 // now (a change of the plan's amount or currency applies from the next cycle
 // issued). Its id depends only on the cycle, so a second scheduler, or this one
-// after a restart, issues the same command, and the engine applies it once.
+// after a restart, issues the same command, and the engine applies it once. It
+// names the scheduler's environment and is Simulated: its outcome is the sandbox
+// test card's, not an acquirer's.
 func (s *Scheduler) Cycle(d storage.DueCycle, now time.Time) topics.Command {
 	p := topics.SubscriptionCycle{SubscriptionID: d.SubscriptionID, Slot: d.Slot, Date: d.Date,
 		Generation: d.Generation, Today: d.Today, Terms: topics.SubscriptionTerms{Name: d.PlanName.String,
@@ -134,7 +151,8 @@ func (s *Scheduler) Cycle(d storage.DueCycle, now time.Time) topics.Command {
 	s.price(&p)
 	body, _ := json.Marshal(p)
 	return topics.Command{ID: subscription.CycleCommandID(d.SubscriptionID, d.Slot, d.Date, d.Generation),
-		Type: topics.CmdSubscriptionCycle, Version: 1, MerchantID: d.MerchantID, IssuedAt: now, Payload: body}
+		Type: topics.CmdSubscriptionCycle, Version: 1, MerchantID: d.MerchantID, IssuedAt: now, Payload: body,
+		Environment: s.Environment, Simulated: true}
 }
 
 // price fills the cycle's KES value, fee and net, or the reason it cannot be
@@ -177,9 +195,23 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	return issued, err
 }
 
+// charges reports whether this scheduler issues cycles: only a sandbox one does.
+func (s *Scheduler) charges() (bool, error) {
+	switch s.Environment {
+	case topics.Sandbox:
+		return true, nil
+	case topics.Live:
+		return false, nil
+	}
+	return false, ErrEnvironment
+}
+
 // runOnce is RunOnce that also says how many test-clock cycles were due (issued
 // now, or issued before and not yet charged).
 func (s *Scheduler) runOnce(ctx context.Context) (issued, clocksDue int, err error) {
+	if ok, err := s.charges(); !ok {
+		return 0, 0, err
+	}
 	page := s.Page
 	if page <= 0 {
 		page = 5000
@@ -189,35 +221,55 @@ func (s *Scheduler) runOnce(ctx context.Context) (issued, clocksDue int, err err
 		now = s.Now()
 	}
 	today := subscription.Today(now)
-	for after := ""; ; {
-		due, err := storage.DueSubscriptions(ctx, s.DB, today, after, page)
-		if err != nil {
-			return issued, 0, err
-		}
-		if len(due) == 0 {
-			break
-		}
-		n, err := s.produce(ctx, due, now)
-		issued += n
-		if err != nil {
-			return issued, 0, err
-		}
-		after = due[len(due)-1].SubscriptionID
-		if len(due) < page {
-			break
-		}
+	// The wall clock: every due cycle, a page of each merchant in turn, so one
+	// merchant's million cycles do not hold back another's one.
+	merchants, err := storage.MerchantsDue(ctx, s.DB, s.Environment, today)
+	if err != nil {
+		return 0, 0, err
 	}
-	// Test clocks: one page per tick, oldest date first, so advancing a clock far
-	// runs its cycles in order (each next one is due only once the one before
-	// has been charged and moved the date on).
-	due, err := storage.DueOnTestClocks(ctx, s.DB, page)
+	after := make(map[string]string, len(merchants))
+	for len(merchants) > 0 {
+		more := merchants[:0]
+		for _, m := range merchants {
+			due, err := storage.DueSubscriptions(ctx, s.DB, storage.DueQuery{Environment: s.Environment, MerchantID: m, Today: today,
+				After: after[m], Limit: page})
+			if err != nil {
+				return issued, 0, err
+			}
+			n, err := s.produce(ctx, due, now)
+			issued += n
+			if err != nil {
+				return issued, 0, err
+			}
+			if len(due) == page {
+				after[m] = due[len(due)-1].SubscriptionID
+				more = append(more, m)
+			}
+		}
+		merchants = more
+	}
+	// Test clocks: one page of each merchant per tick, oldest date first, so
+	// advancing a clock far runs its cycles in order (each next one is due only
+	// once the one before has been charged and moved the date on), and a merchant
+	// with a far-advanced clock takes one page of the tick, not all of it.
+	merchants, err = storage.MerchantsDueOnTestClocks(ctx, s.DB, s.Environment)
 	if err != nil {
 		return issued, 0, err
 	}
-	n, err := s.produce(ctx, due, now)
-	issued += n
+	for _, m := range merchants {
+		due, err := storage.DueOnTestClocks(ctx, s.DB, storage.DueQuery{Environment: s.Environment, MerchantID: m, Limit: page})
+		if err != nil {
+			return issued, clocksDue, err
+		}
+		clocksDue += len(due)
+		n, err := s.produce(ctx, due, now)
+		issued += n
+		if err != nil {
+			return issued, clocksDue, err
+		}
+	}
 	s.forget(time.Now(), nil)
-	return issued, len(due), err
+	return issued, clocksDue, nil
 }
 
 // clockCatchUp is the tick while a test clock has cycles to catch up on.
@@ -228,6 +280,13 @@ func (s *Scheduler) Run(ctx context.Context, interval time.Duration) error {
 	log := s.Log
 	if log == nil {
 		log = slog.Default()
+	}
+	switch ok, err := s.charges(); {
+	case err != nil:
+		return err // fail closed, and loudly: the role stops
+	case !ok:
+		log.Info("subscription scheduler idle: a live server has no card acquirer, so no cycle is charged here")
+		return nil
 	}
 	for {
 		wait := interval

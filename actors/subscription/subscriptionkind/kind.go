@@ -24,7 +24,6 @@ import (
 	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/money"
-	"paysvc/actors/rails/card"
 	"paysvc/actors/subscription"
 	"paysvc/actors/tariff"
 	"paysvc/actors/wallet"
@@ -142,7 +141,7 @@ func create(tx *engine.Tx, in topics.SubscriptionCreate) (topics.Reply, error) {
 	if in.WalletID == "" {
 		return engine.Refuse(engine.CodeInvalid, "The merchant has no KES settlement wallet to receive the payments.", ""), nil
 	}
-	n, err := subscription.Apply(subscription.State{}, subscription.Create{SubscriptionID: in.SubscriptionID, MerchantID: tx.Merchant(),
+	n, err := subscription.ApplyBy(subscription.State{}, subscription.ByMerchant, subscription.Create{SubscriptionID: in.SubscriptionID, MerchantID: tx.Merchant(),
 		CustomerID: in.CustomerID, Plan: plan(in.Plan), StartDate: in.StartDate, Reference: in.Reference, RedirectURL: in.RedirectURL,
 		TestClockID: in.TestClockID, SetupTokenHash: in.SetupTokenHash, WalletID: in.WalletID, Terms: terms(in.Terms),
 		Customer: subscription.Customer{Email: in.Customer.Email, FirstName: in.Customer.FirstName, LastName: in.Customer.LastName},
@@ -158,26 +157,32 @@ func activate(tx *engine.Tx, in topics.SubscriptionActivate) (topics.Reply, erro
 	if !ok {
 		return notFound(), nil
 	}
-	n, err := subscription.Apply(s, subscription.Activate{CardToken: in.CardToken, CardNetwork: in.CardNetwork,
+	n, err := subscription.ApplyBy(s, subscription.ByCustomer, subscription.Activate{CardToken: in.CardToken, CardNetwork: in.CardNetwork,
 		CardNumber: in.CardNumber, CardOutcome: in.CardOutcome, At: tx.At()})
 	switch {
 	case errors.Is(err, subscription.ErrDuplicate):
 		return current(s), nil
+	case errors.Is(err, subscription.ErrCardOutcome):
+		return engine.Refuse(engine.CodeInvalid, "The card cannot be set up: its outcome is unknown.", "card_number"), nil
 	case err != nil:
 		return engine.Refuse(CodeStatus, "A card can be set up only while the subscription is PENDING or FAILED; it is "+s.Status+".", ""), nil
 	}
 	return put(tx, n), nil
 }
 
-// declineReason is the sandbox rail's answer for a stored test card ("" approves).
+// declineReason is the sandbox rail's answer for a stored test card: "" approves,
+// and only the approving test card's outcome does. An absent or unknown outcome
+// declines (fail closed: nobody said this card pays).
 func declineReason(outcome string) string {
 	switch outcome {
-	case card.OutcomeDeclined:
+	case subscription.CardApproves:
+		return ""
+	case subscription.CardDeclines:
 		return "The card was declined (do not honour)."
-	case card.OutcomeInsufficientFunds:
+	case subscription.CardInsufficientFunds:
 		return "Insufficient funds on the card."
 	}
-	return ""
+	return "The card was declined: its outcome is unknown."
 }
 
 func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
@@ -188,9 +193,10 @@ func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
 	invoiceID := subscription.CycleInvoiceID(subscription.CycleCommandID(in.SubscriptionID, in.Slot, in.Date, in.Generation))
 	charge := subscription.ChargeCycle{Slot: in.Slot, Date: in.Date, Generation: in.Generation, Today: in.Today,
 		InvoiceID: invoiceID, Terms: terms(in.Terms), At: tx.At()}
-	// Is this cycle still the one due? A repeated or overtaken cycle changes nothing.
-	if _, err := subscription.Apply(s, charge); err != nil {
-		if errors.Is(err, subscription.ErrDuplicate) || errors.Is(err, subscription.ErrStale) {
+	// Is this cycle still the one due? A repeated or overtaken cycle, or one on a
+	// date already charged, changes nothing.
+	if _, err := subscription.ApplyBy(s, subscription.ByScheduler, charge); err != nil {
+		if errors.Is(err, subscription.ErrDuplicate) || errors.Is(err, subscription.ErrStale) || errors.Is(err, subscription.ErrCharged) {
 			return current(s), nil
 		}
 		return engine.Refuse(engine.CodeInvalid, "The cycle cannot be charged: "+err.Error(), ""), nil
@@ -214,7 +220,7 @@ func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
 	}
 	charge.Approved, charge.Reason = reason == "", reason
 	charge.Payment = payment(s, in, invoiceID, reason, narrative, tx)
-	n, err := subscription.Apply(s, charge)
+	n, err := subscription.ApplyBy(s, subscription.ByScheduler, charge)
 	if err != nil {
 		return topics.Reply{}, err // validated above: a broken invariant fails the batch (and undoes the credit)
 	}
@@ -262,7 +268,7 @@ func unsubscribe(tx *engine.Tx, in topics.SubscriptionUnsubscribe) (topics.Reply
 	if !ok {
 		return notFound(), nil
 	}
-	n, err := subscription.Apply(s, subscription.Unsubscribe{At: tx.At()})
+	n, err := subscription.ApplyBy(s, subscription.ByMerchant, subscription.Unsubscribe{At: tx.At()})
 	switch {
 	case errors.Is(err, subscription.ErrDuplicate):
 		return current(s), nil
@@ -283,7 +289,7 @@ func update(tx *engine.Tx, in topics.SubscriptionUpdate) (topics.Reply, error) {
 		if in.Terms != nil {
 			cp.Terms = terms(*in.Terms)
 		}
-		next, err := subscription.Apply(n, cp)
+		next, err := subscription.ApplyBy(n, subscription.ByMerchant, cp)
 		switch {
 		case errors.Is(err, subscription.ErrDuplicate):
 		case errors.Is(err, subscription.ErrInvalid):
@@ -295,9 +301,12 @@ func update(tx *engine.Tx, in topics.SubscriptionUpdate) (topics.Reply, error) {
 		}
 	}
 	if in.NextDate != "" {
-		next, err := subscription.Apply(n, subscription.SetNextDate{Date: in.NextDate, Today: in.Today, At: tx.At()})
+		next, err := subscription.ApplyBy(n, subscription.ByMerchant, subscription.SetNextDate{Date: in.NextDate, Today: in.Today, At: tx.At()})
 		switch {
 		case errors.Is(err, subscription.ErrDuplicate):
+		case errors.Is(err, subscription.ErrCharged):
+			return engine.Refuse(engine.CodeInvalid, "next_date must be after "+n.LastChargeDate+
+				", the date of the last charge: a date is charged once.", "next_date"), nil
 		case errors.Is(err, subscription.ErrInvalid):
 			return engine.Refuse(engine.CodeInvalid, "next_date must be a date today or later (YYYY-MM-DD).", "next_date"), nil
 		case err != nil:
@@ -324,7 +333,7 @@ func Event(s subscription.State) topics.Subscription {
 		d := s.NextDate
 		ev.NextDate = &d
 	}
-	if s.Status == subscription.StatusFailed && s.FailReason != "" {
+	if s.ShowsFailReason() {
 		r := s.FailReason
 		ev.FailReason = &r
 	}

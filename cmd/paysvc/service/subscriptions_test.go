@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -111,7 +113,7 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 	}
 
 	// A scheduler killed mid-run: 3 of its page of 5 cycles reached the log.
-	dying := &scheduler.Scheduler{DB: schema.DB, Page: 5, Produce: func(ctx context.Context, cmds []topics.Command) error {
+	dying := &scheduler.Scheduler{Environment: topics.Sandbox, DB: schema.DB, Page: 5, Produce: func(ctx context.Context, cmds []topics.Command) error {
 		if err := produce(ctx, cmds[:3]); err != nil {
 			return err
 		}
@@ -122,8 +124,8 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 	}
 	// Two fresh instances (a restarted one and another) finish the run, then
 	// bill two more months racing each other; every tick re-reads the due cycles.
-	a := &scheduler.Scheduler{DB: schema.DB, Produce: produce, Page: 4, ReissueAfter: time.Nanosecond}
-	b := &scheduler.Scheduler{DB: schema.DB, Produce: produce, Page: 7, ReissueAfter: time.Nanosecond}
+	a := &scheduler.Scheduler{Environment: topics.Sandbox, DB: schema.DB, Produce: produce, Page: 4, ReissueAfter: time.Nanosecond}
+	b := &scheduler.Scheduler{Environment: topics.Sandbox, DB: schema.DB, Produce: produce, Page: 7, ReissueAfter: time.Nanosecond}
 	runUntil("after the kill", 1, a, b)
 	if _, err := storage.AdvanceTestClock(context.Background(), schema.DB, m.MerchantID, clock, time.Date(2025, 3, 31, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, id := range subs {
-		pays, err := storage.SubscriptionPayments(context.Background(), schema.DB, m.MerchantID, id)
+		pays, _, err := storage.SubscriptionPayments(context.Background(), schema.DB, m.MerchantID, id, 100, 0)
 		if err != nil || len(pays) != 4 {
 			t.Fatalf("%s: %d payments (%v), want 4", id, len(pays), err)
 		}
@@ -168,5 +170,56 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 	}
 	if rep, err := storage.CheckLedger(context.Background(), schema.DB); err != nil || !rep.OK {
 		t.Fatalf("ledger: %+v %v", rep, err)
+	}
+}
+
+// The engine fails closed on a card's outcome: a subscription.activate command
+// with no outcome, or an unknown one (sent straight to the command log, as a
+// buggy or hostile producer would), is refused and the subscription stays
+// PENDING, never charged; the documented test card still sets up.
+func TestSubscriptionActivateWithoutOutcomeRefused(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, nil)
+	m := env.Merchant("Outcome")
+	key := servicetest.Bearer(m.SecretKey)
+	post := func(path string, body any) map[string]any {
+		r := env.Do("POST", path, body, key...)
+		if r.Status != 200 && r.Status != 201 {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+		return r.Map(t)
+	}
+	plan := post("/api/v1/subscriptions/plans/", map[string]any{"name": "P", "amount": "100", "currency": "KES", "frequency": 1})["plan_id"]
+	cust := post("/api/v1/subscriptions/customers/", map[string]any{"email": "a@example.com", "first_name": "A", "last_name": "B"})["customer_id"]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i, outcome := range []string{"", "approved"} {
+		id := post("/api/v1/subscriptions/subscriptions/", map[string]any{"plan_id": plan, "customer_id": cust})["subscription_id"].(string)
+		body, _ := json.Marshal(topics.SubscriptionActivate{SubscriptionID: id, CardToken: "ctok_raw", CardNetwork: "VISA",
+			CardNumber: "424242******4242", CardOutcome: outcome})
+		cmdID := fmt.Sprintf("raw-activate-%d-%s", i, id)
+		if err := scheduler.KafkaProducer(cl)(context.Background(), []topics.Command{{ID: cmdID, Type: topics.CmdSubscriptionActivate,
+			Version: 1, MerchantID: m.MerchantID, IssuedAt: time.Now(), Environment: topics.Sandbox, Payload: body}}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		var reply []byte
+		for {
+			err := env.Schema.DB.Get(&reply, `SELECT reply FROM processed_commands WHERE command_id = $1`, cmdID)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("outcome %q: the command was not applied: %v", outcome, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		s, err := storage.GetSubscription(context.Background(), env.Schema.DB, m.MerchantID, id)
+		if err != nil || s.Status != "PENDING" || s.CardToken != "" {
+			t.Fatalf("outcome %q: %+v %v (reply %s)", outcome, s, err, reply)
+		}
 	}
 }
