@@ -8,12 +8,21 @@ import (
 	"time"
 
 	"paysvc/actors/engine"
+	"paysvc/actors/refund/refundkind"
+	"paysvc/actors/subscription/subscriptionkind"
 	"paysvc/actors/ids"
 	"paysvc/actors/money"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/topics"
 )
+
+// The registered kinds declare their guards; the engines of this package's
+// tests know them as the service's do.
+func init() {
+	engine.Register(refundkind.Kind())
+	engine.Register(subscriptionkind.Kind())
+}
 
 // startGuardedEngine runs an engine that reads a merchant's state for every
 // command, so a test's disable takes effect at once (the default trusts it for
@@ -209,6 +218,22 @@ func TestEngine_Guards(t *testing.T) {
 		}
 		ok(t, b.send(t, depositCmd(b, t, m.MerchantID, settle.WalletID, "1.50")))
 		b.wantBalance(t, m.MerchantID, settle.WalletID, "150.00")
+	})
+	t.Run("RegisteredKinds", func(t *testing.T) {
+		// Subscriptions' card set-up and cycles are the sandbox's test cards: a
+		// live merchant's would invent money, whatever produced them.
+		for _, typ := range []string{topics.CmdSubscriptionActivate, topics.CmdSubscriptionCycle} {
+			c := b.command(t, typ, live.MerchantID, map[string]any{"subscription_id": "SUBLIVE00001"})
+			r := b.send(t, c)
+			wantCode(t, r, engine.CodeInvalid)
+			if !strings.Contains(r.Error.Detail, "only in the sandbox") {
+				t.Fatalf("%s for a live merchant: %v", typ, r.Error)
+			}
+		}
+		// A refund rail's outcome from a simulator never applies to a live merchant.
+		c := b.command(t, "refund.settle", live.MerchantID, map[string]any{"refund_id": 1, "invoice_id": "INVLIVE1", "status": "COMPLETED"})
+		c.Simulated = true
+		wantCode(t, b.send(t, c), engine.CodeInvalid)
 	})
 	t.Run("Metric", func(t *testing.T) {
 		if v := counter(t, "paysvc_engine_guard_refusals_total", "type", topics.CmdInvoiceProviderResult); v < 2 {

@@ -53,6 +53,17 @@ func Kind() engine.Kind {
 		IDs:   idsOf,
 		Load:  load,
 		Apply: apply,
+		// The engine's guards (docs/security.md): a card set up or charged
+		// through the sandbox's test cards is sandbox only (no live acquirer is
+		// connected: a live activation or cycle would invent money); an
+		// unsubscribe only stops billing, so a disabled merchant's is taken.
+		Guards: map[string]engine.Guard{
+			topics.CmdSubscriptionCreate:      {},
+			topics.CmdSubscriptionActivate:    {SandboxOnly: true},
+			topics.CmdSubscriptionCycle:       {SandboxOnly: true},
+			topics.CmdSubscriptionUnsubscribe: {WhileDisabled: true},
+			topics.CmdSubscriptionUpdate:      {},
+		},
 	}
 }
 

@@ -286,17 +286,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	if cfg.Has(RoleRails) && cfg.SubscriptionTick > 0 {
 		// Subscription cycles: stateless and restart-safe; any number of rails
 		// instances may run it (cycle ids are derived, docs/api-decisions.md).
-		produce := scheduler.KafkaProducer(s.producer)
-		sch := &scheduler.Scheduler{DB: s.DB, Log: log,
-			// A cycle's charge is answered by the subscription's test card: a
-			// simulated outcome, in this process's environment (the engine
-			// refuses both for a live merchant).
-			Produce: func(ctx context.Context, cmds []topics.Command) error {
-				for i := range cmds {
-					cmds[i].Environment, cmds[i].Simulated = cfg.Environment, true
-				}
-				return produce(ctx, cmds)
-			},
+		// It bills only its environment's enabled merchants, and stamps its
+		// cycles with the environment and Simulated (a cycle's charge is
+		// answered by the subscription's test card).
+		sch := &scheduler.Scheduler{DB: s.DB, Environment: cfg.Environment, Produce: scheduler.KafkaProducer(s.producer), Log: log,
 			Fees: cfg.API.Fees, Rates: cfg.API.Rates}
 		s.goRun(func() error { return sch.Run(runCtx, cfg.SubscriptionTick) })
 	}

@@ -68,15 +68,7 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	kafka := scheduler.KafkaProducer(cl)
-	// As the service's rails role produces them: a sandbox process's simulated
-	// charges (the engine refuses anything else).
-	produce := func(ctx context.Context, cmds []topics.Command) error {
-		for i := range cmds {
-			cmds[i].Environment, cmds[i].Simulated = topics.Sandbox, true
-		}
-		return kafka(ctx, cmds)
-	}
+	produce := scheduler.KafkaProducer(cl) // the schedulers stamp their environment (Scheduler.Environment)
 	cycles := func() map[string]int {
 		out := map[string]int{}
 		for _, id := range subs {
