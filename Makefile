@@ -14,7 +14,7 @@ FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
 BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop build run sdk browser test test-short bench bench-memory fuzz lint clean
+.PHONY: help pg pg-stop build run sdk browser prometheus test test-short bench bench-memory fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -62,10 +62,15 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 browser: ## Install chromium for the browser tests (Debian package), if missing
 	@command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
 
-test: pg sdk browser ## Run all tests (race detector) against the private cluster
+# Alert rules and dashboards are tested against Debian's prometheus and promtool.
+prometheus: ## Install Debian's prometheus (prometheus, promtool) for the rules and dashboard tests, if missing
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends prometheus)
+
+test: pg sdk browser prometheus ## Run all tests (race detector) against the private cluster
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(GOTESTFLAGS) $(PKGS)
 
-test-short: pg sdk browser ## Like test, without -race
+test-short: pg sdk browser prometheus ## Like test, without -race
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
 
 bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
