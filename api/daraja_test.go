@@ -138,3 +138,35 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 		errorBody(t, r)
 	})
 }
+
+// A sandbox server whose M-Pesa goes through Daraja still simulates the card and
+// PesaLink rails: each rail is wired on its own (issue 26), so its card and
+// PesaLink collections get their outcomes.
+func TestSandboxWithDaraja_CardAndPesaLinkComplete(t *testing.T) {
+	t.Parallel()
+	fake := mpesa.NewFakeDaraja()
+	defer fake.Close()
+	addr := freeAddr(t)
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.HTTPAddr = addr
+		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/cb-token")
+		c.API.DarajaCallbackToken = "cb-token"
+	})
+	b := newBundle(t, env, "Sandbox With Daraja")
+	r := b.post("/api/v1/payment/card/", map[string]any{"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123",
+		"amount": "1000", "currency": "KES", "api_ref": "card-daraja"})
+	if r.Status != 200 {
+		t.Fatalf("card payment: %d %s", r.Status, r.Body)
+	}
+	if inv := b.waitInvoice(t, r.Map(t)["invoice"].(map[string]any)["id"].(string)); inv["state"] != "COMPLETE" {
+		t.Fatalf("card collection on a sandbox server with Daraja: %v", inv)
+	}
+	r = b.post("/api/v1/payment/collection/", map[string]any{"method": "PESALINK", "currency": "KES", "amount": "500",
+		"api_ref": "pesalink-daraja", "first_name": "Jane", "last_name": "Doe", "email": "jane@example.com"})
+	if r.Status != 200 {
+		t.Fatalf("PesaLink collection: %d %s", r.Status, r.Body)
+	}
+	if inv := b.waitInvoice(t, r.Map(t)["invoice"].(map[string]any)["id"].(string)); inv["state"] != "COMPLETE" {
+		t.Fatalf("PesaLink collection on a sandbox server with Daraja: %v", inv)
+	}
+}
