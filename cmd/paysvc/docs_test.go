@@ -335,12 +335,26 @@ func TestDocsNameOnlyExistingAlerts(t *testing.T) {
 		t.Fatalf("ops/prometheus/alerts.yml: found only %d alerts", len(rules))
 	}
 	alert := regexp.MustCompile(`\bPaysvc[A-Z][A-Za-z0-9]+\b`)
-	for _, doc := range sortedKeys(docsNamingOps(t)) {
-		text := docsNamingOps(t)[doc]
-		for _, name := range uniq(alert.FindAllString(text, -1)) {
+	docs := docsNamingOps(t)
+	docs["ops/prometheus/alerts.yml"] = readRepoFile(t, "ops/prometheus/alerts.yml")
+	for _, doc := range sortedKeys(docs) {
+		for _, name := range uniq(alert.FindAllString(docs[doc], -1)) {
 			if !rules[name] {
 				t.Errorf("%s names the alert %s, which ops/prometheus/alerts.yml does not define: add the rule there "+
 					"(with its runbook section in ops/runbooks.md) or fix the name", doc, name)
+			}
+		}
+	}
+	// Every runbook link (ops/runbooks.md#section) of the alerts and the docs leads to
+	// a section: a heading "## section".
+	sections := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(docs["ops/runbooks.md"], -1) {
+		sections[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(m[1])), " ", "-")] = true
+	}
+	for _, doc := range sortedKeys(docs) {
+		for _, m := range regexp.MustCompile(`runbooks\.md#([a-z0-9-]+)`).FindAllStringSubmatch(docs[doc], -1) {
+			if !sections[m[1]] {
+				t.Errorf("%s links ops/runbooks.md#%s, which has no heading \"## %s\": add the runbook section or fix the link", doc, m[1], m[1])
 			}
 		}
 	}
@@ -405,7 +419,7 @@ func TestDocsNameOnlyServedMetrics(t *testing.T) {
 		}
 	}
 	catalogue := readRepoFile(t, "docs/metrics.md")
-	for _, n := range append(slices.Collect(mapKeys(served)), sourceMetricNames(t)...) {
+	for _, n := range uniq(append(slices.Collect(mapKeys(served)), sourceMetricNames(t)...)) {
 		if sqlFuncs[n] || !exists(n) {
 			continue
 		}
