@@ -5,6 +5,22 @@
 // engine's reply, which is sent only after the engine's batch committed. Reads come
 // from the Postgres snapshots, always scoped by the authenticated merchant.
 //
+// Besides the JSON API it serves:
+//   - the customer's HTML pages (pages.go, subpages.go, paymentlinks.go; templates
+//     in pages/): the hosted checkout page, a payment link's page, a plan's subscribe
+//     page and a subscription's card setup page, each opened by the capability its
+//     path names (capability.go) and rendered under a strict Content-Security-Policy;
+//   - their stylesheet, script and icon under /static/ (embedded, pages/static), so
+//     a page loads nothing from another host;
+//   - in the sandbox, a server-sent event stream of the merchant's events
+//     (GET /api/v1/events/listen, listen.go) that `paysvc listen` forwards to a
+//     local URL, and the embedded SMTP sink's mail (GET /api/v1/sandbox/mail);
+//   - the providers' callbacks (Daraja STK and B2C), authenticated by the secret
+//     token in their path.
+//
+// Every route declares who may call it in routes() (server.go): docs/security.md's
+// route table lists them, and a test keeps the two in step.
+//
 // Wire compatibility (../shared/COMPAT.md) is a property of the whole package:
 // both trailing-slash forms of every path and no redirects, Connection: close on
 // GET/HEAD/DELETE, success only as 200/201 with JSON, and every error a non-empty

@@ -1,17 +1,42 @@
 // Package engine is the partition worker of DESIGN.md: it consumes
-// paysvc.commands.v1 in a consumer group, routes each command to the hollywood actor
-// of its aggregate, and commits each poll's commands of a partition in ONE Postgres
-// transaction (snapshots, ledger entries, processed command ids, the consumed
-// offset, outbox events). Replies leave only after that commit.
+// paysvc.commands.v1 in a consumer group and is the only writer of every aggregate
+// of the partitions it owns. It exists so that money state changes in one place, in
+// command order, exactly once, and only with a commit behind every reply.
+//
+// A command's path:
+//   - the guard (guard.go) checks it against its merchant before anything runs: the
+//     producer's environment is the merchant's, a simulator's outcome never reaches
+//     a live merchant, sandbox-only commands stay in the sandbox, a disabled
+//     merchant moves no new money (docs/security.md, "Guards of the money-moving
+//     commands"); a refusal is answered and not recorded;
+//   - its handler (wallet_handlers.go, invoice_handlers.go, payout_handlers.go for
+//     the built-in wallets, invoices and payment files; aggregates.go for every
+//     registered kind, such as refunds and subscriptions) asks the hollywood actor of
+//     each aggregate the command touches to apply it: a transfer asks two wallet
+//     actors, a payout approval a file actor and a wallet actor. Each actor's rules
+//     are a pure Apply in its own package; the handler gathers the new states,
+//     balanced ledger entries, outbox events and the reply into the open batch;
+//   - everything one poll applied, across all the partitions this engine owns, is
+//     committed in ONE Postgres transaction (docs/adr/0005-one-commit-per-poll.md):
+//     snapshots (version-checked), ledger entries, processed command ids with their
+//     replies, each partition's consumed offset under its owner epoch, and outbox
+//     events. If that transaction fails, each partition's batch is committed on its
+//     own so each gets its own outcome. Replies leave only after the commit.
 //
 // Guarantees, and where they come from:
 //   - exactly-once effect: the offset is stored in the batch transaction and a newly
 //     assigned partition resumes from it (not from Kafka's committed offset); command
 //     ids already in processed_commands are answered from the stored reply;
-//   - fencing: claiming a partition bumps its owner epoch, and every batch commit is
+//   - fencing: claiming a partition bumps its owner epoch, and every commit is
 //     conditional on that epoch, so a worker that lost the partition cannot commit;
 //   - no dual writes: events go to the outbox in the same transaction;
+//   - a poison command is answered, not retried: a batch that fails for a reason
+//     retrying cannot fix is halved until the command is found, which is committed
+//     with a refusal and recorded in command_quarantine (quarantine.go);
 //   - hollywood's failure modes: actors recover panics into errors, correlation ids
 //     are our own, each actor has at most one message in flight, and any failed
-//     batch throws away the partition's actors so they rehydrate from Postgres.
+//     batch throws away the partition's actors so they rehydrate from Postgres;
+//   - memory follows the active set: an actor idle for PAYSVC_ENGINE_IDLE_AFTER
+//     with nothing in flight is stopped, and rehydrated from its snapshot when a
+//     command next names it.
 package engine

@@ -1,6 +1,9 @@
-// Package mail sends the service's emails (today: pay requests, i.e. payment
-// links mailed to customers) over real SMTP, and provides an embedded SMTP sink
-// for environments without a mail server.
+// Package mail sends the service's emails over real SMTP: pay requests (payment
+// links mailed to customers, and their reminders) from the api role, and the
+// warnings the dispatcher role sends a merchant's email address when a webhook keeps
+// failing or is disabled. It also provides an embedded SMTP sink for environments
+// without a mail server (one per process: each instance's sink holds only the mail
+// that instance sent).
 //
 // # Why it exists
 //
@@ -20,7 +23,8 @@
 //   - [Message] and [Sender]: what the rest of the service uses.
 //   - [SMTPSender]: a Sender that talks to a real server, configured from
 //     PAYSVC_SMTP_URL through [ParseURL] (smtp:// with STARTTLS, smtps:// with
-//     implicit TLS, AUTH PLAIN). Every server reply that ends a send is an
+//     implicit TLS, AUTH PLAIN; its from= parameter is the sender, overriding
+//     PAYSVC_MAIL_FROM). Every server reply that ends a send is an
 //     [*SMTPError]; its Permanent method (5xx) says whether retrying can help.
 //     Malformed messages wrap [ErrInvalidMessage] and are permanent too;
 //     network failures, timeouts and 4xx replies are not.

@@ -1,6 +1,7 @@
 // Package payoutfile is the payment-file aggregate of payouts ("send money"): one
-// file and its transactions, the commands that move them (create, approve, fail,
-// cancel, rail results), the pure Apply that decides them, and the thin hollywood
+// file and its transactions, the commands that move them (Create, Approve, Cancel,
+// and Results: the rail's outcomes of its transactions, which is also how a
+// transaction fails), the pure Apply that decides them, and the thin hollywood
 // actor that holds a file between commands.
 //
 // A file holds its money through its wallet: on approval the engine holds the

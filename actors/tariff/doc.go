@@ -1,7 +1,8 @@
-// Package tariff prices collections (and later payouts): the fee schedule
-// that says what each payment method costs, the tariff that says who pays
-// the fee, and the FX rate table that turns USD, EUR and GBP into KES, the
-// settlement currency.
+// Package tariff prices collections and payouts: the fee schedule that says
+// what each payment method (M-PESA, PESALINK, CARD, and PAYOUT-<provider> for
+// each payout provider) costs, the tariff that says who pays a collection's
+// fee, and the FX rate table that turns USD, EUR, GBP, UGX and TZS into KES,
+// the settlement currency (UGX and TZS: checkout sessions only).
 //
 // # Why it exists
 //
@@ -45,8 +46,11 @@
 // ParseSchedule and ParseRates read the strings the service takes from
 // PAYSVC_FEES and PAYSVC_FX_RATES; the syntax is described on those
 // functions and in docs/fees.md. A parsed string replaces the defaults
-// entirely rather than patching them, so what is configured is exactly what
-// is charged.
+// entirely rather than patching them: a method it leaves out is not priced by
+// that Schedule. The service prices a payout whose method PAYSVC_FEES leaves
+// out with DefaultSchedule (api/payouts.go), so a collections-only fee table
+// never makes payouts free by accident; a collection method left out is
+// refused.
 //
 // Schedule and Rates are immutable once built and safe for concurrent use.
 //

@@ -128,7 +128,8 @@ func DefaultSchedule() *Schedule {
 }
 
 // NewSchedule validates rules and returns a Schedule holding a copy of them.
-// Methods must be among M-PESA, PESALINK and CARD; at least one is required.
+// Methods must be among the collection methods (M-PESA, PESALINK, CARD) and the
+// payout methods (PAYOUT-<provider>); at least one is required.
 // A rule is invalid when Percent is not a rate in [0, 1], when Fixed, Min or
 // Max is negative, or when a cap is set below the minimum.
 func NewSchedule(rules map[string]Rule) (*Schedule, error) {
@@ -195,7 +196,8 @@ func checkRule(r Rule) (Rule, error) {
 //	fee      = PERCENT "%" [ "+" AMOUNT ]        percentage, plus a fixed part
 //	option   = "min=" AMOUNT | "max=" AMOUNT    max omitted or 0.00: no cap
 //
-// METHOD is M-PESA, PESALINK or CARD, each at most once. PERCENT is a plain
+// METHOD is M-PESA, PESALINK, CARD or a payout method (PAYOUT-MPESA-B2C, ...),
+// each at most once. PERCENT is a plain
 // decimal between 0 and 100 ("1.5", "0.25"); the '%' is mandatory so that
 // "CARD=3.5" cannot be mistaken for a fixed KES 3.50. A fixed-only fee is
 // written "0%+25.00". AMOUNT is a KES amount with at most two decimal

@@ -1,5 +1,6 @@
 // Command paysvc is the payments, payouts and wallets service: one binary whose
-// `serve` runs the roles (api, engine, relay), plus admin subcommands.
+// `serve` runs the five roles (api, engine, relay, rails, dispatcher; all by
+// default, any subset with --roles or PAYSVC_ROLES), plus admin subcommands.
 package main
 
 import (
