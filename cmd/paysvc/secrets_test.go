@@ -21,7 +21,7 @@ func TestServeNeverPrintsTheCallbackToken(t *testing.T) {
 	fake := mpesa.NewFakeDaraja()
 	defer fake.Close()
 	const token = "tok3n-0123456789abcdef0123456789abcdef"
-	env := envFor(s, "PAYSVC_HTTP_ADDR", "127.0.0.1:0", "PAYSVC_KAFKA_PORT", "0", "PAYSVC_DATA_DIR", t.TempDir(),
+	env := envFor(s, "PAYSVC_HTTP_ADDR", "127.0.0.1:0", "PAYSVC_ADMIN_ADDR", "127.0.0.1:0", "PAYSVC_KAFKA_PORT", "0", "PAYSVC_DATA_DIR", t.TempDir(),
 		"PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:0", "PAYSVC_LOG_LEVEL", "debug", "PAYSVC_LOG_FORMAT", "json",
 		"PAYSVC_ENVIRONMENT", "live", "PAYSVC_PUBLIC_BASE_URL", "https://pay.example.com",
 		"PAYSVC_ALLOW_EMBEDDED_KAFKA", "true", "PAYSVC_ALLOW_SMTP_SINK", "true",
