@@ -430,7 +430,6 @@ func TestCredentialsAgainstServerWithoutAuth(t *testing.T) {
 	}
 }
 
-// nonLoopbackIP returns an address of this machine that is not loopback.
 // nsAddrEnv tells a copy of this test binary started in a network namespace of its
 // own which non-loopback address the namespace gave it.
 const nsAddrEnv = "PAYSVC_MAIL_TEST_NS_ADDR"
