@@ -463,6 +463,7 @@ func (s *Service) Close() {
 		s.Log.Info("draining: not ready, still serving", "drain_delay", d)
 		time.Sleep(d)
 	}
+	delayed := time.Now()
 	if s.httpSrv != nil {
 		// Requests in flight are answered: each waits at most the reply timeout
 		// for the engine, which runs until they are done.
@@ -484,7 +485,10 @@ func (s *Service) Close() {
 	}
 	s.wg.Wait()
 	if wasReady {
-		s.Log.Info("drained", "requests", httpDone.Sub(start).String(), "roles", time.Since(httpDone).String(), "total", time.Since(start).String())
+		// The three phases, for docs/operations.md: the drain delay, the requests
+		// in flight answered, the roles stopped (commits finished, groups left).
+		s.Log.Info("drained", "delay", delayed.Sub(start).String(), "requests", httpDone.Sub(delayed).String(),
+			"roles", time.Since(httpDone).String(), "total", time.Since(start).String())
 	}
 	if s.hub != nil {
 		s.hub.Close()
