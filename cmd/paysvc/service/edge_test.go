@@ -128,6 +128,18 @@ func TestAdminListener(t *testing.T) {
 				t.Errorf("%s=%s: %v, want an error naming it", k, v, err)
 			}
 		}
+		if c.DrainDelay != 0 {
+			t.Errorf("default drain delay %v", c.DrainDelay)
+		}
+		for _, v := range []string{"-1s", "2m"} {
+			c, err := cfg(map[string]string{"PAYSVC_SHUTDOWN_DRAIN_DELAY": v})
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), "PAYSVC_SHUTDOWN_DRAIN_DELAY") {
+				t.Errorf("PAYSVC_SHUTDOWN_DRAIN_DELAY=%s: %v, want an error naming it", v, err)
+			}
+		}
 	})
 }
 
