@@ -88,6 +88,11 @@ type Engine struct {
 	workers *workers
 	// merchants are what the guards read of merchants (guard.go).
 	merchants merchantCache
+	// joined says the group has given this member an assignment (possibly empty)
+	// since it last joined; assigned is that assignment, under mu. Ready compares
+	// it with parts, the partitions claimed in Postgres.
+	joined   atomic.Bool
+	assigned map[int32]bool
 }
 
 // New connects the engine's Kafka client; Run starts consuming.
@@ -98,7 +103,7 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 		return nil, fmt.Errorf("engine: actor engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine"),
-		kinds: snapshotRegistry()}
+		kinds: snapshotRegistry(), assigned: map[int32]bool{}}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...), kgo.Dialer(inproc.Dial),
 		kgo.ConsumerGroup(cfg.Group),
@@ -107,9 +112,10 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.HeartbeatInterval(cfg.SessionTimeout/5),
+		kgo.OnPartitionsAssigned(e.onJoined),
 		kgo.AdjustFetchOffsetsFn(e.onAssigned),
 		kgo.OnPartitionsRevoked(e.onRevoked),
-		kgo.OnPartitionsLost(e.onRevoked),
+		kgo.OnPartitionsLost(e.onLost),
 		kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.ProducerLinger(0), inproc.Compression(cfg.Brokers),
 		kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
@@ -126,6 +132,7 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 // Run consumes until ctx ends, then leaves the group so partitions move at once.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.cl.Close()
+	defer e.joined.Store(false) // leaving: not ready from here on
 	lastSweep := time.Now()
 	defer e.Stop() // waits for commits in flight, so their replies still go out
 	// Enough for every partition of a round at once; more partitions wait for one.
@@ -371,10 +378,62 @@ func (e *Engine) onAssigned(ctx context.Context, offsets map[string]map[int32]kg
 	return offsets, nil
 }
 
+// onJoined records an assignment of the group: the client calls it after every
+// join, even when nothing new is assigned, so an engine that owns no partition
+// (more engines than partitions) is known to be in the group all the same.
+func (e *Engine) onJoined(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, part := range added[topics.CommandsTopic] {
+		e.assigned[part] = true
+	}
+	e.joined.Store(true)
+}
+
+// onLost is a revocation the member did not choose (its session expired, the
+// group fenced it): it is out of the group until it joins again.
+func (e *Engine) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	e.joined.Store(false)
+	e.onRevoked(ctx, cl, lost)
+}
+
+// Readiness is what an engine says about its work to /readyz.
+type Readiness struct {
+	Ready bool
+	// Owned are the partitions claimed in Postgres; Assigned those the group gave.
+	Owned, Assigned int
+	// Reason is a short word when not ready: "joining" (no assignment from the
+	// group yet) or "claiming" (assigned partitions not yet claimed).
+	Reason string
+}
+
+// Readiness says whether the engine is in its consumer group and owns every
+// partition the group assigned it. One still joining, or still claiming its
+// partitions in Postgres, applies nothing yet.
+func (e *Engine) Readiness() Readiness {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := Readiness{Owned: len(e.parts), Assigned: len(e.assigned)}
+	switch {
+	case !e.joined.Load():
+		r.Reason = "joining"
+	default:
+		for part := range e.assigned {
+			if e.parts[part] == nil {
+				r.Reason = "claiming"
+				return r
+			}
+		}
+		r.Ready = true
+	}
+	return r
+}
+
 func (e *Engine) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, part := range revoked[topics.CommandsTopic] {
+		delete(e.assigned, part)
 		if p := e.parts[part]; p != nil {
 			e.dropPartitionLocked(p)
 			delete(e.parts, part)

@@ -57,6 +57,8 @@ commands:
   replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
   payout finish TXN --status COMPLETE|FAILED  finish a payout whose outcome the rail never reported
   quarantine list [--merchant ID]          commands the engine set aside (refused; see ops/runbooks.md)
+  probe [--addr ADDR] [PATH...]            exit 0 when the operator listener answers 200 on each path
+                                           (default /livez /readyz; for container healthchecks)
 
 Configuration comes from PAYSVC_* environment variables (see README.md).`
 
@@ -110,6 +112,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return payoutCmd(ctx, cfg, rest, stdout, stderr)
 	case "quarantine":
 		return quarantineCmd(ctx, cfg, rest, stdout, stderr)
+	case "probe":
+		return probeCmd(ctx, cfg, rest, stdout, stderr)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}

@@ -125,6 +125,10 @@ type Config struct {
 	// PayoutRecoverAfter is how long a payout waits for its outcome before the
 	// rails role submits it again (a rails process died holding it).
 	PayoutRecoverAfter time.Duration
+	// DrainDelay is how long a stopping process stays not-ready (/readyz 503)
+	// while it still serves, before it closes its listener: longer than the load
+	// balancer's probe interval, so no new request reaches a closed port.
+	DrainDelay time.Duration
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of
@@ -173,6 +177,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		InstanceID:            get("PAYSVC_INSTANCE_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(ids.Alias(4)))),
 		SessionTimeout:        dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
 		EngineIdleAfter:       dur("PAYSVC_ENGINE_IDLE_AFTER", 2*time.Minute),
+		DrainDelay:            dur("PAYSVC_SHUTDOWN_DRAIN_DELAY", 0),
 		KafkaSyncWrites:       get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
 		AcceptCommandLogReset: get("PAYSVC_ACCEPT_COMMAND_LOG_RESET", "false") == "true",
 		AllowEmbeddedKafka:    get("PAYSVC_ALLOW_EMBEDDED_KAFKA", "false") == "true",
@@ -338,6 +343,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		return errors.New("PAYSVC_ENGINE_SESSION_TIMEOUT: must be >= 1s")
+	}
+	if c.DrainDelay < 0 || c.DrainDelay > time.Minute {
+		return errors.New("PAYSVC_SHUTDOWN_DRAIN_DELAY: must be between 0s and 1m")
 	}
 	if c.EngineIdleAfter < time.Second {
 		// Shorter would rehydrate the same wallets over and over under steady load.

@@ -37,7 +37,8 @@ func TestAdminListener(t *testing.T) {
 	}
 
 	t.Run("PublicPortHasNoOperatorEndpoints", func(t *testing.T) {
-		for _, path := range []string{"/metrics", "/metrics/", "/debug/pprof/", "/debug/vars"} {
+		for _, path := range []string{"/metrics", "/metrics/", "/debug/pprof/", "/debug/pprof/goroutine", "/debug/pprof/cmdline",
+			"/debug/vars", "/readyz", "/livez"} {
 			if status, body := get(env.BaseURL + path); !notFoundJSON(status, body) {
 				t.Errorf("public %s: %d %.200s", path, status, body)
 			}
@@ -56,6 +57,18 @@ func TestAdminListener(t *testing.T) {
 		if status, body := get(env.AdminURL + "/healthz"); status != 200 || !strings.Contains(body, `"ok"`) {
 			t.Errorf("admin /healthz: %d %s", status, body)
 		}
+		if status, body := get(env.AdminURL + "/debug/pprof/"); status != 200 || !strings.Contains(body, "goroutine") {
+			t.Errorf("admin /debug/pprof/: %d %.200s", status, body)
+		}
+		if status, body := get(env.AdminURL + "/debug/pprof/goroutine?debug=1"); status != 200 || !strings.Contains(body, "goroutine profile") {
+			t.Errorf("admin goroutine profile: %d %.200s", status, body)
+		}
+		if status, _ := get(env.AdminURL + "/livez"); status != 200 {
+			t.Errorf("admin /livez: %d", status)
+		}
+		if status, body := get(env.AdminURL + "/readyz"); status != 200 && status != 503 || !strings.Contains(body, `"checks"`) {
+			t.Errorf("admin /readyz: %d %s", status, body)
+		}
 		if status, body := get(env.AdminURL + "/api/v1/wallets/"); !notFoundJSON(status, body) {
 			t.Errorf("the API on the admin port: %d %s", status, body)
 		}
@@ -70,6 +83,14 @@ func TestAdminListener(t *testing.T) {
 		}
 		if status, body := get("http://" + svc.AdminAddr + "/metrics"); status != 200 || !strings.Contains(body, "go_goroutines") {
 			t.Errorf("relay's admin /metrics: %d %.200s", status, body)
+		}
+		for _, path := range []string{"/debug/pprof/", "/readyz", "/livez"} {
+			if status, body := get("http://" + svc.Addr + path); !notFoundJSON(status, body) {
+				t.Errorf("relay's public %s: %d %.200s", path, status, body)
+			}
+		}
+		if status, _ := get("http://" + svc.AdminAddr + "/debug/pprof/"); status != 200 {
+			t.Errorf("relay's admin /debug/pprof/: %d", status)
 		}
 	})
 	t.Run("Off", func(t *testing.T) {
@@ -105,6 +126,18 @@ func TestAdminListener(t *testing.T) {
 			"PAYSVC_HTTP_BODY_MIN_RATE": "10", "PAYSVC_HTTP_READ_TIMEOUT": "0s"} {
 			if _, err := cfg(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {
 				t.Errorf("%s=%s: %v, want an error naming it", k, v, err)
+			}
+		}
+		if c.DrainDelay != 0 {
+			t.Errorf("default drain delay %v", c.DrainDelay)
+		}
+		for _, v := range []string{"-1s", "2m"} {
+			c, err := cfg(map[string]string{"PAYSVC_SHUTDOWN_DRAIN_DELAY": v})
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), "PAYSVC_SHUTDOWN_DRAIN_DELAY") {
+				t.Errorf("PAYSVC_SHUTDOWN_DRAIN_DELAY=%s: %v, want an error naming it", v, err)
 			}
 		}
 	})

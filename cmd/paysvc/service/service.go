@@ -58,6 +58,11 @@ type Service struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	ready    atomic.Bool
+	// closing is set when Close begins: /readyz says draining, and loops that
+	// end from then on were stopped, not failed (stoppedLoops, /livez).
+	closing      atomic.Bool
+	stoppedLoops atomic.Int64
+	engine       atomic.Pointer[engine.Engine] // for /readyz; nil without the role
 
 	// relayProducer publishes the outbox; its batches fit the event topics.
 	relayProducer *kgo.Client
@@ -140,6 +145,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		if err != nil {
 			return nil, err
 		}
+		s.engine.Store(e)
 		s.goRun(func() error { return e.Run(runCtx) })
 		s.goRun(func() error { return trimCommandReplies(runCtx, s.DB, cfg.Retention, log) })
 	}
@@ -324,6 +330,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		admin := http.NewServeMux()
 		admin.Handle("/metrics", promhttp.Handler())
 		admin.HandleFunc("/healthz", s.healthz)
+		s.handleOperator(admin) // /readyz, /livez, /debug/pprof/ (health.go)
 		admin.HandleFunc("/", notFound)
 		s.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: cfg.HTTP.Read, ReadTimeout: cfg.HTTP.Read,
 			WriteTimeout: cfg.HTTP.Write, IdleTimeout: cfg.HTTP.Idle, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -433,7 +440,12 @@ func (s *Service) goRun(f func() error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := f(); err != nil {
+		err := f()
+		if !s.closing.Load() {
+			// A loop ends on its own only when it failed for good: /livez says so.
+			s.stoppedLoops.Add(1)
+			s.Log.Error("role stopped", "err", err)
+		} else if err != nil {
 			s.Log.Error("role stopped", "err", err)
 		}
 	}()
@@ -442,19 +454,42 @@ func (s *Service) goRun(f func() error) {
 // Close stops accepting requests, lets in-flight ones finish, stops the roles and
 // releases everything. It is safe on a partly started service.
 func (s *Service) Close() {
-	s.ready.Store(false)
+	start := time.Now()
+	s.closing.Store(true) // /readyz answers 503 "draining" from now on
+	wasReady := s.ready.Swap(false)
+	if d := s.Config.DrainDelay; wasReady && d > 0 {
+		// Keep serving while load balancers see /readyz (and the API's /healthz)
+		// fail and stop sending here; then close the listener.
+		s.Log.Info("draining: not ready, still serving", "drain_delay", d)
+		time.Sleep(d)
+	}
+	delayed := time.Now()
 	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = s.httpSrv.Shutdown(ctx)
+		// Requests in flight are answered: each waits at most the reply timeout
+		// for the engine, which runs until they are done.
+		ctx, cancel := context.WithTimeout(context.Background(), max(10*time.Second, s.Config.API.ReplyTimeout+5*time.Second))
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			s.Log.Warn("requests still in flight at the shutdown bound", "err", err)
+		}
 		cancel()
 	}
-	if s.adminSrv != nil {
-		_ = s.adminSrv.Close()
-	}
+	httpDone := time.Now()
+	// The roles stop after the requests: an engine finishes its commit in flight
+	// and leaves its consumer group (its partitions move at once), consumers leave
+	// theirs when their clients close.
 	if s.cancel != nil {
 		s.cancel()
 	}
+	if s.adminSrv != nil { // after the requests, so /readyz says draining meanwhile
+		_ = s.adminSrv.Close()
+	}
 	s.wg.Wait()
+	if wasReady {
+		// The three phases, for docs/operations.md: the drain delay, the requests
+		// in flight answered, the roles stopped (commits finished, groups left).
+		s.Log.Info("drained", "delay", delayed.Sub(start).String(), "requests", httpDone.Sub(delayed).String(),
+			"roles", time.Since(httpDone).String(), "total", time.Since(start).String())
+	}
 	if s.hub != nil {
 		s.hub.Close()
 	}

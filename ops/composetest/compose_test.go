@@ -1,0 +1,249 @@
+package composetest
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// varRef is one ${...} reference of compose's interpolation syntax.
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[?-])([^}]*))?\}`)
+
+// interpolate substitutes variables as compose does: ${V:?msg} (and ${V?msg})
+// fail when V is unset (or, with the colon, empty); ${V:-d} and ${V-d} default.
+// It returns every failure's message, as compose would refuse to start.
+func interpolate(text string, env map[string]string) (string, []string) {
+	var errs []string
+	out := varRef.ReplaceAllStringFunc(text, func(ref string) string {
+		m := varRef.FindStringSubmatch(ref)
+		v, set := env[m[1]]
+		switch m[2] {
+		case ":?":
+			if v == "" {
+				errs = append(errs, m[1]+": "+m[3])
+			}
+		case "?":
+			if !set {
+				errs = append(errs, m[1]+": "+m[3])
+			}
+		case ":-":
+			if v == "" {
+				return m[3]
+			}
+		case "-":
+			if !set {
+				return m[3]
+			}
+		}
+		return v
+	})
+	return out, errs
+}
+
+type service struct {
+	Image       string
+	Build       any
+	Command     []string
+	Profiles    []string
+	Environment map[string]string
+	Healthcheck *struct {
+		Test    []string
+		Disable bool
+	}
+	DependsOn       map[string]struct{ Condition string } `yaml:"depends_on"`
+	StopGracePeriod string                                `yaml:"stop_grace_period"`
+}
+
+func load(t *testing.T) (raw string, services map[string]service) {
+	t.Helper()
+	b, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = string(b)
+	env := envFile(t, "../../.env.example")
+	for k := range env {
+		env[k] = "filled-by-the-test-" + strings.ToLower(k) // what an operator writes into .env
+	}
+	text, errs := interpolate(raw, env)
+	if len(errs) > 0 {
+		t.Fatalf("with every variable of .env.example set, compose still refuses: %v", errs)
+	}
+	var doc struct{ Services map[string]service }
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	return raw, doc.Services
+}
+
+// envFile reads KEY=VALUE lines.
+func envFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// servesPaysvc says whether a service runs `paysvc serve`.
+func servesPaysvc(s service) bool { return len(s.Command) > 0 && s.Command[0] == "serve" }
+
+func TestCompose(t *testing.T) {
+	t.Parallel()
+	raw, services := load(t)
+	var serving []string
+	for name, s := range services {
+		if servesPaysvc(s) {
+			serving = append(serving, name)
+		}
+	}
+	sort.Strings(serving)
+	if len(serving) < 10 {
+		t.Fatalf("paysvc services %v: want two of each role", serving)
+	}
+
+	t.Run("NoDefaultPasswords", func(t *testing.T) {
+		// Without an env file compose refuses to start, naming each secret.
+		_, errs := interpolate(raw, map[string]string{})
+		for _, v := range []string{"POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} {
+			if !slices.ContainsFunc(errs, func(e string) bool { return strings.HasPrefix(e, v+":") && strings.Contains(e, ".env") }) {
+				t.Errorf("compose starts without %s (errors: %v)", v, errs)
+			}
+		}
+		// Empty values (a copied .env.example not filled in) are refused too.
+		if _, errs := interpolate(raw, envFile(t, "../../.env.example")); len(errs) == 0 {
+			t.Error("compose starts with the empty values of .env.example")
+		}
+		// No default for any variable, and no password written in the file.
+		for _, m := range varRef.FindAllStringSubmatch(raw, -1) {
+			if m[2] != ":?" {
+				t.Errorf("${%s%s...}: every variable must be required (${%s:?message})", m[1], m[2], m[1])
+			}
+		}
+		for name, s := range services {
+			for k, v := range s.Environment {
+				if strings.Contains(k, "PASSWORD") && !strings.HasPrefix(v, "filled-by-the-test-") {
+					t.Errorf("%s: %s is not from the env file", name, k)
+				}
+			}
+		}
+		for _, name := range serving {
+			if u := services[name].Environment["PAYSVC_DATABASE_URL"]; !strings.Contains(u, ":filled-by-the-test-postgres_password@") {
+				t.Errorf("%s: PAYSVC_DATABASE_URL does not carry POSTGRES_PASSWORD: %s", name, u)
+			}
+		}
+	})
+
+	t.Run("Healthchecks", func(t *testing.T) {
+		want := []string{"CMD", "/paysvc", "probe", "/livez", "/readyz"}
+		for _, name := range serving {
+			s := services[name]
+			if s.Healthcheck == nil || s.Healthcheck.Disable || !slices.Equal(s.Healthcheck.Test, want) {
+				t.Errorf("%s: healthcheck %+v, want %v", name, s.Healthcheck, want)
+			}
+			if s.Environment["PAYSVC_ADMIN_ADDR"] == "" {
+				t.Errorf("%s: the probe needs PAYSVC_ADMIN_ADDR", name)
+			}
+			if s.StopGracePeriod == "" {
+				t.Errorf("%s: no stop_grace_period: docker kills after 10s, before a drain may end", name)
+			}
+		}
+		// service_healthy on a service without a healthcheck never starts.
+		for name, s := range services {
+			for dep, c := range s.DependsOn {
+				d, ok := services[dep]
+				if !ok {
+					t.Errorf("%s depends on %s, which is not a service", name, dep)
+				} else if c.Condition == "service_healthy" && (d.Healthcheck == nil || d.Healthcheck.Disable) {
+					t.Errorf("%s waits for %s to be healthy, which has no healthcheck", name, dep)
+				}
+			}
+		}
+	})
+
+	t.Run("PinnedImages", func(t *testing.T) {
+		pinned := regexp.MustCompile(`^[a-z0-9][a-z0-9./_-]*:v?\d+\.\d+(\.\d+)?$`)
+		var images []string
+		for name, s := range services {
+			if s.Image == "" {
+				if s.Build == nil {
+					t.Errorf("%s: neither image nor build", name)
+				}
+				continue
+			}
+			images = append(images, s.Image)
+			if !pinned.MatchString(s.Image) {
+				t.Errorf("%s: image %q is not pinned to an explicit version", name, s.Image)
+			}
+		}
+		sort.Strings(images)
+		t.Logf("images: %v", images)
+	})
+
+	t.Run("OneMailCatcher", func(t *testing.T) {
+		urls := map[string]bool{}
+		for _, name := range serving {
+			u := services[name].Environment["PAYSVC_SMTP_URL"]
+			if u == "" {
+				t.Errorf("%s: no PAYSVC_SMTP_URL: it would run a mail sink of its own", name)
+			}
+			urls[u] = true
+		}
+		if len(urls) != 1 {
+			t.Fatalf("instances send mail to %d places: %v", len(urls), urls)
+		}
+		for u := range urls {
+			host := strings.TrimPrefix(u, "smtp://")
+			host, _, _ = strings.Cut(host, ":")
+			if c, ok := services[host]; !ok || c.Healthcheck == nil {
+				t.Errorf("the mail catcher %s is not a service with a healthcheck", host)
+			}
+		}
+	})
+
+	t.Run("EnvFileIgnored", func(t *testing.T) {
+		b, err := os.ReadFile("../../.gitignore")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(b), "\n"), "/.env") {
+			t.Error(".gitignore does not list /.env: its passwords could be committed")
+		}
+	})
+}
+
+// The interpolation the test relies on behaves as compose's.
+func TestInterpolate(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SET": "v", "EMPTY": ""}
+	for in, want := range map[string]string{
+		"${SET:?m}": "v", "${SET}": "v", "${UNSET:-d}": "d", "${EMPTY:-d}": "d", "${EMPTY-d}": "", "${UNSET-d}": "d",
+	} {
+		if got, errs := interpolate(in, env); got != want || len(errs) != 0 {
+			t.Errorf("%s: %q %v, want %q", in, got, errs, want)
+		}
+	}
+	for _, in := range []string{"${UNSET:?m}", "${EMPTY:?m}", "${UNSET?m}"} {
+		if _, errs := interpolate(in, env); len(errs) != 1 {
+			t.Errorf("%s: %v, want one error", in, errs)
+		}
+	}
+	if _, errs := interpolate("${EMPTY?m}", env); len(errs) != 0 {
+		t.Errorf("${EMPTY?m} with EMPTY set to empty: %v", errs)
+	}
+}
