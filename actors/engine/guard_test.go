@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"paysvc/actors/engine"
-	"paysvc/actors/refund/refundkind"
-	"paysvc/actors/subscription/subscriptionkind"
 	"paysvc/actors/ids"
 	"paysvc/actors/money"
+	"paysvc/actors/refund/refundkind"
+	"paysvc/actors/subscription/subscriptionkind"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/topics"
