@@ -1,15 +1,20 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"paysvc/actors/ids"
 	"paysvc/storage"
 	"paysvc/topics"
+	"paysvc/tracing"
 )
 
 // issue produces a command and waits for the engine's reply, which arrives only
@@ -51,8 +56,26 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	// trip through the scheduler, where under load it queued behind the other
 	// handlers for nothing (docs/benchmarks.md, session 9).
 	failed := make(chan error, 1)
-	s.kafka.Produce(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(p.MerchantID), Value: value},
+	rec := &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(p.MerchantID), Value: value}
+	var span trace.Span // nil when tracing is off: nothing traced, nothing allocated
+	if tracing.On() {
+		var pctx context.Context
+		pctx, span = tracing.Tracer().Start(ctx, "produce "+topics.CommandsTopic, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String("messaging.system", "kafka"), attribute.String("messaging.destination.name", topics.CommandsTopic),
+				attribute.String("paysvc.command.id", id), attribute.String("paysvc.command.type", typ)))
+		// The engine continues the trace from the record (actors/engine applyBatch).
+		if h, ok := tracing.RecordHeader(pctx); ok {
+			rec.Headers = append(rec.Headers, h)
+		}
+	}
+	s.kafka.Produce(ctx, rec,
 		func(_ *kgo.Record, err error) {
+			if span != nil {
+				if err != nil {
+					span.SetStatus(codes.Error, err.Error())
+				}
+				span.End()
+			}
 			if err != nil {
 				commandProduced(typ, "error").Inc()
 				failed <- err
@@ -66,7 +89,7 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	case r := <-ch:
 		return r, nil
 	case err := <-failed:
-		s.log.Error("produce command", "request_id", requestID(c), "type", typ, "err", err)
+		s.log.ErrorContext(ctx, "produce command", "request_id", requestID(c), "type", typ, "err", err)
 		return topics.Reply{}, unavailable()
 	case <-timer.C:
 		replyTimeouts.Inc()

@@ -67,10 +67,11 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			if p := principal(c); p != nil {
 				attrs = append(attrs, "merchant_id", p.MerchantID)
 			}
+			// With the request's context: its trace id goes on the line (tracing.LogHandler).
 			if status >= 500 {
-				s.log.Warn("request", attrs...)
+				s.log.WarnContext(c.Request().Context(), "request", attrs...)
 			} else {
-				s.log.Debug("request", attrs...)
+				s.log.DebugContext(c.Request().Context(), "request", attrs...)
 			}
 		}
 		return nil

@@ -174,7 +174,7 @@ func New(cfg Config, d Deps) *Server {
 	// Paths are served with and without their trailing slash, never redirected:
 	// SDKs turn a redirected POST into a GET, and one of them follows no redirects.
 	e.Pre(middleware.RemoveTrailingSlash())
-	e.Use(s.requestID, s.observe, s.recoverPanics, s.connectionClose, s.limitBody, s.refuseUnstorable)
+	e.Use(s.requestID, s.traceRequest, s.observe, s.recoverPanics, s.connectionClose, s.limitBody, s.refuseUnstorable)
 	s.routes(e)
 	s.echo = e
 	return s

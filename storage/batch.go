@@ -70,6 +70,9 @@ type OutboxEvent struct {
 	Key        string
 	MerchantID string
 	Body       []byte
+	// TraceParent is the W3C context of the command's span that wrote the event
+	// ("" when tracing is off): the relay's publish continues it (package tracing).
+	TraceParent string
 }
 
 // Batch is everything one partition worker commits at once: the fixed core
@@ -192,8 +195,10 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 	n = len(b.Outbox)
 	oID, oTopic, oKey, oMerchant, oBody := make(stringArray, n), make(stringArray, n), make(stringArray, n),
 		make(stringArray, n), make(textArray, n)
+	traced := false
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
+		traced = traced || o.TraceParent != ""
 	}
 	// Invoices go as the core's column arrays (migration 0039), every other kind to
 	// its function.
@@ -220,7 +225,16 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 		aKind, aRows,
 		inv.ids, inv.merchants, inv.states, inv.apiRefs, inv.checkoutRequests, inv.versions, inv.prevs, inv.data,
 		inv.created, inv.updated)
-	stmt, err := prepared(ctx, db, commitBatchesSQL)
+	query := commitBatchesSQL
+	if traced {
+		// Only a commit with a traced event pays for the traceparents (0048).
+		oTrace := make(stringArray, n)
+		for i, o := range b.Outbox {
+			oTrace[i] = o.TraceParent
+		}
+		query, args = commitTracedSQL, append(args, oTrace)
+	}
+	stmt, err := prepared(ctx, db, query)
 	if err == nil {
 		_, err = stmt.ExecContext(ctx, args...)
 	}
@@ -287,6 +301,17 @@ const commitBatchesSQL = `SELECT paysvc_commit_batches_v3($1, $2::integer[], $3,
 	$41, $42, $43, $44, $45,
 	$46, $47::jsonb[],
 	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57)`
+
+// commitTracedSQL is commitBatchesSQL with the outbox events' traceparents
+// (paysvc_commit_batches_v4, migration 0048).
+const commitTracedSQL = `SELECT paysvc_commit_batches_v4($1, $2::integer[], $3, $4, $5,
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+	$17, $18, $19, $20, $21, $22, $23, $24,
+	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
+	$35, $36, $37, $38::integer[], $39, $40,
+	$41, $42, $43, $44, $45,
+	$46, $47::jsonb[],
+	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57, $58)`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated stringArray

@@ -36,6 +36,10 @@ type Delivery struct {
 
 	// SigningSecret keys webhook-signature (the webhook's, read when sending).
 	SigningSecret []byte `db:"signing_secret"`
+	// TraceParent is the event's trace context when the delivery came straight
+	// from the ingest; not stored, so a delivery claimed from the table (a retry,
+	// a backlog) has none and is not traced.
+	TraceParent string `db:"-"`
 }
 
 // Queue is the queue the delivery waits in.
@@ -126,6 +130,9 @@ type NewDelivery struct {
 	Partition  int32  // where the event was read, which orders one aggregate's events
 	Offset     int64
 	Body       []byte
+	// TraceParent is the event record's trace context (not stored): the delivery
+	// made straight from the ingest continues it (package tracing).
+	TraceParent string
 }
 
 // Inserted is what InsertDeliveries did: the deliveries that were new (a

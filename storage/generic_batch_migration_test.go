@@ -80,15 +80,17 @@ func TestMigration0024_ExistingDatabase(t *testing.T) {
 		t.Fatalf("applied %v, want 24 first", applied)
 	}
 	// 0035 replaced the generic function by its text-bodied _v2, and 0039 made the
-	// _v2 functions wrappers of _v3 (invoices as column arrays): these three are
-	// left, whatever the database went through.
+	// _v2 functions wrappers of _v3 (invoices as column arrays), and 0048 added
+	// _v4 (_v3 with the outbox's traceparents): these four are left, whatever the
+	// database went through.
 	var names []string
 	if err := db.SelectContext(ctx, &names, `SELECT proname FROM pg_proc WHERE proname LIKE 'paysvc\_commit\_batch%'
 		AND pronamespace = current_schema()::regnamespace ORDER BY proname`); err != nil {
 		t.Fatal(err)
 	}
-	if len(names) != 3 || names[0] != "paysvc_commit_batch_v2" || names[1] != "paysvc_commit_batches_v2" || names[2] != "paysvc_commit_batches_v3" {
-		t.Fatalf("commit functions %v, want only paysvc_commit_batch_v2, paysvc_commit_batches_v2 and _v3", names)
+	if len(names) != 4 || names[0] != "paysvc_commit_batch_v2" || names[1] != "paysvc_commit_batches_v2" || names[2] != "paysvc_commit_batches_v3" ||
+		names[3] != "paysvc_commit_batches_v4" {
+		t.Fatalf("commit functions %v, want only paysvc_commit_batch_v2, paysvc_commit_batches_v2, _v3 and _v4", names)
 	}
 
 	b := batchBundle{ctx: ctx, db: db, epoch: 1}

@@ -18,6 +18,9 @@ type OutboxRecord struct {
 	RecordKey  string
 	MerchantID string
 	Body       []byte
+	// TraceParent is the W3C context of the command that wrote the event ("" if
+	// it was not traced): the relay's publish span continues it.
+	TraceParent string
 }
 
 // outboxEvent is one event of an outbox row as fetchOutboxSQL lists it: a row of
@@ -32,6 +35,7 @@ type outboxEvent struct {
 	MerchantID string `db:"merchant_id"`
 	Body       []byte `db:"body"`
 	BodyText   []byte `db:"body_text"`
+	Trace      string `db:"traceparent"`
 }
 
 // records are the events in publishing order (the query's), and how many outbox
@@ -48,7 +52,7 @@ func records(evs []outboxEvent) ([]OutboxRecord, int) {
 			body = e.BodyText
 		}
 		out[i] = OutboxRecord{OutboxID: e.OutboxID, EventID: e.EventID, Topic: e.Topic, RecordKey: e.RecordKey,
-			MerchantID: e.MerchantID, Body: body}
+			MerchantID: e.MerchantID, Body: body, TraceParent: e.Trace}
 	}
 	return out, rows
 }
@@ -73,12 +77,13 @@ const (
 	// session 8). The limit still counts outbox rows, and the order is the rows' and
 	// then each row's arrays'.
 	fetchOutboxSQL = `WITH r AS (SELECT * FROM outbox ORDER BY outbox_id LIMIT $1)
-		SELECT r.outbox_id, 0::bigint AS ord, r.event_id, r.topic, r.record_key, r.merchant_id, r.body, NULL::text AS body_text
+		SELECT r.outbox_id, 0::bigint AS ord, r.event_id, r.topic, r.record_key, r.merchant_id, r.body, NULL::text AS body_text,
+		       '' AS traceparent
 		  FROM r WHERE r.event_ids IS NULL
 		UNION ALL
-		SELECT r.outbox_id, e.ord, e.event_id, e.topic, e.record_key, e.merchant_id, NULL::bytea, e.body
-		  FROM r, unnest(r.event_ids, r.topics, r.record_keys, r.merchant_ids, r.bodies) WITH ORDINALITY
-		       AS e(event_id, topic, record_key, merchant_id, body, ord)
+		SELECT r.outbox_id, e.ord, e.event_id, e.topic, e.record_key, e.merchant_id, NULL::bytea, e.body, coalesce(e.trace, '')
+		  FROM r, unnest(r.event_ids, r.topics, r.record_keys, r.merchant_ids, r.bodies, r.traceparents) WITH ORDINALITY
+		       AS e(event_id, topic, record_key, merchant_id, body, trace, ord)
 		 WHERE r.event_ids IS NOT NULL
 		ORDER BY 1, 2`
 	markPublishedSQL = `DELETE FROM outbox WHERE outbox_id = ANY($1)`

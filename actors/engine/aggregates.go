@@ -259,7 +259,7 @@ func (e *Engine) applyRegistered(ctx context.Context, p *partition, b *batch, c 
 		if uerr := tx.undo(); uerr != nil {
 			return topics.Reply{}, uerr
 		}
-		e.log.Error("unbalanced command refused", "command_id", c.ID, "kind", k.Name, "err", err)
+		e.log.ErrorContext(ctx, "unbalanced command refused", "command_id", c.ID, "kind", k.Name, "err", err)
 		return refuse(CodeInternal, "internal error", ""), nil
 	}
 	for _, w := range tx.wallets {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
@@ -96,6 +98,7 @@ type prepared struct {
 	final     []string // invoices this batch made final
 	payouts   map[[2]string]int
 	after     []func()
+	links     []trace.Link // the commands' spans (trace.go)
 }
 
 // openBatch is a partition's next batch while it is being applied: the records of
@@ -116,6 +119,9 @@ type openBatch struct {
 	count     int   // records applied
 	applies   int   // applyBatch calls that added to it
 	hw        int64 // the partition's high watermark at the last poll
+	// links are the applied commands' spans, for the commit's span (trace.go);
+	// nil when tracing is off.
+	links []trace.Link
 }
 
 func newOpenBatch(at time.Time, first int64) *openBatch {
@@ -138,7 +144,8 @@ func (ob *openBatch) prepared(p *partition) *prepared {
 		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
 	}
 	return &prepared{batch: sb, out: ob.out, counts: ob.counts, issued: ob.issued, replies: ob.answered,
-		newLabels: b.newLabels, newKeys: b.newKeys, finished: b.finished, final: b.final, payouts: b.payoutOutcomes, after: b.after}
+		newLabels: b.newLabels, newKeys: b.newKeys, finished: b.finished, final: b.final, payouts: b.payoutOutcomes, after: b.after,
+		links: ob.links}
 }
 
 // applyBatch applies the records through the actors, adding their effects to the
@@ -238,18 +245,26 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 			ob.counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
-		if reply, refused, err := e.guard(ctx, c, payloads[i]); err != nil {
+		// The command's own span, continuing its request's trace (nil, and actx
+		// ctx, when tracing is off).
+		actx, span := e.traceApply(ctx, p, c, recs[i])
+		events := len(b.outbox)
+		reply, refused, err := e.guard(actx, c, payloads[i])
+		if err == nil && !refused {
+			reply, err = e.applyContained(actx, p, b, c, payloads[i])
+		}
+		if span != nil {
+			ob.links = endApply(actx, span, b.outbox[events:], reply, refused, err, ob.links)
+		}
+		if err != nil {
 			return err
-		} else if refused {
+		}
+		if refused {
 			// Answered, not recorded (guard.go): nothing was applied.
 			reply.CommandID = c.ID
 			ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
 			ob.counts[[2]string{c.Type, "refused"}]++
 			continue
-		}
-		reply, err := e.applyContained(ctx, p, b, c, payloads[i])
-		if err != nil {
-			return err
 		}
 		reply.CommandID = c.ID
 		ob.answered[c.ID] = reply
@@ -291,12 +306,19 @@ func (e *Engine) applyContained(ctx context.Context, p *partition, b *batch, c *
 // commit writes prepared batches of different partitions in one transaction and,
 // once it is durable, answers their commands.
 func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
+	ctx, span := traceCommit(ctx, prs)
+	if span != nil {
+		defer span.End()
+	}
 	start := time.Now()
 	bs := make([]storage.Batch, len(prs))
 	for i, pr := range prs {
 		bs[i] = pr.batch
 	}
 	if err := storage.CommitBatches(ctx, e.db, bs); err != nil {
+		if span != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
 		return err
 	}
 	commitDone := time.Now()

@@ -153,7 +153,7 @@ func (e *Engine) guard(ctx context.Context, c *topics.Command, payload any) (rep
 	}
 	guardRefusals.WithLabelValues(c.Type, reason).Inc()
 	if reason != guardDisabled {
-		e.log.Warn("command refused by the engine's guard", "command_id", c.ID, "type", c.Type, "merchant_id", subject,
+		e.log.WarnContext(ctx, "command refused by the engine's guard", "command_id", c.ID, "type", c.Type, "merchant_id", subject,
 			"reason", reason, "producer_environment", c.Environment, "simulated", c.Simulated)
 	}
 	return reply, true, nil

@@ -237,7 +237,7 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 			// money may be with the merchant's paybill and not in any wallet. It
 			// is refused (a final state does not move), but never silently.
 			b.after = append(b.after, contradictedOutcomes.Inc)
-			e.log.Error("payment reported for a FAILED collection: refused, needs an operator",
+			e.log.ErrorContext(ctx, "payment reported for a FAILED collection: refused, needs an operator",
 				"invoice_id", resp.Before.InvoiceID, "merchant_id", resp.Before.MerchantID, "receipt", in.Receipt,
 				"command_id", c.ID)
 		}
@@ -247,7 +247,7 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 	if inv.Held && !resp.Before.Held {
 		// Not credited: the amount M-Pesa reports differs from what was asked
 		// (docs/security.md). The API counted the callback; this is the decision.
-		e.log.Error("collection held: paid amount differs from the invoice; nothing credited",
+		e.log.ErrorContext(ctx, "collection held: paid amount differs from the invoice; nothing credited",
 			"invoice_id", inv.InvoiceID, "merchant_id", inv.MerchantID, "value", inv.Value.String(),
 			"paid", inv.PaidAmount.String(), "receipt", inv.MpesaReference)
 	}
@@ -263,7 +263,7 @@ func (e *Engine) providerResult(ctx context.Context, p *partition, b *batch, c *
 			if errors.Is(err, wallet.ErrBalanceLimit) {
 				// Retrying cannot make it fit: a refusal, not a failed batch. The invoice
 				// keeps its previous state for an operator (docs/api-decisions.md).
-				e.log.Error("collection refused: receiving wallet at its maximum balance", "invoice_id", inv.InvoiceID, "wallet_id", inv.WalletID)
+				e.log.ErrorContext(ctx, "collection refused: receiving wallet at its maximum balance", "invoice_id", inv.InvoiceID, "wallet_id", inv.WalletID)
 				return walletRefusal(err), nil
 			}
 			return topics.Reply{}, err

@@ -101,7 +101,7 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 	case *topics.WalletDeposit:
 		return e.deposit(ctx, p, b, c, *in)
 	case *topics.WalletTransferCmd:
-		return e.transfer(p, b, c, *in)
+		return e.transfer(ctx, p, b, c, *in)
 	case *topics.InvoiceSTKPush:
 		return e.stkPush(ctx, p, b, c, *in)
 	case *topics.ProviderResult:
@@ -234,7 +234,7 @@ func (e *Engine) deposit(ctx context.Context, p *partition, b *batch, c *topics.
 		if err := e.restore(p, ref, resp.Before); err != nil {
 			return topics.Reply{}, err
 		}
-		e.log.Error("unbalanced deposit refused", "command_id", c.ID, "err", err)
+		e.log.ErrorContext(ctx, "unbalanced deposit refused", "command_id", c.ID, "err", err)
 		return refuse(CodeInternal, "internal error", ""), nil
 	}
 	b.touch(resp.Before, resp.Result.State)
@@ -242,7 +242,7 @@ func (e *Engine) deposit(ctx context.Context, p *partition, b *batch, c *topics.
 	return topics.Reply{Result: mustJSON(resp.Result.State.View())}, nil
 }
 
-func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.WalletTransferCmd) (topics.Reply, error) {
+func (e *Engine) transfer(ctx context.Context, p *partition, b *batch, c *topics.Command, in topics.WalletTransferCmd) (topics.Reply, error) {
 	src, dst := p.wallets[in.From], p.wallets[in.To]
 	if src == nil {
 		return refuse(CodeNotFound, "Wallet not found.", "wallet_id"), nil
@@ -293,7 +293,7 @@ func (e *Engine) transfer(p *partition, b *batch, c *topics.Command, in topics.W
 	}
 	entries := append(append([]ledger.Entry{}, out.Result.Entries...), inResp.Result.Entries...)
 	if err := ledger.Balanced(entries); err != nil {
-		e.log.Error("unbalanced transfer refused", "command_id", c.ID, "err", err)
+		e.log.ErrorContext(ctx, "unbalanced transfer refused", "command_id", c.ID, "err", err)
 		if err := e.restore(p, src, out.Before); err != nil {
 			return topics.Reply{}, err
 		}

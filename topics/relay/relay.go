@@ -16,9 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"paysvc/storage"
 	"paysvc/topics/inproc"
+	"paysvc/tracing"
 )
 
 // leaderLock is the advisory-lock class of the relay; the schema is the second key,
@@ -194,15 +198,32 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage
 	}
 	krecs := make([]*kgo.Record, len(recs))
 	index := make(map[*kgo.Record]int, len(recs)) // results come back in completion order
+	var spans []trace.Span                        // by event; nil when no event of the fetch is traced
 	for i, o := range recs {
 		krecs[i] = &kgo.Record{Topic: o.Topic, Key: []byte(o.RecordKey), Value: o.Body,
 			Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(o.EventID)}, {Key: "merchant_id", Value: []byte(o.MerchantID)}}}
 		index[krecs[i]] = i
+		if o.TraceParent != "" {
+			spans = r.tracePublish(ctx, o, krecs[i], i, len(recs), spans)
+		}
 	}
+	defer func() { // those a return below left open (End is once: ended ones ignore it)
+		for _, s := range spans {
+			if s != nil {
+				s.End()
+			}
+		}
+	}()
 	results := r.cl.ProduceSync(ctx, krecs...)
 	var retry error
 	for _, res := range results {
 		i := index[res.Record]
+		if spans != nil && spans[i] != nil {
+			if res.Err != nil {
+				spans[i].SetStatus(codes.Error, res.Err.Error())
+			}
+			spans[i].End()
+		}
 		switch {
 		case res.Err == nil:
 		case refusedForGood(res.Err):
@@ -234,6 +255,29 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage
 		published.WithLabelValues(o.Topic).Inc()
 	}
 	return rows, nil
+}
+
+// tracePublish continues the trace of a traced event (the command span that wrote
+// it, from the outbox) with a producer span, put in the record's traceparent
+// header for the webhook dispatcher. With tracing off here the stored context goes
+// into the header unchanged, so the trace still reaches the dispatcher.
+func (r *Relay) tracePublish(ctx context.Context, o storage.OutboxRecord, rec *kgo.Record, i, n int, spans []trace.Span) []trace.Span {
+	if !tracing.On() {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: tracing.Header, Value: []byte(o.TraceParent)})
+		return spans
+	}
+	if spans == nil {
+		spans = make([]trace.Span, n)
+	}
+	ctx, span := tracing.Tracer().Start(tracing.WithTraceParent(ctx, o.TraceParent), "publish "+o.Topic,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "kafka"), attribute.String("messaging.destination.name", o.Topic),
+			attribute.String("paysvc.event.id", o.EventID), attribute.Int64("paysvc.outbox.id", o.OutboxID)))
+	spans[i] = span
+	if h, ok := tracing.RecordHeader(ctx); ok {
+		rec.Headers = append(rec.Headers, h)
+	}
+	return spans
 }
 
 // refusedForGood reports errors that no retry can fix: the record itself is

@@ -192,7 +192,7 @@ func (d *Dispatcher) sendQueue(ctx context.Context, c claim) queueDone {
 			res.release(c.Deliveries[i:], time.Now())
 			break
 		}
-		o, ok := d.attempt(ctx, dl)
+		o, ok := d.tracedAttempt(ctx, dl)
 		if !ok { // shutting down: the attempt was cut short and does not count
 			res.release(c.Deliveries[i:], time.Now())
 			break
@@ -259,7 +259,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.
 	if dl.Status == "PENDING" {
 		if err := d.markProcessing(ctx, dl); err != nil {
 			if ctx.Err() == nil {
-				d.log.Warn("mark webhook delivery PROCESSING; it is sent later", "event_id", dl.EventID, "err", err)
+				d.log.WarnContext(ctx, "mark webhook delivery PROCESSING; it is sent later", "event_id", dl.EventID, "err", err)
 			}
 			return o, false
 		}
@@ -291,7 +291,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.
 	if err != nil {
 		attempts.WithLabelValues("failed_transport").Inc()
 		// The merchant sees outbound.Describe's words; the operator gets the cause.
-		d.log.Debug("webhook delivery failed", "webhook_id", dl.WebhookID, "event_id", dl.EventID, "err", err)
+		d.log.DebugContext(ctx, "webhook delivery failed", "webhook_id", dl.WebhookID, "event_id", dl.EventID, "err", err)
 	} else {
 		attempts.WithLabelValues("failed_http").Inc()
 		msg := fmt.Sprintf("endpoint answered HTTP %d", resp.Status)

@@ -13,6 +13,7 @@ import (
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/inproc"
+	"paysvc/tracing"
 )
 
 // group is the dispatchers' consumer group over the event topics.
@@ -208,7 +209,8 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 				continue
 			}
 			rows = append(rows, storage.NewDelivery{EventID: e.ev.ID, WebhookID: w.WebhookID, MerchantID: e.ev.MerchantID,
-				Topic: e.ev.Type, AggKey: key, Partition: e.rec.Partition, Offset: e.rec.Offset, Body: body})
+				Topic: e.ev.Type, AggKey: key, Partition: e.rec.Partition, Offset: e.rec.Offset, Body: body,
+				TraceParent: tracing.HeaderValue(e.rec)})
 		}
 	}
 	if len(rows) == 0 {
@@ -240,7 +242,8 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 			w := hooksByID[n.WebhookID]
 			chains[k] = append(chains[k], storage.Delivery{EventID: n.EventID, WebhookID: n.WebhookID, MerchantID: n.MerchantID,
 				Topic: n.Topic, Body: n.Body, Status: "PENDING", CreatedAt: now, UpdatedAt: now, Endpoint: w.Endpoint,
-				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, IncludeChallenge: w.IncludeChallenge, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset})
+				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, IncludeChallenge: w.IncludeChallenge, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset,
+				TraceParent: n.TraceParent})
 		}
 		for _, k := range ins.Leased {
 			ds := chains[k]

@@ -19,6 +19,7 @@ import (
 	"paysvc/actors/webhooks/dispatch"
 	"paysvc/api"
 	"paysvc/topics/relay"
+	"paysvc/tracing"
 )
 
 // Roles a process can run.
@@ -129,6 +130,9 @@ type Config struct {
 	// while it still serves, before it closes its listener: longer than the load
 	// balancer's probe interval, so no new request reaches a closed port.
 	DrainDelay time.Duration
+	// Tracing is what the standard OTEL_* variables say about traces: off unless
+	// they ask for an OTLP exporter (tracing.FromEnv).
+	Tracing tracing.Config
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of
@@ -256,6 +260,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom,
 		Lease: dur("PAYSVC_WEBHOOK_LEASE", time.Minute)}
 	c.WebhookCAFile = get("PAYSVC_WEBHOOK_CA_FILE", "")
+	if c.Tracing, err = tracing.FromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

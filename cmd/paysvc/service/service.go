@@ -36,6 +36,7 @@ import (
 	"paysvc/topics"
 	"paysvc/topics/inproc"
 	"paysvc/topics/relay"
+	"paysvc/tracing"
 )
 
 // Service is a running paysvc process (or, in tests, one of several in a process).
@@ -66,6 +67,8 @@ type Service struct {
 
 	// relayProducer publishes the outbox; its batches fit the event topics.
 	relayProducer *kgo.Client
+	// stopTracing flushes and stops the OTLP exporter (a no-op when tracing is off).
+	stopTracing func(context.Context) error
 }
 
 // Start brings up the configured roles and returns once the HTTP listener is open.
@@ -73,6 +76,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	if err := cfg.CheckStandIns(); err != nil {
 		return nil, err
 	}
+	// Log lines written with a request's or a command's context carry its trace id.
+	log = slog.New(tracing.LogHandler(log.Handler()))
 	s := &Service{Config: cfg, Log: log}
 	registerAggregates()
 	defer func() {
@@ -80,6 +85,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 			s.Close()
 		}
 	}()
+	if s.stopTracing, err = tracing.Start(ctx, cfg.Tracing, cfg.InstanceID); err != nil {
+		return nil, err
+	}
 	if s.DB, err = storage.Open(ctx, cfg.DatabaseURL, 30*time.Second); err != nil {
 		return nil, err
 	}
@@ -510,6 +518,13 @@ func (s *Service) Close() {
 	}
 	if s.DB != nil {
 		s.DB.Close()
+	}
+	if s.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.stopTracing(ctx); err != nil {
+			s.Log.Warn("flush traces", "err", err)
+		}
+		cancel()
 	}
 }
 
