@@ -125,6 +125,8 @@ type Config struct {
 	// PayoutRecoverAfter is how long a payout waits for its outcome before the
 	// rails role submits it again (a rails process died holding it).
 	PayoutRecoverAfter time.Duration
+	// LedgerAudit schedules the relay role's continuous ledger audit.
+	LedgerAudit LedgerAudit
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of
@@ -251,6 +253,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom,
 		Lease: dur("PAYSVC_WEBHOOK_LEASE", time.Minute)}
 	c.WebhookCAFile = get("PAYSVC_WEBHOOK_CA_FILE", "")
+	c.LedgerAudit = LedgerAudit{Interval: dur("PAYSVC_LEDGER_AUDIT_INTERVAL", time.Minute),
+		FullInterval: dur("PAYSVC_LEDGER_AUDIT_FULL_INTERVAL", 24*time.Hour)}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -353,6 +357,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.WebhookEvents <= 0 {
 		return errors.New("PAYSVC_WEBHOOK_EVENT_RETENTION: must be > 0")
+	}
+	if c.LedgerAudit.Interval < 0 || c.LedgerAudit.FullInterval < c.LedgerAudit.Interval {
+		return errors.New("PAYSVC_LEDGER_AUDIT_INTERVAL, PAYSVC_LEDGER_AUDIT_FULL_INTERVAL: must be >= 0 (0 turns the audit off), the full interval at least the interval")
 	}
 	if !slices.Contains([]string{"auto", "json", "text"}, c.LogFormat) {
 		return errors.New("PAYSVC_LOG_FORMAT: must be auto, json or text")

@@ -132,6 +132,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		r := relay.New(s.DB, s.relayProducer, log, cfg.RelayPoll)
 		wake = r.Wake
 		s.goRun(func() error { return r.Run(runCtx) })
+		// The ledger audited continuously, by one relay instance at a time.
+		if cfg.LedgerAudit.Interval > 0 {
+			s.goRun(func() error { return runLedgerAudit(runCtx, s.DB, cfg.LedgerAudit, log) })
+		}
 	}
 	if cfg.Has(RoleEngine) {
 		e, err := engine.New(engine.Config{Brokers: s.Brokers, Owner: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
