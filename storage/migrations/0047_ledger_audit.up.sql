@@ -22,3 +22,7 @@ CREATE TABLE ledger_audit_wallets (
     wallet_id  text PRIMARY KEY,
     total      numeric NOT NULL
 );
+
+-- The rails role's watch of collections waiting in PROCESSING (storage.ProcessingCollections):
+-- a few rows of a large table, read every minute.
+CREATE INDEX invoices_processing ON invoices (updated_at) WHERE state = 'PROCESSING';

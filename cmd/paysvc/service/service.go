@@ -260,6 +260,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error {
 			return rails.ClearCards(runCtx, s.DB, scope, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
 		})
+		s.goRun(func() error { return watchCollections(runCtx, s.DB, cfg.Environment, 30*time.Second, log) })
 	}
 
 	if cfg.WebhookCAFile != "" {
