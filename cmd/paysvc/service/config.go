@@ -133,6 +133,8 @@ type Config struct {
 	// Tracing is what the standard OTEL_* variables say about traces: off unless
 	// they ask for an OTLP exporter (tracing.FromEnv).
 	Tracing tracing.Config
+	// LedgerAudit schedules the relay role's continuous ledger audit.
+	LedgerAudit LedgerAudit
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of
@@ -263,6 +265,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.Tracing, err = tracing.FromEnv(getenv); err != nil {
 		errs = append(errs, err)
 	}
+	c.LedgerAudit = LedgerAudit{Interval: dur("PAYSVC_LEDGER_AUDIT_INTERVAL", time.Minute),
+		FullInterval: dur("PAYSVC_LEDGER_AUDIT_FULL_INTERVAL", 24*time.Hour)}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -368,6 +372,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.WebhookEvents <= 0 {
 		return errors.New("PAYSVC_WEBHOOK_EVENT_RETENTION: must be > 0")
+	}
+	if c.LedgerAudit.Interval < 0 || c.LedgerAudit.FullInterval < c.LedgerAudit.Interval {
+		return errors.New("PAYSVC_LEDGER_AUDIT_INTERVAL, PAYSVC_LEDGER_AUDIT_FULL_INTERVAL: must be >= 0 (0 turns the audit off), the full interval at least the interval")
 	}
 	if !slices.Contains([]string{"auto", "json", "text"}, c.LogFormat) {
 		return errors.New("PAYSVC_LOG_FORMAT: must be auto, json or text")

@@ -145,6 +145,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		r := relay.New(s.DB, s.relayProducer, log, cfg.RelayPoll)
 		wake = r.Wake
 		s.goRun(func() error { return r.Run(runCtx) })
+		// The ledger audited continuously, by one relay instance at a time.
+		if cfg.LedgerAudit.Interval > 0 {
+			s.goRun(func() error { return runLedgerAudit(runCtx, s.DB, cfg.LedgerAudit, log) })
+		}
 	}
 	if cfg.Has(RoleEngine) {
 		e, err := engine.New(engine.Config{Brokers: s.Brokers, Owner: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
@@ -270,6 +274,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		s.goRun(func() error {
 			return rails.ClearCards(runCtx, s.DB, scope, s.producer, cfg.CardClearingDelay, cfg.CardClearingInterval, log)
 		})
+		s.goRun(func() error { return watchCollections(runCtx, s.DB, cfg.Environment, 30*time.Second, log) })
 	}
 
 	if cfg.WebhookCAFile != "" {

@@ -56,6 +56,9 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.PayoutRecoverAfter = 5 * time.Second
 	cfg.CardClearingInterval = 50 * time.Millisecond
 	cfg.SubscriptionTick = 50 * time.Millisecond
+	// The ledger audit's gauges are process-wide: one test's service must not
+	// overwrite another's finding, so a test that checks them turns it on.
+	cfg.LedgerAudit.Interval = 0
 	// A test may make this process live; it runs on the in-process stand-ins by
 	// name, as an operator would have to.
 	cfg.AllowEmbeddedKafka, cfg.AllowSMTPSink = true, true
