@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -158,6 +159,9 @@ func TestClusterUnderKills(t *testing.T) {
 	f := verifyCluster(t, ctx, cl, schema, ms, rec, kills)
 	f.settle, f.total = settled, time.Since(started)
 	f.retried = cl.retried.Load()
+	cl.unknownMu.Lock()
+	f.unknown = maps.Clone(cl.unknown)
+	cl.unknownMu.Unlock()
 	f.report(t)
 }
 
@@ -192,22 +196,49 @@ type cluster struct {
 	stop    atomic.Bool
 	wg      sync.WaitGroup
 	retried atomic.Int64 // requests sent again after an unknown outcome
+
+	unknownMu sync.Mutex
+	unknown   map[string]int // unknown outcomes by kind: transport, 503, 504, 409...
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+func (cl *cluster) sawUnknown(kind string) {
+	cl.unknownMu.Lock()
+	defer cl.unknownMu.Unlock()
+	if cl.unknown == nil {
+		cl.unknown = map[string]int{}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	cl.unknown[kind]++
+}
+
+// freePort picks a free port below Linux's ephemeral range (32768-60999 by
+// default). A killed process is started again on the same ports, so they must stay
+// free while it is down: a port from the ephemeral range could meanwhile become
+// the source port of some client's connection or another test's listener (port 0),
+// and the restart would fail to listen.
+func freePort(t *testing.T, used map[int]bool) int {
+	t.Helper()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if used[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		used[port] = true
+		return port
+	}
+	t.Fatal("no free port in 20000-31999")
+	return 0
 }
 
 // startCluster starts the broker and the ten role processes and waits until every
 // one is ready.
 func startCluster(t *testing.T, bin, dbURL string) *cluster {
-	cl := &cluster{t: t, bin: bin, broker: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	used := map[int]bool{}
+	cl := &cluster{t: t, bin: bin, broker: fmt.Sprintf("127.0.0.1:%d", freePort(t, used))}
 	logs := t.TempDir()
 	common := []string{
 		"PAYSVC_DATABASE_URL=" + dbURL, "PAYSVC_KAFKA_BROKERS=" + cl.broker, "PAYSVC_COMMAND_PARTITIONS=4",
@@ -226,7 +257,7 @@ func startCluster(t *testing.T, bin, dbURL string) *cluster {
 	for _, role := range []string{"api", "engine", "relay", "rails", "dispatcher"} {
 		for n := 1; n <= 2; n++ {
 			p := &clusterProc{name: fmt.Sprintf("%s-%d", role, n), role: role, args: []string{"serve", "--roles", role},
-				http: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+				http: fmt.Sprintf("127.0.0.1:%d", freePort(t, used)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t, used))}
 			p.env = append(slices.Clone(common), "PAYSVC_INSTANCE_ID="+p.name, "PAYSVC_HTTP_ADDR="+p.http,
 				"PAYSVC_ADMIN_ADDR="+p.admin, "PAYSVC_DATA_DIR="+t.TempDir())
 			p.logPath = filepath.Join(logs, p.name+".log")
@@ -382,11 +413,27 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 			select {
 			case <-exited:
 			case <-time.After(clusterTermDeadline):
+				// Not drained: SIGQUIT makes Go print every goroutine's stack into
+				// the process's log, which says where the shutdown hangs.
 				k.forced = true
-				p.signal(syscall.SIGKILL)
-				<-exited
+				k.drain = time.Since(sent)
+				var from int64
+				if st, err := os.Stat(p.logPath); err == nil {
+					from = st.Size()
+				}
+				p.signal(syscall.SIGQUIT)
+				select {
+				case <-exited:
+				case <-time.After(5 * time.Second):
+					p.signal(syscall.SIGKILL)
+					<-exited
+				}
+				t.Logf("%s did not exit within %s of SIGTERM; its goroutines in paysvc code:\n%s", p.name, clusterTermDeadline,
+					paysvcStacks(p.logPath, from))
 			}
-			k.drain = time.Since(sent)
+			if !k.forced {
+				k.drain = time.Since(sent)
+			}
 		} else {
 			<-exited
 		}
@@ -450,6 +497,7 @@ func (c *clusterClient) do(ctx context.Context, method, path string, body any, i
 		resp, err := c.http.Do(req)
 		if err != nil {
 			last = err.Error()
+			c.cl.sawUnknown("transport")
 			continue
 		}
 		out, _ := io.ReadAll(resp.Body)
@@ -463,6 +511,7 @@ func (c *clusterClient) do(ctx context.Context, method, path string, body any, i
 			return m, nil
 		case s >= 500 || s == http.StatusConflict || s == http.StatusTooManyRequests:
 			last = fmt.Sprintf("%d %.200s", s, out)
+			c.cl.sawUnknown(strconv.Itoa(s))
 		default:
 			return nil, errRefused{s, string(out)}
 		}
@@ -643,6 +692,7 @@ type clusterFigures struct {
 	applied                       int
 	events, deliveries            int
 	retried                       int64
+	unknown                       map[string]int
 	settle, total                 time.Duration
 }
 
@@ -685,8 +735,8 @@ func (f clusterFigures) report(t *testing.T) {
 	t.Logf("cluster figures: %d kills (%d SIGKILL, %d SIGTERM): %s", len(f.kills), len(f.kills)-terms, terms, strings.Join(parts, ", "))
 	t.Logf("cluster figures: SIGTERM drain (signal to exit) %s; not drained within %s: %d; each: %s", drain, clusterTermDeadline, forced,
 		strings.Join(drainList, ", "))
-	t.Logf("cluster figures: commands acknowledged %d (transfers %d, STK pushes %d, payment files %d, setup %d), applied exactly once %d; requests retried %d",
-		f.transfers+f.stk+f.files+f.setups, f.transfers, f.stk, f.files, f.setups, f.applied, f.retried)
+	t.Logf("cluster figures: commands acknowledged %d (transfers %d, STK pushes %d, payment files %d, setup %d), applied exactly once %d (setup writes counted as applied: the rest of the test uses them); requests retried %d (unknown outcomes by kind: %v)",
+		f.transfers+f.stk+f.files+f.setups, f.transfers, f.stk, f.files, f.setups, f.applied, f.retried, f.unknown)
 	t.Logf("cluster figures: events %d, deliveries received %d (%d repeated); settled %s after the faults; whole test %s",
 		f.events, f.deliveries, f.deliveries-f.events, f.settle.Round(time.Millisecond), f.total.Round(time.Second))
 }
@@ -724,10 +774,11 @@ func verifyCluster(t *testing.T, ctx context.Context, cl *cluster, schema storag
 			inLedger[r.Narrative] = r.Commands
 		}
 		for _, n := range m.transfers {
-			if inLedger[n] == 0 {
+			switch inLedger[n] {
+			case 0:
 				t.Errorf("merchant %d: acknowledged transfer %q is not in the ledger", i, n)
-			} else {
-				f.applied++
+			case 1:
+				f.applied++ // more than one was reported above
 			}
 			delete(inLedger, n)
 		}
@@ -925,6 +976,26 @@ func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant)
 			t.Errorf("merchant %d: no final send_money_event received for file %s", mi, id)
 		}
 	}
+}
+
+// paysvcStacks returns the goroutines of a SIGQUIT dump written to path after
+// offset from that run through paysvc's own packages.
+func paysvcStacks(path string, from int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < from {
+		return fmt.Sprint("no dump: ", err)
+	}
+	var keep []string
+	for _, g := range strings.Split(string(b[from:]), "\n\n") {
+		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "paysvc/") {
+			keep = append(keep, g)
+		}
+	}
+	out := strings.Join(keep, "\n\n")
+	if len(out) > 20000 {
+		out = out[:20000] + "\n..."
+	}
+	return out
 }
 
 // dumpLogs prints the end of every process's log, for a failure.
