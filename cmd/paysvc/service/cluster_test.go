@@ -380,16 +380,23 @@ func (cl *cluster) notReady() []string {
 
 // killRandomly kills one process every 2-4 s until ctx ends: the processes in a
 // random order, round after round, so every one (the broker included) dies at least
-// once; every third kill is a SIGTERM, whose drain (signal to exit) is measured.
+// once; every third kill is a SIGTERM, whose drain (signal to exit) is measured
+// beside the schedule, so a slow drain does not hold the next kills back.
 func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) []clusterKill {
 	rng := rand.New(rand.NewPCG(seed, 23))
 	t.Logf("kill schedule seed %d", seed)
-	var kills []clusterKill
+	var (
+		mu       sync.Mutex
+		kills    []clusterKill
+		draining = map[*clusterProc]bool{}
+		drains   sync.WaitGroup
+	)
 	var order []*clusterProc
 	for n := 0; ; n++ {
 		wait := clusterKillEvery/2 + time.Duration(rng.Int64N(int64(clusterKillEvery)))
 		select {
 		case <-ctx.Done():
+			drains.Wait()
 			return kills
 		case <-time.After(wait):
 		}
@@ -398,6 +405,13 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		p := order[0]
+		mu.Lock()
+		busy := draining[p]
+		mu.Unlock()
+		if busy {
+			order = append(order[1:], p) // its turn comes again after the others'
+			continue
+		}
 		order = order[1:]
 		k := clusterKill{proc: p.name, signal: "SIGKILL"}
 		sig := syscall.SIGKILL
@@ -409,14 +423,24 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 		if exited == nil {
 			continue // still restarting from an earlier kill: nothing to kill
 		}
-		if sig == syscall.SIGTERM {
+		if sig == syscall.SIGKILL {
+			<-exited
+			mu.Lock()
+			kills = append(kills, k)
+			mu.Unlock()
+			continue
+		}
+		mu.Lock()
+		draining[p] = true
+		mu.Unlock()
+		drains.Go(func() {
 			select {
 			case <-exited:
+				k.drain = time.Since(sent)
 			case <-time.After(clusterTermDeadline):
 				// Not drained: SIGQUIT makes Go print every goroutine's stack into
 				// the process's log, which says where the shutdown hangs.
-				k.forced = true
-				k.drain = time.Since(sent)
+				k.forced, k.drain = true, time.Since(sent)
 				var from int64
 				if st, err := os.Stat(p.logPath); err == nil {
 					from = st.Size()
@@ -428,16 +452,14 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 					p.signal(syscall.SIGKILL)
 					<-exited
 				}
-				t.Logf("%s did not exit within %s of SIGTERM; its goroutines in paysvc code:\n%s", p.name, clusterTermDeadline,
-					paysvcStacks(p.logPath, from))
+				t.Logf("%s did not exit within %s of SIGTERM; its goroutines in paysvc code and kgo's group management:\n%s",
+					p.name, clusterTermDeadline, paysvcStacks(p.logPath, from))
 			}
-			if !k.forced {
-				k.drain = time.Since(sent)
-			}
-		} else {
-			<-exited
-		}
-		kills = append(kills, k)
+			mu.Lock()
+			kills = append(kills, k)
+			delete(draining, p)
+			mu.Unlock()
+		})
 	}
 }
 
@@ -979,7 +1001,7 @@ func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant)
 }
 
 // paysvcStacks returns the goroutines of a SIGQUIT dump written to path after
-// offset from that run through paysvc's own packages.
+// offset from that run through paysvc's own packages or kgo's consumer groups.
 func paysvcStacks(path string, from int64) string {
 	b, err := os.ReadFile(path)
 	if err != nil || int64(len(b)) < from {
@@ -987,7 +1009,7 @@ func paysvcStacks(path string, from int64) string {
 	}
 	var keep []string
 	for _, g := range strings.Split(string(b[from:]), "\n\n") {
-		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "paysvc/") {
+		if strings.HasPrefix(g, "goroutine ") && (strings.Contains(g, "paysvc/") || strings.Contains(g, "kgo/consumer_group.go")) {
 			keep = append(keep, g)
 		}
 	}
