@@ -552,7 +552,6 @@ type clusterMerchant struct {
 	transfers []string                // acknowledged transfers' narratives, unique
 	invoices  []string                // acknowledged STK pushes' invoice ids
 	files     []string                // acknowledged payment files' tracking ids
-	refused   int
 }
 
 // transfers moves money from the client's own wallet to the merchant's others, one
