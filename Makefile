@@ -14,7 +14,7 @@ FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
 BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop build run sdk browser prometheus test test-short bench bench-memory fuzz lint clean
+.PHONY: help pg pg-stop build run cluster sdk browser prometheus test test-short bench bench-memory fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -43,6 +43,11 @@ endif
 
 run: $(RUN_DEPS) ## Build and run the server (private cluster unless PAYSVC_DATABASE_URL is set)
 	PAYSVC_DATABASE_URL="$${PAYSVC_DATABASE_URL:-$$($(PG) url)}" ./$(BIN) serve
+
+# The production shape on one machine: one broker (paysvc broker), the private
+# PostgreSQL, two processes of each role. ^C stops them all with SIGTERM.
+cluster: build pg ## Run the production shape as processes: broker, 2 x api/engine/relay/rails/dispatcher (ops/cluster/cluster.sh)
+	PAYSVC_BIN=$(BIN) ops/cluster/cluster.sh
 
 # npm ci reruns only when a package-lock.json changes (or node_modules is gone);
 # a harness directory without a package-lock.json is skipped silently.

@@ -43,6 +43,7 @@ const usage = `usage: paysvc <command> [flags]
 commands:
   serve [--roles api,engine,relay,rails,dispatcher]
                                            run the service (all roles by default)
+  broker [--port N] [--data-dir DIR]      the embedded Kafka broker alone (development: make cluster)
   migrate                                  apply database migrations
   merchant create --name NAME [--environment sandbox|live] [--email ADDRESS]
   merchant disable|enable MERCHANT_ID
@@ -80,6 +81,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		return serve(ctx, cfg, log, rest, stderr)
+	case "broker":
+		return brokerCmd(ctx, cfg, log, rest, stderr)
 	case "migrate":
 		db, err := storage.Open(ctx, cfg.DatabaseURL, 30*time.Second)
 		if err != nil {

@@ -98,14 +98,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 	s.Brokers = cfg.KafkaBrokers
 	if len(s.Brokers) == 0 {
-		opts := []kfake.Opt{
-			kfake.Ports(cfg.KafkaPort), kfake.ListenFn(inproc.Listen), kfake.DataDir(cfg.KafkaDir()),
-			kfake.SeedTopics(cfg.CommandPartitions, topics.CommandsTopic),
-			kfake.GroupMinSessionTimeout(time.Second), kfake.AllowAutoTopicCreation(),
-		}
-		if cfg.KafkaSyncWrites {
-			opts = append(opts, kfake.SyncWrites())
-		}
+		// The options of `paysvc broker` (broker.go), plus the in-memory path for
+		// this process's own clients.
+		opts := append(brokerOpts(cfg), kfake.ListenFn(inproc.Listen))
 		if s.cluster, err = kfake.NewCluster(opts...); err != nil {
 			return nil, fmt.Errorf("embedded kafka on port %d: %w", cfg.KafkaPort, err)
 		}
