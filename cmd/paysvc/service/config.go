@@ -125,6 +125,10 @@ type Config struct {
 	// PayoutRecoverAfter is how long a payout waits for its outcome before the
 	// rails role submits it again (a rails process died holding it).
 	PayoutRecoverAfter time.Duration
+	// DBGaugesEvery is the most often a scrape of /metrics reads the database for
+	// the rails and dispatcher roles' gauges (gauges.go); scrapes in between are
+	// answered from the last read.
+	DBGaugesEvery time.Duration
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of
@@ -243,6 +247,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.SimAggregateDelay = dur("PAYSVC_SIM_AGGREGATE_DELAY", 10*time.Second)
 	c.PayoutRecoverAfter = dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
 	c.SubscriptionTick = dur("PAYSVC_SUBSCRIPTION_TICK", time.Second)
+	c.DBGaugesEvery = dur("PAYSVC_DB_GAUGES_EVERY", 30*time.Second)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"
