@@ -18,10 +18,6 @@ import (
 // The counted reads, each with the partial index that answers it (a test asks
 // the planner whether each index fits its query).
 const (
-	processingSQL = `SELECT i.data ->> 'provider', count(*), extract(epoch FROM now() - min(i.updated_at))::float8
-		  FROM invoices i JOIN merchants m ON m.merchant_id = i.merchant_id
-		 WHERE i.state = 'PROCESSING' AND m.environment = $1
-		 GROUP BY 1`
 	awaitingSQL = `SELECT count(*), coalesce(extract(epoch FROM now() - min(f.created_at))::float8, 0)
 		  FROM payout_files f JOIN merchants m ON m.merchant_id = f.merchant_id
 		 WHERE f.status = 'PREVIEW-AND-APPROVE' AND m.environment = $1`
@@ -35,28 +31,6 @@ const (
 // BacklogCap bounds the webhook backlog's count: a backlog of this size already
 // says everything; counting further would read a table that grows without bound.
 const BacklogCap = 100000
-
-// ProcessingCollections counts the environment's invoices in PROCESSING by provider
-// (M-PESA, CARD, PESALINK), with the age in seconds of the oldest of each (its
-// last change), through the partial index invoices_processing.
-func ProcessingCollections(ctx context.Context, q sqlx.QueryerContext, environment string) (count map[string]int64, oldest map[string]float64, err error) {
-	rows, err := q.QueryxContext(ctx, processingSQL, environment)
-	if err != nil {
-		return nil, nil, fmt.Errorf("processing collections: %w", err)
-	}
-	defer rows.Close()
-	count, oldest = map[string]int64{}, map[string]float64{}
-	for rows.Next() {
-		var p string
-		var n int64
-		var age float64
-		if err := rows.Scan(&p, &n, &age); err != nil {
-			return nil, nil, err
-		}
-		count[p], oldest[p] = n, age
-	}
-	return count, oldest, rows.Err()
-}
 
 // FilesAwaitingApproval counts the environment's payment files waiting in
 // PREVIEW-AND-APPROVE, and the age in seconds of the oldest (0 when none).

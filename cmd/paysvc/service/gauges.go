@@ -15,8 +15,8 @@ import (
 	"paysvc/storage"
 )
 
-// dbGauges are the gauges that only the database knows: collections waiting in
-// PROCESSING, payment files awaiting approval and wallet totals (rails role),
+// dbGauges are the gauges that only the database knows: payment files awaiting
+// approval and wallet totals (rails role),
 // disabled webhooks and the webhook backlog (dispatcher role). Each is exported
 // by the role that already works on those rows, scoped to its environment (a
 // sandbox and a live process may share one database); with several instances of
@@ -28,23 +28,21 @@ import (
 // A read that fails leaves the gauges out of the scrape (a panel shows the gap)
 // and counts in paysvc_db_gauges_refresh_failures_total.
 type dbGauges struct {
-	db               *sqlx.DB
-	environment      string
-	rails, dispatch  bool
-	every            time.Duration
-	log              *slog.Logger
-	failures         prometheus.Counter
-	mu               sync.Mutex
-	readAt           time.Time
-	last             []prometheus.Metric
-	now              func() time.Time
-	processing       *prometheus.Desc
-	processingOldest *prometheus.Desc
-	awaiting         *prometheus.Desc
-	awaitingOldest   *prometheus.Desc
-	wallets          *prometheus.Desc
-	disabled         *prometheus.Desc
-	backlog          *prometheus.Desc
+	db              *sqlx.DB
+	environment     string
+	rails, dispatch bool
+	every           time.Duration
+	log             *slog.Logger
+	failures        prometheus.Counter
+	mu              sync.Mutex
+	readAt          time.Time
+	last            []prometheus.Metric
+	now             func() time.Time
+	awaiting        *prometheus.Desc
+	awaitingOldest  *prometheus.Desc
+	wallets         *prometheus.Desc
+	disabled        *prometheus.Desc
+	backlog         *prometheus.Desc
 }
 
 // newDBGauges registers the gauges of the roles cfg runs in reg; nil when it
@@ -56,10 +54,6 @@ func newDBGauges(reg prometheus.Registerer, db *sqlx.DB, cfg Config, log *slog.L
 		return nil
 	}
 	env := []string{"environment"}
-	g.processing = prometheus.NewDesc("paysvc_collections_processing",
-		"Collections (invoices) in PROCESSING now, by rail (rails role, read from the database).", append(env, "rail"), nil)
-	g.processingOldest = prometheus.NewDesc("paysvc_collections_processing_oldest_seconds",
-		"Seconds since the oldest collection in PROCESSING last changed, by rail; 0 when none (rails role).", append(env, "rail"), nil)
 	g.awaiting = prometheus.NewDesc("paysvc_payout_files_awaiting_approval",
 		"Payment files waiting in PREVIEW-AND-APPROVE for their merchant's approval (rails role).", env, nil)
 	g.awaitingOldest = prometheus.NewDesc("paysvc_payout_files_awaiting_approval_oldest_seconds",
@@ -108,14 +102,6 @@ func (g *dbGauges) read(ctx context.Context) ([]prometheus.Metric, error) {
 		ms = append(ms, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{g.environment}, labels...)...))
 	}
 	if g.rails {
-		count, oldest, err := storage.ProcessingCollections(ctx, g.db, g.environment)
-		if err != nil {
-			return nil, err
-		}
-		for provider, rail := range map[string]string{"M-PESA": "mpesa", "CARD": "card", "PESALINK": "pesalink"} {
-			gauge(g.processing, float64(count[provider]), rail)
-			gauge(g.processingOldest, oldest[provider], rail)
-		}
 		n, age, err := storage.FilesAwaitingApproval(ctx, g.db, g.environment)
 		if err != nil {
 			return nil, err
