@@ -122,13 +122,13 @@ type Config struct {
 	// SubscriptionTick is how often the rails role's subscription scheduler looks
 	// for due cycles (wall clock and sandbox test clocks); 0 turns it off.
 	SubscriptionTick time.Duration
-	// PayoutRecoverAfter is how long a payout waits for its outcome before the
-	// rails role submits it again (a rails process died holding it).
-	PayoutRecoverAfter time.Duration
 	// DBGaugesEvery is the most often a scrape of /metrics reads the database for
 	// the rails and dispatcher roles' gauges (gauges.go); scrapes in between are
 	// answered from the last read.
 	DBGaugesEvery time.Duration
+	// PayoutRecoverAfter is how long a payout waits for its outcome before the
+	// rails role submits it again (a rails process died holding it).
+	PayoutRecoverAfter time.Duration
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of
