@@ -53,7 +53,9 @@ func TestCountMoney(t *testing.T) {
 // A collection counts each state it reaches once its batch commits, and its
 // final state's latency; a change that is no state change counts nothing.
 func TestCountCollection(t *testing.T) {
-	complete := func() float64 { return testutil.ToFloat64(collectionsTotal.WithLabelValues("xts", invoice.StateComplete)) }
+	complete := func() float64 {
+		return testutil.ToFloat64(collectionsTotal.WithLabelValues("xts", invoice.StateComplete))
+	}
 	before := complete()
 	b := &batch{}
 	at := b.at
