@@ -339,6 +339,7 @@ func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
 				payoutTxns.WithLabelValues(k[0], k[1]).Add(float64(n))
 			}
 		}
+		countMoney(pr.batch.Entries)
 		for _, t := range pr.issued {
 			commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())
 		}

@@ -357,6 +357,7 @@ func (e *Engine) collectionEvent(c *topics.Command, at time.Time, s invoice.Stat
 // touchInvoice records an invoice's new state in the batch's invoice writes.
 func (b *batch) touchInvoice(before, after invoice.State) {
 	writes(b, storage.InvoiceKind, storage.NewInvoiceWrites).Touch(before, after)
+	b.countCollection(before, after)
 	if after.State != before.State && (after.State == invoice.StateComplete || after.State == invoice.StateFailed) {
 		b.final = append(b.final, after.InvoiceID)
 	}

@@ -43,6 +43,14 @@ func init() {
 	for _, r := range []string{"mpesa_stk", "card", "pesalink", "payout"} {
 		skipped.WithLabelValues(r)
 	}
+	// The results each rail can give (rails.go, payouts.go), at 0 from the start,
+	// so the collections and payouts dashboards read 0 rather than "No data".
+	for rail, results := range map[string][]string{"mpesa_stk": {"ok", "refused", "error", "unknown"},
+		"card": {"ok", "error"}, "payout": {"ok", "refused", "error"}} {
+		for _, r := range results {
+			requests.WithLabelValues(rail, r)
+		}
+	}
 }
 
 // Serves reports whether the merchant exists and is of the scope's

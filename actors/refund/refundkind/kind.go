@@ -38,6 +38,13 @@ var refundsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Refunds reaching a status (PENDING when created, then COMPLETED, CANCELLED, DISPUTED, OVERDUE), counted once committed; the rail taking a refund is no status change.",
 }, []string{"status"})
 
+func init() {
+	// Every status exists from the start, at 0 (a dashboard shows 0, not "No data").
+	for _, st := range []string{refund.StatusPending, refund.StatusCompleted, refund.StatusCancelled, refund.StatusDisputed, refund.StatusOverdue} {
+		refundsTotal.WithLabelValues(st)
+	}
+}
+
 // Kind is the refund aggregate's registration.
 func Kind() engine.Kind {
 	return engine.Kind{

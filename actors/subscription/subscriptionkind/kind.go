@@ -39,6 +39,22 @@ var cyclesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Subscription cycles charged, by outcome (approved, failed), counted once committed.",
 }, []string{"outcome"})
 
+// cycleRetries counts the cycles of cyclesTotal that retried a FAILED
+// subscription (the retry policy's next date, or a new card), by outcome.
+var cycleRetries = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "paysvc_subscription_cycle_retries_total",
+	Help: "Subscription cycles that retried a FAILED subscription (also counted in paysvc_subscription_cycles_total), by outcome (approved, failed), counted once committed.",
+}, []string{"outcome"})
+
+func init() {
+	// Both outcomes exist from the start, at 0: a dashboard's ratio and an
+	// alert's rate read 0 on a quiet service rather than nothing.
+	for _, o := range []string{"approved", "failed"} {
+		cyclesTotal.WithLabelValues(o)
+		cycleRetries.WithLabelValues(o)
+	}
+}
+
 // Kind is the subscription aggregate's registration.
 func Kind() engine.Kind {
 	return engine.Kind{
@@ -239,7 +255,13 @@ func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
 	if reason != "" {
 		outcome = "failed"
 	}
-	tx.AfterCommit(func() { cyclesTotal.WithLabelValues(outcome).Inc() })
+	retry := s.Status == subscription.StatusFailed
+	tx.AfterCommit(func() {
+		cyclesTotal.WithLabelValues(outcome).Inc()
+		if retry {
+			cycleRetries.WithLabelValues(outcome).Inc()
+		}
+	})
 	return put(tx, n), nil
 }
 

@@ -39,6 +39,12 @@ var delivered = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Payment-file callbacks by outcome: delivered (HTTP 200), dropped (every attempt failed), skipped (file unknown).",
 }, []string{"outcome"})
 
+func init() {
+	for _, o := range []string{"delivered", "dropped", "skipped"} {
+		delivered.WithLabelValues(o) // at 0 from the start: panels read 0, not "No data"
+	}
+}
+
 // Backoff is the wait before each retry of a callback; its length is the number of
 // retries.
 var Backoff = []time.Duration{time.Second, 5 * time.Second, 25 * time.Second}

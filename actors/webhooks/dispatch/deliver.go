@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"paysvc/actors/webhooks"
+	"paysvc/actors/webhooks/outbound"
 	"paysvc/storage"
 )
 
@@ -288,6 +289,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.
 		o.Status = "DELIVERED"
 		return o, true
 	}
+	failures.WithLabelValues(outbound.Reason(resp.Status, err)).Inc()
 	if err != nil {
 		attempts.WithLabelValues("failed_transport").Inc()
 		// The merchant sees outbound.Describe's words; the operator gets the cause.

@@ -49,11 +49,26 @@ var (
 		Name: "paysvc_webhooks_disabled_total",
 		Help: "Webhooks disabled after reaching the failure threshold.",
 	})
+	failures = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_webhooks_failures_total",
+		Help: "Webhook delivery attempts that failed, by reason (http_4xx, http_5xx, http_other, timeout, connection, dns, tls, forbidden_address, other).",
+	}, []string{"reason"})
 	deferred = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_webhooks_deferred_total",
 		Help: "Delivery queues put back because their webhook already had its share of workers (a slow or busy receiver).",
 	})
 )
+
+func init() {
+	// Every result and reason exists from the start, at 0: panels and alert
+	// ratios read 0 on a quiet service rather than "No data".
+	for _, r := range []string{"delivered", "failed_http", "failed_transport"} {
+		attempts.WithLabelValues(r)
+	}
+	for _, r := range outbound.Reasons {
+		failures.WithLabelValues(r)
+	}
+}
 
 // Config tunes the dispatcher.
 type Config struct {

@@ -56,3 +56,58 @@ func Describe(err error) string {
 	}
 	return "the request failed before an HTTP answer"
 }
+
+// Failure reasons of Reason: a small fixed set, fit for a metric's label.
+const (
+	ReasonHTTP4xx   = "http_4xx"
+	ReasonHTTP5xx   = "http_5xx"
+	ReasonHTTPOther = "http_other" // an answer that is neither 200 nor 4xx/5xx (1xx, 2xx but 200, 3xx)
+	ReasonTimeout   = "timeout"
+	ReasonRefused   = "connection" // refused, reset or unreachable
+	ReasonDNS       = "dns"
+	ReasonTLS       = "tls"
+	ReasonForbidden = "forbidden_address" // the endpoint is internal, or its URL is not valid
+	ReasonOther     = "other"
+)
+
+// Reasons lists every value Reason returns.
+var Reasons = []string{ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPOther, ReasonTimeout, ReasonRefused, ReasonDNS, ReasonTLS, ReasonForbidden, ReasonOther}
+
+// Reason classifies a failed request for operators' metrics: by the HTTP status
+// when the endpoint answered (err nil), else by the kind of transport error, in
+// the order Describe uses.
+func Reason(status int, err error) string {
+	if err == nil {
+		switch {
+		case status >= 400 && status < 500:
+			return ReasonHTTP4xx
+		case status >= 500 && status < 600:
+			return ReasonHTTP5xx
+		}
+		return ReasonHTTPOther
+	}
+	var dnsErr *net.DNSError
+	var certInvalid x509.CertificateInvalidError
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostnameErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, ErrForbiddenAddress), errors.Is(err, ErrInvalidEndpoint):
+		return ReasonForbidden
+	case errors.As(err, &dnsErr):
+		return ReasonDNS
+	case errors.As(err, &hostnameErr), errors.As(err, &unknownAuthority), errors.As(err, &certInvalid), errors.As(err, &verifyErr),
+		errors.As(err, &recordErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return ReasonTLS
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return ReasonRefused
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return ReasonTimeout
+	case strings.Contains(err.Error(), "tls:"):
+		return ReasonTLS
+	}
+	return ReasonOther
+}

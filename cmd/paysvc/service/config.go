@@ -123,6 +123,10 @@ type Config struct {
 	// SubscriptionTick is how often the rails role's subscription scheduler looks
 	// for due cycles (wall clock and sandbox test clocks); 0 turns it off.
 	SubscriptionTick time.Duration
+	// DBGaugesEvery is the most often a scrape of /metrics reads the database for
+	// the rails and dispatcher roles' gauges (gauges.go); scrapes in between are
+	// answered from the last read.
+	DBGaugesEvery time.Duration
 	// PayoutRecoverAfter is how long a payout waits for its outcome before the
 	// rails role submits it again (a rails process died holding it).
 	PayoutRecoverAfter time.Duration
@@ -254,6 +258,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.SimAggregateDelay = dur("PAYSVC_SIM_AGGREGATE_DELAY", 10*time.Second)
 	c.PayoutRecoverAfter = dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
 	c.SubscriptionTick = dur("PAYSVC_SUBSCRIPTION_TICK", time.Second)
+	c.DBGaugesEvery = dur("PAYSVC_DB_GAUGES_EVERY", 30*time.Second)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -336,7 +337,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 		}
 		s.AdminAddr = aln.Addr().String()
 		admin := http.NewServeMux()
-		admin.Handle("/metrics", promhttp.Handler())
+		// This process's database gauges (gauges.go) are its own registry's, beside
+		// the process-wide default one: several services in one test process
+		// each serve their own.
+		gauges := prometheus.NewRegistry()
+		newDBGauges(gauges, s.DB, cfg, log)
+		admin.Handle("/metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
+			promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, gauges}, promhttp.HandlerOpts{})))
 		admin.HandleFunc("/healthz", s.healthz)
 		s.handleOperator(admin) // /readyz, /livez, /debug/pprof/ (health.go)
 		admin.HandleFunc("/", notFound)

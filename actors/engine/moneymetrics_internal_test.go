@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"paysvc/actors/invoice"
+	"paysvc/actors/ledger"
+	"paysvc/actors/money"
+	"paysvc/storage"
+)
+
+// countMoney books, in exact cents, only the entries on the system accounts: what
+// came into the wallets (the system side negative), what left (positive) and the
+// fees; the wallets' own entries and zero amounts count nothing. XTS is ISO's
+// currency for tests: no other test of the package moves it.
+func TestCountMoney(t *testing.T) {
+	entry := func(account, amount string) storage.EntryWrite {
+		return storage.EntryWrite{Entry: ledger.Entry{Account: account, Currency: "XTS", Amount: money.MustParse(amount)}}
+	}
+	in := func(rail string) float64 { return testutil.ToFloat64(moneyIn.WithLabelValues("XTS", rail)) }
+	out := func(rail string) float64 { return testutil.ToFloat64(moneyOut.WithLabelValues("XTS", rail)) }
+	fees := func() float64 { return testutil.ToFloat64(moneyFees.WithLabelValues("XTS")) }
+	inM, inS, outP, outR, f := in("mpesa"), in("sandbox_funding"), out("p2p"), out("refunds"), fees()
+
+	countMoney([]storage.EntryWrite{
+		entry(ledger.WalletAccount("W1"), "99.48"), // the wallet's side: not counted
+		entry(ledger.MpesaClearing, "-101.00"),     // a collection of 101.00
+		entry(ledger.Fees, "1.52"),
+		entry(ledger.P2PClearing, "0.01"), // two payouts of a cent, summed exactly
+		entry(ledger.P2PClearing, "0.01"),
+		entry(ledger.SandboxFunding, "-0.10"),
+		entry(ledger.RefundsClearing, "0.00"),
+		entry(ledger.RefundsClearing, "12345678901.99"),
+	})
+	for name, c := range map[string][2]float64{
+		"in mpesa":           {in("mpesa") - inM, 10100},
+		"in sandbox_funding": {in("sandbox_funding") - inS, 10},
+		"out p2p":            {out("p2p") - outP, 2},
+		"out refunds":        {out("refunds") - outR, 1234567890199},
+		"fees":               {fees() - f, 152},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s moved by %v, want %v", name, c[0], c[1])
+		}
+	}
+	if out("mpesa") != 0 || in("p2p") != 0 {
+		t.Errorf("a direction moved that nothing went in: out mpesa %v, in p2p %v", out("mpesa"), in("p2p"))
+	}
+}
+
+// A collection counts each state it reaches once its batch commits, and its
+// final state's latency; a change that is no state change counts nothing.
+func TestCountCollection(t *testing.T) {
+	complete := func() float64 {
+		return testutil.ToFloat64(collectionsTotal.WithLabelValues("xts", invoice.StateComplete))
+	}
+	before := complete()
+	b := &batch{}
+	at := b.at
+	open := invoice.State{InvoiceID: "I", Provider: "XTS", State: invoice.StateProcessing, CreatedAt: at}
+	done := open
+	done.State, done.UpdatedAt = invoice.StateComplete, at.Add(1500_000_000) // 1.5 s
+	b.countCollection(open, open)
+	b.countCollection(open, done)
+	if complete() != before || len(b.after) != 1 {
+		t.Fatalf("counted before its batch committed, or a non-change was booked: %v, %d hooks", complete()-before, len(b.after))
+	}
+	for _, f := range b.after {
+		f()
+	}
+	if complete()-before != 1 {
+		t.Errorf("COMPLETE moved by %v, want 1", complete()-before)
+	}
+	if n := testutil.CollectAndCount(collectionOutcomeSeconds); n == 0 {
+		t.Error("no outcome latency series")
+	}
+}
