@@ -398,7 +398,7 @@ func consume(ctx context.Context, brokers []string, group, topic string, log *sl
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = topics.CloseGroupClient(cl) }() // a member that cannot leave is expired by the group
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil || fetches.IsClientClosed() {

@@ -87,16 +87,11 @@ func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log 
 	}
 	defer func() {
 		// The loop may have stopped between a poll and its AllowRebalance: with
-		// rebalances blocked, leaving the group waits for a revoke that never
-		// runs, and a SIGTERMed dispatcher hung here (docs/cluster.md). Allow it,
-		// and bound the leave: the group expires a member that did not leave.
-		cl.AllowRebalance()
-		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := cl.LeaveGroupContext(lctx); err != nil {
+		// rebalances blocked, an unbounded leave waited for a revoke that never
+		// ran, and a SIGTERMed dispatcher hung here (docs/cluster.md).
+		if err := topics.CloseGroupClient(cl); err != nil {
 			log.Warn("leave the callbacks group", "err", err)
 		}
-		cl.Close()
 	}()
 	defer c.wait()
 	// Wake the loop below if it is waiting for room when ctx ends.
