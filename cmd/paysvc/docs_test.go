@@ -366,6 +366,11 @@ func TestDocsNameOnlyExistingAlerts(t *testing.T) {
 // every role does not serve, each with the reason. None today.
 var metricsOfOtherRoles = map[string]string{}
 
+// namesNotMetrics are paysvc_* words of the docs that name no metric.
+var namesNotMetrics = map[string]string{
+	"paysvc_cluster": "make cluster's database (docs/cluster.md)",
+}
+
 // TestDocsNameOnlyServedMetrics: every paysvc_* metric a document names is served by a
 // service running every role (in its /metrics scrape, or registered with no sample
 // yet), and every metric the service defines is in docs/metrics.md. Names of SQL
@@ -412,7 +417,7 @@ func TestDocsNameOnlyServedMetrics(t *testing.T) {
 	for _, doc := range sortedKeys(docs) {
 		for _, m := range name.FindAllStringSubmatch(docs[doc], -1) {
 			n := strings.TrimRight(m[0], "<*(")
-			if m[1] != "" || strings.HasSuffix(n, "_") || sqlFuncs[n] || metricsOfOtherRoles[n] != "" || exists(n) || reported[doc+n] {
+			if m[1] != "" || strings.HasSuffix(n, "_") || sqlFuncs[n] || metricsOfOtherRoles[n] != "" || namesNotMetrics[n] != "" || exists(n) || reported[doc+n] {
 				continue
 			}
 			reported[doc+n] = true
