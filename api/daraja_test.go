@@ -140,7 +140,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 }
 
 // A sandbox server whose M-Pesa goes through Daraja still simulates the card and
-// PesaLink rails: each rail is wired on its own (issue 26), so its card and
+// PesaLink rails: each rail is wired on its own, so its card and
 // PesaLink collections get their outcomes.
 func TestSandboxWithDaraja_CardAndPesaLinkComplete(t *testing.T) {
 	t.Parallel()

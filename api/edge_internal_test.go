@@ -9,7 +9,7 @@ import (
 )
 
 // parseBody decodes the common case with json.Unmarshal and falls back to the
-// Decoder (issue 11): what it accepts, refuses and returns must stay exactly the
+// Decoder: what it accepts, refuses and returns must stay exactly the
 // Decoder's, which reads only the first JSON value of the body.
 func TestParseBodyKeepsDecoderSemantics(t *testing.T) {
 	t.Parallel()
@@ -40,7 +40,7 @@ func TestParseBodyKeepsDecoderSemantics(t *testing.T) {
 	}
 }
 
-// bearer splits the header without allocating its parts (issue 11); the
+// bearer splits the header without allocating its parts; the
 // interface's messages for each malformed form must not move.
 func TestBearerHeaderForms(t *testing.T) {
 	t.Parallel()

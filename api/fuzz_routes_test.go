@@ -32,9 +32,9 @@ import (
 // against the whole service (engine, kfake Kafka, PostgreSQL), with a secret key, a
 // public key, a status signature and no credentials. The routes come from the Echo
 // router itself, so a route added later is fuzzed without anyone touching this test.
-// It asserts what issue 9 asks of the edge: no answer is a 5xx (a 504 from a stalled
-// engine included), every error is the documented JSON shape, and afterwards the
-// merchant's writes still go through (no command partition is stuck).
+// It asserts what the edge promises (docs/security.md): no answer is a 5xx (a 504
+// from a stalled engine included), every error is the documented JSON shape, and
+// afterwards the merchant's writes still go through (no command partition is stuck).
 //
 // The seed is fixed (PAYSVC_FUZZ_SEED overrides it, PAYSVC_FUZZ_ROUNDS scales it),
 // so a failure is reproducible; each failure prints the request that caused it.

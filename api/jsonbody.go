@@ -39,8 +39,8 @@ func parseBody(raw []byte) (body, error) {
 	}
 	// Fast path: a body that is exactly one JSON object, as every client sends,
 	// decodes with json.Unmarshal, without the Decoder's own buffer and copy
-	// (issue 11). Anything else (trailing data, a syntax or type error) goes to the
-	// Decoder as before, so what is accepted and refused is unchanged: the Decoder
+	// (docs/benchmarks.md). Anything else (trailing data, a syntax or type
+	// error) goes to the Decoder, so what is accepted and refused is unchanged: the Decoder
 	// reads only the first value, and when Unmarshal succeeds that value is the
 	// whole body.
 	var b body

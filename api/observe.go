@@ -90,8 +90,8 @@ type httpMetricKey struct {
 }
 
 // httpMetricCache keeps resolved children so a request does not hash its three
-// labels twice and format its status (issue 11). Bounded: methods come from
-// clients, and past the bound a request resolves its children as before.
+// labels twice and format its status (docs/benchmarks.md). Bounded: methods
+// come from clients, and past the bound a request resolves its children as before.
 var (
 	httpMetricCache     sync.Map // httpMetricKey -> httpMetric
 	httpMetricCacheSize atomic.Int64

@@ -119,7 +119,7 @@ func (b *bundle) cancelRefund(id string) servicetest.Response {
 	return b.post("/api/v1/chargebacks/"+id+"/cancel/", nil)
 }
 
-// Issue 22, item 5: the rail's word wins over the merchant's. Here the test is
+// The rail's word wins over the merchant's. Here the test is
 // the payer's rail (the sandbox simulator waits an hour), so each step happens
 // exactly when the test says.
 func TestRefunds_RailWinsOverMerchantCancel(t *testing.T) {
@@ -314,7 +314,7 @@ func TestRefunds_EveryTripleThroughTheEngine(t *testing.T) {
 	ledgerOK(t, b)
 }
 
-// Issue 22, item 3: the sandbox refund rail never touches a live merchant's
+// The sandbox refund rail never touches a live merchant's
 // refund, on a deployment where a sandbox process (with the simulator) and a
 // live API process share one database and one command log.
 func TestRefunds_SandboxRailNeverSettlesLive(t *testing.T) {

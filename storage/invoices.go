@@ -43,7 +43,7 @@ func LoadInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID string,
 
 // LoadOwnedInvoices reads the snapshots of invoices of several merchants in one
 // query: the engine hydrates a poll's invoices with one round trip per partition,
-// not one per merchant (docs/benchmarks.md, session 7). An id is read only with the
+// not one per merchant (docs/benchmarks.md). An id is read only with the
 // merchant it is named with; another merchant's invoice of that id is not found.
 func LoadOwnedInvoices(ctx context.Context, q sqlx.QueryerContext, o Owned) (map[string]invoice.State, error) {
 	if len(o.IDs) == 0 {
@@ -122,7 +122,7 @@ func StalePrompts(ctx context.Context, q sqlx.QueryerContext, environment string
 // fairTurn orders a scan's rows by each merchant's turn: every merchant's
 // oldest rows (10 of them) come before any merchant's next ones, so one
 // merchant with thousands of waiting rows cannot starve the others of a
-// bounded scan (issue 22). The query numbers each merchant's rows as "turn".
+// bounded scan. The query numbers each merchant's rows as "turn".
 const fairTurn = `(turn - 1) / 10`
 
 // StaleSTKInvoices lists M-Pesa invoices still PENDING or PROCESSING since before
@@ -175,7 +175,7 @@ const InvoiceKind = "invoice"
 // Each state is encoded when it is touched, not when the batch commits: Touch runs
 // while the engine applies the batch, beside the commit before it, whereas the
 // commit's arguments are laid out between two commits, while the database waits
-// (docs/benchmarks.md, session 7).
+// (docs/benchmarks.md).
 type InvoiceWrites struct {
 	rows  map[string]invoiceRow // each invoice's last state, with the version before the batch
 	order []string

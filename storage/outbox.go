@@ -73,9 +73,9 @@ const (
 	// fetchOutboxSQL takes a commit's row apart in the database (unnest), so each
 	// event arrives as plain columns: read as text arrays, every body was escaped
 	// into an array literal by PostgreSQL and unescaped again byte by byte by lib/pq
-	// (parseArray: 3% of the service's CPU under STK load, docs/benchmarks.md
-	// session 8). The limit still counts outbox rows, and the order is the rows' and
-	// then each row's arrays'.
+	// (parseArray: 3% of the service's CPU under STK load, docs/benchmarks.md).
+	// The limit still counts outbox rows, and the order is the rows' and then
+	// each row's arrays'.
 	fetchOutboxSQL = `WITH r AS (SELECT * FROM outbox ORDER BY outbox_id LIMIT $1)
 		SELECT r.outbox_id, 0::bigint AS ord, r.event_id, r.topic, r.record_key, r.merchant_id, r.body, NULL::text AS body_text,
 		       '' AS traceparent

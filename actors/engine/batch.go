@@ -106,7 +106,7 @@ type prepared struct {
 // as they arrive (on top of the state the commit in flight writes), and committed
 // together as soon as that commit is done (seal). So the apply of a batch runs
 // beside the commit before it, and the batch still carries everything that arrived
-// during that commit (docs/benchmarks.md, session 6).
+// during that commit (docs/benchmarks.md).
 type openBatch struct {
 	b         *batch
 	processed []storage.Processed
@@ -367,7 +367,7 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 	// Payment files are read per merchant (their transactions are a second query);
 	// invoices and wallets in one query each for every merchant of the batch: a
 	// round trip per merchant was most of an STK apply round's time on a busy
-	// machine (docs/benchmarks.md, session 7).
+	// machine (docs/benchmarks.md).
 	files := missing(payoutFileIDs, p.payouts)
 	byMerchant := map[string][]string{}
 	for i, m := range files.Merchants {
@@ -478,7 +478,7 @@ func expiredReply(commandID string) topics.Reply {
 // pollReads is what the poll loop reads once for the records of every partition in
 // the poll, instead of once per partition: the decoded commands, and one dedupe
 // read of processed_commands for all their ids (one round trip per poll, not one
-// per partition; docs/benchmarks.md, issue 11 session 4). A commit that ends after
+// per partition; docs/benchmarks.md). A commit that ends after
 // the read was taken is covered by the partition's uncommitted and recent replies.
 //
 // Commands with a fresh id (topics.Command.FreshID: minted by the API for a

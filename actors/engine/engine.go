@@ -147,7 +147,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// since the last poll and paid a transaction's fixed cost per handful), and
 	// its apply runs beside that commit instead of after it (holding the records
 	// until the commit ended put a heavy apply, such as a payment file's rail
-	// results, in series with every commit: docs/benchmarks.md, sessions 5 and 6).
+	// results, in series with every commit: docs/benchmarks.md).
 	var committing context.Context // done when the last commit has finished
 	// held are records not applied yet: those of a poll with no commit in flight
 	// (applied at once below), and those of partitions isolating a failure, which
@@ -186,7 +186,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		// the loop would first poll and apply the next records (and the replies just
 		// delivered wake up to 64 handlers that share the other processor): on a
 		// busy 2-core machine the commit started 0.4 ms after its seal, a tenth of a
-		// transfer cycle (docs/benchmarks.md, session 7). The loop's next poll can
+		// transfer cycle (docs/benchmarks.md). The loop's next poll can
 		// wait that long; the database cannot be given the batch too soon.
 		runtime.Gosched()
 		return true
@@ -514,7 +514,7 @@ func (e *Engine) dropFinishedFiles() {
 // does rehydrates the invoice from its snapshot. Left to passivation, every
 // collection's actor stayed live for PAYSVC_ENGINE_IDLE_AFTER: at 2,500
 // collections/s that is ~300,000 actors, most of the heap the collector marks
-// (docs/benchmarks.md, session 7). An actor a later batch has used since (its
+// (docs/benchmarks.md). An actor a later batch has used since (its
 // batch number is higher) holds state not committed yet and is left alone.
 // Called by settle, with p.mu held.
 func (e *Engine) releaseFinal(p *partition, ic *inflightCommit) {

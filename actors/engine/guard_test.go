@@ -243,7 +243,7 @@ func TestEngine_Guards(t *testing.T) {
 	b.ledgerOK(t)
 }
 
-// Past the guard, the handlers hold the rest (issue 22): a command of one
+// Past the guard, the handlers hold the rest: a command of one
 // merchant cannot reach another merchant's invoice or payment file held in the
 // same partition (the guard checks only the command's own merchant), an outcome
 // whose stage is missing or unknown is never read as final, and a payment

@@ -41,7 +41,7 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	add("CARD0001", "PENDING", "CARD", "", false, old)
 	add("DONE0001", "COMPLETE", "M-PESA", "254712345678", false, old)
 	// A live merchant's stale prompt in the same database: never the sandbox
-	// simulator's to answer (issue 22).
+	// simulator's to answer.
 	merchant = "M2"
 	add("LIVE0001", "PENDING", "M-PESA", "254712345678", false, old)
 

@@ -193,7 +193,7 @@ func TestRunSTK_Daraja(t *testing.T) {
 	})
 	t.Run("OnlyItsEnvironmentsMerchants", func(t *testing.T) {
 		// A live rails role and a sandbox one may share the topic: the live one
-		// never prompts a sandbox merchant's payer (issue 22), and its outcomes
+		// never prompts a sandbox merchant's payer, and its outcomes
 		// say they are live and not simulated.
 		t.Parallel()
 		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond})

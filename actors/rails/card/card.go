@@ -117,7 +117,7 @@ func (s *Simulator) Charge(ctx context.Context, req topics.CardRequest) error {
 		case OutcomeSuccess:
 			r.Code, r.Description, r.Receipt = CodeApproved, "Approved", s.receiptPrefix+ids.Alias(9)
 		default:
-			// An absent or unknown outcome is never an approval (issue 22): a
+			// An absent or unknown outcome is never an approval: a
 			// charge queued without one (an older producer, a bug) is declined.
 			r.Code, r.Description = CodeDoNotHonour, "Card declined: the charge carried no outcome the sandbox knows"
 		}

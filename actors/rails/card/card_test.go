@@ -14,7 +14,7 @@ import (
 
 // The sandbox card rail answers each charge with the outcome its test card
 // stands for; a charge that carries no outcome, or one the sandbox does not
-// know, is declined: an absent answer is never an approval (issue 22).
+// know, is declined: an absent answer is never an approval.
 func TestSimulatorOutcomes(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]mpesa.Result{}

@@ -31,7 +31,7 @@ const (
 	ScenarioHot    = "transfer-hot"
 	// ScenarioMerchant is one merchant's funded wallets, random distinct pairs: every
 	// command goes to one command partition (the key is the merchant), so it measures
-	// what one partition worker carries (issue 11).
+	// what one partition worker carries (docs/benchmarks.md).
 	ScenarioMerchant = "transfer-merchant"
 	ScenarioSTK      = "stk-collect" // M-Pesa STK collections; only when named (see stk.go)
 	ScenarioPayout   = "payout-file" // payment files end to end (see payout.go)
@@ -62,10 +62,10 @@ func ScenarioHelp() string {
 
 // Targets from the issue that asked for this benchmark.
 const (
-	targetSpread      = 5000.0 // transfers/s (issue 11, on the 2-core machine)
-	targetHotRatio    = 0.9    // hot over spread (issue 11)
+	targetSpread      = 5000.0 // transfers/s, on the 2-core machine
+	targetHotRatio    = 0.9    // hot over spread
 	targetHalfRateP99 = 25 * time.Millisecond
-	// transfer-merchant over spread (issue 11); its wallet count is merchantWallets.
+	// transfer-merchant over spread; its wallet count is merchantWallets.
 	targetMerchantRatio = 0.9
 	merchantWallets     = 100
 )

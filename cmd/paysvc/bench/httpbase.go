@@ -23,7 +23,7 @@ import (
 	"paysvc/actors/money"
 )
 
-// The plain HTTP baseline (issue 11, item 5) is what a straightforward service
+// The plain HTTP baseline is what a straightforward service
 // would be: net/http, the same route and body as paysvc's intra-wallet transfer,
 // and one PostgreSQL transaction per transfer that locks both wallets with
 // SELECT ... FOR UPDATE, moves the money and writes two ledger rows. It runs as
@@ -380,7 +380,7 @@ func ratioLine(name string, p phaseResult, httpPlain, sqlPlain map[string]phaseR
 	return line
 }
 
-// Targets of issue 11 against the plain HTTP service of the same run.
+// Targets against the plain HTTP service of the same run (docs/benchmarks.md).
 var targetVsPlainHTTP = map[string]float64{ScenarioSpread: 3, ScenarioHot: 8}
 
 func (r *runner) printPlainHTTPTargets(res, httpPlain map[string]phaseResult, met func(bool) string) {

@@ -16,7 +16,7 @@ import (
 	"paysvc/cmd/paysvc/admin"
 )
 
-// The wallets-1m scenario (issue 11, item 4): the service's memory with a million
+// The wallets-1m scenario: the service's memory with a million
 // wallets of which few are active. The wallets are seeded straight into the bench
 // database at zero balance (an API call each would take the whole run); only the
 // active set is funded, through the API, so the ledger stays balanced and every

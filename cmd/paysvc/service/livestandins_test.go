@@ -11,7 +11,7 @@ import (
 
 // A live server refuses the development stand-ins (the embedded broker, the SMTP
 // sink) unless an operator opts in by name, and then warns at every start
-// (issue 22: a forgotten variable must not silently keep the command log on one
+// (a forgotten variable must not silently keep the command log on one
 // disk or send customers' mail nowhere).
 func TestLiveServerRefusesStandIns(t *testing.T) {
 	t.Parallel()
