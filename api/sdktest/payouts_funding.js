@@ -1,5 +1,5 @@
 'use strict';
-// Drives intasend-node@1.1.2's payouts() calls for what issue 12 fixed: an
+// Drives intasend-node@1.1.2's payouts() calls where the SDK meets paysvc's rules: an
 // underfunded approval, bank codes as IntaSend's examples write them, and the
 // forms of a P2P (INTASEND) account.
 //

@@ -9,7 +9,7 @@
 #
 # Throughput on a shared 2-core VM moves 20-40% between identical runs, so a
 # change is judged by binaries run alternately, round after round, never by one
-# run against a number from an earlier hour (docs/benchmarks.md, "Session 4").
+# run against a number from an earlier hour (docs/benchmarks.md).
 # Each line: binary (and its variables), transfers/s per scenario, STK collections
 # completed/s, payout transactions/s, CPU per transfer or collection (paysvc/pg),
 # the commit mean, the wait after a commit's end (pipeline), the other load on the
