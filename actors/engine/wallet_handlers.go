@@ -320,8 +320,8 @@ func (e *Engine) transfer(ctx context.Context, p *partition, b *batch, c *topics
 // changes once a wallet exists: that it exists, its id, merchant and currency. Its
 // balances may be stale. The actor is asked once it exists and not again (the
 // answer is kept on its reference, and goes with it): one actor round trip of
-// three per transfer, one of five per STK collection (docs/benchmarks.md, session
-// 8). A wallet that does not exist yet is asked every time.
+// three per transfer, one of five per STK collection (docs/benchmarks.md). A
+// wallet that does not exist yet is asked every time.
 func (e *Engine) walletIdentity(p *partition, ref *actorRef) (*wallet.State, error) {
 	if ref.existing != nil {
 		ref.lastUsed = time.Now() // used, as an ask would have marked it (passivate)

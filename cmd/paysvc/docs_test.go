@@ -504,3 +504,74 @@ func uniq(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+// historyRef is a reference to a work session or an issue by number ("session",
+// "sessions", "issue" or "Issue" and then a number, "#" or not), also across a line
+// break of a comment.
+var historyRef = regexp.MustCompile(`(?i)\b(sessions?|issues?)\s+#?[0-9]`)
+
+// historyDocs may tell history: docs/benchmarks.md is the record of what was measured
+// when, and an ADR records a decision as it was taken.
+func historyDoc(rel string) bool {
+	return rel == "docs/benchmarks.md" || strings.HasPrefix(rel, "docs/adr/")
+}
+
+// TestNoHistoryInCommentsOrDocs: Go comments and the documents (every *.md but
+// docs/benchmarks.md and docs/adr/) say what is and why, not which session or issue
+// made it so. History goes in git and docs/benchmarks.md; a comment naming "session N"
+// or "issue N" ages when the next one lands and tells a reader nothing about the code.
+func TestNoHistoryInCommentsOrDocs(t *testing.T) {
+	t.Parallel()
+	goFiles, docs := 0, 0
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel := strings.TrimPrefix(filepath.ToSlash(path), repoRoot+"/")
+		switch {
+		case strings.HasSuffix(path, ".go"):
+			goFiles++
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, g := range f.Comments {
+				// The group's text joins its lines, so a reference split across two
+				// lines ("issue" and "11") is found too.
+				for _, m := range historyRef.FindAllString(g.Text(), -1) {
+					t.Errorf("%s:%d: a comment group names %q: say why the code is as it is now; history goes in git and docs/benchmarks.md",
+						rel, fset.Position(g.Pos()).Line, m)
+				}
+			}
+		case strings.HasSuffix(path, ".md") && !historyDoc(rel):
+			docs++
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, loc := range historyRef.FindAllIndex(src, -1) {
+				t.Errorf("%s:%d: names %q: say what is; history goes in git and docs/benchmarks.md",
+					rel, lineOf(src, loc[0]), src[loc[0]:loc[1]])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if goFiles < 100 || docs < 10 {
+		t.Fatalf("read only %d Go files and %d documents: is the walk rooted at the repository?", goFiles, docs)
+	}
+}
+
+// lineOf is the 1-based line of byte offset off in src.
+func lineOf(src []byte, off int) int {
+	return 1 + strings.Count(string(src[:off]), "\n")
+}
