@@ -208,8 +208,8 @@ func (s *Server) getCustomer(c echo.Context) error {
 }
 
 // customerTransactions lists the customer's payments, newest first: the merchant's
-// invoices paid with the customer's email (any case), each as the Payment session
-// the collection endpoints answer.
+// invoices paid with the customer's email (any case) and the customer's subscription
+// cycle charges, each as the Payment session the collection endpoints answer.
 func (s *Server) customerTransactions(c echo.Context) error {
 	cu, err := s.pathCustomer(c)
 	if err != nil {
