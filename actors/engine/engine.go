@@ -132,7 +132,7 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 // Run consumes until ctx ends, then leaves the group so partitions move at once.
 func (e *Engine) Run(ctx context.Context) error {
 	defer func() { _ = topics.CloseGroupClient(e.cl) }() // bounded: a member that cannot leave is expired by the group
-	defer e.joined.Store(false) // leaving: not ready from here on
+	defer e.joined.Store(false)                          // leaving: not ready from here on
 	lastSweep := time.Now()
 	defer e.Stop() // waits for commits in flight, so their replies still go out
 	// Enough for every partition of a round at once; more partitions wait for one.

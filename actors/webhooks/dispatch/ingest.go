@@ -59,7 +59,7 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		return err
 	}
 	defer func() { _ = topics.CloseGroupClient(cl) }() // a member that cannot leave is expired by the group
-	defer func() { // what was recorded since the last commit
+	defer func() {                                     // what was recorded since the last commit
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		commit(cctx, cl)
