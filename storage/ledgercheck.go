@@ -53,6 +53,9 @@ type HoldMismatch struct {
 //   - a COMPLETE collection not cleared yet (card: its net amount counts in
 //     current only until invoice.clear releases it).
 //
+// A new aggregate that holds money (engine.Tx.Hold) must add its holds here, or
+// the check reports them as held funds nothing open explains.
+//
 // The engine commits a command's wallet snapshots and its files, refunds and
 // invoices in one batch transaction, so one statement (one snapshot) sees them
 // agree; the audit's orphaned_hold (ledgeraudit.go) is a per-merchant heuristic of
