@@ -54,6 +54,8 @@ func TestCardPayment(t *testing.T) {
 		if st["clearing_status"] != "AVAILABLE" {
 			t.Fatalf("clearing_status %v", st["clearing_status"])
 		}
+		// Cleared: nothing of it is held any more.
+		checkLedger(t, env)
 	})
 	t.Run("UnclearedFundsCannotBeMoved", func(t *testing.T) {
 		env2 := servicetest.Start(t, func(c *service.Config) { c.CardClearingDelay = time.Hour })
@@ -68,6 +70,8 @@ func TestCardPayment(t *testing.T) {
 		if r := b2.transfer(b2.settlement, w, "1.00"); r.Status != 400 {
 			t.Fatalf("moving uncleared funds: %d %s", r.Status, r.Body)
 		}
+		// The 96.50 out of available is the uncleared collection's: an open hold.
+		checkLedger(t, env2)
 	})
 	t.Run("Declined", func(t *testing.T) {
 		m := pay("4000000000000002", nil)
@@ -108,4 +112,7 @@ func TestCardPayment(t *testing.T) {
 			t.Fatal("a card number reached the logs")
 		}
 	})
+	// Every payment above has its outcome (waited for): the approved one cleared,
+	// the declined one moved nothing.
+	checkLedger(t, env)
 }

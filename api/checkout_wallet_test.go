@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"paysvc/actors/tariff"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
-	"paysvc/storage"
 )
 
 // pythonCheckout creates a checkout as the Python SDK's wallets.fund(mode="LINK")
@@ -69,13 +67,6 @@ func (b *bundle) countCheckouts(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func checkLedger(t *testing.T, env *servicetest.Env) {
-	t.Helper()
-	if rep, err := storage.CheckLedger(context.Background(), env.Schema.DB); err != nil || !rep.OK {
-		t.Fatalf("ledger: %+v %v", rep, err)
-	}
 }
 
 // TestCheckoutFundsItsWallet: a session created with wallet_id (the Python SDK's

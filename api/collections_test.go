@@ -329,6 +329,10 @@ func TestCollection(t *testing.T) {
 		if inv["value"] != "1295.00" || inv["currency"] != "KES" {
 			t.Fatalf("%v", inv)
 		}
+		if final := b.waitInvoice(t, inv["id"].(string)); final["state"] != "COMPLETE" || final["value"] != "1295.00" {
+			t.Fatalf("%v", final)
+		}
+		ledgerOK(t, b)
 	})
 	t.Run("PesaLink", func(t *testing.T) {
 		// Its own wallet: earlier subtests' collections may still land in the settlement one.
@@ -354,6 +358,7 @@ func TestCollection(t *testing.T) {
 		if final := b.waitInvoice(t, r.Map(t)["invoice"].(map[string]any)["id"].(string)); final["state"] != "FAILED" || final["failed_code"] != "51" {
 			t.Fatalf("insufficient funds: %v", final)
 		}
+		ledgerOK(t, b)
 	})
 	t.Run("Refusals", func(t *testing.T) {
 		for _, tc := range []struct {

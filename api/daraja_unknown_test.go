@@ -133,6 +133,7 @@ func TestSTKPush_LiveDaraja_UnknownOutcome(t *testing.T) {
 			if got := l.current(t); !got.Equal(before.Add(net985)) {
 				t.Fatalf("wallet %s, want %s + 985.00 (one credit)", got, before)
 			}
+			ledgerOK(t, l.bundle)
 		})
 	}
 	t.Run("CutAnswerNamingThePrompt_QueryCompletes", func(t *testing.T) {
@@ -151,6 +152,7 @@ func TestSTKPush_LiveDaraja_UnknownOutcome(t *testing.T) {
 		if got := l.current(t); !got.Equal(before.Add(net985)) {
 			t.Fatalf("wallet %s, want %s + 985.00", got, before)
 		}
+		ledgerOK(t, l.bundle)
 	})
 	t.Run("CertainlyUnsentIsRetried", func(t *testing.T) {
 		l.fake.FailNextPush(http.StatusTooManyRequests, "", "") // rate limited: not processed
@@ -168,6 +170,8 @@ func TestSTKPush_LiveDaraja_UnknownOutcome(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("Daraja took %d prompts, want 1", n)
 		}
+		l.settled(t)
+		ledgerOK(t, l.bundle)
 	})
 }
 

@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
 
 	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/storage"
 )
 
 // bundle is what most API tests need: a running service and one funded merchant.
@@ -119,4 +121,27 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// checkLedger runs the ledger check (storage.CheckLedger, as paysvc ledger check)
+// on the service's schema: every currency sums to zero, every wallet equals its
+// entries, no available balance is negative and every wallet's held funds are its
+// open holds. It fails with the report. The check holds at any instant (each
+// batch commits whole), so a caller waits for the outcomes it expects only so
+// that the check covers them.
+func checkLedger(t *testing.T, env *servicetest.Env) {
+	t.Helper()
+	rep, err := storage.CheckLedger(context.Background(), env.Schema.DB)
+	if err != nil {
+		t.Fatalf("ledger check: %v", err)
+	}
+	if !rep.OK {
+		t.Fatalf("ledger check failed: %+v", rep)
+	}
+}
+
+// ledgerOK is checkLedger on the bundle's service.
+func ledgerOK(t *testing.T, b *bundle) {
+	t.Helper()
+	checkLedger(t, b.env)
 }

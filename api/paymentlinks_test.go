@@ -320,7 +320,10 @@ func TestPaymentLinkPayments(t *testing.T) {
 	}
 
 	// A change of price after the page opened its session: that session is refused.
-	_, _, sess, _ = payLink(b.env, fixed["id"].(string), 250, "254708374149")
+	st, m, sess, err = payLink(b.env, fixed["id"].(string), 250, "254708374149")
+	if err != nil || st != 200 {
+		t.Fatalf("pay again: %d %v %v", st, m, err)
+	}
 	if r := b.pythonLink("PATCH", "/"+fixed["id"].(string), map[string]any{"amount": 300}); r.Status != 200 {
 		t.Fatalf("patch: %d %s", r.Status, r.Body)
 	}
@@ -329,6 +332,11 @@ func TestPaymentLinkPayments(t *testing.T) {
 	if r.Status != 409 {
 		t.Errorf("stale session after a price change: %d %s", r.Status, r.Body)
 	}
+	// The payment started before the price change ends as the sandbox says.
+	if inv := waitLinkPayment(t, b.env, sess, invoiceIDOf(m))["invoice"].(map[string]any); inv["state"] != "COMPLETE" {
+		t.Errorf("payment before the price change: %v", inv)
+	}
+	ledgerOK(t, b)
 }
 
 // usage_limit holds with parallel customers: of N payments started at once against
@@ -398,9 +406,14 @@ func TestPaymentLinkUsageLimitConcurrent(t *testing.T) {
 	if inv := waitLinkPayment(t, b.env, sess, invoiceIDOf(m)); inv["invoice"].(map[string]any)["state"] != "FAILED" {
 		t.Fatalf("want FAILED: %v", inv)
 	}
-	if st, m, _, _ := payLink(b.env, one["id"].(string), 100, "254708374149"); st != 200 {
-		t.Errorf("payment after the failed one: %d %v", st, m)
+	st, m, sess, _ = payLink(b.env, one["id"].(string), 100, "254708374149")
+	if st != 200 {
+		t.Fatalf("payment after the failed one: %d %v", st, m)
 	}
+	if inv := waitLinkPayment(t, b.env, sess, invoiceIDOf(m)); inv["invoice"].(map[string]any)["state"] != "COMPLETE" {
+		t.Errorf("payment after the failed one: %v", inv)
+	}
+	ledgerOK(t, b)
 }
 
 // qrcode_file is a PNG that decodes back to the link's url.

@@ -135,6 +135,49 @@ func TestPayoutFileLife(t *testing.T) {
 	}
 }
 
+// TestPayoutRTGS pays a file by RTGS (bank transfers, KES 500.00 a transaction):
+// the hold at approval, one transfer paid and one the provider refuses, to the
+// cent, and the ledger check with the hold open and once the file is COMPLETE.
+func TestPayoutRTGS(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deposit(t, b.settlement, "10000")
+	r := b.post("/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "RTGS", "requires_approval": "YES",
+		"transactions": []any{
+			map[string]any{"account": "000123456789", "bank_code": "01", "amount": "1000", "name": "Jane Doe", "narrative": "Rent"},
+			map[string]any{"account": "000123450013", "bank_code": "01", "amount": "2000", "name": "John Doe", "narrative": "Rent"}, // provider down
+		}})
+	if r.Status != 201 {
+		t.Fatalf("initiation: %d %s", r.Status, r.Body)
+	}
+	f := r.Map(t)
+	if !amt(t, f["charge_estimate"]).Equal(money.MustParse("1000")) {
+		t.Fatalf("RTGS charges 500.00 a transfer: %s", r.Body)
+	}
+	if r := b.post("/api/v1/send-money/approve/", f); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "10000.00" || av != "6000.00" {
+		t.Fatalf("after approval 3000 + 1000 charges are held: %s / %s", cur, av)
+	}
+	ledgerOK(t, b) // the file's 4000.00 is its open hold
+	done := b.waitFile(t, f["tracking_id"].(string))
+	if done["status"] != "COMPLETE" || !amt(t, done["paid_amount"]).Equal(money.MustParse("1000")) ||
+		!amt(t, done["failed_amount"]).Equal(money.MustParse("2000")) || !amt(t, done["actual_charges"]).Equal(money.MustParse("500")) {
+		t.Fatalf("final: %v", done)
+	}
+	for _, x := range done["transactions"].([]any) {
+		tx := x.(map[string]any)
+		if ok := tx["account"] == "000123456789"; ok != (tx["status"] == "COMPLETE") {
+			t.Fatalf("transaction: %v", tx)
+		}
+	}
+	if cur, av := b.balance(t, b.settlement); cur != "8500.00" || av != "8500.00" {
+		t.Fatalf("after the file: 1500 paid out, the failure's 2500 released: %s / %s", cur, av)
+	}
+	ledgerOK(t, b)
+}
+
 func TestPayoutNoApprovalAndCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

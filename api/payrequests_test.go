@@ -99,6 +99,10 @@ func TestPayRequests(t *testing.T) {
 		if g["payment_status"] != "Paid" || g["checkout"].(map[string]any)["paid"] != true {
 			t.Fatalf("after payment: %v", g)
 		}
+		if cur, avail := b.balance(t, b.settlement); cur != "295.50" || avail != "295.50" {
+			t.Fatalf("settlement %s/%s after the 300.00 request was paid, want 295.50 net", cur, avail)
+		}
+		ledgerOK(t, b)
 	})
 	t.Run("Validation", func(t *testing.T) {
 		for _, tc := range []struct {

@@ -14,7 +14,6 @@ import (
 
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
-	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -58,14 +57,6 @@ func wantRefusal(t *testing.T, r servicetest.Response, status int, code string) 
 	}
 	if _, got, _ := errorBody(t, r); got != code {
 		t.Fatalf("want code %s, got %s: %s", code, got, r.Body)
-	}
-}
-
-func ledgerOK(t *testing.T, b *bundle) {
-	t.Helper()
-	rep, err := storage.CheckLedger(context.Background(), b.env.Schema.DB)
-	if err != nil || !rep.OK {
-		t.Fatalf("ledger: %+v %v", rep, err)
 	}
 }
 

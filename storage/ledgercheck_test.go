@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -140,6 +141,94 @@ func TestCheckLedger(t *testing.T) {
 		r := b.check(t)
 		if r.OK || fmt.Sprint(r.NegativeWallets) != "[W2]" {
 			t.Fatalf("report %+v, want W2 negative", r)
+		}
+	})
+}
+
+// holdSources writes one open hold of each kind on W1 (100.00): a payment file
+// holding 30.00, a PENDING refund of 20.00 and an uncleared card collection of
+// 10.00; plus a finished one of each, which hold nothing.
+func (b ledgerBundle) holdSources(t *testing.T) {
+	t.Helper()
+	b.exec(t, `INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at) VALUES
+		('F1', 'M1', gen_random_uuid(), 'PROCESSING', 2, '{"wallet_id": "W1", "held": "30.00"}', now(), now()),
+		('F2', 'M1', gen_random_uuid(), 'COMPLETE', 3, '{"wallet_id": "W1", "held": "0.00"}', now(), now())`)
+	b.exec(t, `INSERT INTO refund_books (invoice_id, merchant_id, version, data, created_at, updated_at)
+		VALUES ('I1', 'M1', 1, '{}', now(), now())`)
+	b.exec(t, `INSERT INTO refunds (id, merchant_id, invoice_id, status, data, created_at, updated_at) VALUES
+		(1, 'M1', 'I1', 'PENDING', '{"wallet_id": "W1", "amount": "20.00"}', now(), now()),
+		(2, 'M1', 'I1', 'COMPLETED', '{"wallet_id": "W1", "amount": "7.00"}', now(), now()),
+		(3, 'M1', 'I1', 'CANCELLED', '{"wallet_id": "W1", "amount": "8.00"}', now(), now())`)
+	b.exec(t, `INSERT INTO invoices (invoice_id, merchant_id, state, version, data, created_at, updated_at) VALUES
+		('I1', 'M1', 'COMPLETE', 2, '{"wallet_id": "W1", "provider": "CARD", "net_amount": "10.00"}', now(), now()),
+		('I2', 'M1', 'COMPLETE', 3, '{"wallet_id": "W1", "provider": "CARD", "net_amount": "4.00", "cleared": true}', now(), now()),
+		('I3', 'M1', 'COMPLETE', 2, '{"wallet_id": "W1", "provider": "MPESA", "net_amount": "5.00", "cleared": true}', now(), now())`)
+}
+
+func TestCheckLedger_Holds(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HeldFundsAreTheOpenHolds_OK", func(t *testing.T) {
+		t.Parallel()
+		b := setupLedger(t)
+		b.holdSources(t)
+		b.exec(t, `UPDATE wallets SET available_balance = 40 WHERE wallet_id = 'W1'`) // 100 - (30 + 20 + 10)
+		if r := b.check(t); !r.OK || len(r.HoldMismatches) != 0 {
+			t.Fatalf("report %+v, want OK: W1's 60.00 held is its file, refund and uncleared collection", r)
+		}
+	})
+
+	t.Run("AvailableLoweredWithoutHold_Mismatch", func(t *testing.T) {
+		t.Parallel()
+		b := setupLedger(t)
+		b.exec(t, `UPDATE wallets SET available_balance = 95 WHERE wallet_id = 'W1'`)
+		r := b.check(t)
+		if r.OK || len(r.HoldMismatches) != 1 {
+			t.Fatalf("report %+v, want W1's 5.00 held with no open hold", r)
+		}
+		m := r.HoldMismatches[0]
+		if m.WalletID != "W1" || !m.Held.Equal(amt("5.00")) || !m.Open.IsZero() {
+			t.Fatalf("finding %+v, want W1 held 5.00, open 0", m)
+		}
+		// The snapshot still equals its entries: only the hold check sees it.
+		if len(r.WalletMismatch) != 0 || len(r.NegativeWallets) != 0 || !r.CurrencySums["KES"].IsZero() {
+			t.Fatalf("report %+v", r)
+		}
+		// The continuous audit's heuristic finds it too (ledgeraudit.go: orphaned_hold).
+		a, err := storage.AuditLedger(b.ctx, b.db, true, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Imbalances[storage.ImbalanceOrphanedHold] != 1 {
+			t.Fatalf("audit %+v, want the orphaned hold", a)
+		}
+	})
+
+	t.Run("HoldsExceedHeldFunds_Mismatch", func(t *testing.T) {
+		t.Parallel()
+		b := setupLedger(t)
+		b.holdSources(t)
+		// One open hold's worth (the refund's 20.00) was never set aside.
+		b.exec(t, `UPDATE wallets SET available_balance = 60 WHERE wallet_id = 'W1'`)
+		r := b.check(t)
+		if r.OK || len(r.HoldMismatches) != 1 {
+			t.Fatalf("report %+v, want W1 short of its holds", r)
+		}
+		m := r.HoldMismatches[0]
+		if m.WalletID != "W1" || !m.Held.Equal(amt("40.00")) || !m.Open.Equal(amt("60.00")) ||
+			!m.Files.Equal(amt("30.00")) || !m.Refunds.Equal(amt("20.00")) || !m.Uncleared.Equal(amt("10.00")) {
+			t.Fatalf("finding %+v", m)
+		}
+	})
+
+	t.Run("HoldOnMissingWallet_Mismatch", func(t *testing.T) {
+		t.Parallel()
+		b := setupLedger(t)
+		b.exec(t, `INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at)
+			VALUES ('F9', 'M1', gen_random_uuid(), 'PROCESSING', 2, '{"wallet_id": "W9", "held": "3.00"}', now(), now())`)
+		r := b.check(t)
+		if r.OK || len(r.HoldMismatches) != 1 || r.HoldMismatches[0].WalletID != "W9" || !r.HoldMismatches[0].Open.Equal(amt("3.00")) {
+			t.Fatalf("report %+v, want W9's hold reported", r)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"paysvc/actors/engine"
+	"paysvc/actors/ledger"
 	"paysvc/actors/money"
 	"paysvc/actors/wallet"
 	"paysvc/topics"
@@ -37,18 +38,29 @@ type jarPut struct {
 
 type jarPay struct{ Jar string }
 
+// jarSkew takes Amount into the jar's wallet from the jar's clearing account
+// (balanced, as every wallet command), then adds Stray to that account alone: the
+// command's entries no longer balance.
+type jarSkew struct {
+	Jar, Wallet   string
+	Amount, Stray money.Amount
+}
+
 var registerJar = sync.OnceFunc(func() {
 	engine.Register(engine.Kind{
 		Name: jarKind,
 		Commands: map[string]func() any{
-			"testjar.put": func() any { return &jarPut{} },
-			"testjar.pay": func() any { return &jarPay{} },
+			"testjar.put":  func() any { return &jarPut{} },
+			"testjar.pay":  func() any { return &jarPay{} },
+			"testjar.skew": func() any { return &jarSkew{} },
 		},
 		IDs: func(p any) []string {
 			switch p := p.(type) {
 			case *jarPut:
 				return []string{p.Jar}
 			case *jarPay:
+				return []string{p.Jar}
+			case *jarSkew:
 				return []string{p.Jar}
 			}
 			return nil
@@ -107,6 +119,17 @@ var registerJar = sync.OnceFunc(func() {
 					return topics.Reply{}, err
 				}
 				j.Held = money.Zero()
+			case *jarSkew:
+				if j.ID == "" {
+					j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
+				}
+				if err := tx.Credit(j.Wallet, wallet.Collect{TransactionID: tx.TransactionID(), Value: in.Amount,
+					NetAmount: in.Amount, Charges: money.Zero(), Clearing: "system:test_jar", Narrative: "skew"}); err != nil {
+					return topics.Reply{}, err
+				}
+				tx.AddEntryForTest(ledger.Entry{TransactionID: tx.TransactionID(), Account: "system:test_jar",
+					MerchantID: c.MerchantID, Currency: "KES", Amount: in.Stray, TransType: "JAR", Narrative: "stray"})
+				j.Note = "skewed"
 			}
 			tx.Put(j.ID, j)
 			tx.Event(topics.ReversalEvent, j.ID, j)
@@ -121,6 +144,8 @@ func jarID(p any) string {
 	case *jarPut:
 		return p.Jar
 	case *jarPay:
+		return p.Jar
+	case *jarSkew:
 		return p.Jar
 	}
 	return ""
@@ -258,6 +283,66 @@ func TestRegisteredAggregate(t *testing.T) {
 	if cur, avail := b.balances(t, b.settle); cur != "79.00" || avail != "77.00" {
 		t.Fatalf("after paying j1 (21.00) the wallet is %s/%s, want 79.00/77.00 (j2 still holds 2.00)", cur, avail)
 	}
+	// The ledger check accounts for the holds of the service's own kinds only
+	// (storage.CheckLedger): j2's would be reported as a hold nothing open explains.
+	ok(t, b.send(t, b.command(t, "testjar.pay", b.merchant, jarPay{Jar: "j2"})))
+	if cur, avail := b.balances(t, b.settle); cur != "77.00" || avail != "77.00" {
+		t.Fatalf("after paying j2 (2.00) the wallet is %s/%s, want 77.00/77.00", cur, avail)
+	}
 	b.ledgerOK(t)
 	_ = stop
+}
+
+// A command whose entries do not balance is refused (internal), whatever its
+// wallets did: nothing of it is written (no entry, no wallet change, no instance,
+// no event), and the partition goes on with the next command.
+func TestRegisteredAggregate_UnbalancedCommandRefused(t *testing.T) {
+	registerJar()
+	b := setup(t)
+	if _, err := b.db.ExecContext(b.ctx, jarSchema); err != nil {
+		t.Fatal(err)
+	}
+	b.startEngine(t, "u1")
+	ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, "100.00")))
+	entries := b.count(t, `SELECT count(*) FROM ledger_entries`)
+	outbox := b.count(t, `SELECT count(*) FROM outbox`)
+	var version int64
+	if err := b.db.QueryRowContext(b.ctx, `SELECT version FROM wallets WHERE wallet_id = $1`, b.settle).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+
+	skew := b.command(t, "testjar.skew", b.merchant, jarSkew{Jar: "j1", Wallet: b.settle,
+		Amount: money.MustParse("10.00"), Stray: money.MustParse("0.01")})
+	wantCode(t, b.send(t, skew), "internal")
+	if n := b.count(t, `SELECT count(*) FROM ledger_entries`); n != entries {
+		t.Fatalf("%d ledger entries after the refused command, want %d (none of its own)", n, entries)
+	}
+	if n := b.count(t, `SELECT count(*) FROM ledger_entries WHERE command_id = $1`, skew.ID); n != 0 {
+		t.Fatalf("the refused command wrote %d entries", n)
+	}
+	if cur, avail := b.balances(t, b.settle); cur != "100.00" || avail != "100.00" {
+		t.Fatalf("wallet %s/%s after the refused command, want 100.00/100.00 (its credit undone)", cur, avail)
+	}
+	if n := b.count(t, `SELECT count(*) FROM testjars`); n != 0 {
+		t.Fatalf("the refused command stored %d jars", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox`); n != outbox {
+		t.Fatalf("the refused command queued %d events", n-outbox)
+	}
+	b.ledgerOK(t)
+
+	// The partition goes on: the next command applies on the wallet as it was.
+	ok(t, b.send(t, b.command(t, "testjar.skew", b.merchant, jarSkew{Jar: "j1", Wallet: b.settle,
+		Amount: money.MustParse("10.00"), Stray: money.Zero()})))
+	if cur, avail := b.balances(t, b.settle); cur != "110.00" || avail != "110.00" {
+		t.Fatalf("wallet %s/%s after the balanced command, want 110.00/110.00", cur, avail)
+	}
+	var after int64
+	if err := b.db.QueryRowContext(b.ctx, `SELECT version FROM wallets WHERE wallet_id = $1`, b.settle).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != version+1 {
+		t.Fatalf("wallet version %d, want %d: the refused command's change was kept", after, version+1)
+	}
+	b.ledgerOK(t)
 }

@@ -666,8 +666,9 @@ func (r *runner) printChecks(ctx context.Context) (bool, error) {
 		sums = append(sums, cur+" "+s.String())
 	}
 	slices.Sort(sums)
-	r.printf("  ledger check   %s: %d entries, %d wallets, sums %s, %d snapshot mismatches, %d negative wallets\n",
-		verdict(ledger.OK), ledger.Entries, ledger.Wallets, strings.Join(sums, " "), len(ledger.WalletMismatch), len(ledger.NegativeWallets))
+	r.printf("  ledger check   %s: %d entries, %d wallets, sums %s, %d snapshot mismatches, %d negative wallets, %d hold mismatches\n",
+		verdict(ledger.OK), ledger.Entries, ledger.Wallets, strings.Join(sums, " "), len(ledger.WalletMismatch), len(ledger.NegativeWallets),
+		len(ledger.HoldMismatches))
 	if len(r.wallets) > 0 {
 		r.printf("  model check    %s: %d bench wallets hold %s, deposited %s; %d wallets differ from deposit +/- the bench's 200 transfers\n",
 			verdict(model.OK), model.Wallets, centsString(model.Balances), centsString(model.Deposited), len(model.Mismatches))
