@@ -372,6 +372,32 @@ func inKafka(t *testing.T, c *kfake.Cluster) int64 {
 	return n
 }
 
+// waitStandbyRetry waits until a backend of the schema other than the lock holder
+// has asked for the relay's lock since the call: the standby's retry (every
+// second: Relay.Run), seen as the last statement of its connection.
+func waitStandbyRetry(t *testing.T, db *sqlx.DB, schema string, holder int) {
+	t.Helper()
+	var since time.Time
+	if err := db.Get(&since, `SELECT clock_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2
+			AND query LIKE 'SELECT pg_try_advisory_lock(%' AND state_change > $3`, schema, holder, since); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the standby relay did not ask for the lock again within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // leaderPIDs returns the backends holding the relay's advisory lock for schema.
 func leaderPIDs(ctx context.Context, db *sqlx.DB, schema string) ([]int, error) {
 	var pids []int
@@ -633,6 +659,13 @@ func TestRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dbB.Close() })
+		// Each relay has a pool of its own, and the test's queries a third: a
+		// standby's connection then shows its last lock request (waitStandbyRetry).
+		dbA, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dbA.Close() })
 		co := startConsumer(t, c)
 		const n = 300
 		rows := insertRows(t, schema.DB, "oneleader", n)
@@ -661,7 +694,7 @@ func TestRelay(t *testing.T) {
 		t.Cleanup(func() { stopSampling(); <-sampled })
 
 		prodA, prodB := newProducer(t, c), newProducer(t, c)
-		ra, _ := startRelay(t, schema.DB, prodA)
+		ra, _ := startRelay(t, dbA, prodA)
 		rb, _ := startRelay(t, dbB, prodB)
 		ra.Wake()
 		rb.Wake()
@@ -679,8 +712,8 @@ func TestRelay(t *testing.T) {
 			t.Errorf("records came from %d producers %v, want 1 (the leader)", len(producers), producers)
 		}
 		// Both relays are still running: exactly one holds the lock.
-		waitLeader(t, schema.DB, schema.Name, 2*time.Second)
-		time.Sleep(1200 * time.Millisecond) // the standby retries every second
+		holder := waitLeader(t, schema.DB, schema.Name, 2*time.Second)
+		waitStandbyRetry(t, schema.DB, schema.Name, holder)
 		if pids, err := leaderPIDs(context.Background(), schema.DB, schema.Name); err != nil {
 			t.Fatal(err)
 		} else if len(pids) != 1 {
