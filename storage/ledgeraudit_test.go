@@ -168,6 +168,10 @@ func TestAuditLedger(t *testing.T) {
 		if _, err := storage.AuditLedger(b.ctx, b.db, false, 200*time.Millisecond); !errors.Is(err, storage.ErrAuditBusy) {
 			t.Fatalf("audit with a batch in flight: %v, want ErrAuditBusy (it must not move past the batch's entry)", err)
 		}
+		var batch int
+		if err := tx.GetContext(b.ctx, &batch, `SELECT pg_backend_pid()`); err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan storage.AuditReport, 1)
 		go func() {
 			r, err := storage.AuditLedger(context.Background(), b.db, false, 10*time.Second)
@@ -176,7 +180,19 @@ func TestAuditLedger(t *testing.T) {
 			}
 			done <- r
 		}()
-		time.Sleep(200 * time.Millisecond)
+		// The audit waits for the batch: its lock on the ledger is blocked by it.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var waiting int
+			if err := b.db.GetContext(b.ctx, &waiting, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, batch); err != nil {
+				t.Fatal(err)
+			}
+			if waiting > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the audit never waited for the batch in flight")
+			}
+		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 	waitBlockedBy(t, b, holder) // the first command's commit waits on the offset lock
 
 	// The commit is in flight: ten more trickle in, one produce each.
+	applied0 := counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")
 	var later []string
 	var waits []<-chan topics.Reply
 	for range 10 {
@@ -36,9 +37,17 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 		defer cancel()
 		b.produce(t, -1, c)
 		later, waits = append(later, c.ID), append(waits, ch)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // trickling in, each its own poll: not a wait for anything
 	}
-	time.Sleep(300 * time.Millisecond) // fetched by now; the commit is still held
+	// All ten are applied into the open batch beside the held commit.
+	deadline := time.Now().Add(replyWait)
+	for counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")-applied0 < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v of the ten commands applied beside the held commit after %v",
+				counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")-applied0, replyWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	waits0 := histogramCount(t, "paysvc_engine_commit_wait_seconds")
 	release()
 	ok(t, await(t, firstReply, "the first deposit"))

@@ -35,7 +35,13 @@ var (
 	// The two series, resolved once: every applied poll counts in one.
 	appliesDuringCommit = batchApplies.WithLabelValues("during_commit")
 	appliesAfterCommit  = batchApplies.WithLabelValues("after_commit")
-	applyRounds         = promauto.NewHistogram(prometheus.HistogramOpts{
+	batchAppliedCmds    = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "paysvc_engine_batch_applied_commands_total",
+		Help: "Commands applied into a partition's open batch, by when (as paysvc_engine_batch_applies_total): the share of the load applied beside a commit, and with the applies, the commands one apply carries. Commands applied again after a failed batch count again.",
+	}, []string{"when"})
+	cmdsDuringCommit = batchAppliedCmds.WithLabelValues("during_commit")
+	cmdsAfterCommit  = batchAppliedCmds.WithLabelValues("after_commit")
+	applyRounds      = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_batch_apply_rounds",
 		Help:    "Polls applied into one partition's batch before it was sealed for its commit.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 10),

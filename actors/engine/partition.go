@@ -342,8 +342,10 @@ func (e *Engine) processLocked(ctx context.Context, p *partition, rp *roundPart,
 	}
 	if early {
 		appliesDuringCommit.Inc()
+		cmdsDuringCommit.Add(float64(len(todo)))
 	} else {
 		appliesAfterCommit.Inc()
+		cmdsAfterCommit.Add(float64(len(todo)))
 	}
 	p.open = ob
 	ob.hw = rp.w.hw

@@ -76,7 +76,19 @@ func TestPollReadingWhenTheCommitFailsIsAppliedOnceFromTheLog(t *testing.T) {
 		t.Fatal("no blocked commit to fail")
 	}
 	r.release()
-	time.Sleep(300 * time.Millisecond) // the seal finds K failed and seeks back, the read still waits
+	// The seal finds K failed: failed() counts it, then seeks the partition back
+	// under the partition's lock, which the poll that reads must take to apply.
+	deadline := time.Now().Add(replyWait)
+	for counter(t, "paysvc_engine_batch_failures_total", "", "") == failures {
+		if time.Now().After(deadline) {
+			t.Fatal("the seal never found the cancelled commit failed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The read still waits: the poll it belongs to was fetched before the seek.
+	if n := b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, r.locker); n == 0 {
+		t.Fatal("the poll's read was no longer waiting when the seal found the failure")
+	}
 	if err := r.lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,12 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	resent := map[string]time.Time{}
-	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), sim, time.Minute, resent, log)
+	rail := &pushRecorder{Rail: sim}
+	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), rail, time.Minute, resent, log)
+	// The sweep pushes before it returns: what it sent is known now.
+	if got := rail.sent(); !slices.Equal(got, []string{"PEND0001", "PROC0001"}) {
+		t.Fatalf("the sweep pushed %v, want PEND0001 and PROC0001", got)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := results()
@@ -88,9 +94,12 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// A second sweep within after sends nothing again.
-	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), sim, time.Minute, resent, log)
-	time.Sleep(50 * time.Millisecond)
+	// A second sweep within after sends nothing again: no push, so no result can
+	// follow the ones already counted.
+	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), rail, time.Minute, resent, log)
+	if got := rail.sent(); len(got) != 2 {
+		t.Fatalf("a second sweep within after pushed again: %v", got)
+	}
 	r := results()
 	if len(r) != 2 {
 		t.Fatalf("prompts sent again for %d invoices, want PEND0001 and PROC0001 only: %+v", len(r), r)
@@ -106,4 +115,25 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 			t.Fatalf("result for another merchant: %+v", res)
 		}
 	}
+}
+
+// pushRecorder is a rail that records, in order, the invoices it was asked to
+// prompt for, and passes each push on.
+type pushRecorder struct {
+	mpesa.Rail
+	mu     sync.Mutex
+	pushed []string
+}
+
+func (p *pushRecorder) Push(ctx context.Context, req mpesa.STKRequest) (string, error) {
+	p.mu.Lock()
+	p.pushed = append(p.pushed, req.InvoiceID)
+	p.mu.Unlock()
+	return p.Rail.Push(ctx, req)
+}
+
+func (p *pushRecorder) sent() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(slices.Values(p.pushed))
 }

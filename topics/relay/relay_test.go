@@ -17,6 +17,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -330,6 +331,73 @@ func waitOutboxEmpty(t *testing.T, db *sqlx.DB, timeout time.Duration) {
 	}
 }
 
+// publishedPast proves the relay has gone on past everything it did before the
+// call: it commits two events one after the other without waking the relay, and
+// waits for each to reach Kafka, so the relay has read the outbox and published
+// twice more since (on its idle ticks, or after the pause that follows a failed
+// cycle). A relay publishes one fetch at a time and waits for it, so whatever it
+// sent before those two is in the log by then. It returns their rows.
+func publishedPast(t *testing.T, db *sqlx.DB, co *consumer, prefix string) []outboxRow {
+	t.Helper()
+	var rows []outboxRow
+	for i := range 2 {
+		rows = append(rows, insertRows(t, db, fmt.Sprintf("%s-past%d", prefix, i), 1)...)
+		co.waitAll(t, rows, 10*time.Second)
+	}
+	return rows
+}
+
+// inKafka is how many records eventTopic holds: the sum of its partitions' end
+// offsets, asked of the broker, so none still on its way to the consumer is missed.
+func inKafka(t *testing.T, c *kfake.Cluster) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, eventTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		n += o.Offset
+	})
+	return n
+}
+
+// waitStandbyRetry waits until a backend of the schema other than the lock holder
+// has asked for the relay's lock since the call: the standby's retry (every
+// second: Relay.Run), seen as the last statement of its connection.
+func waitStandbyRetry(t *testing.T, db *sqlx.DB, schema string, holder int) {
+	t.Helper()
+	var since time.Time
+	if err := db.Get(&since, `SELECT clock_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2
+			AND query LIKE 'SELECT pg_try_advisory_lock(%' AND state_change > $3`, schema, holder, since); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the standby relay did not ask for the lock again within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // leaderPIDs returns the backends holding the relay's advisory lock for schema.
 func leaderPIDs(ctx context.Context, db *sqlx.DB, schema string) ([]int, error) {
 	var pids []int
@@ -427,9 +495,10 @@ func TestRelay(t *testing.T) {
 			t.Errorf("%d duplicates without any fault, want 0", dups)
 		}
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
-		time.Sleep(300 * time.Millisecond) // more than one idle tick: nothing is sent again
-		if got := len(co.snapshot()); got != n {
-			t.Errorf("%d records after the outbox emptied, want %d", got, n)
+		// Two more idle looks at the outbox: nothing of the first n is sent again.
+		publishedPast(t, schema.DB, co, "inorder")
+		if got := inKafka(t, c); got != n+2 {
+			t.Errorf("Kafka holds %d records after the outbox emptied and two more events, want %d", got, n+2)
 		}
 	})
 
@@ -590,6 +659,13 @@ func TestRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dbB.Close() })
+		// Each relay has a pool of its own, and the test's queries a third: a
+		// standby's connection then shows its last lock request (waitStandbyRetry).
+		dbA, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dbA.Close() })
 		co := startConsumer(t, c)
 		const n = 300
 		rows := insertRows(t, schema.DB, "oneleader", n)
@@ -618,7 +694,7 @@ func TestRelay(t *testing.T) {
 		t.Cleanup(func() { stopSampling(); <-sampled })
 
 		prodA, prodB := newProducer(t, c), newProducer(t, c)
-		ra, _ := startRelay(t, schema.DB, prodA)
+		ra, _ := startRelay(t, dbA, prodA)
 		rb, _ := startRelay(t, dbB, prodB)
 		ra.Wake()
 		rb.Wake()
@@ -636,8 +712,8 @@ func TestRelay(t *testing.T) {
 			t.Errorf("records came from %d producers %v, want 1 (the leader)", len(producers), producers)
 		}
 		// Both relays are still running: exactly one holds the lock.
-		waitLeader(t, schema.DB, schema.Name, 2*time.Second)
-		time.Sleep(1200 * time.Millisecond) // the standby retries every second
+		holder := waitLeader(t, schema.DB, schema.Name, 2*time.Second)
+		waitStandbyRetry(t, schema.DB, schema.Name, holder)
 		if pids, err := leaderPIDs(context.Background(), schema.DB, schema.Name); err != nil {
 			t.Fatal(err)
 		} else if len(pids) != 1 {
@@ -708,9 +784,11 @@ func TestRelay(t *testing.T) {
 		co := startConsumer(t, c)
 		r, _ := startRelay(t, schema.DB, newProducer(t, c))
 		waitLeader(t, schema.DB, schema.Name, 2*time.Second)
-		time.Sleep(300 * time.Millisecond) // let the leader go idle on an empty outbox
+		// The leader is in its loop and idle on an empty outbox: it has published
+		// events nothing woke it for, and nothing is left.
+		all := publishedPast(t, schema.DB, co, "idle")
+		waitOutboxEmpty(t, schema.DB, 5*time.Second)
 
-		var all []outboxRow
 		for round := range 5 {
 			rows := insertRows(t, schema.DB, fmt.Sprintf("late%d", round), 20)
 			all = append(all, rows...)
@@ -746,9 +824,9 @@ func TestRelay_DeadLetter(t *testing.T) {
 	r.Wake()
 	recs := co.waitAll(t, append(before, after...), 20*time.Second)
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
-	time.Sleep(1500 * time.Millisecond) // past a retry interval: nothing is republished
-	if got := len(co.snapshot()); got != 20 {
-		t.Fatalf("%d records for 20 normal events (republished, or the huge one got through)", got)
+	publishedPast(t, schema.DB, co, "dl") // past any retry: nothing is republished
+	if got := inKafka(t, c); got != 20+2 {
+		t.Fatalf("Kafka holds %d records for 20 normal events and 2 more, want 22 (republished, or the huge one got through)", got)
 	}
 	checkRecords(t, recs, append(before, after...), true)
 	var dead struct {
@@ -778,9 +856,9 @@ func TestRelay_DeadLetterInACommitRow(t *testing.T) {
 	r.Wake()
 	recs := co.waitAll(t, good, 20*time.Second)
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
-	time.Sleep(1500 * time.Millisecond) // past a retry interval: nothing is republished
-	if got := len(co.snapshot()); got != len(good) {
-		t.Fatalf("%d records for %d normal events (republished, or the huge one got through)", got, len(good))
+	publishedPast(t, schema.DB, co, "dlc") // past any retry: nothing is republished
+	if got := inKafka(t, c); got != int64(len(good))+2 {
+		t.Fatalf("Kafka holds %d records for %d normal events and 2 more, want %d (republished, or the huge one got through)", got, len(good), len(good)+2)
 	}
 	checkRecords(t, recs, good, true)
 	var dead []struct {

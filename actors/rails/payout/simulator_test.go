@@ -67,11 +67,17 @@ func (c *collector) wait(t *testing.T, n int) []delivery {
 	}
 }
 
-// quiet fails the test if more than n deliveries arrive within d.
-func (c *collector) quiet(t *testing.T, n int, d time.Duration) {
+// quiet waits until the simulator has played every request it took to its end
+// (each holds a slot until its last result is delivered or abandoned: Submit),
+// so nothing more can come, and fails the test unless exactly n deliveries came.
+func (b *bundle) quiet(t *testing.T, n int) {
 	t.Helper()
-	time.Sleep(d)
-	if got := c.snapshot(); len(got) != n {
+	for deadline := time.Now().Add(5 * time.Second); len(b.sim.sem) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still in flight after 5s, %d deliveries so far", len(b.sim.sem), len(b.col.snapshot()))
+		}
+	}
+	if got := b.col.snapshot(); len(got) != n {
 		t.Fatalf("got %d deliveries, want exactly %d: %+v", len(got), n, got)
 	}
 }
@@ -178,7 +184,7 @@ func TestSimulator(t *testing.T) {
 			t.Errorf("two transactions share reference %s", fin.Results[0].ProviderReference)
 		}
 
-		b.col.quiet(t, 3, 3*testDelay)
+		b.quiet(t, 3)
 	})
 
 	t.Run("Providers_ReferencesAndNames", func(t *testing.T) {
@@ -233,7 +239,7 @@ func TestSimulator(t *testing.T) {
 			{TransactionID: "AT2", Description: "Airtime amount above the provider limit"},
 			{TransactionID: "AT3", Description: "Airtime amount above the provider limit"},
 		}, airRef)
-		b.col.quiet(t, 2, 4*testDelay) // no late batch: nothing was late
+		b.quiet(t, 2) // no late batch: nothing was late
 	})
 
 	t.Run("AllLate_NoEmptyFinalBatch", func(t *testing.T) {
@@ -248,7 +254,7 @@ func TestSimulator(t *testing.T) {
 		if got[1].r.Batch != "c7-late" || len(got[1].r.Results) != 1 || !got[1].r.Results[0].Success {
 			t.Fatalf("second delivery = %+v, want only the late batch c7-late", got[1].r)
 		}
-		b.col.quiet(t, 2, 2*testDelay)
+		b.quiet(t, 2)
 	})
 
 	t.Run("Redelivery_SameBatchesAndResults", func(t *testing.T) {
@@ -346,7 +352,7 @@ func TestSimulator(t *testing.T) {
 		if err := b.sim.Close(); err != nil {
 			t.Fatalf("second Close = %v", err)
 		}
-		b.col.quiet(t, 1, 3*testDelay)
+		b.quiet(t, 1)
 	})
 
 	t.Run("Close_AbandonsFailingSink", func(t *testing.T) {
@@ -426,7 +432,7 @@ func TestSimulator(t *testing.T) {
 				t.Errorf("%s: Submit = %v, want ErrInvalidRequest", name, err)
 			}
 		}
-		b.col.quiet(t, 0, 2*testDelay)
+		b.quiet(t, 0)
 	})
 }
 
