@@ -51,7 +51,7 @@ func TestSecurityDocListsEveryRoute(t *testing.T) {
 }
 
 var (
-	methodPath  = regexp.MustCompile("^(GET|POST|PUT|PATCH|DELETE) (/\\S*)$")
+	methodPath  = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE) (/\S*)$`)
 	methodsOnly = regexp.MustCompile("((?:`(?:GET|POST|PUT|PATCH|DELETE)`(?:, | and | or ))+)`(GET|POST|PUT|PATCH|DELETE) (/[^`]*)`")
 	braces      = regexp.MustCompile(`\{([^}]*,[^}]*)\}`)
 )

@@ -170,7 +170,7 @@ func TestTransferTracedFromRequestToWebhook(t *testing.T) {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
