@@ -2,6 +2,7 @@ package topics
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +22,24 @@ func CloseGroupClient(cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), LeaveTimeout)
 	defer cancel()
 	err := cl.LeaveGroupContext(ctx)
-	cl.Close()
+	// Close leaves again, and waits for the leave with no deadline: when the
+	// group's join is stuck on a broker that died mid-rebalance, that wait never
+	// ends (a SIGTERMed rails process hung there in the cluster test). Close is
+	// given the same bound; past it the client is abandoned: the process is
+	// stopping, and the group expires the member.
+	closed := make(chan struct{})
+	go func() {
+		cl.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(LeaveTimeout):
+		if err == nil {
+			err = errCloseTimeout
+		}
+	}
 	return err
 }
+
+var errCloseTimeout = errors.New("kafka client did not close within " + LeaveTimeout.String())
