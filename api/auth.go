@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/ids"
 	"paysvc/storage"
 )
 
@@ -74,6 +75,20 @@ type authenticator struct {
 
 func newAuthenticator(db *sqlx.DB, env string, ttl time.Duration) *authenticator {
 	return &authenticator{db: db, env: env, cache: keyCache{ttl: ttl, m: map[[32]byte]cachedKey{}}}
+}
+
+// NewKey makes a key of a kind ("public" or "secret") for an environment: the
+// prefix, the environment, 64 hex characters (256 bits). keyID is its non-secret
+// start, which operators and the console show and revoke by. The key is shown
+// once; only its SHA-256 is stored.
+func NewKey(kind, env string) (key, keyID string) {
+	prefix := SecretPrefix
+	if kind == "public" {
+		prefix = PublicPrefix
+	}
+	marker := envMarker(env)[1:]
+	key = prefix + marker + ids.Secret()
+	return key, key[:len(prefix)+len(marker)+12]
 }
 
 func envMarker(env string) string {
@@ -220,6 +235,13 @@ func (s *Server) authSecret(next echo.HandlerFunc) echo.HandlerFunc {
 // verifyBearer authenticates the Authorization header's secret key and records the
 // principal on the request.
 func (s *Server) verifyBearer(c echo.Context) *Error {
+	// A console action reaches the API's own route with its session's principal
+	// (consoleCall): the same permission check, idempotency and handler as a
+	// Bearer request. Only the console can put it there, in the Go context.
+	if p, ok := c.Request().Context().Value(consolePrincipalKey{}).(*Principal); ok {
+		c.Set(ctxPrincipal, p)
+		return nil
+	}
 	tok, e := bearer(c.Request())
 	if e != nil {
 		return e

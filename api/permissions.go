@@ -85,6 +85,10 @@ const (
 	kindCallback
 	// kindOpen: no credential (the checkout page, bank codes, health).
 	kindOpen
+	// kindConsole: a merchant console page or form, with the session cookie that a
+	// secret key became at sign-in (console_session.go); the page's own need is
+	// checked by the console, and every action by the API route it calls.
+	kindConsole
 )
 
 var kindNames = map[routeKind]string{
@@ -92,6 +96,7 @@ var kindNames = map[routeKind]string{
 	kindCollection: "secret key, public key or checkout signature", kindStatus: "secret key, public key or collection signature",
 	kindPublicKey: "public key only", kindSandbox: "sandbox tooling (unrestricted secret key)",
 	kindCallback: "provider callback (path token)", kindOpen: "public (no credential)",
+	kindConsole: "console session (cookie from a secret key)",
 }
 
 // access is what a route declares about its callers; every route has one (routes()
@@ -167,6 +172,8 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 		}
 	case kindCallback:
 		mw = []echo.MiddlewareFunc{s.limitCallback}
+	case kindConsole:
+		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, s.authConsole, s.limitPrincipal}
 	default:
 		auth := map[routeKind]echo.MiddlewareFunc{kindSecret: s.authSecret, kindPublicOrSecret: s.authPublicOrSecret,
 			kindCollection: s.authCollection, kindStatus: s.authStatus, kindPublicKey: s.authPublicOnly,

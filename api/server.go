@@ -70,6 +70,10 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (empty: the
 	// socket peer is the client).
 	TrustedProxies []netip.Prefix
+	// ConsoleIdle and ConsoleMaxAge end a merchant console session after that long
+	// without a request, and that long after sign-in whatever happens.
+	ConsoleIdle   time.Duration
+	ConsoleMaxAge time.Duration
 }
 
 func (c *Config) defaults() {
@@ -102,6 +106,12 @@ func (c *Config) defaults() {
 	}
 	if c.ReminderDay <= 0 {
 		c.ReminderDay = 24 * time.Hour
+	}
+	if c.ConsoleIdle <= 0 {
+		c.ConsoleIdle = 30 * time.Minute
+	}
+	if c.ConsoleMaxAge <= 0 {
+		c.ConsoleMaxAge = 12 * time.Hour
 	}
 	if c.MailFrom == "" {
 		c.MailFrom = "payments@paysvc.local"
@@ -313,6 +323,10 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
 	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
 	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
+
+	// The merchant console (console.go): its own pages and forms behind a session;
+	// every action it takes calls one of the routes above.
+	s.consoleRoutes(e)
 
 	// Unknown paths: 404, rate limited by address like every public route.
 	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return notFound("Not found.") }, open)

@@ -36,22 +36,8 @@ type Key struct {
 	Permissions []string `json:"permissions"`
 }
 
-func envPart(env string) string {
-	if env == "live" {
-		return "live_"
-	}
-	return "test_"
-}
-
-// newKey makes a key of a kind: prefix, environment, 64 hex characters (256 bits).
-func newKey(kind, env string) (key, keyID string) {
-	prefix := api.SecretPrefix
-	if kind == "public" {
-		prefix = api.PublicPrefix
-	}
-	key = prefix + envPart(env) + ids.Secret()
-	return key, key[:len(prefix)+len(envPart(env))+12]
-}
+// newKey makes a key of a kind (api.NewKey: the console makes keys the same way).
+func newKey(kind, env string) (key, keyID string) { return api.NewKey(kind, env) }
 
 func hash(key string) []byte {
 	h := sha256.Sum256([]byte(key))

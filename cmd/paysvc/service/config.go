@@ -260,6 +260,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.SubscriptionTick = dur("PAYSVC_SUBSCRIPTION_TICK", time.Second)
 	c.DBGaugesEvery = dur("PAYSVC_DB_GAUGES_EVERY", 30*time.Second)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
+	c.API.ConsoleIdle = dur("PAYSVC_CONSOLE_IDLE_TIMEOUT", 30*time.Minute)
+	c.API.ConsoleMaxAge = dur("PAYSVC_CONSOLE_MAX_AGE", 12*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
 	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"
 	c.Webhooks = dispatch.Config{MaxAttempts: int(num("PAYSVC_WEBHOOK_MAX_ATTEMPTS", 8)),

@@ -1,0 +1,376 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/ids"
+)
+
+// The merchant console (docs/console.md): server-rendered pages at /console/ for a
+// merchant signed in with a secret key (console_session.go). It has no money path of
+// its own: every action is a call of the API's own route with the session's
+// principal (consoleCall), so the permission check, Idempotency-Key, command and
+// reply are the API's. Pages read what they list straight from storage, scoped by
+// the session's merchant, after the console checks the permission the matching
+// API read needs. The pages need no script: plain forms, one stylesheet from
+// /static/, the hosted pages' strict CSP.
+
+//go:embed console/*.html
+var consoleFiles embed.FS
+
+var consoleTemplates = loadConsoleTemplates()
+
+var consoleFuncs = template.FuncMap{
+	"asset": assetURL,
+	// idem is a fresh Idempotency-Key for one rendered form: submitting the same
+	// form twice (a double click, a resubmitted POST) repeats one API request.
+	"idem": ids.UUID,
+	"when": consoleTime,
+	"str":  func(v any) string { s, _ := v.(string); return s },
+}
+
+func loadConsoleTemplates() map[string]*template.Template {
+	layout := template.Must(template.New("layout.html").Funcs(consoleFuncs).ParseFS(consoleFiles, "console/layout.html"))
+	names, err := fs.Glob(consoleFiles, "console/*.html")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		base := path.Base(n)
+		if base == "layout.html" {
+			continue
+		}
+		out[strings.TrimSuffix(base, ".html")] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFiles, n))
+	}
+	return out
+}
+
+// nairobi is the console's clock: the merchants' and the ledger's day.
+var nairobi = func() *time.Location {
+	l, err := time.LoadLocation("Africa/Nairobi")
+	if err != nil {
+		return time.FixedZone("EAT", 3*3600)
+	}
+	return l
+}()
+
+// consoleTime shows a time (a time.Time or an RFC 3339 string from the API) in
+// Nairobi time, to the minute.
+func consoleTime(v any) string {
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		t = x
+	case string:
+		p, err := time.Parse(time.RFC3339Nano, x)
+		if err != nil {
+			return x
+		}
+		t = p
+	default:
+		return ""
+	}
+	if t.IsZero() {
+		return ""
+	}
+	return t.In(nairobi).Format("2006-01-02 15:04")
+}
+
+// Page needs beyond one permission.
+const (
+	needNothing = ""
+	needFull    = "full"    // the merchant's unrestricted key (API keys; sandbox tooling)
+	needSandbox = "sandbox" // prefix: exists only on a sandbox server
+)
+
+// navItem is one section of the console with what it needs.
+type navItem struct {
+	Path, Label, Need string
+	Sandbox           bool
+	Current           bool
+}
+
+var consoleNav = []navItem{
+	{Path: "/console", Label: "Overview"},
+	{Path: "/console/wallets", Label: "Wallets", Need: PermViewWallets},
+	{Path: "/console/collections", Label: "Collections", Need: PermViewCollections},
+	{Path: "/console/payment-files", Label: "Payment files", Need: PermViewFiles},
+	{Path: "/console/refunds", Label: "Refunds", Need: PermViewRefunds},
+	{Path: "/console/subscriptions", Label: "Subscriptions", Need: PermViewSubscriptions},
+	{Path: "/console/payment-links", Label: "Payment links", Need: PermViewCollections},
+	{Path: "/console/webhooks", Label: "Webhooks", Need: PermViewWebhooks},
+	{Path: "/console/keys", Label: "API keys", Need: needFull},
+	{Path: "/console/mailbox", Label: "Mailbox", Need: needFull, Sandbox: true},
+	{Path: "/console/test-clocks", Label: "Test clocks", Need: PermViewSubscriptions, Sandbox: true},
+}
+
+// may reports whether the session may use something needing need.
+func (cs *consoleSession) may(need string) bool {
+	switch need {
+	case needNothing:
+		return true
+	case needFull:
+		return cs.full()
+	}
+	return cs.principal.Can(need)
+}
+
+// consoleView is what every console page's layout shows.
+type consoleView struct {
+	Title    string
+	Merchant string
+	Sandbox  bool
+	KeyID    string
+	Full     bool
+	Nav      []navItem
+	CSRF     string
+	Can      map[string]bool // permission name -> held, for the page's buttons
+	Notice   string          // the outcome of the action that led here
+	Data     any
+}
+
+// renderConsole writes a console page, rendered into a buffer first so a template
+// error is the generic 500, never half a page.
+func (s *Server) renderConsole(c echo.Context, status int, name string, v consoleView) error {
+	t, ok := consoleTemplates[name]
+	if !ok {
+		return errInternal
+	}
+	v.Sandbox = s.cfg.Environment == "sandbox"
+	if cs := consoleOf(c); cs != nil {
+		v.Merchant, v.KeyID, v.Full, v.CSRF = cs.merchant, cs.principal.KeyID, cs.full(), cs.csrf
+		v.Can = map[string]bool{}
+		for _, p := range Permissions {
+			v.Can[p.Name] = cs.principal.Can(p.Name)
+		}
+		here := c.Request().URL.Path
+		for _, n := range consoleNav {
+			if (n.Sandbox && !v.Sandbox) || !cs.may(n.Need) {
+				continue // a section the key may not use is not offered
+			}
+			n.Current = here == n.Path || (n.Path != consoleHome && strings.HasPrefix(here, n.Path+"/"))
+			v.Nav = append(v.Nav, n)
+		}
+	}
+	if v.Notice == "" {
+		v.Notice = consoleNotices[c.QueryParam("done")]
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	pageHeaders(h)
+	h.Set("Cache-Control", "no-store") // secrets shown once, balances, a form token
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// consoleNotices are the outcomes a redirect after an action names (?done=): a fixed
+// set, so the address cannot put words on the page.
+var consoleNotices = map[string]string{
+	"approved":           "Payment file approved. It is being paid.",
+	"file-cancelled":     "Payment file cancelled.",
+	"refund-created":     "Refund requested.",
+	"refund-cancelled":   "Refund cancelled.",
+	"sub-cancelled":      "Subscription cancelled.",
+	"link-created":       "Payment link created.",
+	"link-deactivated":   "Payment link deactivated.",
+	"replayed":           "Event replayed: the new attempt is listed below.",
+	"key-revoked":        "Key revoked. Its sessions have ended.",
+	"clock-created":      "Test clock created.",
+	"clock-advanced":     "Test clock advanced.",
+}
+
+// consoleProblem renders an error page for a refusal: the API's own message (never
+// an internal error's text: the API's answers carry none) or the console's.
+func (s *Server) consoleProblem(c echo.Context, status int, title, detail string) error {
+	return s.renderConsole(c, status, "problem", consoleView{Title: title, Data: map[string]string{"Detail": detail}})
+}
+
+// consoleNeeds wraps a console handler with its page's need: a section the key may
+// not use is refused (403) as the API would refuse its routes; a sandbox-only
+// section does not exist on a live server (404).
+func (s *Server) consoleNeeds(need string, sandboxOnly bool, h echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if sandboxOnly && s.cfg.Environment != "sandbox" {
+			return s.consoleProblem(c, http.StatusNotFound, "Not found", "This page exists only on a sandbox server.")
+		}
+		if !consoleOf(c).may(need) {
+			detail := "This API key does not have the " + need + " permission, which this page needs."
+			if need == needFull {
+				detail = "This page needs the merchant's unrestricted secret key; this API key is restricted."
+			}
+			return s.consoleProblem(c, http.StatusForbidden, "Not allowed", detail)
+		}
+		return h(c)
+	}
+}
+
+// consoleRoutes registers the console through the route table (handle), so every
+// console route declares its access like the API's.
+func (s *Server) consoleRoutes(e *echo.Echo) {
+	const GET, POST = http.MethodGet, http.MethodPost
+	cr := func(method, p string, h echo.HandlerFunc, need string) {
+		sandboxOnly := strings.HasPrefix(need, needSandbox+":")
+		need = strings.TrimPrefix(need, needSandbox+":")
+		s.handle(e, method, p, s.consoleNeeds(need, sandboxOnly, h), access{kind: kindConsole})
+	}
+	open := access{kind: kindOpen}
+	s.handle(e, GET, consoleSignInPath, s.consoleSignInPage, open)
+	s.handle(e, POST, consoleSignInPath, s.consoleSignIn, open)
+	cr(POST, "/console/sign-out", s.consoleSignOut, needNothing)
+	cr(GET, consoleHome, s.consoleOverview, needNothing)
+	cr(GET, "/console/wallets", s.consoleWallets, PermViewWallets)
+	cr(GET, "/console/wallets/:wallet_id", s.consoleWallet, PermViewWallets)
+	cr(GET, "/console/collections", s.consoleCollections, PermViewCollections)
+	cr(GET, "/console/payment-files", s.consoleFiles, PermViewFiles)
+	cr(GET, "/console/payment-files/:file_id", s.consoleFile, PermViewFiles)
+	cr(POST, "/console/payment-files/:file_id/approve", s.consoleFileAction("approve"), PermApproveFiles)
+	cr(POST, "/console/payment-files/:file_id/cancel", s.consoleFileAction("cancel"), PermChangeFiles)
+	cr(GET, "/console/refunds", s.consoleRefunds, PermViewRefunds)
+	cr(GET, "/console/refunds/new", s.consoleRefundForm, PermAddRefunds)
+	cr(POST, "/console/refunds", s.consoleCreateRefund, PermAddRefunds)
+	cr(POST, "/console/refunds/:refund_id/cancel", s.consoleCancelRefund, PermAddRefunds)
+	cr(GET, "/console/subscriptions", s.consoleSubscriptions, PermViewSubscriptions)
+	cr(POST, "/console/subscriptions/:subscription_id/cancel", s.consoleCancelSubscription, PermChangeSubscriptions)
+	cr(GET, "/console/payment-links", s.consoleLinks, PermViewCollections)
+	cr(POST, "/console/payment-links", s.consoleCreateLink, PermAddCollections)
+	cr(POST, "/console/payment-links/:link_id/deactivate", s.consoleDeactivateLink, PermAddCollections)
+	cr(GET, "/console/webhooks", s.consoleWebhooks, PermViewWebhooks)
+	cr(GET, "/console/webhooks/events/:event_id", s.consoleWebhookEvent, PermViewWebhooks)
+	cr(POST, "/console/webhooks/events/:event_id/replay", s.consoleReplay, PermChangeWebhooks)
+	cr(POST, "/console/webhooks/:webhook_id/rotate-secret", s.consoleRotateSecret, PermChangeWebhooks)
+	cr(GET, "/console/keys", s.consoleKeys, needFull)
+	cr(POST, "/console/keys", s.consoleCreateKey, needFull)
+	cr(POST, "/console/keys/:key_id/revoke", s.consoleRevokeKey, needFull)
+	cr(GET, "/console/mailbox", s.consoleMailbox, needSandbox+":"+needFull)
+	cr(GET, "/console/test-clocks", s.consoleTestClocks, needSandbox+":"+PermViewSubscriptions)
+	cr(POST, "/console/test-clocks", s.consoleCreateTestClock, needSandbox+":"+PermChangeSubscriptions)
+	cr(POST, "/console/test-clocks/:clock_id/advance", s.consoleAdvanceTestClock, needSandbox+":"+PermChangeSubscriptions)
+}
+
+// replyRecorder keeps the answer of an API route the console called.
+type replyRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *replyRecorder) Header() http.Header { return r.header }
+func (r *replyRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *replyRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+// apiReply is an API route's answer to the console.
+type apiReply struct {
+	Status int
+	Body   []byte
+}
+
+// detail is the API's message of a refusal.
+func (r apiReply) detail() string {
+	var e struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(r.Body, &e) != nil || e.Detail == "" {
+		return "The request failed."
+	}
+	return e.Detail
+}
+
+// consoleCall runs an API route for the console's session: the whole route chain
+// (rate limits, the permission check, Idempotency-Key, the handler and so the
+// engine's command and its reply) with the session's principal in place of a
+// Bearer key. idem is the form's Idempotency-Key ("" for reads).
+func (s *Server) consoleCall(c echo.Context, method, target string, body any, idem string) (apiReply, error) {
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return apiReply{}, err
+		}
+	}
+	outer := c.Request()
+	ctx := context.WithValue(outer.Context(), consolePrincipalKey{}, consoleOf(c).principal)
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(raw))
+	if err != nil {
+		return apiReply{}, err
+	}
+	req.RemoteAddr = outer.RemoteAddr // the same client for the address limits
+	if xff := outer.Header.Get("X-Forwarded-For"); xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	req.Header.Set("X-Request-Id", requestID(c))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	rec := &replyRecorder{header: http.Header{}}
+	s.echo.ServeHTTP(rec, req)
+	return apiReply{Status: rec.status, Body: rec.body.Bytes()}, nil
+}
+
+// consoleGet calls an API read and decodes its JSON answer into out; a refusal is
+// returned as the reply (status >= 400) for the page to show.
+func (s *Server) consoleGet(c echo.Context, target string, out any) (apiReply, error) {
+	r, err := s.consoleCall(c, http.MethodGet, target, nil, "")
+	if err != nil || r.Status >= 400 {
+		return r, err
+	}
+	d := json.NewDecoder(bytes.NewReader(r.Body))
+	d.UseNumber()
+	return r, d.Decode(out)
+}
+
+// consoleAct runs an API action from a form and answers as a form should: on
+// success, a redirect (303) to next with the outcome's notice; on refusal, the
+// API's message on an error page with the API's status.
+func (s *Server) consoleAct(c echo.Context, method, target string, body any, next, done string) error {
+	r, err := s.consoleCall(c, method, target, body, formIdem(c))
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not done", r.detail())
+	}
+	sep := "?"
+	if strings.Contains(next, "?") {
+		sep = "&"
+	}
+	return c.Redirect(http.StatusSeeOther, next+sep+"done="+url.QueryEscape(done))
+}
+
+// formIdem is the form's Idempotency-Key, or a fresh one if it sent none usable.
+func formIdem(c echo.Context) string {
+	v := c.FormValue("idem")
+	if v == "" || len(v) > 64 {
+		return ids.UUID()
+	}
+	return v
+}
+
+// pathID is a path parameter as a URL path segment of an API call.
+func pathID(c echo.Context, name string) string { return url.PathEscape(c.Param(name)) }

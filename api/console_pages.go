@@ -1,0 +1,565 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/money"
+	"paysvc/actors/refund"
+	"paysvc/storage"
+)
+
+// The console's pages (console.go): each reads what it shows scoped by the
+// session's merchant, and each form's action calls the API route that does it.
+
+const consolePageSize = 50
+
+// listPage is a keyset page: its rows and the address of the next page ("" at
+// the end).
+type listPage struct {
+	Rows []map[string]any
+	Next string
+}
+
+func decodeRow(raw []byte) map[string]any {
+	m := map[string]any{}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	_ = d.Decode(&m) // our own stored JSON
+	return m
+}
+
+// keysetPage turns storage rows into a page whose Next link keeps the query.
+func keysetPage(c echo.Context, rows []storage.Row, more bool) listPage {
+	p := listPage{Rows: make([]map[string]any, len(rows))}
+	for i, r := range rows {
+		p.Rows[i] = decodeRow(r.Data)
+	}
+	if more && len(rows) > 0 {
+		q := c.Request().URL.Query()
+		q.Del("done")
+		q.Set("after", storage.Cursor{At: rows[len(rows)-1].At, ID: rows[len(rows)-1].ID}.String())
+		p.Next = c.Request().URL.Path + "?" + q.Encode()
+	}
+	return p
+}
+
+// cursorOf reads ?after=; a malformed one is the first page.
+func cursorOf(c echo.Context) *storage.Cursor {
+	if cur, ok := storage.ParseCursor(c.QueryParam("after")); ok {
+		return &cur
+	}
+	return nil
+}
+
+// chart is the overview's 30 days of money in and out as bars, laid out here in
+// whole pixels from whole cents, so the page needs no script.
+type chart struct {
+	Width, Height, Base int
+	Bars               []chartBar
+	In, Out, Peak      string
+	From, To           string
+}
+
+type chartBar struct {
+	Day                    string
+	X, InY, InH, OutX, OutH int
+	OutY                   int
+	In, Out                string
+}
+
+func buildChart(flows []storage.DayFlow, from time.Time, days int) chart {
+	const barW, gap, height = 9, 4, 160
+	byDay := map[string]storage.DayFlow{}
+	var peak int64
+	in, out := money.Zero(), money.Zero()
+	for _, f := range flows {
+		byDay[f.Day.Format("2006-01-02")] = f
+		in, out = in.Add(f.In), out.Add(f.Out)
+		for _, a := range []money.Amount{f.In, f.Out} {
+			if c, err := a.Cents(); err == nil && c > peak {
+				peak = c
+			}
+		}
+	}
+	ch := chart{Width: days * (2*barW + gap), Height: height + 20, Base: height, In: in.String(), Out: out.String(),
+		Peak: money.FromUnits(peak).String()}
+	scale := func(a money.Amount) int {
+		c, err := a.Cents()
+		if err != nil || peak == 0 || c <= 0 {
+			return 0
+		}
+		return int(max(c*height/peak, 1))
+	}
+	for i := 0; i < days; i++ {
+		d := from.AddDate(0, 0, i)
+		key := d.Format("2006-01-02")
+		f := byDay[key]
+		if f.In.IsZero() && f.Out.IsZero() {
+			f.In, f.Out = money.Zero(), money.Zero()
+		}
+		x := i * (2*barW + gap)
+		ih, oh := scale(f.In), scale(f.Out)
+		ch.Bars = append(ch.Bars, chartBar{Day: key, X: x, InY: height - ih, InH: ih, OutX: x + barW, OutY: height - oh, OutH: oh,
+			In: f.In.String(), Out: f.Out.String()})
+	}
+	if len(ch.Bars) > 0 {
+		ch.From, ch.To = ch.Bars[0].Day, ch.Bars[len(ch.Bars)-1].Day
+	}
+	return ch
+}
+
+func (s *Server) consoleOverview(c echo.Context) error {
+	cs := consoleOf(c)
+	ctx := c.Request().Context()
+	data := map[string]any{}
+	if cs.may(PermViewWallets) {
+		var list struct {
+			Results []map[string]any `json:"results"`
+		}
+		r, err := s.consoleGet(c, "/api/v1/wallets?page_size=50", &list)
+		if err != nil {
+			return err
+		}
+		if r.Status >= 400 {
+			return s.consoleProblem(c, r.Status, "Not available", r.detail())
+		}
+		data["Wallets"] = list.Results
+		today := time.Now().In(nairobi)
+		from := time.Date(today.Year(), today.Month(), today.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, -29)
+		flows, err := storage.WalletFlows(ctx, s.db, cs.principal.MerchantID, "KES", from.Add(-3*time.Hour))
+		if err != nil {
+			return err
+		}
+		data["Chart"] = buildChart(flows, from, 30)
+	}
+	att, err := storage.ConsoleAttention(ctx, s.db, cs.principal.MerchantID, cs.may(PermViewFiles), cs.may(PermViewWebhooks),
+		cs.may(PermViewSubscriptions))
+	if err != nil {
+		return err
+	}
+	data["Attention"] = att
+	return s.renderConsole(c, http.StatusOK, "overview", consoleView{Title: "Overview", Data: data})
+}
+
+func (s *Server) consoleWallets(c echo.Context) error {
+	var list struct {
+		Results []map[string]any `json:"results"`
+		Next    *string          `json:"next"`
+	}
+	r, err := s.consoleGet(c, "/api/v1/wallets?page_size=50", &list)
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	}
+	return s.renderConsole(c, http.StatusOK, "wallets", consoleView{Title: "Wallets", Data: list.Results})
+}
+
+func (s *Server) consoleWallet(c echo.Context) error {
+	var w map[string]any
+	r, err := s.consoleGet(c, "/api/v1/wallets/"+pathID(c, "wallet_id"), &w)
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Wallet", r.detail())
+	}
+	before, _ := strconv.ParseInt(c.QueryParam("before"), 10, 64)
+	entries, more, err := storage.WalletStatement(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, c.Param("wallet_id"),
+		max(before, 0), consolePageSize)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if more {
+		next = c.Request().URL.Path + "?before=" + strconv.FormatInt(entries[len(entries)-1].EntryID, 10)
+	}
+	return s.renderConsole(c, http.StatusOK, "wallet", consoleView{Title: "Wallet statement",
+		Data: map[string]any{"Wallet": w, "Entries": entries, "Next": next}})
+}
+
+// searchPhone is a search term as the stored phone form (2547XXXXXXXX), "" when it
+// is not a phone number.
+func searchPhone(q string) string {
+	d := strings.Map(func(r rune) rune {
+		if r == ' ' || r == '-' || r == '+' {
+			return -1
+		}
+		return r
+	}, q)
+	for _, r := range d {
+		if r < '0' || r > '9' {
+			return ""
+		}
+	}
+	switch {
+	case len(d) == 10 && d[0] == '0':
+		return "254" + d[1:]
+	case len(d) == 9 && (d[0] == '7' || d[0] == '1'):
+		return "254" + d
+	case len(d) == 12 && strings.HasPrefix(d, "254"):
+		return d
+	}
+	return ""
+}
+
+func (s *Server) consoleCollections(c echo.Context) error {
+	q := strings.TrimSpace(c.QueryParam("q"))
+	if len(q) > 200 {
+		q = q[:200]
+	}
+	rows, more, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, q, searchPhone(q),
+		cursorOf(c), consolePageSize)
+	if err != nil {
+		return err
+	}
+	return s.renderConsole(c, http.StatusOK, "collections", consoleView{Title: "Collections",
+		Data: map[string]any{"Q": q, "Page": keysetPage(c, rows, more)}})
+}
+
+var fileStatuses = []string{"PREVIEW-AND-APPROVE", "PROCESSING", "COMPLETE", "CANCELLED", "FAILED"}
+
+func (s *Server) consoleFiles(c echo.Context) error {
+	status := c.QueryParam("status")
+	if !slices.Contains(fileStatuses, status) {
+		status = ""
+	}
+	rows, more, err := storage.ConsolePayoutFiles(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, status,
+		cursorOf(c), consolePageSize)
+	if err != nil {
+		return err
+	}
+	return s.renderConsole(c, http.StatusOK, "files", consoleView{Title: "Payment files",
+		Data: map[string]any{"Status": status, "Statuses": fileStatuses, "Page": keysetPage(c, rows, more)}})
+}
+
+// consoleFile shows one payment file as the API's status answers it: every
+// transaction with its amount and charge, and the totals, before approval.
+func (s *Server) consoleFile(c echo.Context) error {
+	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/send-money/status", map[string]string{"file_id": c.Param("file_id")}, "")
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Payment file", r.detail())
+	}
+	f := decodeRow(r.Body)
+	return s.renderConsole(c, http.StatusOK, "file", consoleView{Title: "Payment file " + c.Param("file_id"), Data: f})
+}
+
+func (s *Server) consoleFileAction(action string) echo.HandlerFunc {
+	done := map[string]string{"approve": "approved", "cancel": "file-cancelled"}[action]
+	return func(c echo.Context) error {
+		id := c.Param("file_id")
+		return s.consoleAct(c, http.MethodPost, "/api/v1/send-money/"+action, map[string]string{"file_id": id},
+			"/console/payment-files/"+url.PathEscape(id), done)
+	}
+}
+
+func (s *Server) consoleRefunds(c echo.Context) error {
+	rows, more, err := storage.ConsoleRefunds(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c), consolePageSize)
+	if err != nil {
+		return err
+	}
+	return s.renderConsole(c, http.StatusOK, "refunds", consoleView{Title: "Refunds", Data: keysetPage(c, rows, more)})
+}
+
+// consoleRefundForm asks for a refund of one collection, showing the collection
+// (read as the collections page does, scoped by the merchant).
+func (s *Server) consoleRefundForm(c echo.Context) error {
+	inv := strings.TrimSpace(c.QueryParam("invoice"))
+	var invoice map[string]any
+	if inv != "" && len(inv) <= 40 {
+		rows, _, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, inv, "", nil, 1)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 1 {
+			invoice = decodeRow(rows[0].Data)
+		}
+	}
+	return s.renderConsole(c, http.StatusOK, "refund_new", consoleView{Title: "Refund a collection",
+		Data: map[string]any{"Invoice": invoice, "InvoiceID": inv, "Reasons": refund.Reasons}})
+}
+
+func (s *Server) consoleCreateRefund(c echo.Context) error {
+	body := map[string]string{"invoice": c.FormValue("invoice"), "amount": strings.TrimSpace(c.FormValue("amount")),
+		"reason": c.FormValue("reason"), "reason_details": c.FormValue("reason_details")}
+	return s.consoleAct(c, http.MethodPost, "/api/v1/chargebacks", body, "/console/refunds", "refund-created")
+}
+
+func (s *Server) consoleCancelRefund(c echo.Context) error {
+	return s.consoleAct(c, http.MethodPost, "/api/v1/chargebacks/"+pathID(c, "refund_id")+"/cancel", map[string]string{},
+		"/console/refunds", "refund-cancelled")
+}
+
+var subscriptionStatuses = []string{"PENDING", "ACTIVE", "FAILED", "COMPLETE", "CANCELED"}
+
+func (s *Server) consoleSubscriptions(c echo.Context) error {
+	status := c.QueryParam("status")
+	if !slices.Contains(subscriptionStatuses, status) {
+		status = ""
+	}
+	rows, more, err := storage.ConsoleSubscriptions(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, status,
+		cursorOf(c), consolePageSize)
+	if err != nil {
+		return err
+	}
+	var plans struct {
+		Results []map[string]any `json:"results"`
+	}
+	r, err := s.consoleGet(c, "/api/v1/subscriptions/plans?page_size=50", &plans)
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	}
+	return s.renderConsole(c, http.StatusOK, "subscriptions", consoleView{Title: "Subscriptions",
+		Data: map[string]any{"Status": status, "Statuses": subscriptionStatuses, "Page": keysetPage(c, rows, more), "Plans": plans.Results}})
+}
+
+func (s *Server) consoleCancelSubscription(c echo.Context) error {
+	return s.consoleAct(c, http.MethodPost, "/api/v1/subscriptions/subscriptions/"+pathID(c, "subscription_id")+"/unsubscribe",
+		map[string]string{}, "/console/subscriptions", "sub-cancelled")
+}
+
+func (s *Server) consoleLinks(c echo.Context) error {
+	page, _ := strconv.Atoi(c.QueryParam("page"))
+	page = min(max(page, 1), 1_000_000)
+	var list struct {
+		Results []map[string]any `json:"results"`
+		Next    *string          `json:"next"`
+	}
+	r, err := s.consoleGet(c, "/api/v1/paymentlinks?page_size=50&page="+strconv.Itoa(page), &list)
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	}
+	next := ""
+	if list.Next != nil {
+		next = "/console/payment-links?page=" + strconv.Itoa(page+1)
+	}
+	return s.renderConsole(c, http.StatusOK, "links", consoleView{Title: "Payment links",
+		Data: map[string]any{"Links": list.Results, "Next": next}})
+}
+
+func (s *Server) consoleCreateLink(c echo.Context) error {
+	body := map[string]any{"title": strings.TrimSpace(c.FormValue("title")), "currency": c.FormValue("currency")}
+	if a := strings.TrimSpace(c.FormValue("amount")); a != "" {
+		body["amount"] = a
+	}
+	return s.consoleAct(c, http.MethodPost, "/api/v1/paymentlinks", body, "/console/payment-links", "link-created")
+}
+
+func (s *Server) consoleDeactivateLink(c echo.Context) error {
+	return s.consoleAct(c, http.MethodPost, "/api/v1/paymentlinks/"+pathID(c, "link_id")+"/deactivate", map[string]string{},
+		"/console/payment-links", "link-deactivated")
+}
+
+func (s *Server) consoleWebhooks(c echo.Context) error {
+	var hooks, events struct {
+		Results []map[string]any `json:"results"`
+	}
+	for _, x := range []struct {
+		path string
+		out  any
+	}{{"/api/v1/webhooks?page_size=50", &hooks}, {"/api/v1/webhooks/events?page_size=50", &events}} {
+		r, err := s.consoleGet(c, x.path, x.out)
+		if err != nil {
+			return err
+		}
+		if r.Status >= 400 {
+			return s.consoleProblem(c, r.Status, "Not available", r.detail())
+		}
+	}
+	return s.renderConsole(c, http.StatusOK, "webhooks", consoleView{Title: "Webhooks",
+		Data: map[string]any{"Webhooks": hooks.Results, "Events": events.Results}})
+}
+
+// consoleWebhookEvent shows one event: its deliveries (one per webhook) and every
+// attempt, replays included, with the status code each endpoint answered.
+func (s *Server) consoleWebhookEvent(c echo.Context) error {
+	ctx := c.Request().Context()
+	merchant := consoleOf(c).principal.MerchantID
+	id := c.Param("event_id")
+	ds, err := storage.EventDeliveries(ctx, s.db, merchant, id)
+	if err != nil {
+		return err
+	}
+	if len(ds) == 0 {
+		return s.consoleProblem(c, http.StatusNotFound, "Event", "Event not found.")
+	}
+	atts, err := storage.EventAttempts(ctx, s.db, merchant, id, 200)
+	if err != nil {
+		return err
+	}
+	type delivery struct {
+		WebhookID, Endpoint, Topic, Status string
+		Attempts                           int
+		LastStatus                         *int
+		Body                               string
+	}
+	var out []delivery
+	for _, d := range ds {
+		out = append(out, delivery{WebhookID: d.WebhookID, Endpoint: d.Endpoint, Topic: d.Topic, Status: d.Status, Attempts: d.Attempts,
+			LastStatus: d.LastStatus, Body: string(d.Body)})
+	}
+	return s.renderConsole(c, http.StatusOK, "event", consoleView{Title: "Event " + id,
+		Data: map[string]any{"ID": id, "Deliveries": out, "Attempts": atts}})
+}
+
+func (s *Server) consoleReplay(c echo.Context) error {
+	id := c.Param("event_id")
+	return s.consoleAct(c, http.MethodPost, "/api/v1/webhooks/events/"+url.PathEscape(id)+"/replay", map[string]string{},
+		"/console/webhooks/events/"+url.PathEscape(id), "replayed")
+}
+
+// consoleRotateSecret rotates a webhook's signing secret and shows the new one, once.
+func (s *Server) consoleRotateSecret(c echo.Context) error {
+	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/webhooks/"+pathID(c, "webhook_id")+"/rotate-secret", map[string]string{}, "")
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not done", r.detail())
+	}
+	return s.renderConsole(c, http.StatusOK, "secret", consoleView{Title: "New signing secret", Data: decodeRow(r.Body)})
+}
+
+// consoleKeys lists the merchant's keys. Only the unrestricted key reaches it: a
+// key that could make keys could give itself any permission.
+func (s *Server) consoleKeys(c echo.Context) error {
+	return s.renderKeys(c, http.StatusOK, "", nil, "")
+}
+
+func (s *Server) renderKeys(c echo.Context, status int, newSecret string, newPerms []string, problem string) error {
+	keys, err := storage.MerchantKeys(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID)
+	if err != nil {
+		return err
+	}
+	return s.renderConsole(c, status, "keys", consoleView{Title: "API keys", Data: map[string]any{"Keys": keys,
+		"Permissions": Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem}})
+}
+
+// consoleCreateKey issues a restricted secret key with the ticked permissions and
+// shows it once; only its hash is stored (as `paysvc key create`).
+func (s *Server) consoleCreateKey(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return s.consoleProblem(c, http.StatusBadRequest, "Not done", "The form could not be read.")
+	}
+	var perms []string
+	for _, p := range form["permission"] {
+		if !KnownPermission(p) {
+			return s.consoleProblem(c, http.StatusBadRequest, "Not done", "Unknown permission.")
+		}
+		if !slices.Contains(perms, p) {
+			perms = append(perms, p)
+		}
+	}
+	if len(perms) == 0 {
+		return s.renderKeys(c, http.StatusBadRequest, "", nil, "Tick at least one permission: a key without any would be unrestricted.")
+	}
+	cs := consoleOf(c)
+	key, id := NewKey("secret", s.cfg.Environment)
+	if err := storage.InsertAPIKey(c.Request().Context(), s.db, storage.APIKey{KeyID: id, MerchantID: cs.principal.MerchantID,
+		Kind: "secret", Environment: s.cfg.Environment, Permissions: perms}, sha256Of(key)); err != nil {
+		return err
+	}
+	return s.renderKeys(c, http.StatusCreated, key, perms, "")
+}
+
+func (s *Server) consoleRevokeKey(c echo.Context) error {
+	cs := consoleOf(c)
+	id := c.Param("key_id")
+	if id == cs.principal.KeyID {
+		return s.renderKeys(c, http.StatusConflict, "", nil, "This is the key you are signed in with: sign in with another key to revoke it.")
+	}
+	ok, err := storage.RevokeMerchantKey(c.Request().Context(), s.db, cs.principal.MerchantID, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.consoleProblem(c, http.StatusNotFound, "Not found", "No such live secret key.")
+	}
+	return c.Redirect(http.StatusSeeOther, "/console/keys?done=key-revoked")
+}
+
+func (s *Server) consoleMailbox(c echo.Context) error {
+	var list struct {
+		Results []map[string]any `json:"results"`
+	}
+	r, err := s.consoleGet(c, "/api/v1/sandbox/mail", &list)
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	}
+	slices.Reverse(list.Results) // newest first
+	return s.renderConsole(c, http.StatusOK, "mailbox", consoleView{Title: "Mailbox", Data: list.Results})
+}
+
+func (s *Server) consoleTestClocks(c echo.Context) error {
+	data := map[string]any{"ClockID": c.QueryParam("clock")}
+	if id := c.QueryParam("clock"); id != "" {
+		var clock map[string]any
+		r, err := s.consoleGet(c, "/api/v1/subscriptions/test_clocks/"+url.PathEscape(id), &clock)
+		if err != nil {
+			return err
+		}
+		if r.Status >= 400 {
+			return s.consoleProblem(c, r.Status, "Test clock", r.detail())
+		}
+		data["Clock"] = clock
+	}
+	return s.renderConsole(c, http.StatusOK, "clocks", consoleView{Title: "Test clocks", Data: data})
+}
+
+// frozenTime reads a datetime-local field (Nairobi time) as RFC 3339.
+func frozenTime(v string) string {
+	t, err := time.ParseInLocation("2006-01-02T15:04", v, nairobi)
+	if err != nil {
+		return v // the API names the field and the format
+	}
+	return t.Format(time.RFC3339)
+}
+
+func (s *Server) consoleCreateTestClock(c echo.Context) error {
+	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/subscriptions/test_clocks",
+		map[string]string{"name": c.FormValue("name"), "frozen_time": frozenTime(c.FormValue("frozen_time"))}, "")
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not done", r.detail())
+	}
+	var clock struct {
+		ID string `json:"test_clock_id"`
+	}
+	if err := json.Unmarshal(r.Body, &clock); err != nil || clock.ID == "" {
+		return errors.Join(errInternal, err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/console/test-clocks?clock="+url.QueryEscape(clock.ID)+"&done=clock-created")
+}
+
+func (s *Server) consoleAdvanceTestClock(c echo.Context) error {
+	id := c.Param("clock_id")
+	return s.consoleAct(c, http.MethodPost, "/api/v1/subscriptions/test_clocks/"+url.PathEscape(id)+"/advance",
+		map[string]string{"frozen_time": frozenTime(c.FormValue("frozen_time"))}, "/console/test-clocks?clock="+url.QueryEscape(id),
+		"clock-advanced")
+}
