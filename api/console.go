@@ -172,10 +172,19 @@ func (s *Server) renderConsole(c echo.Context, status int, name string, v consol
 	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		return err
 	}
-	h := c.Response().Header()
-	pageHeaders(h)
-	h.Set("Cache-Control", "no-store") // secrets shown once, balances, a form token
+	consoleHeaders(c.Response().Header())
 	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// consoleHeaders are the hosted pages' security headers with two changes. Referrer
+// same-origin instead of none: under no-referrer a browser sends "Origin: null" with
+// a form, and the console's forms must name their origin (sameOrigin); console
+// addresses hold only ids, and other sites still get no referrer. And no-store:
+// secrets shown once, balances and form tokens must not be cached.
+func consoleHeaders(h http.Header) {
+	pageHeaders(h)
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
 }
 
 // consoleNotices are the outcomes a redirect after an action names (?done=): a fixed

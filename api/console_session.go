@@ -164,9 +164,7 @@ func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
 		p := &Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions}
 		c.Set(ctxPrincipal, p)
 		c.Set(ctxConsole, &consoleSession{principal: p, merchant: sess.MerchantName, csrf: sess.CSRFToken, tokenHash: h})
-		h2 := c.Response().Header()
-		pageHeaders(h2)
-		h2.Set("Cache-Control", "no-store")
+		consoleHeaders(c.Response().Header())
 		return next(c)
 	}
 }

@@ -176,7 +176,10 @@ func pageRows(ctx context.Context, q sqlx.QueryerContext, query string, args []a
 // the payer's phone (phone, already normalised by the caller; "" skips it) or
 // email exactly, each through an index.
 func ConsoleInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID, search, phone string, after *Cursor, limit int) ([]Row, bool, error) {
-	where := `TRUE`
+	// Two statements rather than one with "$2 = '' OR ...": the planner must see the
+	// search's indexed conditions as they are, not behind an OR that a generic plan
+	// cannot drop.
+	where := `$2::text = '' AND $3::text = ''`
 	if search != "" {
 		where = `(i.invoice_id = $2 OR i.api_ref = $2 OR (i.data ? 'email' AND lower(i.data ->> 'email') = lower($2))
 			OR ($3 <> '' AND i.data ->> 'account' = $3))`
