@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/webhooks"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -56,6 +57,13 @@ type consoleBrowserResult struct {
 	SignOutNotice       string   `json:"signOutNotice"`
 	CookieAfterSignOut  bool     `json:"cookieAfterSignOut"`
 	OldCookieLandsOn    string   `json:"oldCookieLandsOn"`
+	RotatedSecret       string   `json:"rotatedSecret"`
+	LinkNotice          string   `json:"linkNotice"`
+	LinkQRWidth         int      `json:"linkQRWidth"`
+	LinkAfter           string   `json:"linkAfter"`
+	ClockCreated        string   `json:"clockCreated"`
+	ClockAdvanced       string   `json:"clockAdvanced"`
+	ClockID             string   `json:"clockID"`
 }
 
 func TestConsoleInBrowser(t *testing.T) {
@@ -161,6 +169,52 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		if got := len(recv.requests()); got != delivered+1 {
 			t.Fatalf("the endpoint got %d requests, want %d", got, delivered+1)
+		}
+	})
+
+	t.Run("RotateWebhookSecret", func(t *testing.T) {
+		if !strings.HasPrefix(res.RotatedSecret, "whsec_") {
+			t.Fatalf("rotated secret shown: %q", res.RotatedSecret)
+		}
+		// The endpoint's next delivery verifies with the new secret only if the API
+		// stored it: a replay now signs with it.
+		before := len(recv.requests())
+		if r := b.post("/api/v1/webhooks/events/"+event+"/replay/", nil); r.Status != 200 {
+			t.Fatalf("replay: %d %s", r.Status, r.Body)
+		}
+		got := recv.requests()
+		if len(got) != before+1 {
+			t.Fatalf("replay reached the endpoint %d times", len(got)-before)
+		}
+		key, err := webhooks.ParseSecret(res.RotatedSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := got[len(got)-1]
+		if !webhooks.VerifyDelivery("duka-secret", key, last.headers, last.body, time.Now(), 5*time.Minute) ||
+			!strings.Contains(last.headers["webhook-signature"], "v1,") {
+			t.Fatalf("the replay is not signed with the secret the console showed: %v", last.headers)
+		}
+	})
+
+	t.Run("PaymentLinkCreateQRDeactivate", func(t *testing.T) {
+		if !strings.Contains(res.LinkNotice, "created") || res.LinkQRWidth < 50 || !strings.Contains(res.LinkAfter, "inactive") {
+			t.Fatalf("link: notice %q, QR width %d, after %q", res.LinkNotice, res.LinkQRWidth, res.LinkAfter)
+		}
+		var l struct{ Results []map[string]any }
+		b.get("/api/v1/paymentlinks/").JSON(t, &l)
+		if len(l.Results) != 1 || l.Results[0]["title"] != "Market stall" || l.Results[0]["is_active"] != false || l.Results[0]["amount"] != float64(500) {
+			t.Fatalf("the API lists %v", l.Results)
+		}
+	})
+
+	t.Run("TestClockCreateAdvance", func(t *testing.T) {
+		if res.ClockCreated != "2026-01-01 09:00" || res.ClockAdvanced != "2026-02-01 09:00" {
+			t.Fatalf("clock shown at %q then %q", res.ClockCreated, res.ClockAdvanced)
+		}
+		r := b.get("/api/v1/subscriptions/test_clocks/" + res.ClockID + "/")
+		if r.Status != 200 || r.Map(t)["frozen_time"] != "2026-02-01T06:00:00Z" {
+			t.Fatalf("the API says %d %s", r.Status, r.Body)
 		}
 	})
 

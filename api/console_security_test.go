@@ -95,11 +95,11 @@ func csrfOf(t *testing.T, html string) string {
 func (cc *consoleClient) signIn(key, name string, extra map[string]string) string {
 	cc.t.Helper()
 	page := cc.do("GET", "/console/sign-in", nil, nil)
-	pre := page.Cookies["paysvc_console_signin"]
+	pre := page.Cookies["console_signin"]
 	if page.Status != 200 || pre == nil {
 		cc.t.Fatalf("sign-in page: %d, pre-session cookie %v", page.Status, pre)
 	}
-	cookies := map[string]string{"paysvc_console_signin": pre.Value}
+	cookies := map[string]string{"console_signin": pre.Value}
 	for k, v := range extra {
 		cookies[k] = v
 	}
@@ -125,7 +125,7 @@ func signedOut(r consoleResp) bool {
 	return r.Status == http.StatusSeeOther && strings.HasPrefix(r.Location, "/console/sign-in")
 }
 
-const sandboxCookie = "paysvc_console"
+const sandboxCookie = "console_session"
 
 func sessionRows(t *testing.T, env *servicetest.Env, keyID string) int {
 	t.Helper()
@@ -184,10 +184,10 @@ func TestConsoleSecurity(t *testing.T) {
 
 	t.Run("WrongKeysRefused", func(t *testing.T) {
 		page := cc.do("GET", "/console/sign-in", nil, nil)
-		pre := page.Cookies["paysvc_console_signin"].Value
+		pre := page.Cookies["console_signin"].Value
 		for _, key := range []string{a.public, "ISSecretKey_test_" + strings.Repeat("0", 64), "ISSecretKey_live_" + strings.Repeat("0", 64)} {
 			r := cc.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, page.Body)}, "key": {key}},
-				map[string]string{"paysvc_console_signin": pre})
+				map[string]string{"console_signin": pre})
 			if r.Status != 401 || r.Cookies[sandboxCookie] != nil {
 				t.Errorf("sign in with %.20s...: %d, cookies %v", key, r.Status, r.Cookies)
 			}
@@ -230,7 +230,7 @@ func TestConsoleSecurity(t *testing.T) {
 		// A sign-in posted from another site is refused too (login CSRF).
 		signin := cc.do("GET", "/console/sign-in", nil, nil)
 		r := cc.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, signin.Body)}, "key": {bm.secret}},
-			map[string]string{"paysvc_console_signin": signin.Cookies["paysvc_console_signin"].Value}, "Origin", "https://evil.example")
+			map[string]string{"console_signin": signin.Cookies["console_signin"].Value}, "Origin", "https://evil.example")
 		if r.Status != 403 || r.Cookies[sandboxCookie] != nil {
 			t.Errorf("cross-site sign-in: %d %v", r.Status, r.Cookies)
 		}
@@ -328,18 +328,18 @@ func TestConsoleSecurity(t *testing.T) {
 		// A sandbox key cannot sign in on the live server.
 		page := lc.do("GET", "/console/sign-in", nil, nil)
 		r := lc.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, page.Body)}, "key": {a.secret}},
-			map[string]string{"paysvc_console_signin": page.Cookies["paysvc_console_signin"].Value})
+			map[string]string{"console_signin": page.Cookies["console_signin"].Value})
 		if r.Status != 401 || !strings.Contains(r.Body, "Invalid token for live environment") {
 			t.Fatalf("sandbox key on live: %d", r.Status)
 		}
-		liveSession := lc.signIn(lm.SecretKey, "__Host-paysvc_console", nil)
-		if ck := lc.do("GET", "/console", nil, map[string]string{"__Host-paysvc_console": liveSession}); ck.Status != 200 {
+		liveSession := lc.signIn(lm.SecretKey, "__Host-console_session", nil)
+		if ck := lc.do("GET", "/console", nil, map[string]string{"__Host-console_session": liveSession}); ck.Status != 200 {
 			t.Fatalf("live session on live: %d", ck.Status)
 		}
 		sandboxSession := cc.signIn(a.secret, sandboxCookie, nil)
 		// Each session on the other's server, under either cookie name: refused, and
 		// the session that was presented to the wrong server is ended.
-		for _, name := range []string{"__Host-paysvc_console", sandboxCookie} {
+		for _, name := range []string{"__Host-console_session", sandboxCookie} {
 			if r := lc.do("GET", "/console", nil, map[string]string{name: sandboxSession}); r.Status == 200 {
 				t.Errorf("sandbox session opened the live console (cookie %s)", name)
 			}
@@ -347,7 +347,7 @@ func TestConsoleSecurity(t *testing.T) {
 				t.Errorf("live session opened the sandbox console (cookie %s)", name)
 			}
 		}
-		if r := lc.do("GET", "/console", nil, map[string]string{"__Host-paysvc_console": liveSession}); !signedOut(r) {
+		if r := lc.do("GET", "/console", nil, map[string]string{"__Host-console_session": liveSession}); !signedOut(r) {
 			t.Errorf("a live session shown to the sandbox server should be ended: %d", r.Status)
 		}
 	})

@@ -31,7 +31,7 @@ type consolePrincipalKey struct{}
 const (
 	ctxConsole = "paysvc.console" // *consoleSession
 	// consoleSignInCookie holds the pre-session token of the sign-in form (login CSRF).
-	consoleSignInCookie = "paysvc_console_signin"
+	consoleSignInCookie = "console_signin"
 	consoleHome         = "/console"
 	consoleSignInPath   = "/console/sign-in"
 )
@@ -58,9 +58,9 @@ func consoleOf(c echo.Context) *consoleSession {
 // host exactly, at path /.
 func (s *Server) consoleCookieName() string {
 	if s.cfg.Environment == "live" {
-		return "__Host-paysvc_console"
+		return "__Host-console_session"
 	}
-	return "paysvc_console"
+	return "console_session"
 }
 
 func (s *Server) consoleCookie(c echo.Context, name, value string, maxAge int) *http.Cookie {

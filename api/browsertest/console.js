@@ -95,7 +95,7 @@ async function visit(page, path, name) {
       ['/console/mailbox', 'mailbox'], ['/console/test-clocks', 'test-clocks']]) {
       const status = await visit(page, path, name);
       if (status !== 200) throw new Error(`${path}: ${status}`);
-      if (['payment-links', 'webhooks'].includes(name)) await shot(page, name);
+      if (name === 'webhooks') await shot(page, name);
     }
 
     // A restricted key, its secret shown once.
@@ -137,6 +137,46 @@ async function visit(page, path, name) {
     out.newestAttempt = await text(page, '#attempts tbody tr');
     await shot(page, 'webhook-replay');
     out.steps.push('event replayed');
+
+    // Rotate the webhook's signing secret: the new one shown once.
+    await page.goto(base + '/console/webhooks');
+    await page.getByRole('button', { name: /^Rotate secret of / }).first().click();
+    await page.locator('#signing-secret').waitFor();
+    out.rotatedSecret = await text(page, '#signing-secret');
+    await audit(page, 'rotated-secret');
+    out.steps.push('secret rotated');
+
+    // A payment link: created, its QR code shown, deactivated.
+    await page.goto(base + '/console/payment-links');
+    await page.getByLabel('Title').fill('Market stall');
+    await page.getByLabel('Amount (whole units; empty: the customer enters it)').fill('500');
+    await page.getByRole('button', { name: 'Create link' }).click();
+    await page.locator('#notice').waitFor();
+    out.linkNotice = await text(page, '#notice');
+    const qr = page.getByAltText('QR code of Market stall');
+    await qr.waitFor();
+    out.linkQRWidth = await qr.evaluate((img) => img.complete ? img.naturalWidth : 0);
+    await audit(page, 'payment-links-created');
+    await shot(page, 'payment-links');
+    await page.getByRole('button', { name: 'Deactivate Market stall' }).click();
+    await page.locator('#notice').waitFor();
+    out.linkAfter = await text(page, 'li:has-text("Market stall")');
+    out.steps.push('link created and deactivated');
+
+    // A sandbox test clock: created, advanced.
+    await page.goto(base + '/console/test-clocks');
+    await page.getByLabel('Name').fill('Billing rehearsal');
+    await page.getByLabel('Frozen at (Nairobi time)').fill('2026-01-01T09:00');
+    await page.getByRole('button', { name: 'Create clock' }).click();
+    await page.locator('#frozen-time').waitFor();
+    out.clockCreated = await text(page, '#frozen-time');
+    await audit(page, 'test-clock');
+    await page.getByLabel('Advance to').fill('2026-02-01T09:00');
+    await page.getByRole('button', { name: 'Advance' }).click();
+    await page.locator('#notice').waitFor();
+    out.clockAdvanced = await text(page, '#frozen-time');
+    out.clockID = new URL(page.url()).searchParams.get('clock');
+    out.steps.push('clock advanced');
 
     // Refund a collection found by the payer's phone.
     await page.goto(base + '/console/collections');
@@ -203,7 +243,7 @@ async function visit(page, path, name) {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL((u) => u.pathname === '/console/sign-in');
     out.signOutNotice = await text(page, '.notice');
-    out.cookieAfterSignOut = (await context.cookies()).some((c) => c.name === 'paysvc_console');
+    out.cookieAfterSignOut = (await context.cookies()).some((c) => c.name === 'console_session');
     await context.addCookies(before);
     await page.goto(base + '/console/wallets');
     out.oldCookieLandsOn = new URL(page.url()).pathname;
