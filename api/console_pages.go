@@ -23,6 +23,9 @@ import (
 
 const consolePageSize = 50
 
+// consoleFileRows is how many of a payment file's transactions its page lists.
+const consoleFileRows = 200
+
 // listPage is a keyset page: its rows and the address of the next page ("" at
 // the end).
 type listPage struct {
@@ -255,6 +258,11 @@ func (s *Server) consoleFile(c echo.Context) error {
 		return s.consoleProblem(c, r.Status, "Payment file", r.detail())
 	}
 	f := decodeRow(r.Body)
+	// A file holds up to 10,000 transactions: the page lists the first ones; the
+	// totals above them cover the whole file.
+	if txns, ok := f["transactions"].([]any); ok && len(txns) > consoleFileRows {
+		f["transactions"], f["more_transactions"] = txns[:consoleFileRows], len(txns)-consoleFileRows
+	}
 	return s.renderConsole(c, http.StatusOK, "file", consoleView{Title: "Payment file " + c.Param("file_id"), Data: f})
 }
 
@@ -285,7 +293,8 @@ func (s *Server) consoleRefundForm(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(rows) == 1 {
+		// The search also matches references and emails: only the invoice itself.
+		if len(rows) == 1 && rows[0].ID == inv {
 			invoice = decodeRow(rows[0].Data)
 		}
 	}

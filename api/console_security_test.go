@@ -172,6 +172,9 @@ func TestConsoleSecurity(t *testing.T) {
 		if strings.Contains(p.Body, a.secret) || strings.Contains(s, a.secret) {
 			t.Fatal("the secret key is on the page or in the cookie")
 		}
+		if strings.Contains(env.Logs.String(), a.secret) || strings.Contains(env.Logs.String(), s) {
+			t.Fatal("the secret key or the session token is in the service's logs")
+		}
 		var stored int
 		if err := env.Schema.DB.Get(&stored, `SELECT count(*) FROM console_sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))`, s); err != nil || stored != 1 {
 			t.Fatalf("the session is not stored under the hash of its token (%d, %v)", stored, err)
@@ -440,4 +443,76 @@ func TestConsoleSecurity(t *testing.T) {
 			t.Fatalf("file is %s", st)
 		}
 	})
+}
+
+// The console's lists page by keyset, 50 at a time, with nothing lost or repeated
+// between pages; the collection search finds by invoice id, reference, phone in any
+// of its spellings and email, and only the merchant's own.
+func TestConsoleListsAndSearch(t *testing.T) {
+	t.Parallel()
+	env := servicetest.Start(t, nil)
+	b := newBundle(t, env, "Pages")
+	b.deposit(t, b.settlement, "100000")
+	other := newBundle(t, env, "Other")
+	for i := 0; i < 52; i++ {
+		preview(t, b)
+	}
+	cc := newConsoleClient(t, env.BaseURL)
+	s := cc.signIn(b.secret, sandboxCookie, nil)
+	fileLink := regexp.MustCompile(`href="/console/payment-files/([A-Z0-9]+)"`)
+	nextLink := regexp.MustCompile(`<a href="([^"]+)" rel="next">`)
+	seen := map[string]bool{}
+	path, pages := "/console/payment-files", 0
+	for path != "" {
+		p := cc.page(sandboxCookie, s, strings.ReplaceAll(path, "&amp;", "&"))
+		if p.Status != 200 {
+			t.Fatalf("%s: %d", path, p.Status)
+		}
+		ids := fileLink.FindAllStringSubmatch(p.Body, -1)
+		if pages == 0 && len(ids) != 50 {
+			t.Fatalf("first page lists %d files, want 50", len(ids))
+		}
+		for _, m := range ids {
+			if seen[m[1]] {
+				t.Fatalf("file %s listed twice", m[1])
+			}
+			seen[m[1]] = true
+		}
+		path = ""
+		if m := nextLink.FindStringSubmatch(p.Body); m != nil {
+			path = m[1]
+		}
+		pages++
+	}
+	if len(seen) != 52 || pages != 2 {
+		t.Fatalf("%d files over %d pages, want 52 over 2", len(seen), pages)
+	}
+
+	collect := func(bb *bundle, phone, ref string, extra map[string]any) string {
+		body := map[string]any{"phone_number": phone, "amount": "50", "api_ref": ref}
+		for k, v := range extra {
+			body[k] = v
+		}
+		r := bb.post("/api/v1/payment/mpesa-stk-push/", body)
+		if r.Status != 200 {
+			t.Fatalf("stk push: %d %s", r.Status, r.Body)
+		}
+		return r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
+	}
+	first := collect(b, "254712345678", "order-A", map[string]any{"email": "Wanjiku@Example.com"})
+	second := collect(b, "254722000111", "order-B", nil)
+	foreign := collect(other, "254712345678", "order-A", nil) // same phone and reference, other merchant
+	for query, want := range map[string]string{first: first, "order-A": first, "0712 345 678": first, "+254712345678": first,
+		"wanjiku@example.com": first, "order-B": second, "0722000111": second, foreign: "", "nothing-like-it": ""} {
+		p := cc.page(sandboxCookie, s, "/console/collections?q="+url.QueryEscape(query))
+		if p.Status != 200 {
+			t.Fatalf("search %q: %d", query, p.Status)
+		}
+		for _, id := range []string{first, second, foreign} {
+			row := strings.Contains(p.Body, "<td><code>"+id+"</code></td>") // not the query echoed in the form
+			if row != (id == want) {
+				t.Errorf("search %q: lists %s = %v, want only %q", query, id, row, want)
+			}
+		}
+	}
 }

@@ -17,6 +17,13 @@
 //     local URL, and the embedded SMTP sink's mail (GET /api/v1/sandbox/mail);
 //   - the providers' callbacks (Daraja STK and B2C), authenticated by the secret
 //     token in their path.
+//   - the merchant console at /console/ (console.go, console_pages.go,
+//     console_session.go; templates in console/): HTML pages behind a server-side
+//     session that a secret key became at sign-in. It writes nothing itself: each
+//     action calls one of the API's own routes in-process with the session's
+//     principal, so permissions, Idempotency-Key and commands are the API's. Its
+//     pages and forms answer HTML, and its refusals before a session exists (a
+//     cross-site form) are the JSON error shape.
 //
 // Every route declares who may call it in routes() (server.go): docs/security.md's
 // route table lists them, and a test keeps the two in step.
