@@ -190,17 +190,17 @@ func consoleHeaders(h http.Header) {
 // consoleNotices are the outcomes a redirect after an action names (?done=): a fixed
 // set, so the address cannot put words on the page.
 var consoleNotices = map[string]string{
-	"approved":           "Payment file approved. It is being paid.",
-	"file-cancelled":     "Payment file cancelled.",
-	"refund-created":     "Refund requested.",
-	"refund-cancelled":   "Refund cancelled.",
-	"sub-cancelled":      "Subscription cancelled.",
-	"link-created":       "Payment link created.",
-	"link-deactivated":   "Payment link deactivated.",
-	"replayed":           "Event replayed: the new attempt is listed below.",
-	"key-revoked":        "Key revoked. Its sessions have ended.",
-	"clock-created":      "Test clock created.",
-	"clock-advanced":     "Test clock advanced.",
+	"approved":         "Payment file approved. It is being paid.",
+	"file-cancelled":   "Payment file cancelled.",
+	"refund-created":   "Refund requested.",
+	"refund-cancelled": "Refund cancelled.",
+	"sub-cancelled":    "Subscription cancelled.",
+	"link-created":     "Payment link created.",
+	"link-deactivated": "Payment link deactivated.",
+	"replayed":         "Event replayed: the new attempt is listed below.",
+	"key-revoked":      "Key revoked. Its sessions have ended.",
+	"clock-created":    "Test clock created.",
+	"clock-advanced":   "Test clock advanced.",
 }
 
 // consoleProblem renders an error page for a refusal: the API's own message (never

@@ -68,16 +68,16 @@ func cursorOf(c echo.Context) *storage.Cursor {
 // whole pixels from whole cents, so the page needs no script.
 type chart struct {
 	Width, Height, Base int
-	Bars               []chartBar
-	In, Out, Peak      string
-	From, To           string
+	Bars                []chartBar
+	In, Out, Peak       string
+	From, To            string
 }
 
 type chartBar struct {
-	Day                    string
+	Day                     string
 	X, InY, InH, OutX, OutH int
-	OutY                   int
-	In, Out                string
+	OutY                    int
+	In, Out                 string
 }
 
 func buildChart(flows []storage.DayFlow, from time.Time, days int) chart {
