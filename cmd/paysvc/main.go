@@ -89,11 +89,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		defer db.Close()
-		applied, err := storage.Migrate(ctx, db)
+		m, err := storage.MigrateReport(ctx, db)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]any{"applied": applied})
+		return printJSON(stdout, map[string]any{"applied": m.Versions, "functions": m.Functions, "schema_ahead": m.SchemaAhead})
 	case "merchant":
 		return merchantCmd(ctx, cfg, rest, stdout, stderr)
 	case "key":
