@@ -93,7 +93,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]any{"applied": m.Versions, "functions": m.Functions, "schema_ahead": m.SchemaAhead})
+		// stdout stays the versions alone (scripts read it); the function files
+		// are the operator's to see (ops/runbooks.md, upgrades-and-rollback).
+		if m.SchemaAhead {
+			log.Warn("the schema is newer than this binary: function files left as they are")
+		} else if len(m.Functions) > 0 {
+			log.Info("function files applied", "files", m.Functions)
+		}
+		return printJSON(stdout, map[string]any{"applied": m.Versions})
 	case "merchant":
 		return merchantCmd(ctx, cfg, rest, stdout, stderr)
 	case "key":
