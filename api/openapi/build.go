@@ -270,7 +270,8 @@ func Build(routes []Route, version string) (*Document, error) {
 		Components:        comps,
 	}
 	var err error
-	if d.JSON, err = json.MarshalIndent(doc, "", "  "); err != nil {
+	// Compact: the YAML is the one for reading.
+	if d.JSON, err = json.Marshal(doc); err != nil {
 		return nil, fmt.Errorf("openapi: encode JSON: %w", err)
 	}
 	var y bytes.Buffer
