@@ -282,7 +282,7 @@ func TestOpenAPIResponsesMatchDocument(t *testing.T) {
 	// Payouts.
 	txn := []map[string]any{{"account": "254708374149", "amount": "100", "name": "Jane Doe", "narrative": "Salary"}}
 	f1 := m(want(t, v.do("POST", "/api/v1/send-money/initiate/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": "YES", "transactions": txn, "batch_reference": "May"}, sec...), 200, "initiate"))
-	f2 := m(want(t, v.do("POST", "/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "transactions": txn}, sec...), 201, "initiation"))
+	f2 := m(want(t, v.do("POST", "/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "transactions": txn, "callback_url": "https://shop.example.com/payouts"}, sec...), 201, "initiation"))
 	want(t, v.do("POST", "/api/v1/send-money/initiate/", map[string]any{"currency": "KES", "provider": "CARRIER-PIGEON", "transactions": txn}, sec...), 400, "initiate, bad provider")
 	want(t, v.do("POST", "/api/v1/send-money/approve/", f1, sec...), 200, "approve")
 	want(t, v.do("POST", "/api/v1/send-money/approve/", map[string]any{"file_id": f1["file_id"]}, sec...), 400, "approve twice")
