@@ -19,6 +19,7 @@ import (
 	"paysvc/actors/replies"
 	"paysvc/actors/tariff"
 	"paysvc/actors/webhooks/outbound"
+	"paysvc/api/openapi"
 )
 
 // Context keys.
@@ -156,6 +157,8 @@ type Server struct {
 	listen           *listenHub       // sandbox listen streams (listen.go)
 	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
 	declared map[string]access
+	// openapi is the description of the routes, built from declared (openapi.go).
+	openapi *openapi.Document
 }
 
 // New builds the API.
@@ -186,6 +189,7 @@ func New(cfg Config, d Deps) *Server {
 	e.Pre(middleware.RemoveTrailingSlash())
 	e.Use(s.requestID, s.traceRequest, s.observe, s.recoverPanics, s.connectionClose, s.limitBody, s.refuseUnstorable)
 	s.routes(e)
+	s.openapi = s.describeRoutes()
 	s.echo = e
 	return s
 }
@@ -207,6 +211,9 @@ func (s *Server) routes(e *echo.Echo) {
 	// The interface's own description (spec, Versioning): no credential, so a client
 	// can learn what it talks to before it has keys. Also at /api/v1/ (trailing slash).
 	r(GET, v1, s.apiVersion, open)
+	// This interface's OpenAPI description (openapi.go), built from this table.
+	r(GET, v1+"/openapi.json", s.openapiJSON, open)
+	r(GET, v1+"/openapi.yaml", s.openapiYAML, open)
 
 	r(GET, v1+"/wallets", s.listWallets, secret(PermViewWallets, "list wallets"))
 	r(POST, v1+"/wallets", s.createWallet, secret(PermAddWallets, "create wallets").idem())

@@ -96,10 +96,11 @@ type Batch struct {
 }
 
 // AggregateRows is what one kind of aggregate writes in a batch. CommitBatch sends
-// Rows next to Kind, and paysvc_commit_batch hands them to that aggregate's own
-// function paysvc_apply_<Kind>(rows jsonb, at timestamptz), registered with its kind
-// in batch_aggregates by the aggregate's migration. So a new aggregate brings its
-// own type implementing this, its own migration, and nothing in the core changes.
+// Rows next to Kind, and the commit function hands them to that aggregate's own
+// function paysvc_apply_<Kind>(rows jsonb, at timestamptz) (its file in
+// storage/functions), its kind registered in batch_aggregates by the aggregate's
+// migration. So a new aggregate brings its own type implementing this, its own
+// migration and function file, and nothing in the core changes.
 //
 // The function must raise PS002 (ErrStaleSnapshot) when a version-checked update
 // finds another version; any other error it raises reaches the engine with its own
@@ -254,7 +255,7 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 }
 
 // CommitBatches writes the batches of several partitions (of one topic) in one
-// transaction, with one call of paysvc_commit_batches (migration 0030): every
+// transaction, with one call of paysvc_commit_batches_v3 as CommitBatch: every
 // partition's fence and offset, then the batches' rows concatenated. It is
 // CommitBatch for many partitions at the cost of one, and all or nothing: an error
 // (ErrFenced, ErrStaleSnapshot or any other) means none of them was written, and
@@ -291,8 +292,9 @@ func CommitBatches(ctx context.Context, db *sqlx.DB, bs []Batch) error {
 	return execCommit(ctx, db, all, []any{bs[0].Topic, pPart, pEpoch, pNext}, cPart)
 }
 
-// paysvc_commit_batches_v3 (migration 0039) commits one partition's batch or
-// several: replies and outbox bodies as text[] (0035), invoices as column arrays.
+// paysvc_commit_batches_v3 (storage/functions/paysvc_commit_batches_v3.sql)
+// commits one partition's batch or several: replies and outbox bodies as text[],
+// invoices as column arrays.
 const commitBatchesSQL = `SELECT paysvc_commit_batches_v3($1, $2::integer[], $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23, $24,
@@ -303,7 +305,7 @@ const commitBatchesSQL = `SELECT paysvc_commit_batches_v3($1, $2::integer[], $3,
 	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57)`
 
 // commitTracedSQL is commitBatchesSQL with the outbox events' traceparents
-// (paysvc_commit_batches_v4, migration 0048).
+// (storage/functions/paysvc_commit_batches_v4.sql).
 const commitTracedSQL = `SELECT paysvc_commit_batches_v4($1, $2::integer[], $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23, $24,

@@ -135,12 +135,21 @@ type NewDelivery struct {
 	TraceParent string
 }
 
+// QueueLease is one lease of a queue. Its ID is new with every lease (a sequence,
+// migration 0050), so a holder whose lease ran out while it was slow can be told
+// that the queue is no longer its own: FinishDeliveries neither goes on with nor
+// gives back a queue leased to someone else since.
+type QueueLease struct {
+	Queue QueueKey
+	ID    int64
+}
+
 // Inserted is what InsertDeliveries did: the deliveries that were new (a
 // redelivered event's are not), and the queues it created leased to the caller,
 // which must send their new deliveries as it sends a claim's.
 type Inserted struct {
 	New    []NewDelivery
-	Leased []QueueKey
+	Leased []QueueLease
 }
 
 // InsertDeliveries records deliveries in one transaction. A delivery already
@@ -177,29 +186,31 @@ func InsertDeliveries(ctx context.Context, db *sqlx.DB, ds []NewDelivery, lease 
 		Partition sql.NullInt32  `db:"src_partition"`
 		AggKey    sql.NullString `db:"agg_key"`
 		EventID   sql.NullString `db:"event_id"`
+		LeaseID   sql.NullInt64  `db:"lease_id"`
 	}
 	if err := sqlx.SelectContext(ctx, db, &rows, `WITH q AS (
 			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at)
 			SELECT w, t, p, a, CASE WHEN i <= $5 THEN now() + $6 * interval '1 millisecond' ELSE now() END
 			FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS q(w, t, p, a, i) ORDER BY i
 			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at = webhook_queues.next_attempt_at
-			RETURNING webhook_id, topic, src_partition, agg_key, xmax = 0 AND next_attempt_at > now() AS leased),
+			RETURNING webhook_id, topic, src_partition, agg_key, lease_id, xmax = 0 AND next_attempt_at > now() AS leased),
 		d AS (
 			INSERT INTO webhook_deliveries (event_id, webhook_id, merchant_id, topic, agg_key, src_partition, src_offset, body)
 			SELECT * FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[], $14::bytea[])
 			WHERE (SELECT count(*) FROM q) >= 0
 			ON CONFLICT DO NOTHING
 			RETURNING event_id, webhook_id)
-		SELECT 'queue' AS kind, webhook_id, topic, src_partition, agg_key, NULL AS event_id FROM q WHERE leased
+		SELECT 'queue' AS kind, webhook_id, topic, src_partition, agg_key, NULL AS event_id, lease_id FROM q WHERE leased
 		UNION ALL
-		SELECT 'delivery', webhook_id, NULL, NULL, NULL, event_id FROM d`,
+		SELECT 'delivery', webhook_id, NULL, NULL, NULL, event_id, NULL FROM d`,
 		qw, qt, qp, qa, lease, leaseFor.Milliseconds(), ev, wh, me, to, ag, pa, of, bo); err != nil {
 		return out, fmt.Errorf("insert deliveries: %w", err)
 	}
 	isNew := map[[2]string]bool{}
 	for _, r := range rows {
 		if r.Kind == "queue" {
-			out.Leased = append(out.Leased, QueueKey{WebhookID: r.WebhookID, Topic: r.Topic.String, Partition: r.Partition.Int32, AggKey: r.AggKey.String})
+			out.Leased = append(out.Leased, QueueLease{Queue: QueueKey{WebhookID: r.WebhookID, Topic: r.Topic.String,
+				Partition: r.Partition.Int32, AggKey: r.AggKey.String}, ID: r.LeaseID.Int64})
 		} else {
 			isNew[[2]string{r.EventID.String, r.WebhookID}] = true
 		}
@@ -219,8 +230,12 @@ func (d NewDelivery) queue() QueueKey {
 // Claimed is a leased queue and its unfinished deliveries, oldest first.
 type Claimed struct {
 	Queue      QueueKey
+	LeaseID    int64 // QueueLease.ID
 	Deliveries []Delivery
 }
+
+// Lease is the claim's lease.
+func (c Claimed) Lease() QueueLease { return QueueLease{Queue: c.Queue, ID: c.LeaseID} }
 
 // ClaimQueues leases up to limit due queues for lease and returns up to perQueue of
 // each one's unfinished deliveries in offset order. A due queue with nothing left is
@@ -285,14 +300,27 @@ func takeChains(ctx context.Context, tx *sqlx.Tx, keys []QueueKey, lease time.Du
 	if len(empty)+len(leased) > 0 {
 		ew, et, ep, ea := queueArrays(empty)
 		lw, lt, lp, la := queueArrays(leased)
-		if _, err := tx.ExecContext(ctx, `WITH gone AS (
+		var ids []struct {
+			QueueKey
+			LeaseID int64 `db:"lease_id"`
+		}
+		if err := sqlx.SelectContext(ctx, tx, &ids, `WITH gone AS (
 				DELETE FROM webhook_queues q USING unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS e(w, t, p, a)
 				WHERE q.webhook_id = e.w AND q.topic = e.t AND q.src_partition = e.p AND q.agg_key = e.a)
-			UPDATE webhook_queues q SET next_attempt_at = now() + $9 * interval '1 millisecond'
+			UPDATE webhook_queues q SET next_attempt_at = now() + $9 * interval '1 millisecond',
+				lease_id = nextval('webhook_queue_leases')
 			FROM unnest($5::text[], $6::text[], $7::int[], $8::text[]) AS l(w, t, p, a)
-			WHERE q.webhook_id = l.w AND q.topic = l.t AND q.src_partition = l.p AND q.agg_key = l.a`,
+			WHERE q.webhook_id = l.w AND q.topic = l.t AND q.src_partition = l.p AND q.agg_key = l.a
+			RETURNING q.webhook_id, q.topic, q.src_partition, q.agg_key, q.lease_id`,
 			ew, et, ep, ea, lw, lt, lp, la, lease.Milliseconds()); err != nil {
 			return nil, fmt.Errorf("lease or delete queues: %w", err)
+		}
+		byQueue := make(map[QueueKey]int64, len(ids))
+		for _, r := range ids {
+			byQueue[r.QueueKey] = r.LeaseID
+		}
+		for i := range out {
+			out[i].LeaseID = byQueue[out[i].Queue]
 		}
 	}
 	return out, nil
@@ -317,8 +345,9 @@ type Outcome struct {
 
 // QueueNext is when a leased queue is due again.
 type QueueNext struct {
-	Queue QueueKey
-	Next  time.Time
+	Queue   QueueKey
+	LeaseID int64 // the lease given back
+	Next    time.Time
 }
 
 // FailureCount changes a webhook's consecutive failures after a batch of attempts:
@@ -334,7 +363,7 @@ type FailureCount struct {
 type Finish struct {
 	Outcomes []Outcome
 	Due      []QueueNext    // leased queues given back, due again at Next
-	Continue []QueueKey     // leased queues kept: their next deliveries are returned, or they are deleted if none is left
+	Continue []QueueLease   // leased queues kept: their next deliveries are returned, or they are deleted if none is left
 	Failures []FailureCount // consecutive failures of the webhooks attempted
 	Lease    time.Duration  // for the queues kept
 	PerQueue int
@@ -345,12 +374,22 @@ type Finish struct {
 type Finished struct {
 	Failures map[string]int
 	Next     []Claimed
+	// Lost counts the queues given back or kept that were leased to someone else
+	// since: the lease ran out before the outcomes were written.
+	Lost int
 }
 
 // FinishDeliveries stores a batch in one transaction: the outcomes of leased
 // deliveries (with their attempts), the webhooks' consecutive failure counts, and
 // what follows for each leased queue (due again at a time, or kept with its next
 // deliveries, or deleted when it has none left).
+//
+// A queue is only given back or kept under the lease named: one leased to another
+// dispatcher since (this one's lease ran out) is left to that one, which sends
+// whatever this one did not finish, so a slow dispatcher never sends an aggregate's
+// later events beside another one's earlier. A queue that no longer exists is made
+// due again at Next (now for a kept one), so a delivery left unfinished always has
+// a queue. An outcome never moves a delivery out of DELIVERED or FAILED.
 func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, error) {
 	var res Finished
 	tx, err := db.BeginTxx(ctx, nil)
@@ -358,21 +397,54 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 		return res, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	all := slices.Clone(f.Continue)
-	next := map[QueueKey]time.Time{}
+	held := map[QueueKey]int64{}
+	var all []QueueKey
+	for _, q := range f.Continue {
+		all = append(all, q.Queue)
+		held[q.Queue] = q.ID
+	}
 	for _, q := range f.Due {
 		all = append(all, q.Queue)
-		next[q.Queue] = q.Next
+		held[q.Queue] = q.LeaseID
 	}
 	// Queue rows first, in key order: a delivery row is written only by the holder
 	// of its queue's lock, so no two writers wait on each other in a cycle.
 	qw, qt, qp, qa := queueArrays(all)
-	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM webhook_queues q
+	var rowsNow []struct {
+		QueueKey
+		LeaseID int64 `db:"lease_id"`
+	}
+	if err := sqlx.SelectContext(ctx, tx, &rowsNow, `SELECT q.webhook_id, q.topic, q.src_partition, q.agg_key, q.lease_id FROM webhook_queues q
 		JOIN unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS l(w, t, p, a, i)
 			ON q.webhook_id = l.w AND q.topic = l.t AND q.src_partition = l.p AND q.agg_key = l.a
 		ORDER BY l.i FOR UPDATE OF q`, qw, qt, qp, qa); err != nil {
 		return res, fmt.Errorf("lock queues: %w", err)
 	}
+	exists := make(map[QueueKey]bool, len(rowsNow))
+	stolen := map[QueueKey]bool{}
+	for _, r := range rowsNow {
+		exists[r.QueueKey] = true
+		if r.LeaseID != held[r.QueueKey] {
+			stolen[r.QueueKey] = true
+		}
+	}
+	next := map[QueueKey]time.Time{}
+	var keep []QueueKey
+	for _, q := range f.Continue {
+		switch {
+		case stolen[q.Queue]:
+		case exists[q.Queue]:
+			keep = append(keep, q.Queue)
+		default:
+			next[q.Queue] = time.Now()
+		}
+	}
+	for _, q := range f.Due {
+		if !stolen[q.Queue] {
+			next[q.Queue] = q.Next
+		}
+	}
+	res.Lost = len(stolen)
 	n := len(f.Outcomes)
 	ev, wh, st := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
 	nx, at, rec := make([]time.Time, n), make(pq.BoolArray, n), make(pq.BoolArray, n)
@@ -392,20 +464,25 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 	for i, x := range fails {
 		fid[i], freset[i], fadd[i] = x.WebhookID, x.Reset, int64(x.Add)
 	}
-	dk := make([]QueueKey, len(f.Due))
-	for i, q := range f.Due {
-		dk[i] = q.Queue
+	dk := make([]QueueKey, 0, len(next))
+	for k := range next {
+		dk = append(dk, k)
 	}
 	dw, dt, dp, da := queueArrays(dk)
-	dts := make([]time.Time, len(dw))
+	dts, dl := make([]time.Time, len(dw)), make(pq.Int64Array, len(dw))
 	for i := range dw {
-		dts[i] = next[QueueKey{dw[i], dt[i], dp[i], da[i]}]
+		k := QueueKey{dw[i], dt[i], dp[i], da[i]}
+		dts[i] = next[k]
+		if exists[k] {
+			dl[i] = held[k] // ours: the upsert updates it
+		}
 	}
 	// One statement: the outcomes, their attempts, the webhooks' consecutive failures
 	// (locked in id order first: two dispatchers' batches share webhooks; a count
-	// that would not change is not written), and the queues given back (written even
-	// if one went away meanwhile, a lease that ran out and a claim that found it
-	// empty: it holds deliveries again).
+	// that would not change is not written), and the queues given back: ours (locked
+	// above, lease id given) updated; one that went away meanwhile inserted with a
+	// fresh lease id, unless a dispatcher's ingest made it again meanwhile (then
+	// that one holds it: the update's lease ids differ).
 	rows, err := tx.QueryxContext(ctx, `WITH o AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::bool[], $9::int[])
 				AS o(event_id, webhook_id, status, next, attempted, http_status, error, recorded, latency_ms)),
@@ -414,15 +491,17 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 				attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END,
 				last_status = CASE WHEN o.attempted THEN o.http_status ELSE d.last_status END,
 				last_error = CASE WHEN o.attempted THEN o.error ELSE d.last_error END, updated_at = now()
-			FROM o WHERE d.event_id = o.event_id AND d.webhook_id = o.webhook_id),
+			FROM o WHERE d.event_id = o.event_id AND d.webhook_id = o.webhook_id AND d.status IN ('PENDING', 'PROCESSING')),
 		attempted AS (
 			INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay)
 			SELECT event_id, webhook_id, http_status, latency_ms, error, false FROM o WHERE recorded),
 		due AS (
-			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at)
-			SELECT w, t, p, a, n FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::timestamptz[])
-				WITH ORDINALITY AS q(w, t, p, a, n, i) ORDER BY i
-			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at = excluded.next_attempt_at),
+			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at, lease_id)
+			SELECT w, t, p, a, n, CASE WHEN l = 0 THEN nextval('webhook_queue_leases') ELSE l END
+			FROM unnest($13::text[], $14::text[], $15::int[], $16::text[], $17::timestamptz[], $18::bigint[])
+				WITH ORDINALITY AS q(w, t, p, a, n, l, i) ORDER BY i
+			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at = excluded.next_attempt_at
+				WHERE webhook_queues.lease_id = excluded.lease_id),
 		locked AS (
 			SELECT w.webhook_id FROM webhooks w WHERE w.webhook_id = ANY($10) ORDER BY w.webhook_id FOR NO KEY UPDATE)
 		UPDATE webhooks w SET failures_count = CASE WHEN f.reset THEN f.add ELSE w.failures_count + f.add END, updated_at = now()
@@ -430,7 +509,7 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 		WHERE w.webhook_id = f.id AND locked.webhook_id = f.id AND (f.add > 0 OR w.failures_count <> 0)
 		RETURNING w.webhook_id, w.failures_count`,
 		ev, wh, st, pq.Array(nx), at, pq.Array(hs), pq.Array(er), rec, lat,
-		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts))
+		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts), dl)
 	if err != nil {
 		return res, fmt.Errorf("finish deliveries: %w", err)
 	}
@@ -448,7 +527,7 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 	if err := rows.Err(); err != nil {
 		return res, fmt.Errorf("finish deliveries: %w", err)
 	}
-	if res.Next, err = takeChains(ctx, tx, f.Continue, f.Lease, f.PerQueue); err != nil {
+	if res.Next, err = takeChains(ctx, tx, keep, f.Lease, f.PerQueue); err != nil {
 		return res, err
 	}
 	return res, tx.Commit()

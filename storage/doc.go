@@ -2,22 +2,28 @@
 //
 // Migrations are embedded, numbered and forward-only, applied in one transaction
 // under an advisory lock so that several processes starting at once migrate once.
+// The SQL functions that run (the batch commit and each aggregate's function) are
+// not written in them: each is one file of functions/, a CREATE OR REPLACE that
+// the same transaction applies after the numbered migrations whenever its checksum
+// differs from the one recorded in schema_functions, so the file is what runs
+// (docs/adr/0008-repeatable-functions.md). Open functions/ to read the commit.
 // Repositories take sqlx.ExtContext (or a *sqlx.Tx) so they run inside the caller's
 // transaction: the engine's batch commit writes snapshots, ledger entries, processed
 // command ids, the consumed offset and outbox events in ONE transaction, and the
 // version and epoch checks in those statements are what make a stale writer fail.
 //
 // The batch commit (CommitBatch and CommitBatches, one call of
-// paysvc_commit_batches_v3, a prepared statement: one round trip; migration 0035
-// made replies and event bodies text, 0039 invoices column arrays) has a fixed
-// core, the partition fence and offset, wallets, invoices, ledger entries, processed
-// commands with their replies and the outbox, and is generic over every other
-// aggregate: each brings an AggregateRows (its kind and its rows as JSON, collected
-// by its own type such as InvoiceWrites or PayoutWrites), which the core hands to
-// that aggregate's own SQL function paysvc_apply_<kind>(rows jsonb, at timestamptz),
-// registered in batch_aggregates by the aggregate's migration. Adding an aggregate
-// is its migration, its collector and its handlers' calls: see
-// docs/adr/0003-generic-batch-commit.md.
+// paysvc_commit_batches_v3, functions/paysvc_commit_batches_v3.sql, a prepared
+// statement: one round trip; replies and event bodies as text, wallets and invoices
+// as column arrays) has a fixed core, the partition fence and offset, wallets,
+// invoices, ledger entries, processed commands with their replies and the outbox,
+// and is generic over every other aggregate: each brings an AggregateRows (its kind
+// and its rows as JSON, collected by its own type such as PayoutWrites), which the
+// core hands to that aggregate's own SQL function paysvc_apply_<kind>(rows jsonb,
+// at timestamptz), in functions/paysvc_apply_<kind>.sql, its kind registered in
+// batch_aggregates by the aggregate's migration. Adding an aggregate is its
+// migration, its function file, its collector and its handlers' calls: see
+// docs/adr/0003-generic-batch-commit.md and 0004-engine-aggregate-registry.md.
 //
 // Every read the API makes is scoped by the authenticated merchant id.
 package storage

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +60,42 @@ func emptySchema(t *testing.T) *sqlx.DB {
 		admin.Close()
 	})
 	return db
+}
+
+// applyNumbered brings an empty schema to where the numbered migrations before
+// version `below` take it, as a binary of that release would have: each file run
+// as it is and recorded in schema_migrations, and no function file applied.
+func applyNumbered(t *testing.T, db *sqlx.DB, below int) {
+	t.Helper()
+	ctx := context.Background()
+	files, err := fs.Glob(os.DirFS("migrations"), "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		v, err := strconv.Atoi(strings.SplitN(f, "_", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v >= below {
+			continue
+		}
+		sql, err := os.ReadFile("migrations/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, string(sql)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, v, f); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestMigrate(t *testing.T) {
@@ -114,14 +152,16 @@ func TestMigrate(t *testing.T) {
 			wg    sync.WaitGroup
 			mu    sync.Mutex
 			total []int
+			fns   []string
 			errs  []error
 		)
 		for i := 0; i < 4; i++ {
 			wg.Go(func() {
-				applied, err := storage.Migrate(context.Background(), db)
+				m, err := storage.MigrateReport(context.Background(), db)
 				mu.Lock()
 				defer mu.Unlock()
-				total = append(total, applied...)
+				total = append(total, m.Versions...)
+				fns = append(fns, m.Functions...)
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -133,6 +173,11 @@ func TestMigrate(t *testing.T) {
 		}
 		if len(total) != migrationCount(t) {
 			t.Fatalf("four concurrent runs applied %v in total, want each of %d once", total, migrationCount(t))
+		}
+		// The function files too: the first run applied them, the others found
+		// their checksums recorded.
+		if len(fns) != len(functionFileNames(t)) {
+			t.Fatalf("four concurrent runs applied function files %v in total, want each of %d once", fns, len(functionFileNames(t)))
 		}
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"paysvc/storage/storagetest"
 )
 
-// paysvc_apply_refund (migration 0026) with the engine's generic rows: a new book
+// paysvc_apply_refund (storage/functions) with the engine's generic rows: a new book
 // with its refund, a version-checked update that changes the refund, a stale one.
 func TestCommitBatchRefundBooks(t *testing.T) {
 	t.Parallel()

@@ -16,7 +16,7 @@ import (
 )
 
 // SubscriptionKind is the subscriptions' kind in the batch commit
-// (paysvc_apply_subscription, migration 0027).
+// (storage/functions/paysvc_apply_subscription.sql).
 const SubscriptionKind = "subscription"
 
 func decodeSubscription(d []byte) (subscription.State, error) {

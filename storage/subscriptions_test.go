@@ -35,7 +35,7 @@ func subRows(t *testing.T, prev, version int64, s subscription.State) rawRows {
 	return rawRows{storage.SubscriptionKind, string(rows)}
 }
 
-// paysvc_apply_subscription (migration 0027) with the engine's generic rows:
+// paysvc_apply_subscription (storage/functions) with the engine's generic rows:
 // insert, the due scan, a charged cycle recorded with its payment, a stale update.
 func TestCommitBatchSubscriptions(t *testing.T) {
 	t.Parallel()

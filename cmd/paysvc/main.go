@@ -89,11 +89,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		defer db.Close()
-		applied, err := storage.Migrate(ctx, db)
+		m, err := storage.MigrateReport(ctx, db)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]any{"applied": applied})
+		// stdout stays the versions alone (scripts read it); the function files
+		// are the operator's to see (ops/runbooks.md, upgrades-and-rollback).
+		if m.SchemaAhead {
+			log.Warn("the schema is newer than this binary: function files left as they are")
+		} else if len(m.Functions) > 0 {
+			log.Info("function files applied", "files", m.Functions)
+		}
+		return printJSON(stdout, map[string]any{"applied": m.Versions})
 	case "merchant":
 		return merchantCmd(ctx, cfg, rest, stdout, stderr)
 	case "key":

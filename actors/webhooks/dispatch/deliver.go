@@ -20,7 +20,10 @@ import (
 // (queues it creates are leased to it) and from claims of due queues: retries, and
 // queues created while the pipeline was full, or leased by a dispatcher that died.
 
-// claim is a leased queue on its way through the pipeline.
+// claim is a leased queue on its way through the pipeline. at is taken before the
+// statement that leased it was sent, so the lease the database gave (from its own
+// now(), later) runs at least until at + Lease: every bound measured from at is
+// inside the lease however slow that statement was.
 type claim struct {
 	storage.Claimed
 	at time.Time
@@ -30,6 +33,7 @@ type claim struct {
 // or released untouched), and when the queue is due again unless it goes on.
 type queueDone struct {
 	queue    storage.QueueKey
+	lease    int64
 	outcomes []storage.Outcome
 	sent     []storage.Delivery // the deliveries of outcomes, same order
 	next     time.Time
@@ -69,14 +73,14 @@ func (d *Dispatcher) deliverLoop(ctx context.Context) {
 		free := d.reserve(d.capacity() / 2)
 		d.starved.Store(free <= d.capacity()/4)
 		if free > d.capacity()/4 {
+			start := time.Now()
 			claimed, err := storage.ClaimQueues(ctx, d.db, d.cfg.Lease, free, d.cfg.PerQueue)
 			if err != nil && ctx.Err() == nil {
 				d.log.Warn("claim delivery queues", "err", err)
 			}
 			d.unreserve(free - len(claimed))
-			now := time.Now()
 			for _, c := range claimed {
-				d.send(claim{c, now})
+				d.send(claim{c, start})
 			}
 			if len(claimed) == free {
 				continue // there may be more due now
@@ -165,7 +169,7 @@ func (d *Dispatcher) send(c claim) {
 	}
 	d.workMu.Unlock()
 	d.unreserve(1)
-	f := storage.Finish{Due: []storage.QueueNext{{Queue: c.Queue, Next: time.Now()}}}
+	f := storage.Finish{Due: []storage.QueueNext{{Queue: c.Queue, LeaseID: c.LeaseID, Next: time.Now()}}}
 	if _, err := storage.FinishDeliveries(context.Background(), d.db, f); err != nil {
 		d.log.Warn("give back a delivery queue at shutdown; it is due when its lease ends", "err", err)
 	}
@@ -174,10 +178,14 @@ func (d *Dispatcher) send(c claim) {
 // sendQueue sends a claimed queue's deliveries oldest first and stops at the first
 // one that is to be retried: the rest are released untouched, and the queue is due
 // again at that retry. A slow receiver holds one worker for at most the client's
-// timeout per delivery; the claim also stops at half its lease, so it never sends
-// after another dispatcher could have claimed the queue.
+// timeout per delivery. The claim starts no attempt after half its lease, and cuts
+// one still out at three quarters (a timeout, retried), so it never sends after
+// another dispatcher could have claimed the queue: that one would send the same
+// aggregate's events beside it, and a later event could arrive before an earlier
+// one is sent again.
 func (d *Dispatcher) sendQueue(ctx context.Context, c claim) queueDone {
-	res := queueDone{queue: c.Queue, next: time.Now(), goOn: true}
+	res := queueDone{queue: c.Queue, lease: c.LeaseID, next: time.Now(), goOn: true}
+	until := c.at.Add(d.cfg.Lease * 3 / 4)
 	if !d.enter(c.Queue.WebhookID) {
 		// The webhook has its share of workers already (a slow receiver, or a busy
 		// one): the queue goes back untouched, due shortly, and this worker serves
@@ -193,7 +201,7 @@ func (d *Dispatcher) sendQueue(ctx context.Context, c claim) queueDone {
 			res.release(c.Deliveries[i:], time.Now())
 			break
 		}
-		o, ok := d.tracedAttempt(ctx, dl)
+		o, ok := d.tracedAttempt(ctx, dl, until)
 		if !ok { // shutting down: the attempt was cut short and does not count
 			res.release(c.Deliveries[i:], time.Now())
 			break
@@ -249,16 +257,20 @@ const statusRetrying = "PROCESSING"
 // exhausted, the webhook is disabled, or the body may not be sent), or PROCESSING
 // until the retry. ok is false when ctx ended during the attempt (or the PROCESSING
 // mark could not be written): it does not count, and the delivery goes back as it is.
+// A request still out at until (the end of the time the claim may send in) is cut
+// and counts as a timeout.
 //
 // Every path follows the spec's order PENDING -> PROCESSING -> DELIVERED or FAILED:
 // a delivery's first turn marks it PROCESSING before anything else, also when the
 // turn ends without a request (a disabled webhook), so no record jumps from PENDING
 // to an end, and a record being sent reads PROCESSING while the receiver holds the
 // request.
-func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.Outcome, bool) {
+func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery, until time.Time) (storage.Outcome, bool) {
 	o := storage.Outcome{EventID: dl.EventID, WebhookID: dl.WebhookID, Attempted: true, Next: time.Now()}
+	actx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
 	if dl.Status == "PENDING" {
-		if err := d.markProcessing(ctx, dl); err != nil {
+		if err := d.markProcessing(actx, dl); err != nil {
 			if ctx.Err() == nil {
 				d.log.WarnContext(ctx, "mark webhook delivery PROCESSING; it is sent later", "event_id", dl.EventID, "err", err)
 			}
@@ -277,7 +289,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery) (storage.
 		o.Status, o.Error = "FAILED", &msg
 		return o, true
 	}
-	resp, err := d.client.Post(ctx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
+	resp, err := d.client.Post(actx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
 	if ctx.Err() != nil {
 		return o, false
 	}
@@ -351,9 +363,9 @@ func (d *Dispatcher) finish(ctx, wctx context.Context, batch []queueDone) {
 	for _, q := range batch {
 		f.Outcomes = append(f.Outcomes, q.outcomes...)
 		if q.goOn && goOn {
-			f.Continue = append(f.Continue, q.queue)
+			f.Continue = append(f.Continue, storage.QueueLease{Queue: q.queue, ID: q.lease})
 		} else {
-			f.Due = append(f.Due, storage.QueueNext{Queue: q.queue, Next: q.next})
+			f.Due = append(f.Due, storage.QueueNext{Queue: q.queue, LeaseID: q.lease, Next: q.next})
 		}
 		for i, o := range q.outcomes {
 			if !o.Recorded { // released, or a disabled webhook: not an attempt on the endpoint
@@ -378,8 +390,10 @@ func (d *Dispatcher) finish(ctx, wctx context.Context, batch []queueDone) {
 	}
 	var res storage.Finished
 	var err error
+	var start time.Time // the kept queues' new leases run from after it
 	deadline := time.Now().Add(10 * time.Second)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		start = time.Now()
 		if res, err = storage.FinishDeliveries(wctx, d.db, f); err == nil {
 			break
 		}
@@ -391,10 +405,15 @@ func (d *Dispatcher) finish(ctx, wctx context.Context, batch []queueDone) {
 		d.log.Warn("finish deliveries", "queues", len(batch), "err", err)
 		time.Sleep(wait)
 	}
+	if res.Lost > 0 {
+		leasesLost.Add(float64(res.Lost))
+		d.log.Warn("delivery queue leases ran out before their outcomes were written; their new holders send the rest",
+			"queues", res.Lost, "lease", d.cfg.Lease)
+	}
 	// A queue that goes on keeps its place in the pipeline.
 	now := time.Now()
 	for _, c := range res.Next {
-		d.send(claim{c, now})
+		d.send(claim{c, start})
 	}
 	d.unreserve(len(batch) - len(res.Next))
 	// The claimer needs to look again only if it went without room, or a queue is

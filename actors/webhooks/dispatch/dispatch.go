@@ -53,6 +53,10 @@ var (
 		Name: "paysvc_webhooks_failures_total",
 		Help: "Webhook delivery attempts that failed, by reason (http_4xx, http_5xx, http_other, timeout, connection, dns, tls, forbidden_address, other).",
 	}, []string{"reason"})
+	leasesLost = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "paysvc_webhooks_leases_lost_total",
+		Help: "Delivery queues whose lease ran out before this dispatcher wrote their outcomes (it was slow): another dispatcher had claimed them, and sends what was left.",
+	})
 	deferred = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_webhooks_deferred_total",
 		Help: "Delivery queues put back because their webhook already had its share of workers (a slow or busy receiver).",

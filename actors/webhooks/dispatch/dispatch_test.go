@@ -103,6 +103,8 @@ type bundle struct {
 	merchant string
 	webhook  string
 	recv     *receiver
+	cfg      dispatch.Config
+	stop     func() // stops setup's dispatcher
 }
 
 // setup starts Postgres (a schema), kfake with the event topics, one merchant with a
@@ -142,21 +144,32 @@ func setup(t *testing.T, cfg dispatch.Config) *bundle {
 	if cfg.Poll == 0 {
 		cfg.Poll = 20 * time.Millisecond
 	}
+	b.cfg = cfg
+	b.stop = b.run()
+	t.Cleanup(b.stop)
+	return b
+}
+
+// run starts a dispatcher of the bundle; the function returned stops it (shutdown,
+// as on SIGTERM) and waits until it has.
+func (b *bundle) run() func() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("PAYSVC_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	d := dispatch.New(cfg, schema.DB, outbound.New(outbound.Options{AllowPrivate: true}), nil, log)
+	d := dispatch.New(b.cfg, b.db.DB, outbound.New(outbound.Options{AllowPrivate: true}), nil, log)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(runCtx, b.brokers) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("dispatcher: %v", err)
-		}
-	})
-	return b
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stop()
+			if err := <-done; err != nil {
+				b.t.Errorf("dispatcher: %v", err)
+			}
+		})
+	}
 }
 
 // newIDs makes n event ids.
@@ -597,4 +610,61 @@ func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("the slow receiver had %d requests before the fast merchant got its 6 events", n)
 	}
 	b.waitDelivered(len(slowIDs) + len(fastIDs))
+}
+
+// A dispatcher shut down while it is recording a poll's events (the statement cut
+// short by the shutdown) does not commit their offsets on its way out: the next
+// dispatcher reads them again and delivers them. Committing what the poll returned,
+// as the offsets stood, lost those events for good.
+func TestShutdownWhileRecordingLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{})
+	stopFirst := b.run() // a second member; setup's own is stopped at cleanup
+	first := newIDs(1)
+	b.send("WALLET-S", first...)
+	b.waitDelivered(1)
+
+	// Hold the queue table so that recording the next events waits, then shut
+	// down every dispatcher while they wait.
+	ctx := context.Background()
+	tx, err := b.db.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // released below
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE webhook_queues IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	later := newIDs(3)
+	b.send("WALLET-S", later...)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var waiting int
+		if err := b.db.DB.GetContext(ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhook_deliveries%'`, b.db.Name); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no dispatcher started recording the events")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopFirst()
+	b.stop()
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next dispatcher delivers them.
+	t.Cleanup(b.run())
+	b.waitDelivered(4)
+	got := b.recv.delivered()
+	for _, id := range later {
+		if !slices.Contains(got, id) {
+			t.Fatalf("event %s was never delivered: %v", id, got)
+		}
+	}
 }

@@ -67,23 +67,32 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 	var lastCommit time.Time
 	for {
 		fetches := cl.PollRecords(ctx, maxPollRecords)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			cl.AllowRebalance()
-			return nil
-		}
 		recs := fetches.Records()
 		if len(recs) == 0 {
 			cl.AllowRebalance()
+			if ctx.Err() != nil || fetches.IsClientClosed() {
+				return nil
+			}
 			continue
 		}
-		if err := d.record(ctx, recs); err != nil {
+		// A poll moves the offsets that the commits (on the way out, and when
+		// partitions are revoked) write past its records, so every record polled is
+		// either recorded or rewound: one dropped here would never be read again.
+		// Records that arrived as shutdown began are recorded all the same, within a
+		// bound (the drain).
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if ctx.Err() != nil {
+			rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), shutdownRecord)
+		}
+		err := d.record(rctx, recs)
+		cancel()
+		if err != nil {
+			cl.SetOffsets(firstOffsets(recs))
+			cl.AllowRebalance()
 			if ctx.Err() != nil {
-				cl.AllowRebalance()
 				return nil
 			}
 			d.log.Warn("record deliveries; the events are read again", "events", len(recs), "err", err)
-			cl.SetOffsets(firstOffsets(recs))
-			cl.AllowRebalance()
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -93,13 +102,19 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		// Offsets are committed every commitEvery, not every poll (a commit is a
 		// round trip to the coordinator): a dispatcher that dies re-reads at most that
 		// much, and the redelivered events are ignored.
-		if time.Since(lastCommit) >= commitEvery {
+		if time.Since(lastCommit) >= commitEvery && ctx.Err() == nil {
 			commit(ctx, cl)
 			lastCommit = time.Now()
 		}
 		cl.AllowRebalance()
+		if ctx.Err() != nil {
+			return nil
+		}
 	}
 }
+
+// shutdownRecord bounds the recording of events polled as shutdown began.
+const shutdownRecord = 5 * time.Second
 
 // commitEvery is how often the ingest commits its Kafka offsets.
 const commitEvery = 250 * time.Millisecond
@@ -224,6 +239,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 		queues[storage.QueueKey{WebhookID: r.WebhookID, Topic: r.Topic, Partition: r.Partition, AggKey: r.AggKey}] = true
 	}
 	room := d.reserve(len(queues))
+	start := time.Now() // the leases of the queues made here run from after it (claim.at)
 	ins, err := storage.InsertDeliveries(ctx, d.db, rows, room, d.cfg.Lease)
 	if err != nil {
 		d.unreserve(room)
@@ -245,16 +261,16 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, IncludeChallenge: w.IncludeChallenge, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset,
 				TraceParent: n.TraceParent})
 		}
-		for _, k := range ins.Leased {
-			ds := chains[k]
+		for _, l := range ins.Leased {
+			ds := chains[l.Queue]
 			slices.SortFunc(ds, func(a, b storage.Delivery) int { return cmp.Compare(a.Offset, b.Offset) })
-			d.send(claim{storage.Claimed{Queue: k, Deliveries: ds}, now})
+			d.send(claim{storage.Claimed{Queue: l.Queue, LeaseID: l.ID, Deliveries: ds}, start})
 		}
 	}
 	// Deliveries that went into queues not handed over here wait for a claim.
 	handed := 0
-	for _, k := range ins.Leased {
-		handed += len(chains[k])
+	for _, l := range ins.Leased {
+		handed += len(chains[l.Queue])
 	}
 	if len(ins.New) > handed {
 		d.wake()

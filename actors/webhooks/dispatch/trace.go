@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -17,16 +18,16 @@ import (
 // off, or claimed from the table) is attempted as it is. The trace context is not
 // sent to the merchant's endpoint: the request is signed as the spec defines it,
 // and a trace id is paysvc's own business.
-func (d *Dispatcher) tracedAttempt(ctx context.Context, dl storage.Delivery) (storage.Outcome, bool) {
+func (d *Dispatcher) tracedAttempt(ctx context.Context, dl storage.Delivery, until time.Time) (storage.Outcome, bool) {
 	if dl.TraceParent == "" || !tracing.On() {
-		return d.attempt(ctx, dl)
+		return d.attempt(ctx, dl, until)
 	}
 	ctx, span := tracing.Tracer().Start(tracing.WithTraceParent(ctx, dl.TraceParent), "deliver "+dl.Topic,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("paysvc.event.id", dl.EventID), attribute.String("paysvc.webhook.id", dl.WebhookID),
 			attribute.String("paysvc.merchant_id", dl.MerchantID), attribute.Int("paysvc.delivery.attempt", dl.Attempts+1)))
 	defer span.End()
-	o, ok := d.attempt(ctx, dl)
+	o, ok := d.attempt(ctx, dl, until)
 	span.SetAttributes(attribute.String("paysvc.delivery.status", o.Status))
 	if o.HTTPStatus != nil {
 		span.SetAttributes(attribute.Int("http.response.status_code", *o.HTTPStatus))

@@ -1,0 +1,114 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"paysvc/storage"
+	"paysvc/storage/storagetest"
+)
+
+// A dispatcher whose lease of a queue ran out before it wrote its outcomes (it was
+// slow) finds the queue claimed by another: its outcomes are recorded, but it
+// neither goes on with the queue nor gives it back, so only the new holder sends
+// the aggregate's events. Without the lease ids, the slow one went on to the next
+// event while the other was sending the earlier ones again: the receiver saw a
+// later event of the aggregate before earlier ones repeated (the cluster test's
+// finding).
+func TestStaleLeaseHolderStepsAside(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storagetest.New(t).DB
+	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
+		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
+		t.Fatal(err)
+	}
+	delivery := func(n int) storage.NewDelivery {
+		return storage.NewDelivery{EventID: fmt.Sprintf("E%d", n), WebhookID: "W1", MerchantID: "M1", Topic: "wallet_transfer_event",
+			AggKey: "WALLET-A", Partition: 3, Offset: int64(n), Body: []byte(`{}`)}
+	}
+	const lease = 300 * time.Millisecond
+
+	// Dispatcher A records T1 and T2 and holds their new queue.
+	insA, err := storage.InsertDeliveries(ctx, db, []storage.NewDelivery{delivery(1), delivery(2)}, 1, lease)
+	if err != nil || len(insA.Leased) != 1 || insA.Leased[0].ID == 0 {
+		t.Fatalf("insert: %+v %v", insA, err)
+	}
+	leaseA := insA.Leased[0]
+	// T3 arrives while A holds the queue: it waits its turn.
+	if ins, err := storage.InsertDeliveries(ctx, db, []storage.NewDelivery{delivery(3)}, 1, lease); err != nil || len(ins.New) != 1 || len(ins.Leased) != 0 {
+		t.Fatalf("insert T3 into a held queue: %+v %v", ins, err)
+	}
+
+	// A sends T1 and T2 but is slow to write that down: its lease runs out, and B
+	// claims the queue, from T1.
+	time.Sleep(lease + 100*time.Millisecond)
+	claimedB, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10)
+	if err != nil || len(claimedB) != 1 || len(claimedB[0].Deliveries) != 3 || claimedB[0].Deliveries[0].EventID != "E1" {
+		t.Fatalf("B's claim: %+v %v", claimedB, err)
+	}
+	if claimedB[0].LeaseID == leaseA.ID {
+		t.Fatalf("B's lease has A's id %d", leaseA.ID)
+	}
+
+	// A's outcomes arrive now, asking to go on with the queue.
+	delivered := func(n int) storage.Outcome {
+		s := 200
+		return storage.Outcome{EventID: fmt.Sprintf("E%d", n), WebhookID: "W1", Status: "DELIVERED", Next: time.Now(),
+			Attempted: true, Recorded: true, HTTPStatus: &s}
+	}
+	res, err := storage.FinishDeliveries(ctx, db, storage.Finish{Outcomes: []storage.Outcome{delivered(1), delivered(2)},
+		Continue: []storage.QueueLease{leaseA}, Lease: time.Minute, PerQueue: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Next) != 0 || res.Lost != 1 {
+		t.Fatalf("A went on with a queue B holds: next %+v, lost %d", res.Next, res.Lost)
+	}
+	// A asking to give it back (due now) must not make it due either: a third
+	// dispatcher would claim it while B sends.
+	if res, err := storage.FinishDeliveries(ctx, db, storage.Finish{Due: []storage.QueueNext{{Queue: leaseA.Queue, LeaseID: leaseA.ID, Next: time.Now()}}}); err != nil || res.Lost != 1 {
+		t.Fatalf("A gives back B's queue: %+v %v", res, err)
+	}
+	if c, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10); err != nil || len(c) != 0 {
+		t.Fatalf("a queue B holds was claimed again: %+v %v", c, err)
+	}
+
+	// A's results stand (T1 and T2 went through) ...
+	var statuses []string
+	if err := db.SelectContext(ctx, &statuses, `SELECT status FROM webhook_deliveries ORDER BY src_offset`); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(statuses) != "[DELIVERED DELIVERED PENDING]" {
+		t.Fatalf("statuses %v", statuses)
+	}
+	// ... and a late outcome never takes a delivery back out of DELIVERED: B's
+	// attempt of T1 failing after A's success leaves it delivered, so nobody sends
+	// it again after T3.
+	failed := storage.Outcome{EventID: "E1", WebhookID: "W1", Status: "PROCESSING", Next: time.Now(), Attempted: true, Recorded: true}
+	res, err = storage.FinishDeliveries(ctx, db, storage.Finish{Outcomes: []storage.Outcome{failed, delivered(2), delivered(3)},
+		Continue: []storage.QueueLease{claimedB[0].Lease()}, Lease: time.Minute, PerQueue: 10})
+	if err != nil || res.Lost != 0 {
+		t.Fatalf("B's finish: %+v %v", res, err)
+	}
+	if err := db.SelectContext(ctx, &statuses, `SELECT status FROM webhook_deliveries ORDER BY src_offset`); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(statuses) != "[DELIVERED DELIVERED DELIVERED]" {
+		t.Fatalf("statuses after B %v", statuses)
+	}
+	var attempts, queues int
+	if err := db.GetContext(ctx, &attempts, `SELECT count(*) FROM webhook_attempts`); err != nil || attempts != 5 {
+		t.Fatalf("%d attempts recorded, want every one of the 5 made: %v", attempts, err)
+	}
+	// B went on, found nothing left, and the queue is gone.
+	if err := db.GetContext(ctx, &queues, `SELECT count(*) FROM webhook_queues`); err != nil || queues != 0 || len(res.Next) != 0 {
+		t.Fatalf("%d queues left, next %+v: %v", queues, res.Next, err)
+	}
+}
