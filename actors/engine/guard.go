@@ -29,7 +29,7 @@ import (
 //     money went.
 //
 // A guard's refusal is answered but not recorded as processed: its id is
-// derived, for some commands, from what any process can know (an invoice and a
+// derived, for some commands, from what any process can know (a collection and a
 // stage), and a forged command must not take the id of the genuine one that
 // follows it. Applying nothing, it is the same refusal however often it comes.
 //

@@ -67,7 +67,7 @@ var (
 	})
 	hydrationReads = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_hydration_read_seconds",
-		Help:    "Time of a poll's reads of the invoices and wallets its commands name that no actor holds (one query per kind for all partitions, beside the dedupe read; polls that need none make none).",
+		Help:    "Time of a poll's reads of the aggregates its commands name that no actor holds (one query per kind for all partitions, beside the dedupe read; polls that need none make none).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
 	})
 	midRoundSeals = promauto.NewCounter(prometheus.CounterOpts{

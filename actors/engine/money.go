@@ -16,7 +16,7 @@ import (
 // MoneyKind is the kind whose instances hold balances.
 const MoneyKind = "wallet"
 
-// Reply codes of the money API's refusals (wallet.Refusal), as the API maps them.
+// Reply codes of the money API's refusals, as the API maps them.
 const (
 	CodeDestNotFound      = "destination_not_found"
 	CodeInsufficientFunds = "insufficient_funds"
@@ -26,17 +26,16 @@ const (
 	CodeBalanceLimit      = "balance_limit"
 )
 
-// WalletError is a refusal of a money operation (insufficient funds, an unknown
-// account...): WalletRefusal turns it into the standard reply.
+// A money refusal (insufficient funds, an unknown account...) is an error of
+// this type; its standard reply is the one below.
 type WalletError struct{ Err error }
 
 func (e WalletError) Error() string { return e.Err.Error() }
 func (e WalletError) Unwrap() error { return e.Err }
 
-// WalletRefusal is the standard reply to a money refusal.
 func WalletRefusal(err error) topics.Reply { return refuse(wallet.Refusal(err)) }
 
-// move applies one command to an account; its refusal is a WalletError.
+// move applies one command to an account; its refusal is a money refusal.
 func (tx *Tx) move(id string, cmd any) error {
 	r, err := tx.Ask(MoneyKind, id, cmd)
 	if errors.Is(err, ErrNotFound) {
