@@ -54,6 +54,47 @@ type WalletWrite struct {
 	PrevVersion int64
 }
 
+// WalletKind is the wallets' kind: their writes go as the core's typed arrays
+// (WalletWrites), never through a paysvc_apply_ function.
+const WalletKind = "wallet"
+
+// WalletWrites collects the wallets a batch changed (the wallets' kind's rows):
+// for each, the version it had when the batch first touched it and its last state.
+type WalletWrites struct {
+	w     map[string]*WalletWrite
+	order []string
+}
+
+// NewWalletWrites returns an empty collector.
+func NewWalletWrites() *WalletWrites { return &WalletWrites{w: map[string]*WalletWrite{}} }
+
+// Touch records a wallet's new state, remembering the version the batch started
+// from (the snapshot UPDATE is conditional on it).
+func (ws *WalletWrites) Touch(before, after wallet.State) {
+	w, ok := ws.w[after.WalletID]
+	if !ok {
+		w = &WalletWrite{PrevVersion: before.Version}
+		ws.w[after.WalletID] = w
+		ws.order = append(ws.order, after.WalletID)
+	}
+	w.State = after
+}
+
+// Writes are the collected wallets in the order the batch first touched them.
+func (ws *WalletWrites) Writes() []WalletWrite {
+	out := make([]WalletWrite, len(ws.order))
+	for i, id := range ws.order {
+		out[i] = *ws.w[id]
+	}
+	return out
+}
+
+// Kind implements AggregateRows.
+func (ws *WalletWrites) Kind() string { return WalletKind }
+
+// Rows implements AggregateRows: nothing, as execCommit takes the writes apart.
+func (ws *WalletWrites) Rows() (json.RawMessage, error) { return nil, nil }
+
 // Processed is a command applied in the batch, with its stored reply.
 type Processed struct {
 	CommandID  string
@@ -173,8 +214,26 @@ func CommitBatch(ctx context.Context, db *sqlx.DB, b Batch) error {
 // fence (topic, partitions, epochs, next offsets) first; cPart is the partition of
 // each processed command.
 func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq.Int64Array) error {
+	// Wallets go as the core's typed arrays, whether set in Wallets or collected
+	// by the wallets' kind (WalletWrites); invoices as their column arrays
+	// (migration 0039); every other kind to its function.
+	wallets := b.Wallets
+	inv, rest := newInvoiceCols(), make([]AggregateRows, 0, len(b.Aggregates))
+	for _, a := range b.Aggregates {
+		switch w := a.(type) {
+		case *WalletWrites:
+			wallets = append(wallets, w.Writes()...)
+			continue
+		case *InvoiceWrites:
+			if err := inv.add(w); err != nil {
+				return err
+			}
+			continue
+		}
+		rest = append(rest, a)
+	}
 	var ins, upd []WalletWrite
-	for _, w := range b.Wallets {
+	for _, w := range wallets {
 		if w.PrevVersion == 0 {
 			ins = append(ins, w)
 		} else {
@@ -200,18 +259,6 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 	for i, o := range b.Outbox {
 		oID[i], oTopic[i], oKey[i], oMerchant[i], oBody[i] = o.EventID, o.Topic, o.Key, o.MerchantID, o.Body
 		traced = traced || o.TraceParent != ""
-	}
-	// Invoices go as the core's column arrays (migration 0039), every other kind to
-	// its function.
-	inv, rest := newInvoiceCols(), make([]AggregateRows, 0, len(b.Aggregates))
-	for _, a := range b.Aggregates {
-		if w, ok := a.(*InvoiceWrites); ok {
-			if err := inv.add(w); err != nil {
-				return err
-			}
-			continue
-		}
-		rest = append(rest, a)
 	}
 	aKind, aRows, err := aggregateArrays(rest)
 	if err != nil {

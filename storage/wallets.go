@@ -105,6 +105,18 @@ func WalletIDTaken(ctx context.Context, q sqlx.QueryerContext, walletID string) 
 	return n > 0, err
 }
 
+// WalletByLabel reads the merchant's wallet of a currency with the label
+// (case-insensitive), for the engine to hydrate it by that key.
+func WalletByLabel(ctx context.Context, q sqlx.QueryerContext, merchantID, currency, label string) (wallet.State, error) {
+	var s wallet.State
+	err := sqlx.GetContext(ctx, q, &s, `SELECT `+walletColumns+` FROM wallets
+		WHERE merchant_id = $1 AND currency = $2 AND lower(label) = lower($3) LIMIT 1`, merchantID, currency, label)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, ErrNotFound
+	}
+	return s, err
+}
+
 // LabelTaken reports whether the merchant already has a wallet of that currency
 // with the label (case-insensitive).
 func LabelTaken(ctx context.Context, q sqlx.QueryerContext, merchantID, currency, label string) (bool, error) {

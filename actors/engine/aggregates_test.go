@@ -65,6 +65,23 @@ var registerJar = sync.OnceFunc(func() {
 			}
 			return nil
 		},
+		// What a jar's commands need in memory besides the jar: the wallet a put or
+		// skew names, and the wallet a stored jar holds its money in.
+		Needs: func(p any) []engine.Ref {
+			switch p := p.(type) {
+			case *jarPut:
+				return []engine.Ref{{Kind: engine.MoneyKind, ID: p.Wallet}}
+			case *jarSkew:
+				return []engine.Ref{{Kind: engine.MoneyKind, ID: p.Wallet}}
+			}
+			return nil
+		},
+		Refs: func(state any) []engine.Ref {
+			if j, ok := state.(jar); ok && j.Wallet != "" {
+				return []engine.Ref{{Kind: engine.MoneyKind, ID: j.Wallet}}
+			}
+			return nil
+		},
 		Load: func(ctx context.Context, q sqlx.QueryerContext, merchant string, ids []string) ([]engine.Snapshot, error) {
 			rows, err := q.QueryxContext(ctx, `SELECT id, version, state FROM testjars WHERE merchant_id = $1 AND id = ANY($2)`,
 				merchant, ids)

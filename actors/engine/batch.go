@@ -3,80 +3,43 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
-	"paysvc/actors/payoutfile"
-	"paysvc/actors/wallet"
 	"paysvc/storage"
 	"paysvc/topics"
 )
 
 // batch accumulates the effects of one partition's commands until they commit.
 type batch struct {
-	at        time.Time
-	wallets   map[string]*storage.WalletWrite // the core's aggregate (typed arrays: the hot path)
-	order     []string
-	entries   []storage.EntryWrite
-	outbox    []storage.OutboxEvent
-	newLabels map[string]bool // merchant/currency/label of wallets opened in this batch
-	// aggs are every other aggregate's writes, by kind, in the order the batch first
-	// touched each kind: handlers add to them through writes.
-	aggs     map[string]storage.AggregateRows
+	at      time.Time
+	entries []storage.EntryWrite
+	outbox  []storage.OutboxEvent
+	// aggs are every kind's writes, in the order the batch first touched each kind.
+	aggs     map[string]Rows
 	aggOrder []string
-	newKeys  []string // payout idempotency keys claimed in this batch
-	finished []string // payment files this batch made final
-	final    []string // invoices this batch made final (COMPLETE or FAILED)
-	// payoutOutcomes counts transactions finished by the batch, by provider and
-	// status, for paysvc_payout_transactions_total once it commits.
-	payoutOutcomes map[[2]string]int
-	// after runs once the batch committed (registered kinds' metrics).
+	final    [][2]string // instances this batch made final (kind, key)
+	// after runs once the batch committed (the kinds' metrics).
 	after []func()
 }
 
-// writes returns the batch's collector of one kind of aggregate, made by newRows
-// the first time the batch touches that kind. An aggregate's handlers call it with
-// their storage collector (e.g. storage.InvoiceKind, storage.NewInvoiceWrites):
-// the batch itself knows no aggregate but the wallets.
-func writes[W storage.AggregateRows](b *batch, kind string, newRows func() W) W {
+// writes returns the batch's collector of one kind, made by newRows the first time
+// the batch touches that kind.
+func writes(b *batch, kind string, newRows func() Rows) Rows {
 	if w, ok := b.aggs[kind]; ok {
-		return w.(W)
+		return w
 	}
 	w := newRows()
 	if b.aggs == nil {
-		b.aggs = map[string]storage.AggregateRows{}
+		b.aggs = map[string]Rows{}
 	}
 	b.aggs[kind] = w
 	b.aggOrder = append(b.aggOrder, kind)
 	return w
-}
-
-// countPayouts books transactions of a file that reached an outcome in this batch.
-func (b *batch) countPayouts(provider string, complete, failed int) {
-	if b.payoutOutcomes == nil {
-		b.payoutOutcomes = map[[2]string]int{}
-	}
-	b.payoutOutcomes[[2]string{provider, payoutfile.TxnComplete}] += complete
-	b.payoutOutcomes[[2]string{provider, payoutfile.TxnFailed}] += failed
-}
-
-// touch records a wallet's new state, remembering the version the batch started
-// from (the snapshot UPDATE is conditional on it).
-func (b *batch) touch(before, after wallet.State) {
-	w, ok := b.wallets[after.WalletID]
-	if !ok {
-		w = &storage.WalletWrite{PrevVersion: before.Version}
-		b.wallets[after.WalletID] = w
-		b.order = append(b.order, after.WalletID)
-	}
-	w.State = after
 }
 
 func (b *batch) addEntries(commandID string, es []ledger.Entry) {
@@ -87,18 +50,14 @@ func (b *batch) addEntries(commandID string, es []ledger.Entry) {
 
 // prepared is an applied batch waiting for (or in) its commit.
 type prepared struct {
-	batch     storage.Batch
-	out       []outgoing
-	counts    map[[2]string]int
-	issued    []time.Time
-	replies   map[string]topics.Reply // of the commands this batch applied
-	newLabels map[string]bool
-	newKeys   []string
-	finished  []string // payment files this batch made final
-	final     []string // invoices this batch made final
-	payouts   map[[2]string]int
-	after     []func()
-	links     []trace.Link // the commands' spans (trace.go)
+	batch   storage.Batch
+	out     []outgoing
+	counts  map[[2]string]int
+	issued  []time.Time
+	replies map[string]topics.Reply // of the commands this batch applied
+	final   [][2]string             // instances this batch made final
+	after   []func()
+	links   []trace.Link // the commands' spans (trace.go)
 }
 
 // openBatch is a partition's next batch while it is being applied: the records of
@@ -125,7 +84,7 @@ type openBatch struct {
 }
 
 func newOpenBatch(at time.Time, first int64) *openBatch {
-	return &openBatch{b: &batch{at: at, wallets: map[string]*storage.WalletWrite{}, newLabels: map[string]bool{}},
+	return &openBatch{b: &batch{at: at},
 		answered: map[string]topics.Reply{}, counts: map[[2]string]int{}, first: first}
 }
 
@@ -137,15 +96,11 @@ func (ob *openBatch) prepared(p *partition) *prepared {
 		NextOffset: ob.next, At: b.at,
 		Entries: b.entries, Processed: ob.processed, Outbox: b.outbox,
 	}
-	for _, id := range b.order {
-		sb.Wallets = append(sb.Wallets, *b.wallets[id])
-	}
 	for _, k := range b.aggOrder {
-		sb.Aggregates = append(sb.Aggregates, b.aggs[k])
+		sb.Aggregates = append(sb.Aggregates, b.aggs[k].Writes())
 	}
 	return &prepared{batch: sb, out: ob.out, counts: ob.counts, issued: ob.issued, replies: ob.answered,
-		newLabels: b.newLabels, newKeys: b.newKeys, finished: b.finished, final: b.final, payouts: b.payoutOutcomes, after: b.after,
-		links: ob.links}
+		final: b.final, after: b.after, links: ob.links}
 }
 
 // applyBatch applies the records through the actors, adding their effects to the
@@ -199,7 +154,8 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 	// its actor since. Hydration skips commands known applied (held) but not those
 	// the dedupe read finds, which is harmless: a snapshot from the table is the
 	// state any later command starts from.
-	if err := e.hydrate(ctx, p, cmds, payloads, held, rd); err != nil {
+	facts, err := e.hydrate(ctx, p, cmds, payloads, held, rd)
+	if err != nil {
 		return err
 	}
 	reads.wait()
@@ -220,7 +176,13 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 		}
 	}
 
-	if err := e.merchants.prefetch(ctx, e, cmds, payloads); err != nil {
+	// Only the merchants of commands that will apply (not answered from a reply).
+	view, err := e.merchants.prefetch(ctx, e, cmds, payloads, func(c *topics.Command) bool {
+		_, stored := done[c.ID]
+		_, answered := ob.answered[c.ID]
+		return stored || answered
+	})
+	if err != nil {
 		return err
 	}
 	for i, c := range cmds {
@@ -249,9 +211,10 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 		// ctx, when tracing is off).
 		actx, span := e.traceApply(ctx, p, c, recs[i])
 		events := len(b.outbox)
-		reply, refused, err := e.guard(actx, c, payloads[i])
-		if err == nil && !refused {
-			reply, err = e.applyContained(actx, p, b, c, payloads[i])
+		reply, refused := e.guard(actx, c, payloads[i], view)
+		var err error
+		if !refused {
+			reply, err = e.applyContained(actx, p, b, c, payloads[i], facts, view)
 		}
 		if span != nil {
 			ob.links = endApply(actx, span, b.outbox[events:], reply, refused, err, ob.links)
@@ -294,13 +257,14 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 // applyContained is apply with a panic turned into an error: a handler that panics
 // on some input fails the batch (isolation then sets that command aside) instead of
 // killing the process, which would meet the same command first again on restart.
-func (e *Engine) applyContained(ctx context.Context, p *partition, b *batch, c *topics.Command, payload any) (r topics.Reply, err error) {
+func (e *Engine) applyContained(ctx context.Context, p *partition, b *batch, c *topics.Command, payload any,
+	facts map[string]map[string]any, view map[string]merchantState) (r topics.Reply, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = panicError{value: v}
 		}
 	}()
-	return e.apply(ctx, p, b, c, payload)
+	return e.apply(ctx, p, b, c, payload, facts, view)
 }
 
 // commit writes prepared batches of different partitions in one transaction and,
@@ -334,11 +298,6 @@ func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
 		for k, n := range pr.counts {
 			commandsApplied.WithLabelValues(k[0], k[1]).Add(float64(n))
 		}
-		for k, n := range pr.payouts {
-			if n > 0 {
-				payoutTxns.WithLabelValues(k[0], k[1]).Add(float64(n))
-			}
-		}
 		countMoney(pr.batch.Entries)
 		for _, t := range pr.issued {
 			commandE2ESeconds.Observe(commitDone.Sub(t).Seconds())
@@ -352,120 +311,6 @@ func (e *Engine) commit(ctx context.Context, prs []*prepared) error {
 		e.cfg.OnCommit()
 	}
 	return nil
-}
-
-// hydrate spawns the actors of every payment file, invoice, wallet and registered
-// aggregate the batch names that is not in memory yet: invoices and wallets with
-// one query each, payment files with one per merchant.
-//
-// What the round preloaded (startRound) is taken from there; only what it did not
-// read is read now, under the partition's lock.
-func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte, rd *round) error {
-	missing := func(idsOf func(any) []string, live map[string]*actorRef) storage.Owned {
-		return missingIDs(p, cmds, payloads, done, idsOf, live, true)
-	}
-	// Payment files are read per merchant (their transactions are a second query);
-	// invoices and wallets in one query each for every merchant of the batch: a
-	// round trip per merchant was most of an STK apply round's time on a busy
-	// machine (docs/benchmarks.md).
-	files := missing(payoutFileIDs, p.payouts)
-	byMerchant := map[string][]string{}
-	for i, m := range files.Merchants {
-		byMerchant[m] = append(byMerchant[m], files.IDs[i])
-	}
-	for merchant, list := range byMerchant {
-		found, err := storage.LoadPayoutFiles(ctx, e.db, merchant, list)
-		if err != nil {
-			return err
-		}
-		for _, s := range found {
-			if _, live := p.payouts[s.FileID]; !live {
-				e.spawnFile(p, s)
-			}
-		}
-	}
-	var invoices *preloaded[invoice.State]
-	var wallets *preloaded[wallet.State]
-	if rd != nil {
-		invoices, wallets = &rd.invoices, &rd.wallets
-	}
-	if want := missing(invoiceIDs, p.invoices); len(want.IDs) > 0 {
-		found, err := readSnapshots(ctx, e.db, want, invoices, invoiceOwner, storage.LoadOwnedInvoices)
-		if err != nil {
-			return err
-		}
-		for _, s := range found {
-			if _, live := p.invoices[s.InvoiceID]; !live {
-				e.spawnInvoice(p, s)
-			}
-		}
-	}
-	if want := missing(walletIDs, p.wallets); len(want.IDs) > 0 {
-		found, err := readSnapshots(ctx, e.db, want, wallets, walletOwner, storage.LoadOwnedWallets)
-		if err != nil {
-			return err
-		}
-		for _, s := range found {
-			if _, live := p.wallets[s.WalletID]; !live {
-				e.spawn(p, s)
-			}
-		}
-	}
-	return e.hydrateRegistered(ctx, p, cmds, payloads, done)
-}
-
-// readSnapshots is the snapshots of want: those the round preloaded (pl, nil when
-// there was no round), and the rest read now with load.
-func readSnapshots[S any](ctx context.Context, db *sqlx.DB, want storage.Owned, pl *preloaded[S], owner func(S) string,
-	load func(context.Context, sqlx.QueryerContext, storage.Owned) (map[string]S, error)) ([]S, error) {
-	found, rest := pl.split(want, owner)
-	if len(rest.IDs) == 0 {
-		return found, nil
-	}
-	more, err := load(ctx, db, rest)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range more {
-		found = append(found, s)
-	}
-	return found, nil
-}
-
-// missingIDs lists the ids a kind of aggregate needs that are not live, each with
-// its command's merchant; with mark set it marks the live ones used by the open
-// batch. A command known to be applied already (done) needs nothing. Called with
-// p.mu held.
-func missingIDs(p *partition, cmds []*topics.Command, payloads []any, done map[string][]byte,
-	idsOf func(any) []string, live map[string]*actorRef, mark bool) storage.Owned {
-	var want storage.Owned
-	seen := map[[2]string]bool{}
-	for i, c := range cmds {
-		if c == nil {
-			continue
-		}
-		// Presence, not the value: a trimmed reply is empty, and may scan as nil.
-		if _, applied := done[c.ID]; applied {
-			continue
-		}
-		for _, id := range idsOf(payloads[i]) {
-			if ref, ok := live[id]; ok {
-				if mark {
-					ref.lastUsed, ref.batch = time.Now(), p.applying
-				}
-				continue
-			}
-			if k := [2]string{c.MerchantID, id}; !seen[k] {
-				seen[k] = true
-				want.Add(c.MerchantID, id)
-			}
-		}
-	}
-	return want
-}
-
-func labelKey(merchant, currency, label string) string {
-	return merchant + "/" + currency + "/" + strings.ToLower(label)
 }
 
 // expiredReply answers a command that was applied so long ago that its reply is no

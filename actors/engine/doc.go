@@ -9,12 +9,16 @@
 //     a live merchant, sandbox-only commands stay in the sandbox, a disabled
 //     merchant moves no new money (docs/security.md, "Guards of the money-moving
 //     commands"); a refusal is answered and not recorded;
-//   - its handler (wallet_handlers.go, invoice_handlers.go, payout_handlers.go for
-//     the built-in wallets, invoices and payment files; aggregates.go for every
-//     registered kind, such as refunds and subscriptions) asks the hollywood actor of
-//     each aggregate the command touches to apply it: a transfer asks two wallet
-//     actors, a payout approval a file actor and a wallet actor. Each actor's rules
-//     are a pure Apply in its own package; the handler gathers the new states,
+//   - hydration (instances.go) makes live, before any command of the batch
+//     applies, every aggregate instance its commands name or need, and those
+//     these refer to, and reads the facts the kinds' Prepare asks for: no command
+//     reads the database while it applies;
+//   - its kind's Apply (a registered Kind, kind.go; the aggregates live in their
+//     own packages and are registered from one list, cmd/paysvc/service) works
+//     through a Tx (tx.go): each instance is a hollywood actor of the one shell
+//     (actors/aggregate) hosting its kind's pure Step, and a command touching two
+//     instances (a transfer's two accounts, an approval's file and its hold) is
+//     atomic: a refusal puts every instance back. The Tx gathers the new states,
 //     balanced ledger entries, outbox events and the reply into the open batch;
 //   - everything one poll applied, across all the partitions this engine owns, is
 //     committed in ONE Postgres transaction (docs/adr/0005-one-commit-per-poll.md):

@@ -290,7 +290,6 @@ func (e *Engine) Run(ctx context.Context) error {
 			startCommit()
 		}
 		e.settleAll(ctx)
-		e.dropFinishedFiles()
 		e.cl.AllowRebalance()
 		if time.Since(lastSweep) > e.cfg.ActorIdle/4 {
 			e.passivate(ctx, time.Now().Add(-e.cfg.ActorIdle))
@@ -486,106 +485,6 @@ func (e *Engine) settleAll(ctx context.Context) {
 	}
 }
 
-// dropFinishedFiles stops the actors of payment files that reached a final status
-// in a committed batch: nothing changes them any more (a late report rehydrates
-// one from its snapshot and is ignored), and a large file's actor is megabytes.
-func (e *Engine) dropFinishedFiles() {
-	for _, p := range e.owned() {
-		p.mu.Lock()
-		if p.inflight == nil && p.open == nil && len(p.finished) > 0 {
-			for _, id := range p.finished {
-				if ref := p.payouts[id]; ref != nil {
-					e.actors.Poison(ref.pid)
-					delete(p.payouts, id)
-					e.live.Add(-1)
-				}
-			}
-			p.finished = p.finished[:0]
-			p.gen++ // a late report rehydrates the file under a fresh id (see passivate)
-			liveActors.Set(float64(e.live.Load()))
-		}
-		p.mu.Unlock()
-	}
-}
-
-// releaseFinal stops the actors of the invoices a committed batch made final
-// (COMPLETE or FAILED), as soon as it committed: hardly any command comes for
-// them again (a late or repeated result, a card clearing, a refund), and one that
-// does rehydrates the invoice from its snapshot. Left to passivation, every
-// collection's actor stayed live for PAYSVC_ENGINE_IDLE_AFTER: at 2,500
-// collections/s that is ~300,000 actors, most of the heap the collector marks
-// (docs/benchmarks.md). An actor a later batch has used since (its
-// batch number is higher) holds state not committed yet and is left alone.
-// Called by settle, with p.mu held.
-func (e *Engine) releaseFinal(p *partition, ic *inflightCommit) {
-	n := 0
-	for _, id := range ic.final {
-		ref := p.invoices[id]
-		if ref == nil || ref.batch > ic.batch {
-			continue
-		}
-		e.actors.Poison(ref.pid)
-		delete(p.invoices, id)
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	// Poison is asynchronous: a rehydrated actor needs a fresh id (see passivate).
-	p.gen++
-	e.live.Add(int64(-n))
-	liveActors.Set(float64(e.live.Load()))
-	finalReleased.Add(float64(n))
-}
-
-// passivate stops and forgets the actors not used since idleSince, so the memory
-// of an engine follows its active wallets, invoices and files, not every one that
-// ever had a command: a forgotten actor is rehydrated from its snapshot by its next
-// command (hydrate). An actor must never be dropped while a batch that touched it
-// is uncommitted, since its snapshot row would then be older than the state the
-// batch replied with; so the commit in flight, if any, is waited for first (a few
-// milliseconds, once per sweep). Skipping busy partitions instead would never
-// passivate anything under sustained load, when a commit is almost always in
-// flight. Called from the poll loop, so no batch is being applied meanwhile.
-func (e *Engine) passivate(ctx context.Context, idleSince time.Time) {
-	before := e.live.Load()
-	parts := e.owned()
-	for _, p := range parts {
-		p.mu.Lock()
-		if p.dropped || !e.settle(ctx, p, true) {
-			// A failed commit has reset the partition: its actors are gone already.
-			p.mu.Unlock()
-			continue
-		}
-		dropped := false
-		for _, m := range []map[string]*actorRef{p.wallets, p.invoices, p.payouts} {
-			for id, ref := range m {
-				if ref.lastUsed.Before(idleSince) {
-					e.actors.Poison(ref.pid)
-					delete(m, id)
-					e.live.Add(-1)
-					dropped = true
-				}
-			}
-		}
-		if dropped {
-			// Poison is asynchronous: until the old process has left hollywood's
-			// registry, a spawn under the same id is refused and its pid names the
-			// dying actor (asks then time out and fail the batch). A new generation
-			// gives the next command's rehydrated actor a fresh id.
-			p.gen++
-		}
-		e.dropIdleRegistered(p, idleSince)
-		p.mu.Unlock()
-	}
-	liveActors.Set(float64(e.live.Load()))
-	// Only the poll loop runs sweeps, so passivated needs no lock.
-	if e.passivated += before - e.live.Load(); e.passivated >= releaseAfterPassivating {
-		e.releaseMemory(e.passivated)
-		e.passivated = 0
-	}
-}
-
 // releaseAfterPassivating is how many actors the sweeps must have dropped before
 // their memory is handed back to the kernel at once (releaseMemory).
 const releaseAfterPassivating = 1000
@@ -610,8 +509,8 @@ func (e *Engine) releaseMemory(dropped int64) {
 	}()
 }
 
-// LiveActors is the number of actors (wallets, invoices, payment files and the
-// registered kinds) this engine holds in memory now.
+// LiveActors is the number of aggregate instances (actors, of every kind) this
+// engine holds in memory now.
 func (e *Engine) LiveActors() int64 { return e.live.Load() }
 
 // Stop poisons every actor; the Kafka client is closed when Run returns.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -30,7 +29,7 @@ import (
 //     money went.
 //
 // A guard's refusal is answered but not recorded as processed: its id is
-// derived, for some commands, from what any process can know (an invoice and a
+// derived, for some commands, from what any process can know (a collection and a
 // stage), and a forged command must not take the id of the genuine one that
 // follows it. Applying nothing, it is the same refusal however often it comes.
 //
@@ -41,8 +40,9 @@ import (
 type Guard struct {
 	// SandboxOnly: the command invents money or an outcome (a deposit, a test
 	// card's approval, a cycle charged to a test card); refused for a live
-	// merchant.
-	SandboxOnly bool
+	// merchant, with SandboxDetail if set.
+	SandboxOnly   bool
+	SandboxDetail string
 	// WhileDisabled: the command completes money already in motion (a rail's
 	// outcome, a clearing), so it applies to a disabled merchant as well.
 	WhileDisabled bool
@@ -50,27 +50,6 @@ type Guard struct {
 	// command's own (a P2P credit, in the recipient's partition, is checked
 	// against its payer; its handler checks the recipient).
 	Subject func(payload any) string
-}
-
-// builtinGuards are the built-in commands' guards; registered kinds declare
-// theirs (Kind.Guards).
-var builtinGuards = map[string]Guard{
-	topics.CmdWalletCreate:          {},
-	topics.CmdWalletDeposit:         {SandboxOnly: true},
-	topics.CmdWalletTransfer:        {},
-	topics.CmdInvoiceSTKPush:        {},
-	topics.CmdInvoiceProviderResult: {WhileDisabled: true},
-	topics.CmdInvoiceClear:          {WhileDisabled: true},
-	topics.CmdPayoutInitiate:        {},
-	topics.CmdPayoutApprove:         {},
-	topics.CmdPayoutCancel:          {},
-	topics.CmdPayoutResults:         {WhileDisabled: true},
-	topics.CmdPayoutP2PCredit: {WhileDisabled: true, Subject: func(payload any) string {
-		if p, ok := payload.(*topics.PayoutP2PCredit); ok {
-			return p.PayerMerchantID
-		}
-		return ""
-	}},
 }
 
 // Reasons of guard refusals (paysvc_engine_guard_refusals_total).
@@ -93,21 +72,9 @@ var guardRefusals = promauto.NewCounterVec(prometheus.CounterOpts{
 		"no_environment or simulated refusal means a process acted on another environment's merchant.",
 }, []string{"type", "reason"})
 
-func init() {
-	// Every series an SRE may alert on exists from the start, at 0.
-	for typ := range builtinGuards {
-		for _, r := range []string{guardEnvironment, guardNoEnvironment, guardSimulated, guardDisabled} {
-			guardRefusals.WithLabelValues(typ, r)
-		}
-	}
-}
-
-// guardOf is the guard of a command type: built in, a registered kind's, or the
-// strictest for anything else.
+// guardOf is the guard of a command type: its kind's, or the strictest for
+// anything else.
 func (e *Engine) guardOf(typ string) Guard {
-	if g, ok := builtinGuards[typ]; ok {
-		return g
-	}
 	if k := e.kinds.byCmd[typ]; k != nil {
 		return k.Guards[typ]
 	}
@@ -115,20 +82,12 @@ func (e *Engine) guardOf(typ string) Guard {
 }
 
 // guard checks a command before its handler. refused says the command must not
-// run; reply is then its answer. An error is transient (the merchant could not
-// be read) and fails the batch, to be retried.
-func (e *Engine) guard(ctx context.Context, c *topics.Command, payload any) (reply topics.Reply, refused bool, err error) {
+// run; reply is then its answer. view is what the batch read of its merchants
+// (merchantCache.prefetch), before any command applied.
+func (e *Engine) guard(ctx context.Context, c *topics.Command, payload any, view map[string]merchantState) (reply topics.Reply, refused bool) {
+	subject := e.subject(c, payload)
 	g := e.guardOf(c.Type)
-	subject := c.MerchantID
-	if g.Subject != nil {
-		if s := g.Subject(payload); s != "" {
-			subject = s
-		}
-	}
-	m, err := e.merchants.get(ctx, e, subject)
-	if err != nil {
-		return topics.Reply{}, false, err
-	}
+	m := view[subject]
 	reason := ""
 	switch {
 	case !m.exists:
@@ -142,21 +101,32 @@ func (e *Engine) guard(ctx context.Context, c *topics.Command, payload any) (rep
 		reason, reply = guardSimulated, refuse(CodeInvalid, "A simulated outcome never applies to a live merchant.", "")
 	case g.SandboxOnly && m.environment != topics.Sandbox:
 		detail := "This operation exists only in the sandbox; this merchant is live."
-		if c.Type == topics.CmdWalletDeposit {
-			detail = "Deposits exist only in the sandbox; this merchant is live."
+		if g.SandboxDetail != "" {
+			detail = g.SandboxDetail
 		}
 		reason, reply = guardSandboxOnly, refuse(CodeInvalid, detail, "")
 	case !m.enabled && !g.WhileDisabled:
 		reason, reply = guardDisabled, refuse(CodeMerchantDisabled, "This merchant account is disabled.", "")
 	default:
-		return topics.Reply{}, false, nil
+		return topics.Reply{}, false
 	}
 	guardRefusals.WithLabelValues(c.Type, reason).Inc()
 	if reason != guardDisabled {
 		e.log.WarnContext(ctx, "command refused by the engine's guard", "command_id", c.ID, "type", c.Type, "merchant_id", subject,
 			"reason", reason, "producer_environment", c.Environment, "simulated", c.Simulated)
 	}
-	return reply, true, nil
+	return reply, true
+}
+
+// subject is the merchant a command's guard is about: its own, or the one its
+// guard names.
+func (e *Engine) subject(c *topics.Command, payload any) string {
+	if g := e.guardOf(c.Type); g.Subject != nil {
+		if s := g.Subject(payload); s != "" {
+			return s
+		}
+	}
+	return c.MerchantID
 }
 
 // merchantState is what the guards read of a merchant.
@@ -176,36 +146,41 @@ type merchantCache struct {
 	m  map[string]merchantState
 }
 
-// prefetch reads, in one query, the merchants of a batch's commands that the
-// cache does not hold fresh, so the guards of a batch over many merchants make
-// one read, not one per merchant.
-func (mc *merchantCache) prefetch(ctx context.Context, e *Engine, cmds []*topics.Command, payloads []any) error {
+// prefetch reads, in one query, the merchants of a batch's commands (each
+// command's own and its guard's subject) that the cache does not hold fresh, and
+// returns the batch's view of all of them: the guards and the handlers read that
+// view, never the database, while the batch applies. A merchant not found is in
+// the view as not existing, and not kept in the cache (it may be made later).
+func (mc *merchantCache) prefetch(ctx context.Context, e *Engine, cmds []*topics.Command, payloads []any,
+	skip func(*topics.Command) bool) (map[string]merchantState, error) {
+	view := map[string]merchantState{}
 	var want []string
-	seen := map[string]bool{}
 	now := time.Now()
 	mc.mu.Lock()
 	for i, c := range cmds {
-		if c == nil {
+		if c == nil || skip(c) {
 			continue
 		}
-		id := c.MerchantID
-		if g := e.guardOf(c.Type); g.Subject != nil {
-			if s := g.Subject(payloads[i]); s != "" {
-				id = s
+		for _, id := range []string{c.MerchantID, e.subject(c, payloads[i])} {
+			if _, ok := view[id]; ok {
+				continue
 			}
-		}
-		if s, ok := mc.m[id]; (!ok || now.Sub(s.at) >= e.cfg.MerchantRefresh) && !seen[id] {
-			seen[id] = true
+			s, ok := mc.m[id]
+			if ok && now.Sub(s.at) < e.cfg.MerchantRefresh {
+				view[id] = s
+				continue
+			}
+			view[id] = merchantState{}
 			want = append(want, id)
 		}
 	}
 	mc.mu.Unlock()
-	if len(want) < 2 {
-		return nil // get reads the one alone
+	if len(want) == 0 {
+		return view, nil
 	}
 	found, err := storage.GetMerchants(ctx, e.db, want)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
@@ -213,32 +188,8 @@ func (mc *merchantCache) prefetch(ctx context.Context, e *Engine, cmds []*topics
 		mc.m = map[string]merchantState{}
 	}
 	for id, m := range found {
-		mc.m[id] = merchantState{exists: true, environment: m.Environment, enabled: m.Enabled, at: now}
+		s := merchantState{exists: true, environment: m.Environment, enabled: m.Enabled, at: now}
+		mc.m[id], view[id] = s, s
 	}
-	return nil
-}
-
-func (mc *merchantCache) get(ctx context.Context, e *Engine, merchantID string) (merchantState, error) {
-	mc.mu.Lock()
-	s, ok := mc.m[merchantID]
-	mc.mu.Unlock()
-	if ok && time.Since(s.at) < e.cfg.MerchantRefresh {
-		return s, nil
-	}
-	m, err := storage.GetMerchant(ctx, e.db, merchantID)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		// Not kept: the merchant may be made later.
-		return merchantState{}, nil
-	case err != nil:
-		return merchantState{}, err
-	}
-	s = merchantState{exists: true, environment: m.Environment, enabled: m.Enabled, at: time.Now()}
-	mc.mu.Lock()
-	if mc.m == nil || len(mc.m) > 100_000 {
-		mc.m = map[string]merchantState{}
-	}
-	mc.m[merchantID] = s
-	mc.mu.Unlock()
-	return s, nil
+	return view, nil
 }

@@ -9,17 +9,23 @@ import (
 
 	"paysvc/actors/engine"
 	"paysvc/actors/ids"
+	"paysvc/actors/invoice/invoicekind"
 	"paysvc/actors/money"
+	"paysvc/actors/payoutfile/payoutkind"
 	"paysvc/actors/refund/refundkind"
 	"paysvc/actors/subscription/subscriptionkind"
+	"paysvc/actors/wallet/walletkind"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/topics"
 )
 
-// The registered kinds declare their guards; the engines of this package's
-// tests know them as the service's do.
+// Every aggregate is a registered kind (docs/adr/0007): the engines of this
+// package's tests know them as the service's do.
 func init() {
+	engine.Register(walletkind.Kind())
+	engine.Register(invoicekind.Kind())
+	engine.Register(payoutkind.Kind())
 	engine.Register(refundkind.Kind())
 	engine.Register(subscriptionkind.Kind())
 }
@@ -306,4 +312,4 @@ func TestEngine_OutcomesFailClosed(t *testing.T) {
 }
 
 // StageFinalForTest is the rails' final stage (mpesa.StageFinal).
-const StageFinalForTest = engine.StageFinal
+const StageFinalForTest = invoicekind.StageFinal

@@ -20,13 +20,9 @@ var (
 		Help:    "Time to write and commit one batch transaction.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
-	contradictedOutcomes = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "paysvc_engine_contradicted_outcomes_total",
-		Help: "Rail reports of a payment for a collection that had already FAILED: refused (a final state does not move) and logged; each needs an operator (ops/runbooks.md#contradicted-outcomes).",
-	})
 	finalReleased = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "paysvc_engine_final_invoices_released_total",
-		Help: "Invoice actors stopped as soon as the batch that made their invoice final (COMPLETE or FAILED) committed, rather than after PAYSVC_ENGINE_IDLE_AFTER.",
+		Help: "Aggregate actors stopped as soon as the batch that made their instance final (a COMPLETE or FAILED collection, a finished payment file) committed, rather than after PAYSVC_ENGINE_IDLE_AFTER.",
 	})
 	batchApplies = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_batch_applies_total",
@@ -71,7 +67,7 @@ var (
 	})
 	hydrationReads = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paysvc_engine_hydration_read_seconds",
-		Help:    "Time of a poll's reads of the invoices and wallets its commands name that no actor holds (one query per kind for all partitions, beside the dedupe read; polls that need none make none).",
+		Help:    "Time of a poll's reads of the aggregates its commands name that no actor holds (one query per kind for all partitions, beside the dedupe read; polls that need none make none).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
 	})
 	midRoundSeals = promauto.NewCounter(prometheus.CounterOpts{
@@ -103,10 +99,6 @@ var (
 		Name: "paysvc_engine_owned_partitions",
 		Help: "Command partitions this engine currently owns.",
 	})
-	payoutTxns = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "paysvc_payout_transactions_total",
-		Help: "Payout transactions that reached their outcome in a committed batch, by provider and status (COMPLETE, FAILED).",
-	}, []string{"provider", "status"})
 	commandsQuarantined = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "paysvc_engine_commands_quarantined_total",
 		Help: "Commands set aside because they fail on their own for a reason retrying cannot fix, by type and code (SQLSTATE, panic, encode); each was answered with a refusal.",

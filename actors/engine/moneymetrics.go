@@ -2,33 +2,18 @@ package engine
 
 import (
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/money"
-	"paysvc/actors/payoutfile"
-	"paysvc/actors/wallet"
 	"paysvc/storage"
 )
 
 // The money paths' metrics: what moved, counted once the batch that moved it
 // committed (never when it was applied: a batch that fails is applied again).
 var (
-	collectionsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "paysvc_collections_total",
-		Help: "Collections (invoices) reaching a state in a committed batch, by rail (mpesa, card, pesalink) and state " +
-			"(PENDING when opened, PROCESSING, COMPLETE, FAILED).",
-	}, []string{"rail", "state"})
-	collectionOutcomeSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "paysvc_collections_outcome_seconds",
-		Help: "From a collection being opened to its final state (COMPLETE or FAILED), in the engine's batch time, by rail and state: " +
-			"for M-Pesa the STK prompt's outcome latency.",
-		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14), // 50 ms .. ~7 min (an unanswered prompt times out)
-	}, []string{"rail", "state"})
 	// Minor units (cents: every currency here has two decimal places) summed
 	// exactly in money.Amount per batch, then added as a whole number: the
 	// counter keeps whole additions in an integer, and its float64 exposition
@@ -62,36 +47,15 @@ var moneyRails = map[string]string{
 	ledger.RefundsClearing:  "refunds",
 }
 
-// collectionRails names an invoice's provider as the rail label.
-var collectionRails = map[string]string{"M-PESA": "mpesa", "CARD": "card", "PESALINK": "pesalink"}
-
-func collectionRail(provider string) string {
-	if r, ok := collectionRails[provider]; ok {
-		return r
-	}
-	return strings.ToLower(provider)
-}
-
 func init() {
 	// Every series a dashboard shows exists from the start, at 0, so an idle
 	// service's panels read 0 rather than "No data".
-	for _, rail := range collectionRails {
-		for _, st := range []string{invoice.StatePending, invoice.StateProcessing, invoice.StateComplete, invoice.StateFailed} {
-			collectionsTotal.WithLabelValues(rail, st)
-		}
-		collectionOutcomeSeconds.WithLabelValues(rail, invoice.StateComplete)
-		collectionOutcomeSeconds.WithLabelValues(rail, invoice.StateFailed)
-	}
-	for cur := range wallet.Currencies {
+	for cur := range money.Currencies {
 		for _, rail := range moneyRails {
 			moneyIn.WithLabelValues(cur, rail)
 			moneyOut.WithLabelValues(cur, rail)
 		}
 		moneyFees.WithLabelValues(cur)
-	}
-	for _, p := range payoutfile.Providers {
-		payoutTxns.WithLabelValues(p, payoutfile.TxnComplete)
-		payoutTxns.WithLabelValues(p, payoutfile.TxnFailed)
 	}
 	for _, r := range []string{"fenced", "stale", "error", "permanent"} {
 		batchFailures.WithLabelValues(r)
@@ -102,25 +66,6 @@ func init() {
 	dedupeIDs.WithLabelValues("fresh")
 	// Command types are open-ended (registered kinds add theirs): panels of
 	// paysvc_engine_commands_applied_total sum by outcome with `or vector(0)`.
-}
-
-// countCollection books an invoice's state change for when its batch commits.
-func (b *batch) countCollection(before, after invoice.State) {
-	if after.State == before.State {
-		return
-	}
-	rail, st := collectionRail(after.Provider), after.State
-	var took time.Duration
-	final := st == invoice.StateComplete || st == invoice.StateFailed
-	if final {
-		took = after.UpdatedAt.Sub(after.CreatedAt)
-	}
-	b.after = append(b.after, func() {
-		collectionsTotal.WithLabelValues(rail, st).Inc()
-		if final {
-			collectionOutcomeSeconds.WithLabelValues(rail, st).Observe(took.Seconds())
-		}
-	})
 }
 
 // moneyKey is one money counter's series.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"paysvc/actors/invoice"
 	"paysvc/actors/ledger"
 	"paysvc/actors/money"
 	"paysvc/storage"
@@ -47,33 +46,5 @@ func TestCountMoney(t *testing.T) {
 	}
 	if out("mpesa") != 0 || in("p2p") != 0 {
 		t.Errorf("a direction moved that nothing went in: out mpesa %v, in p2p %v", out("mpesa"), in("p2p"))
-	}
-}
-
-// A collection counts each state it reaches once its batch commits, and its
-// final state's latency; a change that is no state change counts nothing.
-func TestCountCollection(t *testing.T) {
-	complete := func() float64 {
-		return testutil.ToFloat64(collectionsTotal.WithLabelValues("xts", invoice.StateComplete))
-	}
-	before := complete()
-	b := &batch{}
-	at := b.at
-	open := invoice.State{InvoiceID: "I", Provider: "XTS", State: invoice.StateProcessing, CreatedAt: at}
-	done := open
-	done.State, done.UpdatedAt = invoice.StateComplete, at.Add(1500_000_000) // 1.5 s
-	b.countCollection(open, open)
-	b.countCollection(open, done)
-	if complete() != before || len(b.after) != 1 {
-		t.Fatalf("counted before its batch committed, or a non-change was booked: %v, %d hooks", complete()-before, len(b.after))
-	}
-	for _, f := range b.after {
-		f()
-	}
-	if complete()-before != 1 {
-		t.Errorf("COMPLETE moved by %v, want 1", complete()-before)
-	}
-	if n := testutil.CollectAndCount(collectionOutcomeSeconds); n == 0 {
-		t.Error("no outcome latency series")
 	}
 }

@@ -9,14 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/invoice"
-	"paysvc/actors/payoutfile"
+	"paysvc/actors/aggregate"
 	"paysvc/actors/replies"
-	"paysvc/actors/wallet"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -32,30 +29,24 @@ var errActorTimeout = errors.New("engine: actor did not answer in time")
 // only once K's has succeeded. If K fails, K+1 is thrown away with it: the actors
 // are reset and the consumer goes back to the last committed offset.
 type partition struct {
-	mu          sync.Mutex
-	id          int32
-	epoch       int64
-	committed   int64 // stored offset: every command below it is committed
-	next        int64 // offset of the next command to apply (>= committed)
-	seekedTo    int64 // offset last sought to after a gap, -1 if none
-	seeks       int64 // how many times the consumer was sought back (records fetched before are stale)
-	dropped     bool
-	failures    int // consecutive failed commits, for backoff
-	gen         int // bumps on every reset so new actors get fresh hollywood ids
-	wallets     map[string]*actorRef
-	replyCh     chan wallet.Response
-	invoices    map[string]*actorRef
-	invReplyCh  chan invoice.Response
-	payouts     map[string]*actorRef
-	fileReplyCh chan payoutfile.Response
-	// payoutKeys are idempotency keys (merchant\x00key -> transaction) claimed by
-	// batches applied but not committed yet: the table does not show them.
-	payoutKeys map[string]string
-	// aggs are the registered kinds' live instances: kind -> merchant\x00id.
-	aggs map[string]map[string]*liveAgg
-	// finished are files that reached a final status: their actors (up to 10,000
-	// transactions each) are dropped as soon as no commit is in flight.
-	finished []string
+	mu        sync.Mutex
+	id        int32
+	epoch     int64
+	committed int64 // stored offset: every command below it is committed
+	next      int64 // offset of the next command to apply (>= committed)
+	seekedTo  int64 // offset last sought to after a gap, -1 if none
+	seeks     int64 // how many times the consumer was sought back (records fetched before are stale)
+	dropped   bool
+	failures  int // consecutive failed commits, for backoff
+	gen       int // bumps on every reset so new actors get fresh hollywood ids
+	// inst are the live instances of every kind: kind -> merchant\x00id.
+	inst map[string]map[string]*instance
+	// index finds live instances by their kind's Index keys: kind\x00merchant\x00key -> id.
+	index map[string]string
+	// asked names what the batch being applied asked hydration for (hydrate):
+	// kind\x00merchant\x00id, or kind\x00merchant\x00key:<key>.
+	asked    map[string]bool
+	replyCh  chan aggregate.Response
 	inflight *inflightCommit
 	// open is the next batch, applied while inflight commits (nil if none).
 	open *openBatch
@@ -67,10 +58,6 @@ type partition struct {
 	// been taken (pollReads): that read may not show them, and uncommitted no
 	// longer does. process empties it once its batch is applied.
 	recent map[string]topics.Reply
-	// labels of wallets opened by the batch in flight: not in the table yet, but taken
-	inflightLabels map[string]bool
-	// settlement wallet id by merchant/currency: it never changes once it exists
-	settlements map[string]string
 	// Isolation of a permanent failure (quarantine.go): while suspectEnd >= 0, a
 	// batch takes at most limit records and stops before suspectEnd. poison >= 0 is
 	// the offset of a command found to fail on its own, to be quarantined.
@@ -82,163 +69,20 @@ type partition struct {
 
 // inflightCommit is a batch whose commit is running.
 type inflightCommit struct {
-	done     chan struct{}
-	err      error
-	batch    uint64   // the batch's number (partition.applying when it was sealed)
-	final    []string // invoices the batch made final (releaseFinal)
-	first    int64    // offset of the batch's first record
-	count    int      // records in the batch
-	next     int64
-	ids      []string
-	keys     []string // payout keys claimed by the batch
-	finished []string // payment files the batch made final
-}
-
-type actorRef struct {
-	pid      *actor.PID
-	lastUsed time.Time
-	provider string // invoices: fixed at creation
-	// merchant owns the invoice or payment file (fixed at creation): a command of
-	// another merchant that names it is refused before its actor is asked
-	// (ownedBy). The partition holds several merchants' aggregates, and the
-	// guard checks only the command's own merchant.
-	merchant string
-	// batch is the partition's open batch (partition.applying) when an invoice's
-	// actor was last used: releaseFinal drops it only if no later batch has.
-	batch uint64
-	// existing is a wallet as walletIdentity last read it from its actor, once it
-	// existed. Gone with the actor (reset, passivation).
-	existing *wallet.State
+	done  chan struct{}
+	err   error
+	batch uint64      // the batch's number (partition.applying when it was sealed)
+	final [][2]string // instances the batch made final (releaseFinal): kind, key
+	first int64       // offset of the batch's first record
+	count int         // records in the batch
+	next  int64
+	ids   []string
 }
 
 func newPartition(id int32, epoch, next int64) *partition {
 	return &partition{id: id, epoch: epoch, committed: next, next: next, seekedTo: -1, suspectEnd: -1, poison: -1,
-		wallets: map[string]*actorRef{}, replyCh: make(chan wallet.Response, 16), uncommitted: map[string]topics.Reply{}, recent: map[string]topics.Reply{},
-		invoices: map[string]*actorRef{}, invReplyCh: make(chan invoice.Response, 16), settlements: map[string]string{},
-		payouts: map[string]*actorRef{}, fileReplyCh: make(chan payoutfile.Response, 16), payoutKeys: map[string]string{},
-		aggs: map[string]map[string]*liveAgg{}}
-}
-
-// resetActors throws away the partition's actors; they rehydrate from Postgres on
-// next use. Called with p.mu held.
-func (e *Engine) resetActors(p *partition) {
-	for _, m := range []map[string]*actorRef{p.wallets, p.invoices, p.payouts} {
-		for id, ref := range m {
-			e.actors.Poison(ref.pid)
-			delete(m, id)
-			e.live.Add(-1)
-		}
-	}
-	e.dropRegistered(p)
-	clear(p.payoutKeys)
-	p.finished = p.finished[:0]
-	p.gen++
-	liveActors.Set(float64(e.live.Load()))
-}
-
-// spawn starts a wallet actor hydrated from s.
-func (e *Engine) spawn(p *partition, s wallet.State) *actorRef {
-	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.WalletID, p.id, p.epoch, p.gen)
-	ref := &actorRef{pid: e.actors.Spawn(wallet.Producer(s), "wallet", actor.WithID(id), actor.WithInboxSize(16)), lastUsed: time.Now()}
-	p.wallets[s.WalletID] = ref
-	e.live.Add(1)
-	liveActors.Set(float64(e.live.Load()))
-	return ref
-}
-
-// ownedBy reports whether the actor's invoice or file is the merchant's.
-func (r *actorRef) ownedBy(merchantID string) bool { return r.merchant == merchantID }
-
-// spawnInvoice starts an invoice actor hydrated from s; a new invoice's
-// merchant is given apart (s is empty then).
-func (e *Engine) spawnInvoice(p *partition, s invoice.State, merchant ...string) *actorRef {
-	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.InvoiceID, p.id, p.epoch, p.gen)
-	ref := &actorRef{pid: e.actors.Spawn(invoice.Producer(s), "invoice", actor.WithID(id), actor.WithInboxSize(16)),
-		lastUsed: time.Now(), provider: s.Provider, batch: p.applying, merchant: s.MerchantID}
-	if len(merchant) > 0 {
-		ref.merchant = merchant[0]
-	}
-	p.invoices[s.InvoiceID] = ref
-	e.live.Add(1)
-	liveActors.Set(float64(e.live.Load()))
-	return ref
-}
-
-// spawnFile starts a payment-file actor hydrated from s; a new file's merchant
-// is given apart (s is empty then).
-func (e *Engine) spawnFile(p *partition, s payoutfile.State, merchant ...string) *actorRef {
-	id := fmt.Sprintf("%s.p%d.e%d.g%d", s.FileID, p.id, p.epoch, p.gen)
-	ref := &actorRef{pid: e.actors.Spawn(payoutfile.Producer(s), "payoutfile", actor.WithID(id), actor.WithInboxSize(16)),
-		lastUsed: time.Now(), merchant: s.MerchantID}
-	if len(merchant) > 0 {
-		ref.merchant = merchant[0]
-	}
-	p.payouts[s.FileID] = ref
-	e.live.Add(1)
-	liveActors.Set(float64(e.live.Load()))
-	return ref
-}
-
-// dropFile stops a file actor that was spawned for a file that did not come to be.
-func (e *Engine) dropFile(p *partition, fileID string, ref *actorRef) {
-	e.actors.Poison(ref.pid)
-	delete(p.payouts, fileID)
-	e.live.Add(-1)
-	liveActors.Set(float64(e.live.Load()))
-}
-
-// askFile applies one command to a payment-file actor.
-func (e *Engine) askFile(p *partition, ref *actorRef, cmd any) (payoutfile.Response, error) {
-	return e.fileRoundTrip(p, ref, func(corr uint64) any { return payoutfile.Request{CorrID: corr, Reply: p.fileReplyCh, Cmd: cmd} })
-}
-
-// getFile reads a payment-file actor's state.
-func (e *Engine) getFile(p *partition, ref *actorRef) (payoutfile.Response, error) {
-	return e.fileRoundTrip(p, ref, func(corr uint64) any { return payoutfile.Get{CorrID: corr, Reply: p.fileReplyCh} })
-}
-
-// restoreFile puts back a file's earlier state.
-func (e *Engine) restoreFile(p *partition, ref *actorRef, s payoutfile.State) error {
-	_, err := e.fileRoundTrip(p, ref, func(corr uint64) any { return payoutfile.Restore{CorrID: corr, Reply: p.fileReplyCh, State: s} })
-	return err
-}
-
-func (e *Engine) fileRoundTrip(p *partition, ref *actorRef, build func(corr uint64) any) (payoutfile.Response, error) {
-	return roundTrip(e, ref, p.fileReplyCh, build)
-}
-
-// roundTrip sends one message to an actor and waits for the answer with our
-// correlation id (a late answer to an earlier, abandoned ask is skipped). At most
-// one message per actor is ever in flight, so mailboxes stay bounded.
-func roundTrip[R interface{ Corr() uint64 }](e *Engine, ref *actorRef, replies <-chan R, build func(corr uint64) any) (R, error) {
-	corr := e.corr.Add(1)
-	ref.lastUsed = time.Now()
-	e.actors.Send(ref.pid, build(corr))
-	timer := time.NewTimer(e.cfg.ActorTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case r := <-replies:
-			if r.Corr() != corr {
-				continue
-			}
-			return r, nil
-		case <-timer.C:
-			var zero R
-			return zero, errActorTimeout
-		}
-	}
-}
-
-// askInvoice is ask for invoice actors.
-func (e *Engine) askInvoice(p *partition, ref *actorRef, build func(corr uint64, reply chan<- invoice.Response) any) (invoice.Response, error) {
-	ref.batch = p.applying
-	return roundTrip(e, ref, p.invReplyCh, func(corr uint64) any { return build(corr, p.invReplyCh) })
-}
-
-// ask is roundTrip for wallet actors.
-func (e *Engine) ask(p *partition, ref *actorRef, build func(corr uint64, reply chan<- wallet.Response) any) (wallet.Response, error) {
-	return roundTrip(e, ref, p.replyCh, func(corr uint64) any { return build(corr, p.replyCh) })
+		inst: map[string]map[string]*instance{}, index: map[string]string{}, replyCh: make(chan aggregate.Response, 16),
+		uncommitted: map[string]topics.Reply{}, recent: map[string]topics.Reply{}}
 }
 
 // pending is a partition's applied batch, made its in-flight commit, that the poll
@@ -382,11 +226,9 @@ func (e *Engine) seal(ctx context.Context, p *partition) *pending {
 	for id := range pr.replies {
 		ic.ids = append(ic.ids, id)
 	}
-	ic.keys, ic.finished = pr.newKeys, pr.finished
 	ic.batch, ic.final = p.applying, pr.final
 	p.applying++
 	p.inflight = ic
-	p.inflightLabels = pr.newLabels
 	applyRounds.Observe(float64(ob.applies))
 	return &pending{p: p, pr: pr, ic: ic, lag: float64(max(ob.hw-ob.next, 0))}
 }
@@ -467,10 +309,6 @@ func (e *Engine) settle(ctx context.Context, p *partition, wait bool) bool {
 		delete(p.uncommitted, id)
 	}
 	if ic.err == nil {
-		for _, k := range ic.keys {
-			delete(p.payoutKeys, k) // stored now: the table answers for it
-		}
-		p.finished = append(p.finished, ic.finished...)
 		e.releaseFinal(p, ic)
 	}
 	if ic.err == nil {
@@ -493,7 +331,6 @@ func (e *Engine) failed(ctx context.Context, p *partition, err error, first, end
 	e.resetActors(p)
 	p.open = nil // applied on top of what failed, or failed itself
 	clear(p.uncommitted)
-	p.inflightLabels = nil
 	p.next = p.committed
 	switch {
 	case errors.Is(err, storage.ErrFenced):

@@ -10,9 +10,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/invoice"
-	"paysvc/actors/payoutfile"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregate"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -73,11 +71,9 @@ func permanent(err error) bool {
 func isPanic(err error) bool {
 	var (
 		pe panicError
-		wp wallet.PanicError
-		ip invoice.PanicError
-		fp payoutfile.PanicError
+		ap aggregate.PanicError
 	)
-	return errors.As(err, &pe) || errors.As(err, &wp) || errors.As(err, &ip) || errors.As(err, &fp)
+	return errors.As(err, &pe) || errors.As(err, &ap)
 }
 
 // failureCode names a permanent failure for the quarantine table and the metric:

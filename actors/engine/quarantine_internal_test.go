@@ -10,7 +10,7 @@ import (
 
 	"github.com/lib/pq"
 
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregate"
 	"paysvc/storage"
 )
 
@@ -30,7 +30,7 @@ func TestPermanentFailures(t *testing.T) {
 		{&pq.Error{Code: "23505"}, true, "23505"},                                  // unique violation
 		{&pq.Error{Code: "54000"}, true, "54000"},                                  // program limit
 		{panicError{value: "boom"}, true, "panic"},
-		{fmt.Errorf("apply: %w", wallet.PanicError{Value: "boom"}), true, "panic"},
+		{fmt.Errorf("apply: %w", aggregate.PanicError{Kind: "wallet", Value: "boom"}), true, "panic"},
 		{jsonErr, true, "encode"},
 		{&pq.Error{Code: "40001"}, false, ""}, // serialization failure
 		{&pq.Error{Code: "40P01"}, false, ""}, // deadlock

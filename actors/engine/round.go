@@ -7,16 +7,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/invoice"
-	"paysvc/actors/wallet"
 	"paysvc/storage"
 	"paysvc/topics"
 )
 
 // round is one poll's records on their way into their partitions' open batches,
 // with every read they need taken before any partition's lock is held for the
-// apply: the poll's dedupe read (pollReads) and the hydration of the invoices and
-// wallets its commands name that no actor holds.
+// apply: the poll's dedupe read (pollReads) and the hydration of the instances its
+// commands name that no actor holds, for every kind that loads several merchants'
+// instances in one query (Kind.LoadOwned).
 //
 // Why: the poll loop seals the open batches as soon as the commit in flight ends,
 // but not while a round is applying into them. When every read of a round ran
@@ -36,9 +35,9 @@ type round struct {
 	parts map[int32]*roundPart
 	// ready is closed once every read has answered: the hydration reads and the
 	// dedupe read.
-	ready    chan struct{}
-	invoices preloaded[invoice.State]
-	wallets  preloaded[wallet.State]
+	ready chan struct{}
+	// preloads are the hydration reads, by kind.
+	preloads map[string]*preloaded
 }
 
 // roundPart is one partition's share of a round.
@@ -60,39 +59,43 @@ func (rp *roundPart) payload(r *kgo.Record) (v any, ok bool) {
 	return v, ok
 }
 
-// preloaded is a round's hydration read of one kind: the (merchant, id) pairs
-// asked for, and the snapshots found by id.
-type preloaded[S any] struct {
-	asked map[[2]string]bool
-	found map[string]S
+// preloaded is a round's hydration read of one kind: the (merchant, id) pairs asked
+// for, and the snapshots found, by InstanceKey.
+type preloaded struct {
+	asked map[string]bool
+	found map[string]Snapshot
 	err   error
 }
 
-// split parts want into what the round read (found: the snapshots of the ids
-// that existed, each for the merchant that asked; one not found did not exist when
+// preFound is a preloaded snapshot with the merchant that asked for it.
+type preFound struct {
+	merchant string
+	snap     Snapshot
+}
+
+// split parts want into what the round read (found: the snapshots of the ids that
+// existed, each for the merchant that asked; one not found did not exist when
 // read, a new id) and the rest, which the caller reads itself. A nil preload, or
 // one whose read failed, read nothing.
-func (pl *preloaded[S]) split(want storage.Owned, owner func(S) string) (found []S, rest storage.Owned) {
+func (pl *preloaded) split(want storage.Owned) (found []preFound, rest storage.Owned) {
 	if pl == nil || pl.err != nil || len(pl.asked) == 0 {
 		return nil, want
 	}
 	for i, id := range want.IDs {
 		m := want.Merchants[i]
-		if !pl.asked[[2]string{m, id}] {
+		key := instKey(m, id)
+		if !pl.asked[key] {
 			rest.Add(m, id)
 			continue
 		}
-		// The query joined each id to its merchant; an id asked for by two merchants
-		// is found once, for its owner only.
-		if s, ok := pl.found[id]; ok && owner(s) == m {
-			found = append(found, s)
+		// The query joined each id to its merchant: an id asked for by two
+		// merchants is found once, for its owner only.
+		if s, ok := pl.found[key]; ok {
+			found = append(found, preFound{merchant: m, snap: s})
 		}
 	}
 	return found, rest
 }
-
-func invoiceOwner(s invoice.State) string { return s.MerchantID }
-func walletOwner(s wallet.State) string   { return s.MerchantID }
 
 // startRound decodes the records' payloads and starts every read their apply
 // needs: the dedupe read and one hydration query per kind for all partitions.
@@ -102,9 +105,9 @@ func (e *Engine) startRound(ctx context.Context, byPart map[int32]*work) *round 
 	for _, w := range byPart {
 		all = append(all, w.recs)
 	}
-	rd := &round{reads: e.readPoll(ctx, all), parts: map[int32]*roundPart{}, ready: make(chan struct{})}
+	rd := &round{reads: e.readPoll(ctx, all), parts: map[int32]*roundPart{}, ready: make(chan struct{}), preloads: map[string]*preloaded{}}
 	var mu sync.Mutex
-	var inv, wal storage.Owned
+	want := map[string]*storage.Owned{}
 	var wg sync.WaitGroup
 	for part, w := range byPart {
 		p := e.partition(part)
@@ -127,22 +130,38 @@ func (e *Engine) startRound(ctx context.Context, byPart map[int32]*work) *round 
 			}
 			p.mu.Lock()
 			rp.seeks = p.seeks
-			var wantInv, wantWal storage.Owned
+			mine := map[string]*storage.Owned{}
 			if !p.dropped {
 				done := p.knownApplied(cmds)
-				wantInv = missingIDs(p, cmds, payloads, done, invoiceIDs, p.invoices, false)
-				wantWal = missingIDs(p, cmds, payloads, done, walletIDs, p.wallets, false)
+				for i, c := range cmds {
+					if _, applied := done[c.ID]; applied {
+						continue
+					}
+					for _, r := range e.refsOf(c, payloads[i]) {
+						k := e.kinds.byName[r.Kind]
+						if r.Key != "" || k == nil || k.LoadOwned == nil || p.instanceOf(r.Kind, c.MerchantID, r.ID) != nil {
+							continue
+						}
+						if mine[r.Kind] == nil {
+							mine[r.Kind] = &storage.Owned{}
+						}
+						mine[r.Kind].Add(c.MerchantID, r.ID)
+					}
+				}
 			}
 			p.mu.Unlock()
 			mu.Lock()
-			inv.Merchants, inv.IDs = append(inv.Merchants, wantInv.Merchants...), append(inv.IDs, wantInv.IDs...)
-			wal.Merchants, wal.IDs = append(wal.Merchants, wantWal.Merchants...), append(wal.IDs, wantWal.IDs...)
+			for kind, o := range mine {
+				if want[kind] == nil {
+					want[kind] = &storage.Owned{}
+				}
+				want[kind].Merchants, want[kind].IDs = append(want[kind].Merchants, o.Merchants...), append(want[kind].IDs, o.IDs...)
+			}
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	rd.invoices.asked, rd.wallets.asked = askedSet(inv), askedSet(wal)
-	if len(inv.IDs) == 0 && len(wal.IDs) == 0 {
+	if len(want) == 0 {
 		if rd.reads.ready == nil {
 			close(rd.ready) // nothing to read at all
 			return rd
@@ -154,11 +173,10 @@ func (e *Engine) startRound(ctx context.Context, byPart map[int32]*work) *round 
 		return rd
 	}
 	var reads sync.WaitGroup
-	if len(inv.IDs) > 0 {
-		reads.Go(func() { rd.invoices.found, rd.invoices.err = storage.LoadOwnedInvoices(ctx, e.db, inv) })
-	}
-	if len(wal.IDs) > 0 {
-		reads.Go(func() { rd.wallets.found, rd.wallets.err = storage.LoadOwnedWallets(ctx, e.db, wal) })
+	for kind, o := range want {
+		k, pl := e.kinds.byName[kind], &preloaded{asked: askedSet(*o)}
+		rd.preloads[kind] = pl
+		reads.Go(func() { pl.found, pl.err = k.LoadOwned(ctx, e.db, *o) })
 	}
 	go func() {
 		start := time.Now()
@@ -170,10 +188,10 @@ func (e *Engine) startRound(ctx context.Context, byPart map[int32]*work) *round 
 	return rd
 }
 
-func askedSet(o storage.Owned) map[[2]string]bool {
-	m := make(map[[2]string]bool, len(o.IDs))
+func askedSet(o storage.Owned) map[string]bool {
+	m := make(map[string]bool, len(o.IDs))
 	for i, id := range o.IDs {
-		m[[2]string{o.Merchants[i], id}] = true
+		m[instKey(o.Merchants[i], id)] = true
 	}
 	return m
 }

@@ -46,17 +46,18 @@ func TestRoundRecordsOfAPartitionSoughtBackSinceAreDropped(t *testing.T) {
 // only the ids the round did not read are left to read; a failed preload read
 // nothing.
 func TestPreloadServesOnlyWhatItReadForItsMerchant(t *testing.T) {
-	pl := &preloaded[wallet.State]{
-		asked: map[[2]string]bool{{"M1", "X"}: true, {"M2", "X"}: true, {"M1", "Y"}: true},
-		found: map[string]wallet.State{"X": {WalletID: "X", MerchantID: "M1"}},
+	pl := &preloaded{
+		asked: map[string]bool{instKey("M1", "X"): true, instKey("M2", "X"): true, instKey("M1", "Y"): true},
+		found: map[string]Snapshot{instKey("M1", "X"): {ID: "X", State: wallet.State{WalletID: "X", MerchantID: "M1"}}},
 	}
 	var want storage.Owned
 	for _, k := range [][2]string{{"M1", "X"}, {"M2", "X"}, {"M1", "Y"}, {"M1", "Z"}} {
 		want.Add(k[0], k[1])
 	}
 	var used []string
-	found, rest := pl.split(want, walletOwner)
-	for _, s := range found {
+	found, rest := pl.split(want)
+	for _, f := range found {
+		s := f.snap.State.(wallet.State)
 		used = append(used, s.MerchantID+"/"+s.WalletID)
 	}
 	if !reflect.DeepEqual(used, []string{"M1/X"}) {
@@ -67,11 +68,11 @@ func TestPreloadServesOnlyWhatItReadForItsMerchant(t *testing.T) {
 	}
 
 	pl.err = context.DeadlineExceeded
-	if found, rest := pl.split(want, walletOwner); len(rest.IDs) != 4 || found != nil {
+	if found, rest := pl.split(want); len(rest.IDs) != 4 || found != nil {
 		t.Errorf("a failed preload served %v and left %d of 4 to read", found, len(rest.IDs))
 	}
-	var none *preloaded[wallet.State]
-	if _, rest := none.split(want, walletOwner); len(rest.IDs) != 4 {
+	var none *preloaded
+	if _, rest := none.split(want); len(rest.IDs) != 4 {
 		t.Errorf("no preload left %d of 4 to read", len(rest.IDs))
 	}
 }

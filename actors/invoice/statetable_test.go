@@ -153,7 +153,7 @@ func invoiceStates() []struct {
 }
 
 // invoiceCommands are the pure commands the engine makes of each principal's
-// command (actors/engine/invoice_handlers.go): invoice.stk_push -> Create;
+// command (actors/invoice/invoicekind): invoice.stk_push -> Create;
 // invoice.provider_result by stage: SENT -> Sent, UNKNOWN -> Unknown, ACCEPTED ->
 // Accept, otherwise code 0 -> Settle (Cleared unless the invoice is a card's, Paid
 // = paid_amount) and any other code -> Fail; invoice.clear -> Clear. Where the
@@ -202,7 +202,7 @@ func label(s State) string {
 }
 
 // outcome applies cmd and says what happened in the table's words. The money is
-// what the engine moves for that outcome (invoice_handlers.go): providerResult
+// what the engine moves for that outcome (actors/invoice/invoicekind): providerResult
 // credits the wallet only when the invoice became COMPLETE by this command, and
 // clearInvoice releases only when Clear was applied; a refused or ignored command
 // moves nothing (the engine answers ErrDuplicate and ErrHeld with an ack, anything

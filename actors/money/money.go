@@ -518,3 +518,6 @@ func trimJSONSpace(b []byte) []byte {
 	}
 	return b
 }
+
+// Currencies the service keeps accounts in (every one has two decimal places).
+var Currencies = map[string]bool{"KES": true, "USD": true, "EUR": true, "GBP": true}

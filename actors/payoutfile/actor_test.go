@@ -12,6 +12,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/cockroachdb/apd/v3"
 
+	"paysvc/actors/aggregate"
 	"paysvc/actors/money"
 	pf "paysvc/actors/payoutfile"
 )
@@ -20,7 +21,7 @@ type actorBundle struct {
 	engine  *actor.Engine
 	pid     *actor.PID
 	start   pf.State
-	replies chan pf.Response
+	replies chan aggregate.Response
 	corr    atomic.Uint64
 }
 
@@ -31,27 +32,43 @@ func setupActor(t *testing.T, start pf.State) *actorBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &actorBundle{engine: e, start: start, replies: make(chan pf.Response, 4)}
-	b.pid = e.Spawn(pf.Producer(start), "payoutfile", actor.WithID(t.Name()))
+	b := &actorBundle{engine: e, start: start, replies: make(chan aggregate.Response, 4)}
+	b.pid = e.Spawn(aggregate.Producer("payoutfile", start, pf.Step), "payoutfile", actor.WithID(t.Name()))
 	t.Cleanup(func() { <-e.Poison(b.pid).Done() })
 	return b
 }
 
-func (b *actorBundle) wait(t *testing.T) pf.Response {
+// response is the shell's answer as a file's: the states, and the Delta Step
+// returned as what it says of the change.
+type response struct {
+	CorrID        uint64
+	Before, After pf.State
+	Delta         pf.Delta
+	Err           error
+}
+
+func typed(r aggregate.Response) response {
+	d, _ := r.Out.(pf.Delta)
+	before, _ := r.Before.(pf.State)
+	after, _ := r.After.(pf.State)
+	return response{CorrID: r.CorrID, Before: before, After: after, Delta: d, Err: r.Err}
+}
+
+func (b *actorBundle) wait(t *testing.T) response {
 	t.Helper()
 	select {
 	case r := <-b.replies:
-		return r
+		return typed(r)
 	case <-time.After(5 * time.Second):
 		t.Fatal("actor did not answer")
-		return pf.Response{}
+		return response{}
 	}
 }
 
-func (b *actorBundle) request(t *testing.T, cmd any) pf.Response {
+func (b *actorBundle) request(t *testing.T, cmd any) response {
 	t.Helper()
 	corr := 1000 + b.corr.Add(1)
-	b.engine.Send(b.pid, pf.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
+	b.engine.Send(b.pid, aggregate.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
 	r := b.wait(t)
 	if r.CorrID != corr {
 		t.Fatalf("reply CorrID = %d, want %d", r.CorrID, corr)
@@ -76,7 +93,7 @@ func (b *actorBundle) peek(t *testing.T) pf.State {
 func (b *actorBundle) restore(t *testing.T, s pf.State) {
 	t.Helper()
 	corr := 9000 + b.corr.Add(1)
-	b.engine.Send(b.pid, pf.Restore{CorrID: corr, State: s, Reply: b.replies})
+	b.engine.Send(b.pid, aggregate.Restore{CorrID: corr, State: s, Reply: b.replies})
 	r := b.wait(t)
 	if r.CorrID != corr || r.Err != nil || !reflect.DeepEqual(r.After, s) || !reflect.DeepEqual(r.Before, s) {
 		t.Fatalf("restore reply %+v", r)
@@ -198,7 +215,7 @@ func TestActor(t *testing.T) {
 		start.Txns[1].Amount = nanAmount(t)
 		b := setupActor(t, start)
 		r := b.request(t, pf.Approve{At: later})
-		var pe pf.PanicError
+		var pe aggregate.PanicError
 		if !errors.As(r.Err, &pe) {
 			t.Fatalf("err = %v (%T), want PanicError", r.Err, r.Err)
 		}
@@ -225,7 +242,7 @@ func TestActor(t *testing.T) {
 		bad := threeTxns()
 		bad[2].Charge = nanAmount(t)
 		r := b.request(t, pf.Create{Header: header(), Txns: bad, At: at})
-		var pe pf.PanicError
+		var pe aggregate.PanicError
 		if !errors.As(r.Err, &pe) {
 			t.Fatalf("err = %v, want PanicError", r.Err)
 		}

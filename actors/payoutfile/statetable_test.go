@@ -152,7 +152,7 @@ type tableCommand struct {
 }
 
 // tableFileCommands are the pure commands the engine makes of each principal's
-// command (actors/engine/payout_handlers.go): payout.initiate -> Create (and, with
+// command (actors/payoutfile/payoutkind): payout.initiate -> Create (and, with
 // requires_approval NO, Approve in the same command); payout.approve -> Approve,
 // with Rejected the transactions whose idempotency key is already used and
 // SubmitNow for P2P (the credits are queued in the same batch); payout.cancel ->

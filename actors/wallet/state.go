@@ -13,8 +13,8 @@ const (
 	TypeWorking    = "WORKING"
 )
 
-// Currencies a wallet can hold.
-var Currencies = map[string]bool{"KES": true, "USD": true, "EUR": true, "GBP": true}
+// Currencies a wallet can hold (money.Currencies).
+var Currencies = money.Currencies
 
 // State is one wallet's snapshot. Version increases by one with every applied change
 // and is the optimistic check of the engine's snapshot UPDATE.

@@ -12,6 +12,8 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/cockroachdb/apd/v3"
 
+	"paysvc/actors/aggregate"
+	"paysvc/actors/ledger"
 	"paysvc/actors/money"
 	"paysvc/actors/wallet"
 )
@@ -20,7 +22,7 @@ type actorBundle struct {
 	engine  *actor.Engine
 	pid     *actor.PID
 	start   wallet.State
-	replies chan wallet.Response
+	replies chan aggregate.Response
 	corr    atomic.Uint64
 }
 
@@ -32,8 +34,8 @@ func setupActor(t *testing.T) *actorBundle {
 		t.Fatal(err)
 	}
 	s := fund(t, open(t, "W1", "M1", "KES"), "100.00")
-	b := &actorBundle{engine: e, start: s, replies: make(chan wallet.Response, 4)}
-	b.pid = e.Spawn(wallet.Producer(s), "wallet", actor.WithID(t.Name()))
+	b := &actorBundle{engine: e, start: s, replies: make(chan aggregate.Response, 4)}
+	b.pid = e.Spawn(aggregate.Producer("wallet", s, wallet.Step), "wallet", actor.WithID(t.Name()))
 	t.Cleanup(func() {
 		<-e.Poison(b.pid).Done()
 	})
@@ -41,21 +43,37 @@ func setupActor(t *testing.T) *actorBundle {
 }
 
 // wait returns the next response, failing the test after a timeout.
-func (b *actorBundle) wait(t *testing.T) wallet.Response {
+// response is the shell's answer as a wallet's: the states, and the entries
+// Step returned as what it says of the change.
+type response struct {
+	CorrID uint64
+	Before wallet.State
+	Result wallet.Result
+	Err    error
+}
+
+func typed(r aggregate.Response) response {
+	es, _ := r.Out.([]ledger.Entry)
+	before, _ := r.Before.(wallet.State)
+	after, _ := r.After.(wallet.State)
+	return response{CorrID: r.CorrID, Before: before, Result: wallet.Result{State: after, Entries: es}, Err: r.Err}
+}
+
+func (b *actorBundle) wait(t *testing.T) response {
 	t.Helper()
 	select {
 	case r := <-b.replies:
-		return r
+		return typed(r)
 	case <-time.After(5 * time.Second):
 		t.Fatal("actor did not answer")
-		return wallet.Response{}
+		return response{}
 	}
 }
 
-func (b *actorBundle) request(t *testing.T, cmd any) (uint64, wallet.Response) {
+func (b *actorBundle) request(t *testing.T, cmd any) (uint64, response) {
 	t.Helper()
 	corr := 1000 + b.corr.Add(1)
-	b.engine.Send(b.pid, wallet.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
+	b.engine.Send(b.pid, aggregate.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
 	r := b.wait(t)
 	if r.CorrID != corr {
 		t.Fatalf("reply CorrID = %d, want %d", r.CorrID, corr)
@@ -66,7 +84,7 @@ func (b *actorBundle) request(t *testing.T, cmd any) (uint64, wallet.Response) {
 func (b *actorBundle) get(t *testing.T) wallet.State {
 	t.Helper()
 	corr := 5000 + b.corr.Add(1)
-	b.engine.Send(b.pid, wallet.Get{CorrID: corr, Reply: b.replies})
+	b.engine.Send(b.pid, aggregate.Get{CorrID: corr, Reply: b.replies})
 	r := b.wait(t)
 	if r.CorrID != corr {
 		t.Fatalf("Get reply CorrID = %d, want %d", r.CorrID, corr)
@@ -157,7 +175,7 @@ func TestActor(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 		wantBalance(t, b.get(t), "110.00", "110.00")
-		b.engine.Send(b.pid, wallet.Restore{CorrID: 77, State: r.Before, Reply: b.replies})
+		b.engine.Send(b.pid, aggregate.Restore{CorrID: 77, State: r.Before, Reply: b.replies})
 		rr := b.wait(t)
 		if rr.CorrID != 77 || rr.Result.State.Version != b.start.Version {
 			t.Fatalf("restore reply %+v", rr)
@@ -197,7 +215,7 @@ func TestActor(t *testing.T) {
 		}
 		bad := nanAmount(t)
 		_, r := b.request(t, wallet.Deposit{MerchantID: "M1", TransactionID: "T", Amount: bad, At: at})
-		var pe wallet.PanicError
+		var pe aggregate.PanicError
 		if !errors.As(r.Err, &pe) {
 			t.Fatalf("err = %v (%T), want PanicError", r.Err, r.Err)
 		}

@@ -1,5 +1,5 @@
 // Package refundkind plugs the refund aggregate (actors/refund) into the engine's
-// registry (docs/adr/0004-engine-aggregate-registry.md): its commands, hydration,
+// registry (docs/adr/0007-one-aggregate-contract.md): its commands, hydration,
 // handlers and sandbox rail. The engine does not know refunds by name.
 package refundkind
 
@@ -18,10 +18,12 @@ import (
 	"paysvc/actors/engine"
 	"paysvc/actors/ids"
 	"paysvc/actors/invoice"
+	"paysvc/actors/invoice/invoicekind"
 	"paysvc/actors/ledger"
 	"paysvc/actors/money"
 	"paysvc/actors/refund"
 	"paysvc/actors/wallet"
+	"paysvc/actors/wallet/walletkind"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -56,6 +58,8 @@ func Kind() engine.Kind {
 			refund.CmdSettle: func() any { return &refund.Settle{} },
 		},
 		IDs:      ids_,
+		Needs:    needs,
+		Refs:     refs,
 		Load:     load,
 		Apply:    apply,
 		Simulate: Simulate,
@@ -87,6 +91,28 @@ func ids_(payload any) []string {
 		return []string{p.InvoiceID}
 	}
 	return nil
+}
+
+// needs: a refund is opened against its invoice (whose wallet holds the money).
+func needs(payload any) []engine.Ref {
+	if p, ok := payload.(*refund.Create); ok {
+		return []engine.Ref{{Kind: invoicekind.Name, ID: p.InvoiceID}}
+	}
+	return nil
+}
+
+// refs: a book's refunds hold and pay from their invoice's wallet.
+func refs(state any) []engine.Ref {
+	b, _ := state.(refund.Book)
+	var out []engine.Ref
+	seen := map[string]bool{}
+	for _, r := range b.Refunds {
+		if r.WalletID != "" && !seen[r.WalletID] {
+			seen[r.WalletID] = true
+			out = append(out, engine.Ref{Kind: walletkind.Name, ID: r.WalletID})
+		}
+	}
+	return out
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, invoiceIDs []string) ([]engine.Snapshot, error) {
@@ -132,12 +158,10 @@ func book(tx *engine.Tx, invoiceID string) refund.Book {
 }
 
 func create(tx *engine.Tx, by string, in refund.Create) (topics.Reply, error) {
-	inv, err := tx.Invoice(in.InvoiceID)
-	if errors.Is(err, engine.ErrNotFound) {
+	found, ok := tx.Find(invoicekind.Name, in.InvoiceID)
+	inv, _ := found.(invoice.State)
+	if !ok || inv.MerchantID != tx.Merchant() || !inv.Exists() {
 		return engine.Refuse(engine.CodeNotFound, "Invoice not found.", "invoice"), nil
-	}
-	if err != nil {
-		return topics.Reply{}, err
 	}
 	b, r, err := refund.Open(book(tx, in.InvoiceID), invoiceOf(inv), by, tx.Merchant(), in.RefundID, in.Amount, in.Reason,
 		in.ReasonDetails, tx.At())

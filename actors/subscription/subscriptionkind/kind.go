@@ -1,5 +1,5 @@
 // Package subscriptionkind plugs the subscription aggregate (actors/subscription)
-// into the engine's registry (docs/adr/0004-engine-aggregate-registry.md): its
+// into the engine's registry (docs/adr/0007-one-aggregate-contract.md): its
 // commands, hydration and handlers. The engine does not know subscriptions by name.
 //
 // A cycle is one command (topics.CmdSubscriptionCycle, id subscription.CycleCommandID):
@@ -27,6 +27,7 @@ import (
 	"paysvc/actors/subscription"
 	"paysvc/actors/tariff"
 	"paysvc/actors/wallet"
+	"paysvc/actors/wallet/walletkind"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -67,6 +68,7 @@ func Kind() engine.Kind {
 			topics.CmdSubscriptionUpdate:      func() any { return &topics.SubscriptionUpdate{} },
 		},
 		IDs:   idsOf,
+		Refs:  refs,
 		Load:  load,
 		Apply: apply,
 		// The engine's guards (docs/security.md): a card set up or charged
@@ -101,6 +103,14 @@ func idsOf(payload any) []string {
 		return nil
 	}
 	return []string{id}
+}
+
+// refs: a subscription's payments go to its wallet.
+func refs(state any) []engine.Ref {
+	if s, ok := state.(subscription.State); ok && s.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
+	}
+	return nil
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
