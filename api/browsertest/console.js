@@ -155,7 +155,12 @@ async function visit(page, path, name) {
     out.linkNotice = await text(page, '#notice');
     const qr = page.getByAltText('QR code of Market stall');
     await qr.waitFor();
-    out.linkQRWidth = await qr.evaluate((img) => img.complete ? img.naturalWidth : 0);
+    // Visible is not loaded: wait for the image itself (0 if it fails to load).
+    out.linkQRWidth = await qr.evaluate((img) => new Promise((resolve) => {
+      if (img.complete) return resolve(img.naturalWidth);
+      img.addEventListener('load', () => resolve(img.naturalWidth), { once: true });
+      img.addEventListener('error', () => resolve(0), { once: true });
+    }));
     await audit(page, 'payment-links-created');
     await shot(page, 'payment-links');
     await page.getByRole('button', { name: 'Deactivate Market stall' }).click();
