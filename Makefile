@@ -88,7 +88,7 @@ bench-memory: pg build ## Service RSS with 1,000,000 wallets, 10,000 active (pay
 	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench --scenario wallets-1m $(BENCHFLAGS)
 
 fuzz: ## Fuzz the money parser (FuzzParse) and the request-text check (FuzzCheckJSONText), each for FUZZTIME (30s)
-	$(GO) test ./actors/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./actors/values/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./api -run='^$$' -fuzz='^FuzzCheckJSONText$$' -fuzztime=$(FUZZTIME)
 
 lint: ## go vet, staticcheck (pinned; fetched through the module proxy) and a gofmt check

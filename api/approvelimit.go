@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"paysvc/actors/money"
-	"paysvc/actors/payoutfile"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/money"
 )
 
 // The approve route's body limit. The official SDKs approve a file by posting

@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/storage"

@@ -10,9 +10,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/tariff"
+	"paysvc/actors/values/ids"
 	"paysvc/topics"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
-	"paysvc/actors/tariff"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/tariff"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )

@@ -8,10 +8,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/tariff"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/invoice"
-	"paysvc/actors/money"
-	"paysvc/actors/tariff"
+	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )

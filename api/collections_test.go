@@ -8,9 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -11,10 +11,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
-	"paysvc/tracing"
+	"paysvc/topics/tracing"
 )
 
 // issue produces a command and waits for the engine's reply, which arrives only
@@ -132,10 +132,10 @@ var replyStatus = map[string]int{
 	// The engine's guard: the merchant was disabled after the request was
 	// authenticated (actors/engine/guard.go).
 	"merchant_disabled": http.StatusForbidden,
-	// refunds (actors/refund/refundkind)
+	// refunds (actors/aggregates/refund/refundkind)
 	"refund_exceeds_invoice": http.StatusBadRequest,
 	"invoice_not_refundable": http.StatusBadRequest,
-	// subscriptions (actors/subscription/subscriptionkind)
+	// subscriptions (actors/aggregates/subscription/subscriptionkind)
 	"subscription_status": http.StatusBadRequest,
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/values/ids"
 )
 
 // The merchant console (docs/console.md): server-rendered pages at /console/ for a

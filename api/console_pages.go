@@ -13,8 +13,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/money"
-	"paysvc/actors/refund"
+	"paysvc/actors/aggregates/refund"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

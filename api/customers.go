@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // body is a request's JSON object, read field by field so every refusal names its

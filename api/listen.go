@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/inproc"

@@ -8,10 +8,10 @@ import (
 	"github.com/labstack/echo/v4"
 	qrcode "github.com/skip2/go-qrcode"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/invoice"
-	"paysvc/actors/money"
-	"paysvc/actors/tariff"
+	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/payout"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"

@@ -16,13 +16,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
-	"paysvc/actors/payoutfile"
+	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/rails/payout"
-	"paysvc/actors/tariff"
-	"paysvc/actors/wallet"
-	"paysvc/actors/webhooks"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -15,9 +15,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/money"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/rails"
-	"paysvc/actors/webhooks"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/topics"

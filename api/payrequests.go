@@ -12,9 +12,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/mail"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/outbound/mail"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

@@ -6,9 +6,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/money"
-	"paysvc/actors/tariff"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/money"
 )
 
 // estimateMethods maps what clients send as `method` to the fee schedule's name.

@@ -10,12 +10,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/refund"
+	"paysvc/actors/aggregates/refund"
 	"paysvc/storage"
 )
 
 // Refunds (chargebacks): docs/api-decisions.md "Refunds". The engine's refund
-// aggregate (actors/refund) decides; these handlers read, check the request's
+// aggregate (actors/aggregates/refund) decides; these handlers read, check the request's
 // shape and issue its commands.
 
 var refundIDPattern = regexp.MustCompile(`^[0-9]{1,18}$`)

@@ -10,12 +10,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/aggregates/refund"
+	"paysvc/actors/aggregates/refund/refundkind"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
-	"paysvc/actors/refund"
-	"paysvc/actors/refund/refundkind"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"

@@ -14,11 +14,11 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/mail"
-	"paysvc/actors/replies"
-	"paysvc/actors/tariff"
-	"paysvc/actors/webhooks/outbound"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/engine/replies"
+	"paysvc/actors/outbound/mail"
+	"paysvc/actors/outbound/webhooks/outbound"
+	"paysvc/actors/values/ids"
 	"paysvc/api/openapi"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/subscription"
+	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"

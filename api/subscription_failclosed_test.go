@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/subscription"
+	"paysvc/actors/aggregates/subscription"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )

@@ -16,18 +16,18 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/aggregates/subscription"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/subscription"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
 )
 
 // Subscriptions (docs/api-decisions.md, "Subscriptions: billing"): the engine's
-// subscription aggregate (actors/subscription, registered by
-// actors/subscription/subscriptionkind) decides; these handlers read, check the
+// subscription aggregate (actors/aggregates/subscription, registered by
+// actors/aggregates/subscription/subscriptionkind) decides; these handlers read, check the
 // request and issue its commands. Cycles are issued by the scheduler
-// (actors/subscription/scheduler), never by a request.
+// (actors/aggregates/subscription/scheduler), never by a request.
 
 const (
 	subscriptionIDLength = 12

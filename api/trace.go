@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"paysvc/tracing"
+	"paysvc/topics/tracing"
 )
 
 // traceRequest opens the request's server span, the root of the trace that its

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"

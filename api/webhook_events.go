@@ -8,9 +8,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/webhooks"
-	"paysvc/actors/webhooks/dispatch"
-	"paysvc/actors/webhooks/outbound"
+	"paysvc/actors/outbound/webhooks"
+	"paysvc/actors/outbound/webhooks/dispatch"
+	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/storage"
 )
 

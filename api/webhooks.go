@@ -9,8 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/invoice"
-	"paysvc/actors/payoutfile"
+	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/payoutfile"
 	"paysvc/storage"
 )
 

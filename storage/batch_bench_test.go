@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/ledger"
+	"paysvc/actors/values/ledger"
 	"paysvc/storage"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/ledger"
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // Checkout is a checkout session; Paid is derived from its invoices.

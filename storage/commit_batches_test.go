@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/storage"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // ConsoleSession is a console session with what every request must recheck: the

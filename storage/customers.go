@@ -13,7 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 )
 
 // Customer is one record per merchant and email (matched case-insensitively):

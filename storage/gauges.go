@@ -6,7 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // The reads behind the dashboards' database gauges (cmd/paysvc/service, gauges.go).

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/storage"
 )
 

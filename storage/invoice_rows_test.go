@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/storage"
 )
 

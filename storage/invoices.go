@@ -11,7 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/invoice"
+	"paysvc/actors/aggregates/invoice"
 )
 
 // GetInvoice reads one of the merchant's invoices; another merchant's is ErrNotFound.

@@ -10,7 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // Kinds of imbalance the ledger audit reports (AuditReport.Imbalances).

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // LedgerReport is the result of CheckLedger. OK is true when every currency sums to
@@ -41,7 +41,7 @@ type HoldMismatch struct {
 
 // openHoldsSQL sums, per wallet, everything that keeps funds in the current balance
 // out of the available one. These are all the ways a wallet's available balance
-// leaves its current one (actors/wallet: Hold, an uncleared Collect; Release and
+// leaves its current one (actors/aggregates/wallet: Hold, an uncleared Collect; Release and
 // Disburse take them back), so the sum is exact, not a bound:
 //   - a payment file's held (payoutfile.Header.Held): total plus charges of its
 //     transactions at approval, less each outcome since, zero once COMPLETE (the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )

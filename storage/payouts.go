@@ -11,7 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/payoutfile"
+	"paysvc/actors/aggregates/payoutfile"
 	"paysvc/topics"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // Plan is a subscription plan: what a subscription bills, how often and how many

@@ -9,7 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/refund"
+	"paysvc/actors/aggregates/refund"
 )
 
 // RefundKind is the refunds' kind in the batch commit (paysvc_apply_refund,

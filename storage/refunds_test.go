@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/refund"
+	"paysvc/actors/aggregates/refund"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )

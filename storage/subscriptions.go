@@ -11,8 +11,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/invoice"
-	"paysvc/actors/subscription"
+	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/subscription"
 )
 
 // SubscriptionKind is the subscriptions' kind in the batch commit

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/subscription"
+	"paysvc/actors/aggregates/subscription"
 	"paysvc/storage"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

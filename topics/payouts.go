@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 )
 
 // Payout command types on paysvc.commands.v1. A payment file is one aggregate; its

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
-	"paysvc/actors/refund"
+	"paysvc/actors/aggregates/refund"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

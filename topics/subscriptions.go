@@ -3,7 +3,7 @@ package topics
 import (
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // Subscription command types on paysvc.commands.v1.

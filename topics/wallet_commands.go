@@ -1,6 +1,6 @@
 package topics
 
-import "paysvc/actors/money"
+import "paysvc/actors/values/money"
 
 // Wallet command types on paysvc.commands.v1 and their payloads.
 const (

@@ -9,10 +9,10 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/engine"
-	"paysvc/actors/ledger"
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

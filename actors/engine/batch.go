@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"paysvc/actors/ledger"
+	"paysvc/actors/values/ledger"
 	"paysvc/storage"
 	"paysvc/topics"
 )

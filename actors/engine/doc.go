@@ -16,7 +16,7 @@
 //   - its kind's Apply (a registered Kind, kind.go; the aggregates live in their
 //     own packages and are registered from one list, cmd/paysvc/service) works
 //     through a Tx (tx.go): each instance is a hollywood actor of the one shell
-//     (actors/aggregate) hosting its kind's pure Step, and a command touching two
+//     (actors/engine/aggregate) hosting its kind's pure Step, and a command touching two
 //     instances (a transfer's two accounts, an approval's file and its hold) is
 //     atomic: a refusal puts every instance back. The Tx gathers the new states,
 //     balanced ledger entries, outbox events and the reply into the open batch;

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"paysvc/actors/engine"
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/topics"

@@ -9,13 +9,13 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
-	"paysvc/actors/aggregate"
+	"paysvc/actors/engine/aggregate"
 	"paysvc/storage"
 	"paysvc/topics"
 )
 
 // An instance is one aggregate the partition holds in memory: a hollywood actor of
-// the one shell (actors/aggregate), spawned when a command first needs it
+// the one shell (actors/engine/aggregate), spawned when a command first needs it
 // (hydrate) and stopped when idle (passivate), when final (releaseFinal) or when
 // the partition is reset (resetActors). Spawning, asking, indexing and stopping
 // are written here once for every kind.

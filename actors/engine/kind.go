@@ -12,7 +12,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/aggregate"
+	"paysvc/actors/engine/aggregate"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -20,7 +20,7 @@ import (
 // Aggregates (docs/adr/0007-one-aggregate-contract.md). Every aggregate plugs into
 // the engine through Register, called from one list (cmd/paysvc/service): the
 // engine never names one. Each instance is a hollywood actor of the one shell
-// (actors/aggregate.Actor) hosting its kind's pure Step; a command's handler
+// (actors/engine/aggregate.Actor) hosting its kind's pure Step; a command's handler
 // (Kind.Apply) works on instances through a Tx, and everything it did becomes the
 // batch's only if it succeeds.
 

@@ -3,8 +3,8 @@ package engine
 import (
 	"errors"
 
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

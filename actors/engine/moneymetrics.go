@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"paysvc/actors/ledger"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"paysvc/actors/ledger"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

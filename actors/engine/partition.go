@@ -12,8 +12,8 @@ import (
 	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/aggregate"
-	"paysvc/actors/replies"
+	"paysvc/actors/engine/aggregate"
+	"paysvc/actors/engine/replies"
 	"paysvc/storage"
 	"paysvc/topics"
 )

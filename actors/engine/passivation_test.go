@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/engine"
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/aggregate"
+	"paysvc/actors/engine/aggregate"
 	"paysvc/storage"
 	"paysvc/topics"
 )

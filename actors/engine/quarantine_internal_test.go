@@ -10,7 +10,7 @@ import (
 
 	"github.com/lib/pq"
 
-	"paysvc/actors/aggregate"
+	"paysvc/actors/engine/aggregate"
 	"paysvc/storage"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )

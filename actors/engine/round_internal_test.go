@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
 	"paysvc/storage"
 )
 

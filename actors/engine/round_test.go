@@ -7,8 +7,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"paysvc/storage"
 	"paysvc/topics"
-	"paysvc/tracing"
+	"paysvc/topics/tracing"
 )
 
 // A command's trace goes on in the engine as one short span per applied command,

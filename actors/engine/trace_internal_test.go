@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"paysvc/topics"
-	"paysvc/tracing"
+	"paysvc/topics/tracing"
 )
 
 // The engine applies ~10k commands/s: with tracing off, a command's tracing

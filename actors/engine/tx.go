@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"paysvc/actors/aggregate"
-	"paysvc/actors/ids"
-	"paysvc/actors/ledger"
+	"paysvc/actors/engine/aggregate"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/ledger"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/ids"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/payout"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"

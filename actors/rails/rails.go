@@ -4,6 +4,10 @@
 // outcome back as a command on paysvc.commands.v1 whose id is derived from the
 // invoice and the stage: however often a rail repeats an outcome, and however often
 // a request is redelivered, the invoice moves once.
+//
+// It imports values, topics and storage, never an aggregate, the engine or outbound
+// delivery: what it sends and answers travels as topics' commands and requests.
+// Only cmd (the role) and api (the sandbox's simulated rails) import it.
 package rails
 
 import (
@@ -19,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/ids"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/inproc"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/invoice"
-	"paysvc/actors/money"
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/storage/storagetest"
 )
 

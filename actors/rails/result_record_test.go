@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"testing"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

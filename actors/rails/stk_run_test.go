@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
 )

@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/api"
 	"paysvc/cmd/paysvc/service"
 )

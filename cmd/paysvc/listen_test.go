@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/payoutfile"
+	"paysvc/actors/aggregates/payoutfile"
 	"paysvc/actors/rails"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"

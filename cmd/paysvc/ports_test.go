@@ -15,7 +15,7 @@ import (
 // Addresses with a fixed port that tests may write, each with why it is no listener.
 // Keyed by file (from the repository root) and the literal as written.
 var fixedPortAllowed = map[string]string{
-	"actors/webhooks/outbound/guard_test.go " + `"127.0.0.1:443"`: "dialled to be refused by the SSRF guard, never listened on",
+	"actors/outbound/webhooks/outbound/guard_test.go " + `"127.0.0.1:443"`: "dialled to be refused by the SSRF guard, never listened on",
 	"cmd/paysvc/listen_test.go " + `"localhost:3000"`:             "a malformed --forward-to URL that the CLI refuses",
 	"cmd/paysvc/service/publicurl_test.go " + `"127.0.0.1:8080"`:  "input of the public base URL derivation; nothing listens",
 	"cmd/paysvc/service/publicurl_test.go " + `"0.0.0.0:8080"`:    "input of the public base URL derivation; nothing listens",

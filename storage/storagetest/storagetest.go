@@ -16,7 +16,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"paysvc/actors/ids"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/ids"
 	"paysvc/topics"
 )
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // PathB2C is Daraja's B2C payment request (M-Pesa business to customer).

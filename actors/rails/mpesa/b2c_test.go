@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 func newB2C(t *testing.T, cfg DarajaConfig) *B2C {

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // Daraja paths.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // clock is a settable clock for token expiry tests.

@@ -27,7 +27,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // STKRequest is what the engine asks for. The caller guarantees whole

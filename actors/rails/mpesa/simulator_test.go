@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // fastOpts are millisecond delays for tests.

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // PathTransactionStatus is Daraja's Transaction Status query.

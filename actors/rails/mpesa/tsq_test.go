@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 func TestQueryStatusShape(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // When the answer to a push that Daraja took is lost or unusable, Push says the

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
 

@@ -15,9 +15,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 	"paysvc/api"
 	"paysvc/storage"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"paysvc/actors/subscription"
+	"paysvc/actors/aggregates/subscription"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 )
@@ -64,7 +64,7 @@ func (r *runner) runBilling(ctx context.Context) (*billingResult, error) {
 			created_at, updated_at) VALUES ($1, $2, 'bench@example.com', 'Bench', 'Customer', 1, $3, $3)`, custID, c.MerchantID, now); err != nil {
 			return nil, fmt.Errorf("seed customer: %w", err)
 		}
-		// The state is actors/subscription.State as the engine stores it (ACTIVE,
+		// The state is actors/aggregates/subscription.State as the engine stores it (ACTIVE,
 		// card set up, first cycle due today); billing stays false until the start.
 		if _, err := r.db.ExecContext(ctx, `INSERT INTO subscriptions (subscription_id, merchant_id, customer_id, plan_id, status,
 			next_date, billing, test_clock_id, setup_token_hash, version, data, created_at, updated_at)

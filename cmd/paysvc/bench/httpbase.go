@@ -19,8 +19,8 @@ import (
 
 	"github.com/lib/pq"
 
-	"paysvc/actors/ids"
-	"paysvc/actors/money"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/money"
 )
 
 // The plain HTTP baseline is what a straightforward service

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lib/pq"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lib/pq"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 )
 
 // The plain baseline is what a straightforward service would do for each transfer:

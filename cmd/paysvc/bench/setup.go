@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
 )
 

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/cmd/paysvc/service"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/webhooks"
+	"paysvc/actors/outbound/webhooks"
 	"paysvc/cmd/paysvc/service"
 )
 

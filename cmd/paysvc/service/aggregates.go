@@ -3,12 +3,12 @@ package service
 import (
 	"sync"
 
+	"paysvc/actors/aggregates/invoice/invoicekind"
+	"paysvc/actors/aggregates/payoutfile/payoutkind"
+	"paysvc/actors/aggregates/refund/refundkind"
+	"paysvc/actors/aggregates/subscription/subscriptionkind"
+	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
-	"paysvc/actors/invoice/invoicekind"
-	"paysvc/actors/payoutfile/payoutkind"
-	"paysvc/actors/refund/refundkind"
-	"paysvc/actors/subscription/subscriptionkind"
-	"paysvc/actors/wallet/walletkind"
 )
 
 // registerAggregates is the one list of the aggregates registered with the engine

@@ -29,7 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/money"
+	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"

@@ -13,13 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"paysvc/actors/ids"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/outbound/relay"
+	"paysvc/actors/outbound/webhooks/dispatch"
 	"paysvc/actors/rails/mpesa"
-	"paysvc/actors/tariff"
-	"paysvc/actors/webhooks/dispatch"
+	"paysvc/actors/values/ids"
 	"paysvc/api"
-	"paysvc/topics/relay"
-	"paysvc/tracing"
+	"paysvc/topics/tracing"
 )
 
 // Roles a process can run.

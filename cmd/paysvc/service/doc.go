@@ -4,7 +4,7 @@
 // mail server is, and the listeners. The roles are:
 //   - api: the public HTTP listener (package api);
 //   - engine: the partition workers that apply commands and commit them (actors/engine);
-//   - relay: the outbox relay that publishes committed events to Kafka (topics/relay);
+//   - relay: the outbox relay that publishes committed events to Kafka (actors/outbound/relay);
 //   - rails: the payment rails (sandbox simulators or Daraja), their recovery of
 //     requests without an outcome, card clearing and the subscription scheduler;
 //   - dispatcher: webhook deliveries, payment-file callbacks and webhook-failure mail.

@@ -10,8 +10,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"paysvc/actors/money"
-	"paysvc/actors/wallet"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
 

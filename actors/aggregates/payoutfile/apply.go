@@ -1,0 +1,208 @@
+package payoutfile
+
+import (
+	"fmt"
+	"slices"
+
+	"paysvc/actors/values/money"
+)
+
+// Apply decides one command against a file. It is pure: it returns the new state
+// and what the change means for money, or an error and changes nothing.
+func Apply(s State, cmd any) (State, Delta, error) {
+	switch c := cmd.(type) {
+	case Create:
+		return applyCreate(s, c)
+	case Approve:
+		return applyApprove(s, c)
+	case Cancel:
+		return applyCancel(s, c)
+	case Results:
+		return applyResults(s, c)
+	default:
+		return s, Delta{}, fmt.Errorf("payoutfile: unknown command %T", cmd)
+	}
+}
+
+func applyCreate(s State, c Create) (State, Delta, error) {
+	if s.Exists() {
+		return s, Delta{}, ErrExists
+	}
+	h := c.Header
+	if h.FileID == "" || h.MerchantID == "" || h.WalletID == "" || h.Provider == "" || h.Currency == "" || len(c.Txns) == 0 {
+		return s, Delta{}, ErrInvalid
+	}
+	total, charges := money.Zero(), money.Zero()
+	txns := make([]Txn, len(c.Txns))
+	seen := make(map[string]bool, len(c.Txns))
+	for i, t := range c.Txns {
+		if t.TransactionID == "" || seen[t.TransactionID] || t.Amount.Sign() <= 0 || t.Charge.Sign() < 0 {
+			return s, Delta{}, ErrInvalid
+		}
+		seen[t.TransactionID] = true
+		t.Status, t.StatusCode, t.StatusDescription = TxnPending, TxnCodeNew, ""
+		t.ProviderReference, t.ProviderAccountName = "", ""
+		t.CreatedAt, t.UpdatedAt = c.At, c.At
+		txns[i] = t
+		total = total.Add(t.Amount)
+		charges = charges.Add(t.Charge)
+	}
+	h.Status, h.StatusCode, h.FailedReason = StatusPreview, CodeAwaiting, ""
+	h.TotalAmount, h.ChargeEstimate = total, charges
+	h.Held, h.PaidAmount, h.FailedAmount, h.ActualCharges = money.Zero(), money.Zero(), money.Zero(), money.Zero()
+	h.Finished, h.Count = 0, len(txns)
+	h.Version, h.CreatedAt, h.UpdatedAt = 1, c.At, c.At
+	changed := make([]int, len(txns))
+	for i := range changed {
+		changed[i] = i
+	}
+	return State{Header: h, Txns: txns}, Delta{Changed: changed, Moved: true}, nil
+}
+
+// HoldFor is what approving s with these rejections holds: every payable
+// transaction's amount plus charge.
+func HoldFor(s State, rejected map[string]string) money.Amount {
+	hold := money.Zero()
+	for _, t := range s.Txns {
+		if _, no := rejected[t.TransactionID]; !no {
+			hold = hold.Add(t.Amount).Add(t.Charge)
+		}
+	}
+	return hold
+}
+
+func applyApprove(s State, c Approve) (State, Delta, error) {
+	if !s.Exists() {
+		return s, Delta{}, ErrNotFound
+	}
+	if s.Status != StatusPreview {
+		return s, Delta{}, ErrNotAwaitingApproval
+	}
+	n := s
+	n.Txns = slices.Clone(s.Txns)
+	d := Delta{Moved: true, Changed: make([]int, 0, len(n.Txns))}
+	for i := range n.Txns {
+		t := &n.Txns[i]
+		if reason, no := c.Rejected[t.TransactionID]; no {
+			t.Status, t.StatusCode, t.StatusDescription, t.UpdatedAt = TxnFailed, TxnCodeFailed, reason, c.At
+			n.FailedAmount = n.FailedAmount.Add(t.Amount)
+			n.Finished++
+			d.Changed = append(d.Changed, i)
+			continue
+		}
+		n.Held = n.Held.Add(t.Amount).Add(t.Charge)
+		if c.SubmitNow {
+			t.Status, t.StatusCode, t.UpdatedAt = TxnProcessing, TxnCodeStarted, c.At
+			d.Changed = append(d.Changed, i)
+		}
+	}
+	d.Hold = n.Held
+	n.Status, n.StatusCode = StatusProcessing, CodePaying
+	if n.Finished == n.Count {
+		n.Status, n.StatusCode = StatusComplete, CodeCompleted
+	}
+	n.Version++
+	n.UpdatedAt = c.At
+	return n, d, nil
+}
+
+func applyCancel(s State, c Cancel) (State, Delta, error) {
+	if !s.Exists() {
+		return s, Delta{}, ErrNotFound
+	}
+	if s.Status != StatusPreview {
+		return s, Delta{}, ErrNotCancellable
+	}
+	n := s
+	n.Txns = slices.Clone(s.Txns)
+	d := Delta{Moved: true, Changed: make([]int, len(n.Txns))}
+	for i := range n.Txns {
+		// Cancelled transactions stay PENDING (the spec); their code says why.
+		n.Txns[i].StatusCode, n.Txns[i].UpdatedAt = TxnCodeCancelled, c.At
+		d.Changed[i] = i
+	}
+	n.Status, n.StatusCode = StatusCancelled, CodeCancelled
+	n.Version++
+	n.UpdatedAt = c.At
+	return n, d, nil
+}
+
+func applyResults(s State, c Results) (State, Delta, error) {
+	if !s.Exists() {
+		return s, Delta{}, ErrNotFound
+	}
+	switch s.Status {
+	case StatusProcessing:
+	case StatusComplete:
+		// Every transaction has its outcome: a late report is a repeat.
+		return s, Delta{Ignored: len(c.Outcomes)}, nil
+	default:
+		return s, Delta{}, ErrNotProcessing
+	}
+	idx := s.Index()
+	n := s
+	n.Txns = slices.Clone(s.Txns)
+	d := Delta{Release: money.Zero()}
+	for _, o := range c.Outcomes {
+		i, ok := idx[o.TransactionID]
+		if !ok {
+			d.Ignored++
+			continue
+		}
+		t := &n.Txns[i]
+		if !c.Final {
+			if t.Status != TxnPending {
+				d.Ignored++
+				continue
+			}
+			t.Status, t.StatusCode, t.UpdatedAt = TxnProcessing, TxnCodeStarted, c.At
+			d.Changed = append(d.Changed, i)
+			continue
+		}
+		if t.Final() {
+			d.Ignored++
+			continue
+		}
+		if t.Status != TxnProcessing {
+			// Never submitted: no rail has it, so no rail can report its outcome.
+			// Whatever claims to (a forged or misdirected callback) is ignored; were it
+			// a failure it would release the hold of a payment still to be sent.
+			d.Ignored++
+			d.Unsubmitted = append(d.Unsubmitted, t.TransactionID)
+			continue
+		}
+		out := t.Amount.Add(t.Charge)
+		if n.Held.Cmp(out) < 0 {
+			return s, Delta{}, fmt.Errorf("%w: %s holds %s, transaction %s needs %s", ErrHoldMismatch, s.FileID, n.Held, t.TransactionID, out)
+		}
+		n.Held = n.Held.Sub(out)
+		if o.Success {
+			t.Status, t.StatusCode = TxnComplete, TxnCodeSuccess
+			t.StatusDescription = o.Description
+			t.ProviderReference, t.ProviderAccountName = o.ProviderReference, o.ProviderAccountName
+			n.PaidAmount = n.PaidAmount.Add(t.Amount)
+			n.ActualCharges = n.ActualCharges.Add(t.Charge)
+			d.Paid = append(d.Paid, Payment{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount, Charge: t.Charge})
+		} else {
+			t.Status, t.StatusCode, t.StatusDescription = TxnFailed, TxnCodeFailed, o.Description
+			n.FailedAmount = n.FailedAmount.Add(t.Amount)
+			d.Release = d.Release.Add(out)
+		}
+		t.UpdatedAt = c.At
+		n.Finished++
+		d.Changed = append(d.Changed, i)
+	}
+	if len(d.Changed) == 0 {
+		return s, Delta{Ignored: d.Ignored, Unsubmitted: d.Unsubmitted, Release: money.Zero()}, nil
+	}
+	if n.Finished == n.Count {
+		if n.Held.Sign() != 0 {
+			return s, Delta{}, fmt.Errorf("%w: %s complete with %s still held", ErrHoldMismatch, s.FileID, n.Held)
+		}
+		n.Status, n.StatusCode = StatusComplete, CodeCompleted
+		d.Moved = true
+	}
+	n.Version++
+	n.UpdatedAt = c.At
+	return n, d, nil
+}

@@ -1,0 +1,769 @@
+// Package payoutkind registers the payment-file aggregate (actors/aggregates/payoutfile) with
+// the engine (docs/adr/0007-one-aggregate-contract.md): a file is initiated,
+// approved (its money held in the paying wallet and its transactions queued to
+// their rail), cancelled, and settled by the rail's results (paid transactions
+// out of the hold through the ledger, failed ones back to available); a P2P
+// transaction credits the recipient's wallet in the recipient's partition.
+package payoutkind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletkind"
+	"paysvc/actors/engine"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// Name is the payment files' kind.
+const Name = storage.PayoutKind
+
+// Reply codes of payout commands.
+const (
+	CodeNotAwaitingApproval = "not_awaiting_approval"
+	CodeNotCancellable      = "not_cancellable"
+	CodeCannotDisburse      = "cannot_disburse"
+	CodeNonceMismatch       = "nonce_mismatch"
+	// CodeInsufficientBalance refuses an approval (or an initiation with
+	// requires_approval NO) that the paying wallet's available balance cannot
+	// cover. Nothing changes: the file, if it exists, still awaits approval.
+	CodeInsufficientBalance = "insufficient_balance"
+)
+
+var payoutTxns = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "paysvc_payout_transactions_total",
+	Help: "Payout transactions that reached their outcome in a committed batch, by provider and status (COMPLETE, FAILED).",
+}, []string{"provider", "status"})
+
+func init() {
+	for _, p := range payoutfile.Providers {
+		payoutTxns.WithLabelValues(p, payoutfile.TxnComplete)
+		payoutTxns.WithLabelValues(p, payoutfile.TxnFailed)
+	}
+}
+
+// Kind is the payment-file aggregate's registration.
+func Kind() engine.Kind {
+	return engine.Kind{
+		Name: Name,
+		Commands: map[string]func() any{
+			topics.CmdPayoutInitiate:  func() any { return &topics.PayoutInitiate{} },
+			topics.CmdPayoutApprove:   func() any { return &topics.PayoutApprove{} },
+			topics.CmdPayoutCancel:    func() any { return &topics.PayoutCancel{} },
+			topics.CmdPayoutResults:   func() any { return &topics.PayoutResults{} },
+			topics.CmdPayoutP2PCredit: func() any { return &topics.PayoutP2PCredit{} },
+		},
+		// A rail's results complete money in motion; a P2P credit, in the
+		// recipient's partition, is checked against its payer (p2pCredit checks
+		// the recipient).
+		Guards: map[string]engine.Guard{
+			topics.CmdPayoutInitiate: {},
+			topics.CmdPayoutApprove:  {},
+			topics.CmdPayoutCancel:   {},
+			topics.CmdPayoutResults:  {WhileDisabled: true},
+			topics.CmdPayoutP2PCredit: {WhileDisabled: true, Subject: func(payload any) string {
+				if p, ok := payload.(*topics.PayoutP2PCredit); ok {
+					return p.PayerMerchantID
+				}
+				return ""
+			}},
+		},
+		IDs:     idsOf,
+		Needs:   needs,
+		Refs:    refs,
+		Index:   index,
+		Load:    load,
+		Prepare: prepare,
+		Actor:   engine.Hosted(Name, payoutfile.Step),
+		New:     func(id string) any { return payoutfile.State{Header: payoutfile.Header{FileID: id}} },
+		Rows:    func() engine.Rows { return rows{storage.NewPayoutWrites()} },
+		Final:   final,
+		Apply:   apply,
+	}
+}
+
+func idsOf(payload any) []string {
+	switch p := payload.(type) {
+	case *topics.PayoutApprove:
+		return []string{p.FileID}
+	case *topics.PayoutCancel:
+		return []string{p.FileID}
+	case *topics.PayoutResults:
+		return []string{p.FileID}
+	}
+	return nil
+}
+
+// needs: an initiation names its paying wallet (or the currency's settlement
+// wallet); a P2P credit its recipient's.
+func needs(payload any) []engine.Ref {
+	switch p := payload.(type) {
+	case *topics.PayoutInitiate:
+		if p.WalletID != "" {
+			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
+		}
+		return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
+	case *topics.PayoutP2PCredit:
+		if p.WalletID != "" {
+			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
+		}
+	}
+	return nil
+}
+
+// refs: a file's wallet holds and pays its money.
+func refs(state any) []engine.Ref {
+	if s, ok := state.(payoutfile.State); ok && s.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
+	}
+	return nil
+}
+
+// index: the idempotency keys a file's transactions hold (storage.ClaimsKey), so
+// an approval finds the keys files in memory hold, committed or not.
+func index(state any) []string {
+	s, _ := state.(payoutfile.State)
+	var keys []string
+	for _, t := range s.Txns {
+		if storage.ClaimsKey(s.Header, t) {
+			keys = append(keys, t.IdempotencyKey)
+		}
+	}
+	return keys
+}
+
+func final(state any) bool {
+	s, _ := state.(payoutfile.State)
+	return s.Status == payoutfile.StatusComplete || s.Status == payoutfile.StatusCancelled || s.Status == payoutfile.StatusFailed
+}
+
+func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+	found, err := storage.LoadPayoutFiles(ctx, q, merchantID, idList)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Snapshot, 0, len(found))
+	for _, s := range found {
+		out = append(out, engine.Snapshot{ID: s.FileID, Version: s.Version, State: s})
+	}
+	return out, nil
+}
+
+// Facts Prepare reads: whether an initiation's ids are taken (by any merchant),
+// and which transaction holds an idempotency key in the table ("" for none).
+const (
+	idsTakenFact = "ids-taken\x00"
+	keyFact      = "key\x00"
+)
+
+// prepare reads, before the batch applies, what the table alone can say: for an
+// initiation whether its file or transaction ids are taken, and for it and an
+// approval which stored transactions hold the file's idempotency keys. Keys
+// claimed by files in memory (committed or not) are the index's (rejectedKeys).
+// A file initiated and approved in one batch has its keys read for the
+// initiation.
+func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, string) (any, bool), c *topics.Command, payload any) (map[string]any, error) {
+	facts := map[string]any{}
+	var keys []string
+	switch p := payload.(type) {
+	case *topics.PayoutInitiate:
+		txnIDs := make([]string, len(p.Transactions))
+		for i, t := range p.Transactions {
+			txnIDs[i] = t.TransactionID
+			if t.IdempotencyKey != "" {
+				keys = append(keys, t.IdempotencyKey)
+			}
+		}
+		taken, err := storage.PayoutIDsTaken(ctx, q, p.FileID, txnIDs)
+		if err != nil {
+			return nil, err
+		}
+		facts[idsTakenFact+p.FileID] = taken
+	case *topics.PayoutApprove:
+		s, ok := find(Name, p.FileID)
+		if !ok {
+			return nil, nil
+		}
+		for _, t := range s.(payoutfile.State).Txns {
+			if t.IdempotencyKey != "" {
+				keys = append(keys, t.IdempotencyKey)
+			}
+		}
+	default:
+		return nil, nil
+	}
+	if len(keys) == 0 {
+		return facts, nil
+	}
+	held, err := storage.ClaimedPayoutKeys(ctx, q, c.MerchantID, keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		facts[keyFact+k] = held[k]
+	}
+	return facts, nil
+}
+
+// rows writes files through paysvc_apply_payout: a file's header, and the
+// transactions its steps changed, plus those that now hold their idempotency key
+// (a transaction that holds its key must have its row written with claims_key in
+// the batch that claimed it, even if nothing else about it changed: once the
+// batch commits the table alone answers for the key).
+type rows struct{ w *storage.PayoutWrites }
+
+func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) error {
+	b, a := before.State.(payoutfile.State), after.State.(payoutfile.State)
+	var changed []int
+	for _, o := range outs {
+		if d, ok := o.(payoutfile.Delta); ok {
+			changed = append(changed, d.Changed...)
+		}
+	}
+	for i, t := range a.Txns {
+		if storage.ClaimsKey(a.Header, t) && (i >= len(b.Txns) || !storage.ClaimsKey(b.Header, b.Txns[i])) {
+			changed = append(changed, i)
+		}
+	}
+	r.w.Touch(b, a, changed)
+	return nil
+}
+
+func (r rows) Writes() storage.AggregateRows { return r.w }
+
+func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
+	switch in := payload.(type) {
+	case *topics.PayoutInitiate:
+		return initiate(tx, c, *in)
+	case *topics.PayoutApprove:
+		return approve(tx, c, *in)
+	case *topics.PayoutCancel:
+		return cancel(tx, c, *in)
+	case *topics.PayoutResults:
+		return results(tx, c, *in)
+	case *topics.PayoutP2PCredit:
+		return p2pCredit(tx, c, *in)
+	}
+	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
+}
+
+// fileReply is the reply of initiate, approve and cancel: the file as merchants
+// see it, with its wallet.
+func fileReply(f payoutfile.State, w wallet.View) topics.Reply {
+	return topics.Reply{Result: mustJSON(f.View(&w, nil))}
+}
+
+// clearingOf is the system account a provider's payouts go to.
+func clearingOf(provider string) string {
+	switch provider {
+	case payoutfile.ProviderPesalink:
+		return ledger.PesalinkClearing
+	case payoutfile.ProviderAirtime:
+		return ledger.AirtimeClearing
+	case payoutfile.ProviderRTGS:
+		return ledger.RTGSClearing
+	case payoutfile.ProviderP2P:
+		return ledger.P2PClearing
+	}
+	return ledger.MpesaClearing
+}
+
+// counted books transactions of a file that reached an outcome, once committed.
+func counted(tx *engine.Tx, provider string, complete, failed int) {
+	tx.AfterCommit(func() {
+		if complete > 0 {
+			payoutTxns.WithLabelValues(provider, payoutfile.TxnComplete).Add(float64(complete))
+		}
+		if failed > 0 {
+			payoutTxns.WithLabelValues(provider, payoutfile.TxnFailed).Add(float64(failed))
+		}
+	})
+}
+
+// initiate opens a file; with requires_approval NO it is approved in the same
+// command (and so the same transaction).
+func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topics.Reply, error) {
+	if tx.Live(Name, in.FileID) {
+		return engine.Refuse(engine.CodeInvalid, "File id is already in use; retry the request.", ""), nil
+	}
+	if taken, _ := tx.Fact(idsTakenFact + in.FileID); taken == true {
+		return engine.Refuse(engine.CodeInvalid, "File or transaction id is already in use; retry the request.", ""), nil
+	}
+	walletID := in.WalletID
+	if walletID == "" {
+		id, ok := tx.Lookup(walletkind.Name, walletkind.SettlementKey(in.Currency))
+		if !ok {
+			return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
+		}
+		walletID = id
+	}
+	ws, ok := tx.Find(walletkind.Name, walletID)
+	if !ok {
+		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	}
+	w := ws.(wallet.State)
+	switch {
+	case !w.Exists() || w.MerchantID != c.MerchantID:
+		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
+	case w.Currency != in.Currency:
+		return engine.Refuse(engine.CodeCurrencyMismatch, fmt.Sprintf("The wallet holds %s but the file pays %s.", w.Currency, in.Currency), "currency"), nil
+	case !w.CanDisburse:
+		return engine.Refuse(CodeCannotDisburse, "This wallet cannot be the source of payouts (can_disburse is false).", "wallet_id"), nil
+	}
+	txns := make([]payoutfile.Txn, len(in.Transactions))
+	for i, t := range in.Transactions {
+		txns[i] = payoutfile.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
+			Amount: t.Amount, Charge: t.Charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
+			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
+			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
+			RecipientWalletID: t.RecipientWalletID}
+	}
+	r, err := tx.Create(Name, in.FileID, payoutfile.Create{Header: payoutfile.Header{
+		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
+		Provider: in.Provider, Currency: in.Currency, RequiresApproval: in.RequiresApproval, BatchReference: in.BatchReference,
+		DeviceID: in.DeviceID, CallbackURL: in.CallbackURL,
+	}, Txns: txns, At: tx.At()})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if r.Err != nil {
+		return engine.Refuse(engine.CodeInvalid, "Invalid payment file: "+r.Err.Error(), ""), nil
+	}
+	f := r.After.(payoutfile.State)
+	if !in.RequiresApproval {
+		// Approved in the same command. If the wallet cannot cover it the file never
+		// comes to be (a 400 changes nothing): the refusal undoes its creation.
+		return approveFile(tx, c, f, true)
+	}
+	d := r.Out.(payoutfile.Delta)
+	sendMoneyEvent(tx, f)
+	callback(tx, c, f, d.Changed)
+	return fileReply(f, w.View()), nil
+}
+
+// approve approves a file awaiting approval.
+func approve(tx *engine.Tx, c *topics.Command, in topics.PayoutApprove) (topics.Reply, error) {
+	cur, ok := tx.Find(Name, in.FileID)
+	if !ok {
+		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
+	}
+	st := cur.(payoutfile.State)
+	if st.MerchantID != c.MerchantID {
+		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
+	}
+	if in.Nonce != "" && in.Nonce != st.Nonce {
+		return engine.Refuse(CodeNonceMismatch, "The nonce does not match this file.", "nonce"), nil
+	}
+	if st.Status != payoutfile.StatusPreview {
+		return engine.Refuse(CodeNotAwaitingApproval, "The file is not awaiting approval: its status is "+st.Status+".", "file_id"), nil
+	}
+	if _, ok := tx.Find(walletkind.Name, st.WalletID); !ok {
+		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
+	}
+	return approveFile(tx, c, st, false)
+}
+
+// approveFile holds the file's money and queues its transactions. When the wallet
+// cannot cover it, it refuses (insufficient_balance) and changes nothing: the
+// file still awaits approval, nothing is held, no event or callback is queued, so
+// the merchant can top the wallet up and approve again. The refusal's text derives
+// from the wallet's state and the file only, so a re-applied command answers the
+// same. created: the initiation approves in the same command.
+func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created bool) (topics.Reply, error) {
+	rejected, err := rejectedKeys(tx, st)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	hold := payoutfile.HoldFor(st, rejected)
+	var wafter wallet.State
+	if hold.Sign() > 0 {
+		wr, err := tx.Ask(walletkind.Name, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
+		if err != nil {
+			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
+		}
+		var short wallet.InsufficientFundsError
+		if errors.As(wr.Err, &short) {
+			// The wallet refused the hold and did not change.
+			after := "Nothing was held; the file still awaits approval."
+			if created {
+				after = "Nothing was held and no file was created."
+			}
+			return engine.Refuse(CodeInsufficientBalance, fmt.Sprintf("Insufficient balance in wallet %s: available %s, the file needs %s "+
+				"(amounts plus charges). %s", st.WalletID, short.Available, short.Requested, after), "wallet_id"), nil
+		}
+		if wr.Err != nil {
+			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, wr.Err)
+		}
+		wafter = wr.After.(wallet.State)
+	} else {
+		ws, ok := tx.Find(walletkind.Name, st.WalletID)
+		if !ok {
+			return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
+		}
+		wafter = ws.(wallet.State)
+	}
+	r, err := tx.Ask(Name, st.FileID, payoutfile.Approve{Rejected: rejected, SubmitNow: st.Provider == payoutfile.ProviderP2P, At: tx.At()})
+	if err == nil && r.Err != nil {
+		err = r.Err
+	}
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	counted(tx, f.Provider, 0, len(rejected))
+	queuePayouts(tx, c, f, rejected)
+	sendMoneyEvent(tx, f)
+	callback(tx, c, f, d.Changed)
+	return fileReply(f, wafter.View()), nil
+}
+
+// rejectedKeys finds the transactions whose idempotency key is already held: by
+// an earlier transaction of the file, by a transaction of a file in memory
+// (committed or not), or by a stored one (Prepare's facts).
+func rejectedKeys(tx *engine.Tx, st payoutfile.State) (map[string]string, error) {
+	rejected := map[string]string{}
+	first := map[string]string{}
+	for _, t := range st.Txns {
+		k := t.IdempotencyKey
+		if k == "" {
+			continue
+		}
+		if prev, dup := first[k]; dup {
+			rejected[t.TransactionID] = "Duplicate idempotency_key: transaction " + prev + " of this file has it."
+			continue
+		}
+		first[k] = t.TransactionID
+		if holder := liveHolder(tx, k); holder != "" {
+			rejected[t.TransactionID] = "Duplicate idempotency_key: already used by transaction " + holder + "."
+			continue
+		}
+		v, ok := tx.Fact(keyFact + k)
+		if !ok {
+			return nil, errors.New("payoutkind: idempotency key of file " + st.FileID + " not prepared")
+		}
+		if holder := v.(string); holder != "" && holder != t.TransactionID {
+			rejected[t.TransactionID] = "Duplicate idempotency_key: already used by transaction " + holder + "."
+		}
+	}
+	return rejected, nil
+}
+
+// liveHolder is the transaction of a file in memory that holds key, or "".
+func liveHolder(tx *engine.Tx, key string) string {
+	id, ok := tx.Lookup(Name, key)
+	if !ok {
+		return ""
+	}
+	s, ok := tx.Find(Name, id)
+	if !ok {
+		return ""
+	}
+	f := s.(payoutfile.State)
+	for _, t := range f.Txns {
+		if t.IdempotencyKey == key && storage.ClaimsKey(f.Header, t) {
+			return t.TransactionID
+		}
+	}
+	return ""
+}
+
+// queuePayouts sends the payable transactions to their rail: rail requests of at
+// most topics.PayoutChunk transactions, or, for P2P, one credit command per
+// transaction keyed by the recipient merchant. All go through the outbox, in the
+// batch's transaction, with ids derived from the command, so a re-applied command
+// queues the same records.
+func queuePayouts(tx *engine.Tx, c *topics.Command, f payoutfile.State, rejected map[string]string) {
+	if f.Provider == payoutfile.ProviderP2P {
+		for _, t := range f.Txns {
+			if _, no := rejected[t.TransactionID]; no {
+				continue
+			}
+			dest := t.Account
+			if t.RecipientWalletID != "" {
+				dest = t.RecipientWalletID // an email resolved at initiation
+			}
+			payload := mustJSON(topics.PayoutP2PCredit{PayerMerchantID: f.MerchantID, FileID: f.FileID, TransactionID: t.TransactionID,
+				WalletID: dest, Account: t.Account, Amount: t.Amount, Currency: f.Currency, Narrative: t.Narrative})
+			// The approval's environment, which the guard found to be the payer's:
+			// the credit is checked against the payer (Guard.Subject), the
+			// recipient by p2pCredit.
+			cmd := topics.Command{ID: ids.DeriveUUID("p2p-credit", f.FileID, t.TransactionID), Type: topics.CmdPayoutP2PCredit,
+				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: tx.At(), Environment: c.Environment, Payload: payload}
+			body, err := topics.EncodeCommand(cmd)
+			if err != nil {
+				panic(err) // our own types only
+			}
+			tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p", t.TransactionID),
+				Topic: topics.CommandsTopic, Key: t.RecipientMerchantID, MerchantID: f.MerchantID, Body: body})
+		}
+		return
+	}
+	var chunk []topics.PayoutRailTxn
+	n := 0
+	flush := func() {
+		if len(chunk) == 0 {
+			return
+		}
+		req := topics.PayoutRailRequest{FileID: f.FileID, MerchantID: f.MerchantID, Provider: f.Provider, Currency: f.Currency,
+			Chunk: n, Transactions: chunk}
+		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "payout-rail", fmt.Sprint(n)),
+			Topic: topics.RailsPayoutTopic, Key: f.FileID, MerchantID: f.MerchantID, Body: mustJSON(req)})
+		chunk = nil
+		n++
+	}
+	for _, t := range f.Txns {
+		if _, no := rejected[t.TransactionID]; no {
+			continue
+		}
+		chunk = append(chunk, topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount,
+			Name: t.Name, IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType,
+			AccountReference: t.AccountReference, BankCode: t.BankCode})
+		if len(chunk) == topics.PayoutChunk {
+			flush()
+		}
+	}
+	flush()
+}
+
+// cancel cancels a file awaiting approval; nothing was held, so no money moves.
+func cancel(tx *engine.Tx, c *topics.Command, in topics.PayoutCancel) (topics.Reply, error) {
+	if _, ok := tx.Find(Name, in.FileID); !ok {
+		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
+	}
+	r, err := tx.Ask(Name, in.FileID, payoutfile.Cancel{At: tx.At()})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	before := r.Before.(payoutfile.State)
+	if before.MerchantID != c.MerchantID {
+		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
+	}
+	if r.Err != nil {
+		return engine.Refuse(CodeNotCancellable, "The file cannot be cancelled: its status is "+before.Status+
+			"; only a file awaiting approval (PREVIEW-AND-APPROVE) can be.", "file_id"), nil
+	}
+	f := r.After.(payoutfile.State)
+	ws, ok := tx.Find(walletkind.Name, f.WalletID)
+	if !ok {
+		return topics.Reply{}, errors.New("engine: wallet " + f.WalletID + " is gone")
+	}
+	sendMoneyEvent(tx, f)
+	callback(tx, c, f, r.Out.(payoutfile.Delta).Changed)
+	return fileReply(f, ws.(wallet.State).View()), nil
+}
+
+// results applies a rail's outcomes: paid transactions leave the hold through the
+// ledger, failed ones go back to the available balance, in the same command.
+func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.Reply, error) {
+	if _, ok := tx.Find(Name, in.FileID); !ok {
+		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
+	}
+	outs := make([]payoutfile.Outcome, len(in.Results))
+	for i, r := range in.Results {
+		outs[i] = payoutfile.Outcome{TransactionID: r.TransactionID, Success: r.Success, Description: r.Description,
+			ProviderReference: r.ProviderReference, ProviderAccountName: r.ProviderAccountName}
+	}
+	sp := tx.Savepoint()
+	r, err := tx.Ask(Name, in.FileID, payoutfile.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	if r.Err != nil {
+		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), "file_id"), nil
+	}
+	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	if len(d.Unsubmitted) > 0 {
+		// Only a forged or misrouted result names a transaction no rail has yet.
+		tx.Log().Warn("payout results for transactions never submitted: ignored", "file_id", in.FileID,
+			"command_id", c.ID, "transactions", d.Unsubmitted)
+	}
+	type summary struct {
+		FileID  string `json:"file_id"`
+		Status  string `json:"status"`
+		Applied int    `json:"applied"`
+		Ignored int    `json:"ignored"`
+	}
+	reply := topics.Reply{Result: mustJSON(summary{FileID: f.FileID, Status: f.Status, Applied: len(d.Changed), Ignored: d.Ignored})}
+	if len(d.Changed) == 0 {
+		// Nothing changed: nothing is written.
+		return reply, tx.Rollback(sp)
+	}
+	if len(d.Paid) > 0 || d.Release.Sign() > 0 {
+		if err := settle(tx, f, d); err != nil {
+			return topics.Reply{}, err
+		}
+	}
+	if in.Stage == topics.PayoutStageFinal {
+		counted(tx, f.Provider, len(d.Paid), len(d.Changed)-len(d.Paid))
+	}
+	if d.Moved {
+		sendMoneyEvent(tx, f)
+	}
+	callback(tx, c, f, d.Changed)
+	return reply, nil
+}
+
+// settle moves a result's money in the wallet: payments out of the hold (ledger
+// entries), failures back to available. A wallet refusing is a broken invariant:
+// the batch fails.
+func settle(tx *engine.Tx, f payoutfile.State, d payoutfile.Delta) error {
+	step := func(cmd any) error {
+		r, err := tx.Ask(walletkind.Name, f.WalletID, cmd)
+		if errors.Is(err, engine.ErrNotFound) {
+			return errors.New("engine: wallet " + f.WalletID + " is gone")
+		}
+		if err != nil {
+			return err
+		}
+		if r.Err != nil {
+			return fmt.Errorf("engine: payment file %s: %w", f.FileID, r.Err)
+		}
+		return nil
+	}
+	if len(d.Paid) > 0 {
+		items := make([]wallet.Disbursement, len(d.Paid))
+		for i, pd := range d.Paid {
+			items[i] = wallet.Disbursement{TransactionID: pd.TransactionID, Amount: pd.Amount, Charge: pd.Charge,
+				Narrative: "Payout " + f.Provider + " " + pd.Account + " file " + f.FileID}
+		}
+		if err := step(wallet.Disburse{MerchantID: f.MerchantID, Items: items, Clearing: clearingOf(f.Provider), At: tx.At()}); err != nil {
+			return err
+		}
+	}
+	if d.Release.Sign() > 0 {
+		if err := step(wallet.Release{MerchantID: f.MerchantID, Amount: d.Release, At: tx.At()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// p2pCredit credits a recipient's wallet with a P2P payout (in the recipient's
+// partition) and sends the outcome back to the payer's file as a payout.results.
+// A wallet that is not the recipient's, or of another currency, fails the payout
+// without moving money.
+func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (topics.Reply, error) {
+	result := topics.PayoutTxnResult{TransactionID: in.TransactionID}
+	// Money never crosses environments: a live file cannot pay a sandbox wallet
+	// (whose balance is play money) nor the reverse. The API refuses such files;
+	// this holds whatever produced the command. The wallet is then "not found",
+	// as the other environment's wallets are to the API.
+	payer, recipient := tx.MerchantOf(in.PayerMerchantID), tx.MerchantOf(c.MerchantID)
+	sameEnv := payer.Exists && recipient.Exists && payer.Environment == recipient.Environment
+	// A disabled recipient receives nothing: the payout fails and the payer's
+	// hold is released (the guard let the command through for the payer, whose
+	// money is already in motion).
+	found := false
+	if in.WalletID != "" && sameEnv && recipient.Enabled {
+		_, found = tx.Find(walletkind.Name, in.WalletID)
+	}
+	// What the payer called the recipient: its descriptions never show the wallet
+	// an email resolved to.
+	named := in.Account
+	if named == "" {
+		named = in.WalletID
+	}
+	if !found {
+		result.Description = "Recipient " + named + " not found."
+	} else {
+		sp := tx.Savepoint()
+		wr, err := tx.Ask(walletkind.Name, in.WalletID, wallet.Collect{
+			MerchantID: c.MerchantID, TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
+			Clearing: ledger.P2PClearing, Narrative: "P2P payout from " + in.PayerMerchantID + " file " + in.FileID,
+			TransType: wallet.TransTypeP2P, At: tx.At(),
+		})
+		if err != nil {
+			return topics.Reply{}, err
+		}
+		switch {
+		case wr.Err != nil:
+			result.Description = "Recipient wallet cannot receive this payout."
+		case wr.After.(wallet.State).Currency != in.Currency:
+			if err := tx.Rollback(sp); err != nil {
+				return topics.Reply{}, err
+			}
+			result.Description = "Recipient " + named + " cannot receive " + in.Currency + "."
+		default:
+			result.Success, result.Description = true, "Credited to "+named+"."
+			result.ProviderReference = ids.Derive(10, "p2p", in.FileID, in.TransactionID)
+			result.ProviderAccountName = wr.After.(wallet.State).Label
+		}
+	}
+	payload := mustJSON(topics.PayoutResults{FileID: in.FileID, MerchantID: in.PayerMerchantID, Stage: topics.PayoutStageFinal, Batch: "p2p-" + in.TransactionID,
+		Results: []topics.PayoutTxnResult{result}})
+	cmd := topics.Command{ID: topics.PayoutResultCommandID(in.FileID, topics.PayoutStageFinal, "p2p-"+in.TransactionID),
+		Type: topics.CmdPayoutResults, Version: 1, MerchantID: in.PayerMerchantID, IssuedAt: tx.At(), Environment: c.Environment, Payload: payload}
+	body, err := topics.EncodeCommand(cmd)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p-result"), Topic: topics.CommandsTopic,
+		Key: in.PayerMerchantID, MerchantID: c.MerchantID, Body: body})
+	return topics.Reply{Result: mustJSON(result)}, nil
+}
+
+func sendMoneyEvent(tx *engine.Tx, f payoutfile.State) {
+	opt := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return &v
+	}
+	// Keyed (and so ordered) by file. The id derives from the command and the file, so
+	// each command reports a file once: an initiation without approval, which moves
+	// the file twice, reports only where it ended (PROCESSING, or COMPLETE when every
+	// transaction was refused).
+	tx.Event(topics.SendMoneyEvent, f.FileID, topics.SendMoney{ID: f.FileID, FileID: f.FileID, TrackingID: f.TrackingID,
+		State: topics.SendMoneyState(f.Status), Status: f.Status, StatusCode: f.StatusCode,
+		Provider: f.Provider, Currency: f.Currency, TotalAmount: f.TotalAmount.String(), ChargeEstimate: f.ChargeEstimate.String(),
+		PaidAmount: f.PaidAmount.String(), FailedAmount: f.FailedAmount.String(), ActualCharges: f.ActualCharges.String(),
+		TransactionsCount: f.Count, BatchReference: opt(f.BatchReference), FailedReason: opt(f.FailedReason),
+		CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt})
+}
+
+// callback queues the merchant's callback_url notification of a change: the file
+// header and the transactions changed (topics.CallbackTopic; the dispatcher role
+// signs and delivers it).
+func callback(tx *engine.Tx, c *topics.Command, f payoutfile.State, changed []int) {
+	if f.CallbackURL == "" {
+		return
+	}
+	sorted := slices.Clone(changed)
+	sort.Ints(sorted)
+	txns := make([]payoutfile.Txn, 0, len(sorted))
+	for _, i := range sorted {
+		txns = append(txns, f.Txns[i])
+	}
+	view := f.View(nil, txns)
+	view.Nonce = "" // it signs the callback
+	body := mustJSON(struct {
+		Topic string              `json:"topic"`
+		Data  payoutfile.FileView `json:"data"`
+	}{topics.SendMoneyEvent, view})
+	cb := topics.Callback{ID: ids.DeriveUUID(c.ID, "callback", f.FileID, fmt.Sprint(f.Version)), MerchantID: f.MerchantID,
+		URL: f.CallbackURL, FileID: f.FileID, OccurredAt: tx.At(), Body: body}
+	tx.Emit(storage.OutboxEvent{EventID: cb.ID, Topic: topics.CallbackTopic, Key: f.FileID,
+		MerchantID: f.MerchantID, Body: mustJSON(cb)})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("payoutkind: marshal %T: %v", v, err)) // only our own types reach here
+	}
+	return b
+}

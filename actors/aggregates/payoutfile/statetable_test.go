@@ -1,0 +1,556 @@
+package payoutfile_test
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	pf "paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/values/money"
+)
+
+// row is one line of a table in docs/state-machines.md, "Payment file (payouts)",
+// "Every command in every state".
+type row struct{ state, command, principal, result, money string }
+
+// Principals of the rail's results. A FINAL outcome is the same command
+// (payout.results, stage FINAL) whoever sends it: the rails role (simulator or live
+// adapter), the operator (`paysvc payout finish`) or the engine (a P2P credit's
+// follow-up), so it is one row, tried once.
+const (
+	finalBy     = "rail, operator, engine (P2P)"
+	submittedBy = "rail"
+	perTxn      = "per transaction (next table)"
+)
+
+// fileTable mirrors the documented file table line for line (TestPayoutTables_MatchDoc
+// compares them). Money: "hold" is wallet.Hold of every payable transaction's amount
+// plus charge (the engine refuses the approval, insufficient_balance, before Apply
+// when the available balance cannot cover it).
+var fileTable = []row{
+	{"none", "create", "merchant", "PREVIEW-AND-APPROVE, transactions PENDING TP101", "nothing"},
+	{"none", "approve", "merchant", "refused: not found", "nothing"},
+	{"none", "approve, P2P", "merchant", "refused: not found", "nothing"},
+	{"none", "approve, every transaction refused", "merchant", "refused: not found", "nothing"},
+	{"none", "cancel", "merchant", "refused: not found", "nothing"},
+	{"none", "SUBMITTED", submittedBy, "refused: not found", "nothing"},
+	{"none", "FINAL success", finalBy, "refused: not found", "nothing"},
+	{"none", "FINAL failure", finalBy, "refused: not found", "nothing"},
+
+	{"PREVIEW-AND-APPROVE", "create", "merchant", "refused: already exists", "nothing"},
+	{"PREVIEW-AND-APPROVE", "approve", "merchant", "PROCESSING, transactions PENDING TP101", "hold: amounts + charges"},
+	{"PREVIEW-AND-APPROVE", "approve, P2P", "merchant", "PROCESSING, transactions PROCESSING TP102", "hold: amounts + charges"},
+	{"PREVIEW-AND-APPROVE", "approve, every transaction refused", "merchant", "COMPLETE, transactions FAILED TF106", "nothing"},
+	{"PREVIEW-AND-APPROVE", "cancel", "merchant", "CANCELLED, transactions PENDING TC108", "nothing"},
+	{"PREVIEW-AND-APPROVE", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
+	{"PREVIEW-AND-APPROVE", "FINAL success", finalBy, "refused: not being paid", "nothing"},
+	{"PREVIEW-AND-APPROVE", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
+
+	{"PROCESSING", "create", "merchant", "refused: already exists", "nothing"},
+	{"PROCESSING", "approve", "merchant", "refused: not awaiting approval", "nothing"},
+	{"PROCESSING", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
+	{"PROCESSING", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
+	{"PROCESSING", "cancel", "merchant", "refused: not cancellable", "nothing"},
+	{"PROCESSING", "SUBMITTED", submittedBy, perTxn, perTxn},
+	{"PROCESSING", "FINAL success", finalBy, perTxn, perTxn},
+	{"PROCESSING", "FINAL failure", finalBy, perTxn, perTxn},
+
+	{"COMPLETE", "create", "merchant", "refused: already exists", "nothing"},
+	{"COMPLETE", "approve", "merchant", "refused: not awaiting approval", "nothing"},
+	{"COMPLETE", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
+	{"COMPLETE", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
+	{"COMPLETE", "cancel", "merchant", "refused: not cancellable", "nothing"},
+	{"COMPLETE", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
+	{"COMPLETE", "FINAL success", finalBy, "ignored: no change", "nothing"},
+	{"COMPLETE", "FINAL failure", finalBy, "ignored: no change", "nothing"},
+
+	{"CANCELLED", "create", "merchant", "refused: already exists", "nothing"},
+	{"CANCELLED", "approve", "merchant", "refused: not awaiting approval", "nothing"},
+	{"CANCELLED", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
+	{"CANCELLED", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
+	{"CANCELLED", "cancel", "merchant", "refused: not cancellable", "nothing"},
+	{"CANCELLED", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
+	{"CANCELLED", "FINAL success", finalBy, "refused: not being paid", "nothing"},
+	{"CANCELLED", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
+
+	{"FAILED", "create", "merchant", "refused: already exists", "nothing"},
+	{"FAILED", "approve", "merchant", "refused: not awaiting approval", "nothing"},
+	{"FAILED", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
+	{"FAILED", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
+	{"FAILED", "cancel", "merchant", "refused: not cancellable", "nothing"},
+	{"FAILED", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
+	{"FAILED", "FINAL success", finalBy, "refused: not being paid", "nothing"},
+	{"FAILED", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
+}
+
+// txnTable is the transaction table: one outcome for transaction T1 of a file
+// being paid (PROCESSING), by T1's status. Money: "debit" is wallet.Disburse of the
+// amount to the provider's clearing account and the charge to fees, out of the
+// hold; "release" is wallet.Release of amount plus charge back to available.
+var txnTable = []row{
+	{"PENDING", "SUBMITTED", submittedBy, "PROCESSING TP102", "nothing"},
+	{"PENDING", "FINAL success", finalBy, "ignored: never submitted", "nothing"},
+	{"PENDING", "FINAL failure", finalBy, "ignored: never submitted", "nothing"},
+
+	{"PROCESSING", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
+	{"PROCESSING", "FINAL success", finalBy, "COMPLETE TS100", "debit: amount + charge from the hold"},
+	{"PROCESSING", "FINAL failure", finalBy, "FAILED TF106", "release: amount + charge to available"},
+
+	{"PROCESSING, last open", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
+	{"PROCESSING, last open", "FINAL success", finalBy, "COMPLETE TS100; file COMPLETE BC100", "debit: amount + charge from the hold"},
+	{"PROCESSING, last open", "FINAL failure", finalBy, "FAILED TF106; file COMPLETE BC100", "release: amount + charge to available"},
+
+	{"PROCESSING, hold short", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
+	{"PROCESSING, hold short", "FINAL success", finalBy, "refused: hold does not reconcile", "nothing"},
+	{"PROCESSING, hold short", "FINAL failure", finalBy, "refused: hold does not reconcile", "nothing"},
+
+	{"COMPLETE", "SUBMITTED", submittedBy, "ignored: has its outcome", "nothing"},
+	{"COMPLETE", "FINAL success", finalBy, "ignored: has its outcome", "nothing"},
+	{"COMPLETE", "FINAL failure", finalBy, "ignored: has its outcome", "nothing"},
+
+	{"FAILED", "SUBMITTED", submittedBy, "ignored: has its outcome", "nothing"},
+	{"FAILED", "FINAL success", finalBy, "ignored: has its outcome", "nothing"},
+	{"FAILED", "FINAL failure", finalBy, "ignored: has its outcome", "nothing"},
+
+	{"not in the file", "SUBMITTED", submittedBy, "ignored: not in the file", "nothing"},
+	{"not in the file", "FINAL success", finalBy, "ignored: not in the file", "nothing"},
+	{"not in the file", "FINAL failure", finalBy, "ignored: not in the file", "nothing"},
+}
+
+type builder struct {
+	label string
+	build func(*testing.T) pf.State
+}
+
+// tableFileStates builds each file status with real commands; a status reached
+// in more than one way is built each way, and each must match the same row.
+func tableFileStates() []builder {
+	return []builder{
+		{"none", func(*testing.T) pf.State { return pf.State{} }},
+		{"PREVIEW-AND-APPROVE", func(t *testing.T) pf.State { return created(t) }},
+		{"PROCESSING", func(t *testing.T) pf.State { return processing(t, false) }},
+		{"COMPLETE", func(t *testing.T) pf.State {
+			s, _ := mustApply(t, processing(t, true), final(ok("T1"), ko("T2"), ok("T3")))
+			return s
+		}},
+		{"COMPLETE", func(t *testing.T) pf.State {
+			s, _ := mustApply(t, created(t), pf.Approve{Rejected: allRejected(created(t)), At: at})
+			return s
+		}},
+		{"CANCELLED", func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Cancel{At: at}); return s }},
+		{"FAILED", legacyFailed}, // stored by earlier versions; no command makes one now
+	}
+}
+
+type tableCommand struct {
+	name, principal string
+	cmd             func(pf.State) any
+}
+
+// tableFileCommands are the pure commands the engine makes of each principal's
+// command (actors/aggregates/payoutfile/payoutkind): payout.initiate -> Create (and, with
+// requires_approval NO, Approve in the same command); payout.approve -> Approve,
+// with Rejected the transactions whose idempotency key is already used and
+// SubmitNow for P2P (the credits are queued in the same batch); payout.cancel ->
+// Cancel; payout.results -> Results, Final when the stage is FINAL (any other
+// stage is SUBMITTED, which moves no money).
+func tableFileCommands() []tableCommand {
+	outcomes := func(s pf.State, success bool) []pf.Outcome {
+		var os []pf.Outcome
+		for _, x := range s.Txns {
+			o := ko(x.TransactionID)
+			if success {
+				o = ok(x.TransactionID)
+			}
+			os = append(os, o)
+		}
+		return os
+	}
+	return []tableCommand{
+		{"create", "merchant", func(pf.State) any { return pf.Create{Header: header(), Txns: threeTxns(), At: later} }},
+		{"approve", "merchant", func(pf.State) any { return pf.Approve{At: later} }},
+		{"approve, P2P", "merchant", func(pf.State) any { return pf.Approve{SubmitNow: true, At: later} }},
+		{"approve, every transaction refused", "merchant", func(s pf.State) any {
+			return pf.Approve{Rejected: allRejected(s), SubmitNow: true, At: later}
+		}},
+		{"cancel", "merchant", func(pf.State) any { return pf.Cancel{At: later} }},
+		{"SUBMITTED", submittedBy, func(s pf.State) any { return submitted(outcomes(s, true)...) }},
+		{"FINAL success", finalBy, func(s pf.State) any { return final(outcomes(s, true)...) }},
+		{"FINAL failure", finalBy, func(s pf.State) any { return final(outcomes(s, false)...) }},
+	}
+}
+
+// refusal names Apply's errors as the tables do.
+func refusal(err error) string {
+	for _, e := range []struct {
+		err  error
+		name string
+	}{
+		{pf.ErrNotFound, "not found"}, {pf.ErrExists, "already exists"},
+		{pf.ErrNotAwaitingApproval, "not awaiting approval"}, {pf.ErrNotCancellable, "not cancellable"},
+		{pf.ErrNotProcessing, "not being paid"}, {pf.ErrHoldMismatch, "hold does not reconcile"},
+	} {
+		if errors.Is(err, e.err) {
+			return "refused: " + e.name
+		}
+	}
+	return "refused: " + err.Error()
+}
+
+// txnLabels lists the transactions' distinct "STATUS CODE", in file order.
+func txnLabels(s pf.State) string {
+	var out []string
+	for _, x := range s.Txns {
+		l := x.Status + " " + x.StatusCode
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// fileMoney says what the engine moves for a file command's Delta, and checks the
+// amounts: a hold is every payable transaction's amount plus charge.
+func fileMoney(t *testing.T, s, n pf.State, cmd any, d pf.Delta) string {
+	t.Helper()
+	if len(d.Paid) > 0 || d.Release.Sign() != 0 {
+		t.Fatalf("%T paid %v / released %s", cmd, d.Paid, d.Release)
+	}
+	if d.Hold.Sign() == 0 {
+		return "nothing"
+	}
+	a, _ := cmd.(pf.Approve)
+	want := money.Zero()
+	for _, x := range s.Txns {
+		if _, no := a.Rejected[x.TransactionID]; !no {
+			want = want.Add(x.Amount).Add(x.Charge)
+		}
+	}
+	if !d.Hold.Equal(want) || !n.Held.Equal(want) || !pf.HoldFor(s, a.Rejected).Equal(want) {
+		t.Fatalf("hold %s (file %s), want %s", d.Hold, n.Held, want)
+	}
+	return "hold: amounts + charges"
+}
+
+// Every file status x every command, against the file table. A (status, command)
+// pair without a row fails, as does a row no pair used.
+func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
+	t.Parallel()
+	rows := index(t, fileTable)
+	used := map[[2]string]bool{}
+	for _, st := range tableFileStates() {
+		for _, c := range tableFileCommands() {
+			k := [2]string{st.label, c.name}
+			r, ok := rows[k]
+			if !ok {
+				t.Errorf("(%s, %s): no row in the file table", st.label, c.name)
+				continue
+			}
+			used[k] = true
+			if r.principal != c.principal {
+				t.Errorf("(%s, %s): principal %q, the command is %q's", st.label, c.name, r.principal, c.principal)
+			}
+			s := st.build(t)
+			if got := fileLabel(s); got != st.label {
+				t.Fatalf("%s: built %s", st.label, got)
+			}
+			if r.result == perTxn {
+				// Results on a file being paid act per transaction: the transaction
+				// table's own loop (TestPayoutTxnTable_EveryStateEveryCommand) covers
+				// these cells.
+				continue
+			}
+			before := clone(s)
+			cmd := c.cmd(s)
+			n, d, err := pf.Apply(s, cmd)
+			wantUnchanged(t, before, s)
+			var res, moved string
+			switch {
+			case err != nil:
+				wantUnchanged(t, before, n)
+				res, moved = refusal(err), fileMoney(t, s, n, cmd, d)
+			case reflect.DeepEqual(n, before):
+				res, moved = "ignored: no change", fileMoney(t, s, n, cmd, d)
+			default:
+				res, moved = n.Status+", transactions "+txnLabels(n), fileMoney(t, s, n, cmd, d)
+				if !d.Moved || n.Version != s.Version+1 && s.Exists() {
+					t.Errorf("(%s, %s): Moved %v, version %d -> %d", st.label, c.name, d.Moved, s.Version, n.Version)
+				}
+			}
+			if res != r.result || moved != r.money {
+				t.Errorf("(%s, %s): got %q / %q, table says %q / %q", st.label, c.name, res, moved, r.result, r.money)
+			}
+		}
+	}
+	unused(t, fileTable, used)
+}
+
+func fileLabel(s pf.State) string {
+	if !s.Exists() {
+		return "none"
+	}
+	return s.Status
+}
+
+// tableTxnStates builds a PROCESSING file whose transaction T1 is in each status
+// of the transaction table (the others stay open, so the file stays PROCESSING,
+// except for "last open"). id is the transaction the outcome names.
+func tableTxnStates() []struct {
+	builder
+	id string
+} {
+	after := func(submitNow bool, cmd any) func(*testing.T) pf.State {
+		return func(t *testing.T) pf.State {
+			s, _ := mustApply(t, processing(t, submitNow), cmd)
+			return s
+		}
+	}
+	type b = struct {
+		builder
+		id string
+	}
+	return []b{
+		{builder{"PENDING", func(t *testing.T) pf.State { return processing(t, false) }}, "T1"},
+		{builder{"PROCESSING", func(t *testing.T) pf.State { return processing(t, true) }}, "T1"},
+		{builder{"PROCESSING", after(false, submitted(ok("T1")))}, "T1"},
+		{builder{"PROCESSING, last open", after(true, final(ok("T2"), ko("T3")))}, "T1"},
+		// No command leaves a file holding less than its open transactions need; a
+		// stored file that does (a corrupt row) must refuse outcomes rather than pay
+		// or release money it does not hold.
+		{builder{"PROCESSING, hold short", func(t *testing.T) pf.State {
+			s := processing(t, true)
+			s.Held = amt("1.00")
+			return s
+		}}, "T1"},
+		{builder{"COMPLETE", after(true, final(ok("T1")))}, "T1"},
+		{builder{"FAILED", after(true, final(ko("T1")))}, "T1"},
+		{builder{"FAILED", func(t *testing.T) pf.State { // refused at approval (idempotency key already used)
+			s, _ := mustApply(t, created(t), pf.Approve{Rejected: map[string]string{"T1": "dup"}, At: at})
+			return s
+		}}, "T1"},
+		{builder{"not in the file", func(t *testing.T) pf.State { return processing(t, true) }}, "T9"},
+	}
+}
+
+func txnLabel(s pf.State, id string) string {
+	if s.Status != pf.StatusProcessing {
+		return "file " + s.Status
+	}
+	i, ok := s.Index()[id]
+	if !ok {
+		return "not in the file"
+	}
+	x := s.Txns[i]
+	if x.Status != pf.TxnProcessing {
+		return x.Status
+	}
+	open, need := 0, money.Zero()
+	for _, y := range s.Txns {
+		if !y.Final() {
+			open++
+			need = need.Add(y.Amount).Add(y.Charge)
+		}
+	}
+	switch {
+	case s.Held.Cmp(need) < 0:
+		return "PROCESSING, hold short"
+	case open == 1:
+		return "PROCESSING, last open"
+	}
+	return "PROCESSING"
+}
+
+// Every transaction status x every rail outcome, against the transaction table.
+func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
+	t.Parallel()
+	rows := index(t, txnTable)
+	used := map[[2]string]bool{}
+	commands := []struct {
+		name, principal string
+		cmd             func(id string) pf.Results
+	}{
+		{"SUBMITTED", submittedBy, func(id string) pf.Results { return submitted(ok(id)) }},
+		{"FINAL success", finalBy, func(id string) pf.Results { return final(ok(id)) }},
+		{"FINAL failure", finalBy, func(id string) pf.Results { return final(ko(id)) }},
+	}
+	for _, st := range tableTxnStates() {
+		for _, c := range commands {
+			k := [2]string{st.label, c.name}
+			r, found := rows[k]
+			if !found {
+				t.Errorf("(%s, %s): no row in the transaction table", st.label, c.name)
+				continue
+			}
+			used[k] = true
+			if r.principal != c.principal {
+				t.Errorf("(%s, %s): principal %q, the command is %q's", st.label, c.name, r.principal, c.principal)
+			}
+			s := st.build(t)
+			if got := txnLabel(s, st.id); got != st.label {
+				t.Fatalf("%s: built %s", st.label, got)
+			}
+			before := clone(s)
+			n, d, err := pf.Apply(s, c.cmd(st.id))
+			wantUnchanged(t, before, s)
+			res, moved := "", "nothing"
+			switch {
+			case err != nil:
+				wantUnchanged(t, before, n)
+				res = refusal(err)
+			case len(d.Changed) == 0:
+				wantUnchanged(t, before, n)
+				switch {
+				case len(d.Unsubmitted) > 0:
+					res = "ignored: never submitted"
+				case st.label == "not in the file":
+					res = "ignored: not in the file"
+				case s.Txns[0].Final():
+					res = "ignored: has its outcome"
+				default:
+					res = "ignored: no change"
+				}
+				if d.Ignored != 1 {
+					t.Errorf("(%s, %s): ignored %d outcomes, want 1", st.label, c.name, d.Ignored)
+				}
+			default:
+				x := n.Txns[0]
+				res = x.Status + " " + x.StatusCode
+				if n.Status != s.Status {
+					res += "; file " + n.Status + " " + n.StatusCode
+				}
+				moved = txnMoney(t, s, n, d)
+			}
+			if err == nil && len(d.Changed) == 0 && (len(d.Paid) > 0 || d.Release.Sign() > 0) {
+				t.Errorf("(%s, %s): money moved for an ignored outcome: %+v", st.label, c.name, d)
+			}
+			if res != r.result || moved != r.money {
+				t.Errorf("(%s, %s): got %q / %q, table says %q / %q", st.label, c.name, res, moved, r.result, r.money)
+			}
+		}
+	}
+	unused(t, txnTable, used)
+}
+
+// txnMoney says what the engine moves for T1's outcome (settlePayouts: Paid ->
+// wallet.Disburse, Release -> wallet.Release) and checks the amounts against T1
+// and the file's hold.
+func txnMoney(t *testing.T, s, n pf.State, d pf.Delta) string {
+	t.Helper()
+	x := s.Txns[0]
+	out := x.Amount.Add(x.Charge)
+	paid := len(d.Paid) > 0
+	released := d.Release.Sign() > 0
+	switch {
+	case paid && released:
+		t.Fatalf("one outcome both paid and released: %+v", d)
+	case paid:
+		p := d.Paid[0]
+		if len(d.Paid) != 1 || p.TransactionID != x.TransactionID || !p.Amount.Equal(x.Amount) || !p.Charge.Equal(x.Charge) {
+			t.Fatalf("paid %+v, want %s", d.Paid, x.TransactionID)
+		}
+	case released:
+		if !d.Release.Equal(out) {
+			t.Fatalf("released %s, want %s", d.Release, out)
+		}
+	default:
+		return "nothing"
+	}
+	if !s.Held.Sub(out).Equal(n.Held) {
+		t.Fatalf("hold %s -> %s, want down by %s", s.Held, n.Held, out)
+	}
+	if paid {
+		return "debit: amount + charge from the hold"
+	}
+	return "release: amount + charge to available"
+}
+
+func index(t *testing.T, table []row) map[[2]string]row {
+	t.Helper()
+	m := map[[2]string]row{}
+	for _, r := range table {
+		k := [2]string{r.state, r.command}
+		if _, dup := m[k]; dup {
+			t.Fatalf("two rows for (%s, %s)", r.state, r.command)
+		}
+		m[k] = r
+	}
+	return m
+}
+
+func unused(t *testing.T, table []row, used map[[2]string]bool) {
+	t.Helper()
+	for _, r := range table {
+		if !used[[2]string{r.state, r.command}] {
+			t.Errorf("row (%s, %s) names a state or command the test does not build", r.state, r.command)
+		}
+	}
+}
+
+// The tables above are the documented ones, word for word.
+func TestPayoutTables_MatchDoc(t *testing.T) {
+	t.Parallel()
+	for _, tb := range []struct {
+		header string
+		rows   []row
+	}{
+		{"| File status | Command | Principal | Result | Money |", fileTable},
+		{"| Transaction status | Outcome | Principal | Result | Money |", txnTable},
+	} {
+		doc := docTable(t, "## Payment file (payouts)", tb.header)
+		if len(doc) != len(tb.rows) {
+			t.Errorf("%s: docs/state-machines.md has %d rows, the test %d", tb.header, len(doc), len(tb.rows))
+		}
+		for i := 0; i < len(doc) && i < len(tb.rows); i++ {
+			r := tb.rows[i]
+			if want := []string{r.state, r.command, r.principal, r.result, r.money}; !reflect.DeepEqual(doc[i], want) {
+				t.Errorf("%s row %d: doc %q, test %q", tb.header, i+1, doc[i], want)
+			}
+		}
+	}
+}
+
+// docTable reads the rows of the table with the given header line inside a
+// section (a "## " heading) of docs/state-machines.md, cells trimmed.
+func docTable(t *testing.T, section, header string) [][]string {
+	t.Helper()
+	f, err := os.Open("../../../docs/state-machines.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows [][]string
+	in, table, seen := false, false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "## "):
+			in = line == section
+			table = false
+		case in && line == header:
+			table, seen = true, true
+		case table && strings.HasPrefix(line, "|"):
+			if strings.HasPrefix(line, "|--") || strings.HasPrefix(line, "| --") {
+				continue
+			}
+			var cells []string
+			for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+				cells = append(cells, strings.TrimSpace(c))
+			}
+			rows = append(rows, cells)
+		default:
+			table = false
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !seen {
+		t.Fatalf("docs/state-machines.md: no table %q under %q", header, section)
+	}
+	return rows
+}

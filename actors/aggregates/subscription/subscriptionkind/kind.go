@@ -1,0 +1,392 @@
+// Package subscriptionkind plugs the subscription aggregate (actors/aggregates/subscription)
+// into the engine's registry (docs/adr/0007-one-aggregate-contract.md): its
+// commands, hydration and handlers. The engine does not know subscriptions by name.
+//
+// A cycle is one command (topics.CmdSubscriptionCycle, id subscription.CycleCommandID):
+// the sandbox card rail's answer is the stored test card's outcome, so the command
+// decides it, credits the merchant's KES settlement wallet through balanced ledger
+// entries (card fee, BUSINESS-PAYS), records the cycle's invoice-shaped payment and
+// moves the schedule, all in one batch or not at all.
+package subscriptionkind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletkind"
+	"paysvc/actors/engine"
+	"paysvc/actors/values/ids"
+	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
+	"paysvc/storage"
+	"paysvc/topics"
+)
+
+// CodeStatus refuses a change the subscription's status does not allow (400).
+const CodeStatus = "subscription_status"
+
+var cyclesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "paysvc_subscription_cycles_total",
+	Help: "Subscription cycles charged, by outcome (approved, failed), counted once committed.",
+}, []string{"outcome"})
+
+// cycleRetries counts the cycles of cyclesTotal that retried a FAILED
+// subscription (the retry policy's next date, or a new card), by outcome.
+var cycleRetries = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "paysvc_subscription_cycle_retries_total",
+	Help: "Subscription cycles that retried a FAILED subscription (also counted in paysvc_subscription_cycles_total), by outcome (approved, failed), counted once committed.",
+}, []string{"outcome"})
+
+func init() {
+	// Both outcomes exist from the start, at 0: a dashboard's ratio and an
+	// alert's rate read 0 on a quiet service rather than nothing.
+	for _, o := range []string{"approved", "failed"} {
+		cyclesTotal.WithLabelValues(o)
+		cycleRetries.WithLabelValues(o)
+	}
+}
+
+// Kind is the subscription aggregate's registration.
+func Kind() engine.Kind {
+	return engine.Kind{
+		Name: storage.SubscriptionKind,
+		Commands: map[string]func() any{
+			topics.CmdSubscriptionCreate:      func() any { return &topics.SubscriptionCreate{} },
+			topics.CmdSubscriptionActivate:    func() any { return &topics.SubscriptionActivate{} },
+			topics.CmdSubscriptionCycle:       func() any { return &topics.SubscriptionCycle{} },
+			topics.CmdSubscriptionUnsubscribe: func() any { return &topics.SubscriptionUnsubscribe{} },
+			topics.CmdSubscriptionUpdate:      func() any { return &topics.SubscriptionUpdate{} },
+		},
+		IDs:   idsOf,
+		Refs:  refs,
+		Load:  load,
+		Apply: apply,
+		// The engine's guards (docs/security.md): a card set up or charged
+		// through the sandbox's test cards is sandbox only (no live acquirer is
+		// connected: a live activation or cycle would invent money); an
+		// unsubscribe only stops billing, so a disabled merchant's is taken.
+		Guards: map[string]engine.Guard{
+			topics.CmdSubscriptionCreate:      {},
+			topics.CmdSubscriptionActivate:    {SandboxOnly: true},
+			topics.CmdSubscriptionCycle:       {SandboxOnly: true},
+			topics.CmdSubscriptionUnsubscribe: {WhileDisabled: true},
+			topics.CmdSubscriptionUpdate:      {},
+		},
+	}
+}
+
+func idsOf(payload any) []string {
+	var id string
+	switch p := payload.(type) {
+	case *topics.SubscriptionCreate:
+		id = p.SubscriptionID
+	case *topics.SubscriptionActivate:
+		id = p.SubscriptionID
+	case *topics.SubscriptionCycle:
+		id = p.SubscriptionID
+	case *topics.SubscriptionUnsubscribe:
+		id = p.SubscriptionID
+	case *topics.SubscriptionUpdate:
+		id = p.SubscriptionID
+	}
+	if id == "" {
+		return nil
+	}
+	return []string{id}
+}
+
+// refs: a subscription's payments go to its wallet.
+func refs(state any) []engine.Ref {
+	if s, ok := state.(subscription.State); ok && s.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
+	}
+	return nil
+}
+
+func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+	found, err := storage.LoadSubscriptions(ctx, q, merchantID, idList)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Snapshot, 0, len(found))
+	for id, s := range found {
+		out = append(out, engine.Snapshot{ID: id, Version: s.Version, State: s.State})
+	}
+	return out, nil
+}
+
+func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
+	switch in := payload.(type) {
+	case *topics.SubscriptionCreate:
+		return create(tx, *in)
+	case *topics.SubscriptionActivate:
+		return activate(tx, *in)
+	case *topics.SubscriptionCycle:
+		return cycle(tx, *in)
+	case *topics.SubscriptionUnsubscribe:
+		return unsubscribe(tx, *in)
+	case *topics.SubscriptionUpdate:
+		return update(tx, *in)
+	}
+	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
+}
+
+func get(tx *engine.Tx, id string) (subscription.State, bool) {
+	if s, ok := tx.Get(id); ok {
+		st := s.(subscription.State)
+		return st, st.Exists() && st.MerchantID == tx.Merchant()
+	}
+	return subscription.State{}, false
+}
+
+func notFound() topics.Reply {
+	return engine.Refuse(engine.CodeNotFound, "Subscription not found.", "subscription_id")
+}
+
+func terms(t topics.SubscriptionTerms) subscription.Terms {
+	return subscription.Terms{Name: t.Name, Amount: t.Amount, Currency: t.Currency}
+}
+
+func plan(p topics.SubscriptionPlan) subscription.Plan {
+	return subscription.Plan{PlanID: p.PlanID, Frequency: p.Frequency, FrequencyUnit: p.FrequencyUnit, BillingCycles: p.BillingCycles}
+}
+
+// put stores the new state, emits its subscription_event and answers it.
+func put(tx *engine.Tx, n subscription.State) topics.Reply {
+	tx.Put(n.SubscriptionID, n)
+	tx.Event(topics.SubscriptionEvent, n.SubscriptionID, Event(n))
+	return current(n)
+}
+
+// current answers the state without changing it (a repeated or overtaken command).
+func current(s subscription.State) topics.Reply { return topics.Reply{Result: mustJSON(s)} }
+
+func create(tx *engine.Tx, in topics.SubscriptionCreate) (topics.Reply, error) {
+	if _, ok := tx.Get(in.SubscriptionID); ok {
+		return engine.Refuse(engine.CodeInvalid, "The subscription already exists.", "subscription_id"), nil
+	}
+	if in.WalletID == "" {
+		return engine.Refuse(engine.CodeInvalid, "The merchant has no KES settlement wallet to receive the payments.", ""), nil
+	}
+	n, err := subscription.ApplyBy(subscription.State{}, subscription.ByMerchant, subscription.Create{SubscriptionID: in.SubscriptionID, MerchantID: tx.Merchant(),
+		CustomerID: in.CustomerID, Plan: plan(in.Plan), StartDate: in.StartDate, Reference: in.Reference, RedirectURL: in.RedirectURL,
+		TestClockID: in.TestClockID, SetupTokenHash: in.SetupTokenHash, WalletID: in.WalletID, Terms: terms(in.Terms),
+		Customer: subscription.Customer{Email: in.Customer.Email, FirstName: in.Customer.FirstName, LastName: in.Customer.LastName},
+		At:       tx.At()})
+	if err != nil {
+		return engine.Refuse(engine.CodeInvalid, "Invalid subscription: "+err.Error(), ""), nil
+	}
+	return put(tx, n), nil
+}
+
+func activate(tx *engine.Tx, in topics.SubscriptionActivate) (topics.Reply, error) {
+	s, ok := get(tx, in.SubscriptionID)
+	if !ok {
+		return notFound(), nil
+	}
+	n, err := subscription.ApplyBy(s, subscription.ByCustomer, subscription.Activate{CardToken: in.CardToken, CardNetwork: in.CardNetwork,
+		CardNumber: in.CardNumber, CardOutcome: in.CardOutcome, At: tx.At()})
+	switch {
+	case errors.Is(err, subscription.ErrDuplicate):
+		return current(s), nil
+	case errors.Is(err, subscription.ErrCardOutcome):
+		return engine.Refuse(engine.CodeInvalid, "The card cannot be set up: its outcome is unknown.", "card_number"), nil
+	case err != nil:
+		return engine.Refuse(CodeStatus, "A card can be set up only while the subscription is PENDING or FAILED; it is "+s.Status+".", ""), nil
+	}
+	return put(tx, n), nil
+}
+
+// declineReason is the sandbox rail's answer for a stored test card: "" approves,
+// and only the approving test card's outcome does. An absent or unknown outcome
+// declines (fail closed: nobody said this card pays).
+func declineReason(outcome string) string {
+	switch outcome {
+	case subscription.CardApproves:
+		return ""
+	case subscription.CardDeclines:
+		return "The card was declined (do not honour)."
+	case subscription.CardInsufficientFunds:
+		return "Insufficient funds on the card."
+	}
+	return "The card was declined: its outcome is unknown."
+}
+
+func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
+	s, ok := get(tx, in.SubscriptionID)
+	if !ok {
+		return notFound(), nil
+	}
+	invoiceID := subscription.CycleInvoiceID(subscription.CycleCommandID(in.SubscriptionID, in.Slot, in.Date, in.Generation))
+	charge := subscription.ChargeCycle{Slot: in.Slot, Date: in.Date, Generation: in.Generation, Today: in.Today,
+		InvoiceID: invoiceID, Terms: terms(in.Terms), At: tx.At()}
+	// Is this cycle still the one due? A repeated or overtaken cycle, or one on a
+	// date already charged, changes nothing.
+	if _, err := subscription.ApplyBy(s, subscription.ByScheduler, charge); err != nil {
+		if errors.Is(err, subscription.ErrDuplicate) || errors.Is(err, subscription.ErrStale) || errors.Is(err, subscription.ErrCharged) {
+			return current(s), nil
+		}
+		return engine.Refuse(engine.CodeInvalid, "The cycle cannot be charged: "+err.Error(), ""), nil
+	}
+	reason := in.PriceError
+	if reason == "" {
+		reason = declineReason(s.CardOutcome)
+	}
+	narrative := "Subscription " + s.SubscriptionID + " cycle " + strconv.Itoa(s.CompletedCycles+1) + " " + s.CardNetwork + " " + last4(s.CardNumber)
+	if reason == "" {
+		err := tx.Credit(s.WalletID, wallet.Collect{TransactionID: ids.Derive(10, invoiceID, "collect"), Value: in.Value,
+			Charges: in.Charges, NetAmount: in.NetAmount, Clearing: ledger.CardClearing, Narrative: narrative})
+		var we engine.WalletError
+		if errors.As(err, &we) {
+			// The card would be charged for money the wallet cannot take (e.g. a
+			// balance limit): fail the cycle rather than charge it.
+			reason = "The merchant's wallet cannot receive this payment."
+		} else if err != nil {
+			return topics.Reply{}, err
+		}
+	}
+	charge.Approved, charge.Reason = reason == "", reason
+	charge.Payment = payment(s, in, invoiceID, reason, narrative, tx)
+	n, err := subscription.ApplyBy(s, subscription.ByScheduler, charge)
+	if err != nil {
+		return topics.Reply{}, err // validated above: a broken invariant fails the batch (and undoes the credit)
+	}
+	outcome := "approved"
+	if reason != "" {
+		outcome = "failed"
+	}
+	retry := s.Status == subscription.StatusFailed
+	tx.AfterCommit(func() {
+		cyclesTotal.WithLabelValues(outcome).Inc()
+		if retry {
+			cycleRetries.WithLabelValues(outcome).Inc()
+		}
+	})
+	return put(tx, n), nil
+}
+
+func last4(masked string) string {
+	if len(masked) < 4 {
+		return masked
+	}
+	return masked[len(masked)-4:]
+}
+
+// payment is the cycle's invoice-shaped record: what GET .../transactions/ and
+// the customer's payments show, in the Payment session form of every invoice.
+func payment(s subscription.State, in topics.SubscriptionCycle, invoiceID, reason, narrative string, tx *engine.Tx) *subscription.Payment {
+	st := invoice.StateComplete
+	if reason != "" {
+		st = invoice.StateFailed
+	}
+	zero := func(a money.Amount) money.Amount {
+		if a.IsZero() {
+			return money.Zero()
+		}
+		return a
+	}
+	inv := invoice.State{InvoiceID: invoiceID, MerchantID: s.MerchantID, WalletID: s.WalletID, State: st, Provider: "CARD",
+		Currency: "KES", Value: zero(in.Value), Charges: zero(in.Charges), NetAmount: zero(in.NetAmount), Tariff: tariff.BusinessPays,
+		APIRef: s.Reference, FailedReason: reason, CardLast4: last4(s.CardNumber), CardNetwork: s.CardNetwork, Cleared: reason == "",
+		Email: s.Customer.Email, Customer: invoice.Customer{CustomerID: s.CustomerID, FirstName: s.Customer.FirstName,
+			LastName: s.Customer.LastName}, Narrative: narrative, Version: 1, CreatedAt: tx.At(), UpdatedAt: tx.At()}
+	if reason != "" {
+		inv.FailedCode = "card_declined"
+	}
+	return &subscription.Payment{InvoiceID: invoiceID, Slot: in.Slot, Date: in.Date, Status: st, Invoice: mustJSON(inv)}
+}
+
+func unsubscribe(tx *engine.Tx, in topics.SubscriptionUnsubscribe) (topics.Reply, error) {
+	s, ok := get(tx, in.SubscriptionID)
+	if !ok {
+		return notFound(), nil
+	}
+	n, err := subscription.ApplyBy(s, subscription.ByMerchant, subscription.Unsubscribe{At: tx.At()})
+	switch {
+	case errors.Is(err, subscription.ErrDuplicate):
+		return current(s), nil
+	case err != nil:
+		return engine.Refuse(CodeStatus, "A "+s.Status+" subscription cannot be canceled.", ""), nil
+	}
+	return put(tx, n), nil
+}
+
+func update(tx *engine.Tx, in topics.SubscriptionUpdate) (topics.Reply, error) {
+	s, ok := get(tx, in.SubscriptionID)
+	if !ok {
+		return notFound(), nil
+	}
+	n := s
+	if in.Plan != nil {
+		cp := subscription.ChangePlan{Plan: plan(*in.Plan), At: tx.At()}
+		if in.Terms != nil {
+			cp.Terms = terms(*in.Terms)
+		}
+		next, err := subscription.ApplyBy(n, subscription.ByMerchant, cp)
+		switch {
+		case errors.Is(err, subscription.ErrDuplicate):
+		case errors.Is(err, subscription.ErrInvalid):
+			return engine.Refuse(engine.CodeInvalid, "The plan cannot be used: "+err.Error(), "plan_id"), nil
+		case err != nil:
+			return engine.Refuse(CodeStatus, "A "+s.Status+" subscription cannot change.", ""), nil
+		default:
+			n = next
+		}
+	}
+	if in.NextDate != "" {
+		next, err := subscription.ApplyBy(n, subscription.ByMerchant, subscription.SetNextDate{Date: in.NextDate, Today: in.Today, At: tx.At()})
+		switch {
+		case errors.Is(err, subscription.ErrDuplicate):
+		case errors.Is(err, subscription.ErrCharged):
+			return engine.Refuse(engine.CodeInvalid, "next_date must be after "+n.LastChargeDate+
+				", the date of the last charge: a date is charged once.", "next_date"), nil
+		case errors.Is(err, subscription.ErrInvalid):
+			return engine.Refuse(engine.CodeInvalid, "next_date must be a date today or later (YYYY-MM-DD).", "next_date"), nil
+		case err != nil:
+			return engine.Refuse(CodeStatus, "The next date of a "+s.Status+" subscription cannot change now.", ""), nil
+		default:
+			n = next
+		}
+	}
+	if n.Version == s.Version {
+		return current(s), nil
+	}
+	return put(tx, n), nil
+}
+
+// Event is the subscription_event payload of a state (spec "Events").
+func Event(s subscription.State) topics.Subscription {
+	ev := topics.Subscription{ID: s.SubscriptionID, Status: s.Status,
+		Plan: topics.SubscriptionEventPlan{PlanID: s.Plan.PlanID, Name: s.Terms.Name, Amount: s.Terms.Amount, Currency: s.Terms.Currency,
+			Frequency: s.Plan.Frequency, FrequencyUnit: s.Plan.FrequencyUnit},
+		Customer: topics.SubscriptionEventCustomer{CustomerID: s.CustomerID, Email: s.Customer.Email, FirstName: s.Customer.FirstName,
+			LastName: s.Customer.LastName},
+		CompletedCycles: s.CompletedCycles, CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
+	if s.NextDate != "" {
+		d := s.NextDate
+		ev.NextDate = &d
+	}
+	if s.ShowsFailReason() {
+		r := s.FailReason
+		ev.FailReason = &r
+	}
+	return ev
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own types
+	}
+	return b
+}

@@ -1,0 +1,670 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/actors/outbound/webhooks"
+	"paysvc/actors/outbound/webhooks/dispatch"
+	"paysvc/actors/outbound/webhooks/outbound"
+	"paysvc/actors/values/ids"
+	"paysvc/storage"
+	"paysvc/storage/storagetest"
+	"paysvc/topics"
+)
+
+const secret = "hook-secret-1"
+
+// signingKey keys the test webhooks' webhook-signature (whsec_ bytes).
+var signingKey = []byte("0123456789abcdef0123456789abcdef")
+
+// arrival is one request the receiver got: the event, what it answered, and whether
+// both signatures verified.
+type arrival struct {
+	EventID  string
+	Status   int
+	Verified bool
+}
+
+// receiver answers each event from a script (then 200) and keeps every arrival in order.
+type receiver struct {
+	mu     sync.Mutex
+	script map[string][]int
+	got    []arrival
+	srv    *httptest.Server
+	delay  time.Duration // a slow receiver: each answer after this
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{script: map[string][]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		h := map[string]string{}
+		for _, k := range []string{"X-SERVICE-Signature", "webhook-id", "webhook-timestamp", "webhook-signature"} {
+			h[k] = req.Header.Get(k)
+		}
+		id := h["webhook-id"]
+		r.mu.Lock()
+		status := 200
+		if s := r.script[id]; len(s) > 0 {
+			status, r.script[id] = s[0], s[1:]
+		}
+		r.got = append(r.got, arrival{id, status, webhooks.VerifyDelivery(secret, signingKey, h, b, time.Now(), time.Minute)})
+		delay := r.delay
+		r.mu.Unlock()
+		time.Sleep(delay)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) answer(eventID string, statuses ...int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.script[eventID] = statuses
+}
+
+func (r *receiver) arrivals() []arrival {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// delivered is the events answered 200, in arrival order.
+func (r *receiver) delivered() []string {
+	var out []string
+	for _, a := range r.arrivals() {
+		if a.Status == 200 {
+			out = append(out, a.EventID)
+		}
+	}
+	return out
+}
+
+type bundle struct {
+	t        *testing.T
+	db       storagetest.Schema
+	brokers  []string
+	producer *kgo.Client
+	merchant string
+	webhook  string
+	recv     *receiver
+	cfg      dispatch.Config
+	stop     func() // stops setup's dispatcher
+}
+
+// setup starts Postgres (a schema), kfake with the event topics, one merchant with a
+// webhook on wallet_transfer_event pointing at a receiver, and a dispatcher.
+func setup(t *testing.T, cfg dispatch.Config) *bundle {
+	t.Helper()
+	schema := storagetest.New(t)
+	var seed []string
+	for _, tp := range topics.EventTopics {
+		seed = append(seed, tp)
+	}
+	c, err := kfake.NewCluster(kfake.SeedTopics(4, seed...), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	ctx := context.Background()
+	b := &bundle{t: t, db: schema, brokers: c.ListenAddrs(), producer: producer, recv: newReceiver(t),
+		merchant: "MER" + ids.Alias(9), webhook: "WH" + ids.Alias(9)}
+	if err := storage.InsertMerchant(ctx, schema.DB, storage.Merchant{MerchantID: b.merchant, Name: "Hooks", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, schema.DB, storage.Webhook{WebhookID: b.webhook, MerchantID: b.merchant,
+		Endpoint: b.recv.srv.URL + "/hook", Challenge: secret, SigningSecret: signingKey, IsActive: true, WalletTransferEvent: true,
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = time.Second
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = 20 * time.Millisecond
+	}
+	b.cfg = cfg
+	b.stop = b.run()
+	t.Cleanup(b.stop)
+	return b
+}
+
+// run starts a dispatcher of the bundle; the function returned stops it (shutdown,
+// as on SIGTERM) and waits until it has.
+func (b *bundle) run() func() {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("PAYSVC_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d := dispatch.New(b.cfg, b.db.DB, outbound.New(outbound.Options{AllowPrivate: true}), nil, log)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx, b.brokers) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stop()
+			if err := <-done; err != nil {
+				b.t.Errorf("dispatcher: %v", err)
+			}
+		})
+	}
+}
+
+// newIDs makes n event ids.
+func newIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "evt_" + ids.Alias(12)
+	}
+	return out
+}
+
+// send publishes wallet_transfer_events of the merchant with these ids, keyed by
+// aggregate, as the relay does.
+func (b *bundle) send(aggregate string, evIDs ...string) {
+	b.t.Helper()
+	b.sendAs(b.merchant, aggregate, evIDs...)
+}
+
+// sendAs is send for another merchant of the bundle's database, with the
+// relay's merchant_id header.
+func (b *bundle) sendAs(merchant, aggregate string, evIDs ...string) {
+	b.t.Helper()
+	b.sendRecords(merchant, aggregate, true, evIDs...)
+}
+
+// sendRecords publishes the events, with the merchant_id header or without it
+// (a producer other than the relay).
+func (b *bundle) sendRecords(merchant, aggregate string, withHeader bool, evIDs ...string) {
+	b.t.Helper()
+	for _, id := range evIDs {
+		ev := topics.Event{ID: id, Type: topics.WalletTransferEvent, Version: 1, OccurredAt: time.Now(), MerchantID: merchant,
+			Key: aggregate, Payload: json.RawMessage(fmt.Sprintf(`{"id":%q,"origin_wallet_id":%q}`, id, aggregate))}
+		v, _ := json.Marshal(ev)
+		rec := &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent], Key: []byte(aggregate), Value: v}
+		if withHeader {
+			rec.Headers = []kgo.RecordHeader{{Key: "event_id", Value: []byte(id)}, {Key: "merchant_id", Value: []byte(merchant)}}
+		}
+		if err := b.producer.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// Events are matched to webhooks by merchant whether the merchant comes from the
+// relay's header (the event is then decoded only if the merchant has webhooks) or,
+// without the header, from the decoded event; a merchant without webhooks gets no
+// deliveries either way, and an undecodable record is skipped without stopping
+// the others.
+func TestEventsWithAndWithoutMerchantHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{})
+	hookless := "MER" + ids.Alias(9)
+	if err := storage.InsertMerchant(context.Background(), b.db.DB, storage.Merchant{MerchantID: hookless, Name: "No hooks",
+		Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	withHeader, without, skipped := newIDs(3), newIDs(3), newIDs(4)
+	b.sendRecords(hookless, "W-NONE", true, skipped[:2]...)
+	b.sendRecords(b.merchant, "W-H", true, withHeader...)
+	if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent],
+		Key: []byte("W-BAD"), Value: []byte(`{not json`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b.sendRecords(hookless, "W-NONE", false, skipped[2:]...)
+	b.sendRecords(b.merchant, "W-N", false, without...)
+	// Processed past the skipped records: an event of the merchant with webhooks
+	// after them under each of their keys (so in each of their partitions, read in
+	// order) is recorded only once every record before it has been.
+	past := newIDs(2)
+	b.send("W-NONE", past[0])
+	b.send("W-BAD", past[1])
+	b.waitDelivered(8)
+	var got []string
+	if err := b.db.DB.Select(&got, `SELECT event_id FROM webhook_deliveries ORDER BY event_id`); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]string{}, withHeader...), without...), past...)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("deliveries for %v, want exactly %v (none for the merchant without webhooks)", got, want)
+	}
+}
+
+// publish sends n new events of the aggregate and returns their ids.
+func (b *bundle) publish(aggregate string, n int) []string {
+	b.t.Helper()
+	evIDs := newIDs(n)
+	b.send(aggregate, evIDs...)
+	return evIDs
+}
+
+func (b *bundle) waitDelivered(n int) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var done int
+		// An error is a connection a fault test killed: ask again.
+		_ = b.db.DB.Get(&done, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`)
+		if done >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%d of %d deliveries DELIVERED; arrivals %+v", done, n, b.recv.arrivals())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lastIndex is where id last arrives in arrivals, or -1.
+func lastIndex(as []arrival, id string) int {
+	for i := len(as) - 1; i >= 0; i-- {
+		if as[i].EventID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// index is where id first arrives with status (0: any) in arrivals, or -1.
+func index(as []arrival, id string, status int) int {
+	return slices.IndexFunc(as, func(a arrival) bool { return a.EventID == id && (status == 0 || a.Status == status) })
+}
+
+func TestOrderPerAggregate(t *testing.T) {
+	t.Parallel()
+
+	// An event whose delivery fails and is retried is not overtaken by the next event
+	// of its aggregate to the same webhook; another aggregate's event is not held back.
+	t.Run("RetriedDeliveryNotOvertaken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{RetryBase: 400 * time.Millisecond})
+		first := newIDs(1)[0]
+		b.recv.answer(first, 500) // then 200
+		b.send("WALLET-A", first)
+		later := b.publish("WALLET-A", 2)
+		other := b.publish("WALLET-B", 1)[0]
+		b.waitDelivered(4)
+
+		as := b.recv.arrivals()
+		failed, retried := index(as, first, 500), index(as, first, 200)
+		if failed < 0 || retried < failed || index(as, first, 0) != failed {
+			t.Fatalf("the first event should fail first, then succeed: %+v", as)
+		}
+		for _, id := range later {
+			if i := index(as, id, 0); i < retried {
+				t.Fatalf("event %s of the same aggregate arrived (at %d) before the retried one succeeded (at %d): %+v", id, i, retried, as)
+			}
+		}
+		if index(as, later[0], 0) > index(as, later[1], 0) {
+			t.Fatalf("the later events arrived out of order: %+v", as)
+		}
+		if i := index(as, other, 200); i > retried {
+			t.Fatalf("another aggregate's event waited for the retry (at %d, retry at %d): %+v", i, retried, as)
+		}
+		for _, a := range as {
+			if !a.Verified {
+				t.Fatalf("a delivery does not verify: %+v", a)
+			}
+		}
+		var attempts []int
+		if err := b.db.DB.Select(&attempts, `SELECT attempts FROM webhook_deliveries ORDER BY src_offset`); err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Max(attempts); got != 2 {
+			t.Fatalf("attempts per delivery %v: the failing one should have 2", attempts)
+		}
+	})
+
+	// The event record's status: PENDING before the first attempt, PROCESSING from
+	// the moment it is attempted and while a failed attempt waits for its retry,
+	// DELIVERED after.
+	t.Run("RetryingDeliveryIsProcessing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{RetryBase: 2 * time.Second})
+		ev := newIDs(1)[0]
+		b.recv.answer(ev, 500)
+		b.send("WALLET-P", ev)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var st struct {
+				Status   string `db:"status"`
+				Attempts int    `db:"attempts"`
+			}
+			err := b.db.DB.Get(&st, `SELECT status, attempts FROM webhook_deliveries WHERE event_id = $1`, ev)
+			if err == nil && st.Attempts == 1 {
+				if st.Status != "PROCESSING" {
+					t.Fatalf("after a failed attempt with a retry due the status is %q, want PROCESSING", st.Status)
+				}
+				break
+			}
+			if err == nil && st.Attempts == 0 && st.Status != "PENDING" && st.Status != "PROCESSING" {
+				t.Fatalf("before the first attempt's outcome the status is %q, want PENDING or PROCESSING", st.Status)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no failed attempt recorded: %+v %v", st, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.waitDelivered(1)
+	})
+
+	// A delivery that runs out of attempts is FAILED, and the next event of its
+	// aggregate goes on.
+	t.Run("FailedDeliveryReleasesTheNext", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{RetryBase: 50 * time.Millisecond, MaxAttempts: 2})
+		evs := newIDs(2)
+		b.recv.answer(evs[0], 500, 500)
+		b.send("WALLET-A", evs...)
+		b.waitDelivered(1)
+		as := b.recv.arrivals()
+		var status string
+		if err := b.db.DB.Get(&status, `SELECT status FROM webhook_deliveries WHERE event_id = $1`, evs[0]); err != nil || status != "FAILED" {
+			t.Fatalf("first delivery %q (%v), want FAILED", status, err)
+		}
+		if i, j := lastIndex(as, evs[0]), index(as, evs[1], 200); len(as) != 3 || j < i {
+			t.Fatalf("the next event should arrive once, after the last attempt of the failed one: %+v", as)
+		}
+	})
+
+	// Many events of a few aggregates, all answered 200: each aggregate's events
+	// arrive in the order they were published, each once.
+	t.Run("ManyEventsInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, dispatch.Config{PerQueue: 8, Workers: 4})
+		want := map[string][]string{}
+		var all []string
+		for round := range 5 {
+			for _, agg := range []string{"W1", "W2", "W3"} {
+				ids := b.publish(agg, 10+round)
+				want[agg] = append(want[agg], ids...)
+				all = append(all, ids...)
+			}
+		}
+		b.waitDelivered(len(all))
+		got := b.recv.delivered()
+		if len(got) != len(all) {
+			t.Fatalf("%d deliveries for %d events", len(got), len(all))
+		}
+		for agg, ids := range want {
+			var seen []string
+			for _, id := range got {
+				if slices.Contains(ids, id) {
+					seen = append(seen, id)
+				}
+			}
+			if !slices.Equal(seen, ids) {
+				t.Fatalf("aggregate %s arrived out of order:\n got %v\nwant %v", agg, seen, ids)
+			}
+		}
+		b.waitNoQueues()
+	})
+}
+
+// waitNoQueues waits until every queue was found empty and removed.
+func (b *bundle) waitNoQueues() {
+	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := -1
+		_ = b.db.DB.Get(&n, `SELECT count(*) FROM webhook_queues`)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%d queues left after every delivery was done", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A queue leased by a dispatcher that died (claimed, never finished) is sent by
+// another once the lease runs out, from its oldest delivery.
+func TestLeaseOfDeadDispatcherRunsOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{Lease: 800 * time.Millisecond})
+	// The dispatcher under test must not take the queue first: record the
+	// deliveries and lease their queue as a dispatcher that then dies would.
+	evs := newIDs(3)
+	ctx := context.Background()
+	var rows []storage.NewDelivery
+	for i, id := range evs {
+		body, _ := webhooks.Body(topics.WalletTransferEvent, json.RawMessage(`{}`), "") // the webhook does not opt in to the echo
+		rows = append(rows, storage.NewDelivery{EventID: id, WebhookID: b.webhook, MerchantID: b.merchant,
+			Topic: topics.WalletTransferEvent, AggKey: "WALLET-Z", Partition: 0, Offset: int64(100 + i), Body: body})
+	}
+	leasedAt := time.Now()
+	ins, err := storage.InsertDeliveries(ctx, b.db.DB, rows, 1, 800*time.Millisecond)
+	if err != nil || len(ins.Leased) != 1 || len(ins.New) != 3 {
+		t.Fatalf("insert: %+v %v", ins, err)
+	}
+	if again, err := storage.InsertDeliveries(ctx, b.db.DB, rows, 1, time.Minute); err != nil || len(again.New) != 0 || len(again.Leased) != 0 {
+		t.Fatalf("a redelivered event was recorded again: %+v %v", again, err)
+	}
+	b.waitDelivered(3)
+	as := b.recv.arrivals()
+	if got := []string{as[0].EventID, as[1].EventID, as[2].EventID}; !slices.Equal(got, evs) || len(as) != 3 {
+		t.Fatalf("arrivals %+v, want %v once each in order", as, evs)
+	}
+	if waited := time.Since(leasedAt); waited < 700*time.Millisecond {
+		t.Fatalf("delivered %s after the lease was taken: before it ran out", waited)
+	}
+	b.waitNoQueues()
+}
+
+// A stored body that echoes the webhook's current challenge, while the webhook no
+// longer opts in to the echo (a body recorded before include_challenge was turned
+// off, or before migration 0020), is not sent: bodies are never rewritten, and
+// sending it would hand out the live key of X-SERVICE-Signature. The delivery is
+// FAILED with the reason, and the next event of the aggregate goes on.
+func TestBodyEchoingWithdrawnChallengeIsNotSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{})
+	evs := newIDs(2)
+	var rows []storage.NewDelivery
+	for i, id := range evs {
+		echo := secret // the webhook's current challenge
+		if i == 1 {
+			echo = "an-older-challenge" // rotated away: it signs nothing now, so it is sent
+		}
+		body, _ := webhooks.Body(topics.WalletTransferEvent, json.RawMessage(`{}`), echo)
+		rows = append(rows, storage.NewDelivery{EventID: id, WebhookID: b.webhook, MerchantID: b.merchant,
+			Topic: topics.WalletTransferEvent, AggKey: "WALLET-E", Partition: 0, Offset: int64(200 + i), Body: body})
+	}
+	if _, err := storage.InsertDeliveries(context.Background(), b.db.DB, rows, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.waitDelivered(1)
+	if as := b.recv.arrivals(); len(as) != 1 || as[0].EventID != evs[1] {
+		t.Fatalf("arrivals %+v, want only %s", as, evs[1])
+	}
+	var st struct {
+		Status    string  `db:"status"`
+		LastError *string `db:"last_error"`
+	}
+	if err := b.db.DB.Get(&st, `SELECT status, last_error FROM webhook_deliveries WHERE event_id = $1`, evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != "FAILED" || st.LastError == nil || *st.LastError != webhooks.WithdrawnChallengeError {
+		t.Fatalf("the body echoing the live challenge: %+v", st)
+	}
+}
+
+// The database drops the dispatcher's connections again and again while events
+// stream in: every event is still delivered, in order per aggregate.
+func TestDatabaseConnectionsKilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{RetryBase: 50 * time.Millisecond})
+	admin, err := storage.Open(context.Background(), storagetest.URL(t), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				killed <- n
+				return
+			case <-time.After(25 * time.Millisecond):
+			}
+			var k int
+			_ = admin.Get(&k, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, b.db.Name)
+			n += k
+		}
+	}()
+	want := map[string][]string{}
+	total := 0
+	for round := range 20 {
+		for _, agg := range []string{"K1", "K2", "K3", "K4"} {
+			ids := b.publish(agg, 1+round%3)
+			want[agg] = append(want[agg], ids...)
+			total += len(ids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	if n := <-killed; n == 0 {
+		t.Fatal("no connection was killed: the test proved nothing")
+	}
+	b.waitDelivered(total)
+	got := b.recv.delivered()
+	for agg, ids := range want {
+		var seen []string
+		for _, id := range got {
+			if slices.Contains(ids, id) && !slices.Contains(seen, id) {
+				seen = append(seen, id)
+			}
+		}
+		if !slices.Equal(seen, ids) {
+			t.Fatalf("aggregate %s:\n got %v\nwant %v", agg, seen, ids)
+		}
+	}
+}
+
+// A slow receiver holds at most its webhook's share of the workers: another
+// merchant's events, published after a backlog of the slow one's, go out while the
+// slow receiver is still on its first requests.
+func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{Workers: 4}) // PerWebhook: 1
+	b.recv.mu.Lock()
+	b.recv.delay = 1500 * time.Millisecond // a window wide enough for a busy CI machine
+	b.recv.mu.Unlock()
+	other, otherHook, fast := "MER"+ids.Alias(9), "WH"+ids.Alias(9), newReceiver(t)
+	ctx := context.Background()
+	if err := storage.InsertMerchant(ctx, b.db.DB, storage.Merchant{MerchantID: other, Name: "Fast", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, b.db.DB, storage.Webhook{WebhookID: otherHook, MerchantID: other,
+		Endpoint: fast.srv.URL + "/hook", Challenge: secret, SigningSecret: signingKey, IsActive: true, WalletTransferEvent: true,
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var slowIDs []string
+	for i := range 5 { // 5 aggregates: 5 queues, more than the 4 workers
+		slowIDs = append(slowIDs, b.publish(fmt.Sprintf("SLOW-%d", i), 1)...)
+	}
+	fastIDs := newIDs(6)
+	for i, id := range fastIDs {
+		b.sendAs(other, fmt.Sprintf("FAST-%d", i%3), id)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(fast.delivered()) < len(fastIDs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fast merchant got %d of %d", len(fast.delivered()), len(fastIDs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// With every worker stuck on the slow receiver, it would have taken 4 requests
+	// before the fast merchant got any; with its share of one worker, at most 2
+	// (the one in flight, and the next) by the time the fast merchant has them all.
+	if n := len(b.recv.arrivals()); n > 2 {
+		t.Fatalf("the slow receiver had %d requests before the fast merchant got its 6 events", n)
+	}
+	b.waitDelivered(len(slowIDs) + len(fastIDs))
+}
+
+// A dispatcher shut down while it is recording a poll's events (the statement cut
+// short by the shutdown) does not commit their offsets on its way out: the next
+// dispatcher reads them again and delivers them. Committing what the poll returned,
+// as the offsets stood, lost those events for good.
+func TestShutdownWhileRecordingLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{})
+	stopFirst := b.run() // a second member; setup's own is stopped at cleanup
+	first := newIDs(1)
+	b.send("WALLET-S", first...)
+	b.waitDelivered(1)
+
+	// Hold the queue table so that recording the next events waits, then shut
+	// down every dispatcher while they wait.
+	ctx := context.Background()
+	tx, err := b.db.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // released below
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE webhook_queues IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	later := newIDs(3)
+	b.send("WALLET-S", later...)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var waiting int
+		if err := b.db.DB.GetContext(ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhook_deliveries%'`, b.db.Name); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no dispatcher started recording the events")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopFirst()
+	b.stop()
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next dispatcher delivers them.
+	t.Cleanup(b.run())
+	b.waitDelivered(4)
+	got := b.recv.delivered()
+	for _, id := range later {
+		if !slices.Contains(got, id) {
+			t.Fatalf("event %s was never delivered: %v", id, got)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// layers are the groups of packages, by directory (the longest prefix wins), and
+// what each may import besides itself (actors/doc.go, README "Layout"). An arrow
+// that is not here runs against the architecture: storage reaching into an
+// aggregate's decisions, the engine naming an aggregate, outbound delivery
+// depending on the engine.
+var layers = []struct {
+	dir     string
+	group   string
+	imports []string // groups, or a package path for a single exception
+}{
+	{"actors/values", "values", nil},
+	{"topics", "topics", []string{"values"}},
+	{"storage", "storage", []string{"topics", "values"}},
+	// The engine's generic money API (Tx.Hold, Release, Debit, Credit) is the
+	// wallet aggregate's own commands: the one aggregate it may name.
+	{"actors/engine", "engine", []string{"storage", "topics", "values", "paysvc/actors/aggregates/wallet"}},
+	{"actors/aggregates", "aggregates", []string{"engine", "storage", "topics", "values"}},
+	{"actors/rails", "rails", []string{"storage", "topics", "values"}},
+	{"actors/outbound", "outbound", []string{"storage", "topics", "values"}},
+	{"actors", "actors", nil},
+	{"api", "api", []string{"aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
+	{"cmd", "cmd", []string{"*"}},
+	{"ops", "ops", []string{"*"}},
+}
+
+// storageRowMapping are the storage files that still map an aggregate's stored
+// state to its type (they import the aggregate's package for it). That mapping
+// belongs to the aggregates' kind packages; until it moves there these files, and
+// no other storage file, may import an aggregate.
+var storageRowMapping = []string{"storage/batch.go", "storage/customers.go", "storage/invoices.go", "storage/payouts.go",
+	"storage/refunds.go", "storage/subscriptions.go", "storage/wallets.go"}
+
+// layerOf is the layer of a repository-relative directory.
+func layerOf(dir string) (group string, allowed []string, ok bool) {
+	best := -1
+	for i, l := range layers {
+		if (dir == l.dir || strings.HasPrefix(dir, l.dir+"/")) && (best < 0 || len(l.dir) > len(layers[best].dir)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", nil, false
+	}
+	return layers[best].group, layers[best].imports, true
+}
+
+// TestLayers reads the imports of every non-test Go file and fails on an import
+// its layer may not make. Tests may import more (fixtures).
+func TestLayers(t *testing.T) {
+	t.Parallel()
+	files := 0
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel := strings.TrimPrefix(filepath.ToSlash(filepath.Dir(path)), repoRoot+"/")
+		group, allowed, ok := layerOf(rel)
+		if !ok {
+			t.Errorf("%s: a Go package outside the layers (cmd, actors, api, topics, storage, ops)", rel)
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if !strings.HasPrefix(p, "paysvc/") {
+				continue
+			}
+			to, _, ok := layerOf(strings.TrimPrefix(p, "paysvc/"))
+			if !ok {
+				t.Errorf("%s imports %s, which is in no layer", rel, p)
+				continue
+			}
+			if to == group || slices.Contains(allowed, "*") || slices.Contains(allowed, to) || slices.Contains(allowed, p) {
+				continue
+			}
+			if file := rel + "/" + filepath.Base(path); to == "aggregates" && slices.Contains(storageRowMapping, file) {
+				continue
+			}
+			t.Errorf("%s/%s (%s) imports %s (%s): not allowed by the layers (cmd/paysvc/layers_test.go, actors/doc.go)",
+				rel, filepath.Base(path), group, p, to)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read only %d Go files: is the walk rooted at the repository?", files)
+	}
+}
+
+// The layer table itself: a package is put in the group of its longest prefix.
+func TestLayerOf(t *testing.T) {
+	for dir, want := range map[string]string{
+		"actors/values/money": "values", "actors/engine/aggregate": "engine", "actors/engine": "engine",
+		"actors/aggregates/wallet/walletkind": "aggregates", "actors": "actors", "topics/tracing": "topics",
+		"actors/outbound/relay": "outbound", "cmd/paysvc/service": "cmd", "storage/storagetest": "storage",
+	} {
+		if got, _, ok := layerOf(dir); !ok || got != want {
+			t.Errorf("layerOf(%q) = %q, %v; want %q", dir, got, ok, want)
+		}
+	}
+	if _, _, ok := layerOf("tracing"); ok {
+		t.Error("a top-level directory outside the fixed layout has a layer")
+	}
+}
