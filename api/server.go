@@ -159,6 +159,8 @@ type Server struct {
 	declared map[string]access
 	// openapi is the description of the routes, built from declared (openapi.go).
 	openapi *openapi.Document
+	// setupKey signs subscription setup tokens (subscriptions.go).
+	setupKey setupKey
 }
 
 // New builds the API.

@@ -48,17 +48,15 @@ var (
 // setupKey derives setup tokens: HMAC-SHA256(service secret, subscription id). The
 // token is stable (GET shows the same setup_url while the subscription waits for a
 // card) and nothing secret is stored: the row keeps only the token's SHA-256, by
-// which the setup endpoint finds the subscription.
+// which the setup endpoint finds the subscription. Each Server has its own
+// (Server.setupKey), read once from its database.
 type setupKey struct {
 	mu  sync.Mutex
 	key []byte
 }
 
-var setupKeys sync.Map // *sqlx.DB -> *setupKey (one per database: tests run many)
-
 func (s *Server) setupToken(ctx context.Context, subscriptionID string) (string, error) {
-	v, _ := setupKeys.LoadOrStore(s.db, &setupKey{})
-	k := v.(*setupKey)
+	k := &s.setupKey
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.key == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -18,7 +17,7 @@ import (
 
 // A registered kind that exists only in these tests: a "jar" holds money set aside
 // from a wallet (testjar.put) and pays it out through the ledger (testjar.pay). The
-// engine knows it only through Register; its table and batch function are made
+// engine knows it only through Config.Kinds; its table and batch function are made
 // here, as its own migration would.
 const jarKind = "testjar"
 
@@ -46,8 +45,10 @@ type jarSkew struct {
 	Amount, Stray money.Amount
 }
 
-var registerJar = sync.OnceFunc(func() {
-	engine.Register(engine.Kind{
+// jarAggregate is the test-only kind, added to a bundle's kinds (b.kinds) as the
+// service's list adds a real one.
+func jarAggregate() engine.Kind {
+	return engine.Kind{
 		Name: jarKind,
 		Commands: map[string]func() any{
 			"testjar.put":  func() any { return &jarPut{} },
@@ -153,8 +154,8 @@ var registerJar = sync.OnceFunc(func() {
 			b, _ := json.Marshal(j)
 			return topics.Reply{Result: b}, nil
 		},
-	})
-})
+	}
+}
 
 func jarID(p any) string {
 	switch p := p.(type) {
@@ -213,8 +214,8 @@ func (b *engineBundle) balances(t *testing.T, walletID string) (cur, avail strin
 // once, undo of a refused command's wallet moves, quarantine of a poison command,
 // rehydration after a restart and after a stale snapshot, balanced ledger entries.
 func TestRegisteredAggregate(t *testing.T) {
-	registerJar()
 	b := setup(t)
+	b.kinds = append(b.kinds, jarAggregate())
 	if _, err := b.db.ExecContext(b.ctx, jarSchema); err != nil {
 		t.Fatal(err)
 	}
@@ -314,8 +315,8 @@ func TestRegisteredAggregate(t *testing.T) {
 // wallets did: nothing of it is written (no entry, no wallet change, no instance,
 // no event), and the partition goes on with the next command.
 func TestRegisteredAggregate_UnbalancedCommandRefused(t *testing.T) {
-	registerJar()
 	b := setup(t)
+	b.kinds = append(b.kinds, jarAggregate())
 	if _, err := b.db.ExecContext(b.ctx, jarSchema); err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,10 @@
 //     applies, every aggregate instance its commands name or need, and those
 //     these refer to, and reads the facts the kinds' Prepare asks for: no command
 //     reads the database while it applies;
-//   - its kind's Apply (a registered Kind, kind.go; the aggregates live in their
-//     own packages and are registered from one list, cmd/paysvc/service) works
+//   - its kind's Apply (a Kind, kind.go; the aggregates live in their own
+//     packages, and the engine is given them as a value, Config.Kinds, built by
+//     one list, cmd/paysvc/service's Aggregates; there is no process-wide
+//     registry) works
 //     through a Tx (tx.go): each instance is a hollywood actor of the one shell
 //     (actors/engine/aggregate) hosting its kind's pure Step, and a command touching two
 //     instances (a transfer's two accounts, an approval's file and its hold) is

@@ -37,6 +37,9 @@ type Config struct {
 	// commands are refused within this time. Default 1s; negative reads every
 	// time (tests).
 	MerchantRefresh time.Duration
+	// Kinds are the aggregates this engine applies, in order (kind.go): the
+	// service's one list (cmd/paysvc/service, Aggregates), or a test's own.
+	Kinds []Kind
 }
 
 func (c *Config) defaults() {
@@ -82,7 +85,7 @@ type Engine struct {
 	// releasing is set while one runs.
 	passivated int64
 	releasing  atomic.Bool
-	// kinds are the registered aggregates (aggregates.go), fixed at New.
+	// kinds are the aggregates of Config.Kinds (kind.go), indexed at New.
 	kinds registered
 	// workers run the partitions' shares of each round; set by Run.
 	workers *workers
@@ -98,12 +101,16 @@ type Engine struct {
 // New connects the engine's Kafka client; Run starts consuming.
 func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 	cfg.defaults()
+	kinds, err := register(cfg.Kinds)
+	if err != nil {
+		return nil, err
+	}
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return nil, fmt.Errorf("engine: actor engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine"),
-		kinds: snapshotRegistry(), assigned: map[int32]bool{}}
+		kinds: kinds, assigned: map[int32]bool{}}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...), kgo.Dialer(inproc.Dial),
 		kgo.ConsumerGroup(cfg.Group),

@@ -21,6 +21,7 @@ import (
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
+	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -37,6 +38,9 @@ type engineBundle struct {
 	hub      *replies.Hub
 	merchant string // merchant A
 	settle   string // A's KES settlement wallet
+	// kinds are what the bundle's engines apply: the service's one list, to
+	// which a test may add its own (the jar of aggregates_test.go).
+	kinds []engine.Kind
 }
 
 func logger() *slog.Logger {
@@ -85,14 +89,15 @@ func setup(t *testing.T) *engineBundle {
 	hub := replies.NewHub("test-" + ids.Alias(10))
 	t.Cleanup(hub.Close)
 	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, prod: prod, manual: manual, hub: hub,
-		merchant: m.MerchantID, settle: settle.WalletID}
+		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Aggregates()}
 }
 
 // startEngine runs an engine until the returned stop is called (or the test ends).
 // stop cancels its context and waits for Run to return.
 func (b *engineBundle) startEngine(t *testing.T, owner string) (stop func()) {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: owner, SessionTimeout: 2 * time.Second, Logger: logger()}, b.db)
+	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: owner, SessionTimeout: 2 * time.Second, Logger: logger(),
+		Kinds: b.kinds}, b.db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,6 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicekind"
-	"paysvc/actors/aggregates/payoutfile/payoutkind"
-	"paysvc/actors/aggregates/refund/refundkind"
-	"paysvc/actors/aggregates/subscription/subscriptionkind"
-	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
@@ -20,23 +16,13 @@ import (
 	"paysvc/topics"
 )
 
-// Every aggregate is a registered kind (docs/adr/0007): the engines of this
-// package's tests know them as the service's do.
-func init() {
-	engine.Register(walletkind.Kind())
-	engine.Register(invoicekind.Kind())
-	engine.Register(payoutkind.Kind())
-	engine.Register(refundkind.Kind())
-	engine.Register(subscriptionkind.Kind())
-}
-
 // startGuardedEngine runs an engine that reads a merchant's state for every
 // command, so a test's disable takes effect at once (the default trusts it for
 // a second: Config.MerchantRefresh).
 func (b *engineBundle) startGuardedEngine(t *testing.T) {
 	t.Helper()
 	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: "guarded", SessionTimeout: 2 * time.Second,
-		MerchantRefresh: -1, Logger: logger()}, b.db)
+		MerchantRefresh: -1, Logger: logger(), Kinds: b.kinds}, b.db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -18,8 +17,8 @@ import (
 )
 
 // Aggregates (docs/adr/0007-one-aggregate-contract.md). Every aggregate plugs into
-// the engine through Register, called from one list (cmd/paysvc/service): the
-// engine never names one. Each instance is a hollywood actor of the one shell
+// the engine through Config.Kinds, built by one list (cmd/paysvc/service's
+// Aggregates): the engine never names one. Each instance is a hollywood actor of the one shell
 // (actors/engine/aggregate.Actor) hosting its kind's pure Step; a command's handler
 // (Kind.Apply) works on instances through a Tx, and everything it did becomes the
 // batch's only if it succeeds.
@@ -130,92 +129,52 @@ type SimDeps struct {
 
 var kindName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
 
-var registry struct {
-	sync.RWMutex
-	kinds map[string]*Kind // by name
-	cmds  map[string]*Kind // by command type
-	order []string
-}
-
-// Register adds an aggregate kind. Call it once per kind at start-up, from the
-// service's one registration list, before any engine runs. It panics on a kind
-// that is incomplete, whose name is taken or invalid, or that claims a command
-// type another kind handles: those are programming errors.
-func Register(k Kind) {
-	if !kindName.MatchString(k.Name) || k.IDs == nil || (k.Load == nil && k.LoadOwned == nil) || k.Apply == nil || len(k.Commands) == 0 ||
-		(k.LoadKeys != nil && k.Index == nil) {
-		panic(fmt.Sprintf("engine: Register: incomplete or badly named kind %q", k.Name))
-	}
-	registry.Lock()
-	defer registry.Unlock()
-	if registry.kinds == nil {
-		registry.kinds, registry.cmds = map[string]*Kind{}, map[string]*Kind{}
-	}
-	if _, taken := registry.kinds[k.Name]; taken {
-		panic(fmt.Sprintf("engine: Register: kind %q is already registered", k.Name))
-	}
-	kk := k
-	if kk.Actor == nil {
-		kk.Actor = func(state any) actor.Producer { return aggregate.Producer[any](k.Name, state, nil) }
-	}
-	if kk.New == nil {
-		kk.New = func(string) any { return nil }
-	}
-	for typ := range k.Commands {
-		if registry.cmds[typ] != nil {
-			panic(fmt.Sprintf("engine: Register: command type %q of kind %q is already handled", typ, k.Name))
-		}
-	}
-	for typ := range k.Commands {
-		registry.cmds[typ] = &kk
-		// Every series an SRE may alert on exists from the start, at 0.
-		for _, r := range []string{guardEnvironment, guardNoEnvironment, guardSimulated, guardDisabled} {
-			guardRefusals.WithLabelValues(typ, r)
-		}
-	}
-	registry.kinds[k.Name] = &kk
-	registry.order = append(registry.order, k.Name)
-}
-
-// Registered reports whether a kind of that name is registered.
-func Registered(name string) bool {
-	registry.RLock()
-	defer registry.RUnlock()
-	_, ok := registry.kinds[name]
-	return ok
-}
-
-// Kinds lists the registered kinds in registration order.
-func Kinds() []Kind {
-	registry.RLock()
-	defer registry.RUnlock()
-	out := make([]Kind, 0, len(registry.order))
-	for _, n := range registry.order {
-		out = append(out, *registry.kinds[n])
-	}
-	return out
-}
-
-// registered is the registry as an engine saw it when it was made: kinds are
-// registered at start-up, so the hot path reads it without a lock.
+// registered is the list of kinds an engine was made with (Config.Kinds), indexed
+// once at New: the hot path reads it without a lock, and no process-wide registry
+// exists, so engines of different kinds can run side by side (tests) and nothing
+// has to be reset between them.
 type registered struct {
 	byCmd  map[string]*Kind
 	byName map[string]*Kind
 	list   []*Kind
 }
 
-func snapshotRegistry() registered {
-	registry.RLock()
-	defer registry.RUnlock()
+// register indexes kinds in their order. A kind that is incomplete, whose name
+// is taken or invalid, or that claims a command type another kind handles is an
+// error: those are programming errors of the service's one list.
+func register(kinds []Kind) (registered, error) {
 	r := registered{byCmd: map[string]*Kind{}, byName: map[string]*Kind{}}
-	for _, n := range registry.order {
-		r.list = append(r.list, registry.kinds[n])
-		r.byName[n] = registry.kinds[n]
+	for _, k := range kinds {
+		if !kindName.MatchString(k.Name) || k.IDs == nil || (k.Load == nil && k.LoadOwned == nil) || k.Apply == nil || len(k.Commands) == 0 ||
+			(k.LoadKeys != nil && k.Index == nil) {
+			return registered{}, fmt.Errorf("engine: incomplete or badly named kind %q", k.Name)
+		}
+		if _, taken := r.byName[k.Name]; taken {
+			return registered{}, fmt.Errorf("engine: kind %q is listed twice", k.Name)
+		}
+		for typ := range k.Commands {
+			if r.byCmd[typ] != nil {
+				return registered{}, fmt.Errorf("engine: command type %q of kind %q is already handled by %q", typ, k.Name, r.byCmd[typ].Name)
+			}
+		}
+		kk := k
+		if kk.Actor == nil {
+			kk.Actor = func(state any) actor.Producer { return aggregate.Producer[any](kk.Name, state, nil) }
+		}
+		if kk.New == nil {
+			kk.New = func(string) any { return nil }
+		}
+		for typ := range k.Commands {
+			r.byCmd[typ] = &kk
+			// Every series an SRE may alert on exists from the start, at 0.
+			for _, g := range []string{guardEnvironment, guardNoEnvironment, guardSimulated, guardDisabled} {
+				guardRefusals.WithLabelValues(typ, g)
+			}
+		}
+		r.byName[k.Name] = &kk
+		r.list = append(r.list, &kk)
 	}
-	for typ, k := range registry.cmds {
-		r.byCmd[typ] = k
-	}
-	return r
+	return r, nil
 }
 
 // decodePayload parses a command's payload once per batch into its kind's typed

@@ -20,7 +20,7 @@ import (
 func (b *engineBundle) startIdleEngine(t *testing.T, idle time.Duration) *engine.Engine {
 	t.Helper()
 	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: "idle", SessionTimeout: 2 * time.Second, ActorIdle: idle,
-		Logger: logger()}, b.db)
+		Logger: logger(), Kinds: b.kinds}, b.db)
 	if err != nil {
 		t.Fatal(err)
 	}

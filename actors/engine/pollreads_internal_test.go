@@ -22,7 +22,7 @@ import (
 // applied again. (No database here: applying it would need one, so a missed copy
 // fails the test.)
 func TestCopyOfACommitSettledAfterThePollReadIsAnsweredFromRecent(t *testing.T) {
-	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: snapshotRegistry()}
+	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: registered{}}
 	p := newPartition(0, 1, 10)
 	payload, err := json.Marshal(topics.WalletDeposit{WalletID: "W1", Narrative: "x"})
 	if err != nil {
@@ -72,7 +72,7 @@ func TestCopyOfACommitSettledAfterThePollReadIsAnsweredFromRecent(t *testing.T) 
 // all (the engine here has no database: a read would fail the test), and counts
 // them as fresh; a command with a derived id is read.
 func TestPollOfFreshIDsMakesNoRead(t *testing.T) {
-	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: snapshotRegistry()}
+	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: registered{}}
 	var recs []*kgo.Record
 	for i := range 5 {
 		v, err := topics.EncodeCommand(topics.Command{ID: "fresh-" + string(rune('a'+i)), Type: topics.CmdWalletDeposit,

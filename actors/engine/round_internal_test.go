@@ -20,7 +20,7 @@ import (
 // applied. Applied, they would move the applied offset past records the failed
 // batch had taken and skip them.
 func TestRoundRecordsOfAPartitionSoughtBackSinceAreDropped(t *testing.T) {
-	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: snapshotRegistry()}
+	e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), kinds: registered{}}
 	p := newPartition(0, 1, 10)
 	rec := &kgo.Record{Offset: 10, Value: []byte("not a command")}
 	reads := &pollReads{decodeErr: map[*kgo.Record]error{rec: io.ErrUnexpectedEOF}, done: map[string][]byte{}, doneTypes: map[string]string{}}

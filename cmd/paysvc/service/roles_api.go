@@ -1,0 +1,40 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"paysvc/actors/engine/replies"
+	"paysvc/api"
+	"paysvc/storage"
+)
+
+// startAPI starts the API role behind the public listener: the hub where
+// requests wait for their commands' replies (and the reader of the replies
+// topic for those applied elsewhere), the idempotency store on a connection
+// that commits without waiting for the disk, its pruning, and the pay-request
+// reminders. It runs after listenPublic: its links carry the public base URL.
+func (st *starter) startAPI(ctx context.Context) (err error) {
+	s, cfg, log := st.Service, st.cfg, st.Log
+	s.hub = replies.NewHub(cfg.InstanceID)
+	remote, err := replies.NewRemote(ctx, s.Brokers, s.hub, s.producer, log)
+	if err != nil {
+		return err
+	}
+	s.goRun(func() error { return remote.Run(st.run) })
+	idemURL, err := storage.WithParam(cfg.DatabaseURL, "synchronous_commit", "off")
+	if err != nil {
+		return err
+	}
+	if s.idemDB, err = storage.Open(ctx, idemURL, 30*time.Second); err != nil {
+		return err
+	}
+	s.goRun(func() error {
+		return pruneIdempotency(st.run, s.idemDB, cfg.Retention.Interval, cfg.API.IdempotencyTTL, log)
+	})
+	a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Hub: s.hub, Log: log,
+		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink})
+	s.goRun(func() error { return a.RunReminders(st.run, cfg.ReminderInterval) })
+	st.app = a.Handler()
+	return nil
+}

@@ -1,0 +1,55 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/storage"
+	"paysvc/topics"
+	"paysvc/topics/inproc"
+	"paysvc/topics/tracing"
+)
+
+// setUp is what every role shares: tracing, the database and its migrations, the
+// brokers (an embedded Kafka when none is configured), the command producer and
+// the topics, which exist before any role produces or consumes.
+func (st *starter) setUp(ctx context.Context) (err error) {
+	s, cfg, log := st.Service, st.cfg, st.Log
+	if s.stopTracing, err = tracing.Start(ctx, cfg.Tracing, cfg.InstanceID); err != nil {
+		return err
+	}
+	if s.DB, err = storage.Open(ctx, cfg.DatabaseURL, 30*time.Second); err != nil {
+		return err
+	}
+	if applied, err := storage.Migrate(ctx, s.DB); err != nil {
+		return err
+	} else if len(applied) > 0 {
+		log.Info("migrations applied", "versions", applied)
+	}
+	s.Brokers = cfg.KafkaBrokers
+	if len(s.Brokers) == 0 {
+		// The options of `paysvc broker` (broker.go), plus the in-memory path for
+		// this process's own clients.
+		opts := append(brokerOpts(cfg), kfake.ListenFn(inproc.Listen))
+		if s.cluster, err = kfake.NewCluster(opts...); err != nil {
+			return fmt.Errorf("embedded kafka on port %d: %w", cfg.KafkaPort, err)
+		}
+		s.Brokers = s.cluster.ListenAddrs()
+		log.Info("embedded kafka started", "brokers", s.Brokers, "data_dir", cfg.KafkaDir())
+		if cfg.Environment == "live" { // only with PAYSVC_ALLOW_EMBEDDED_KAFKA (Validate)
+			log.Warn("live server on the embedded Kafka broker (PAYSVC_ALLOW_EMBEDDED_KAFKA=true): the command log is on this machine's disk only")
+		}
+	}
+	s.producer, err = kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(s.Brokers), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(topics.MaxRecordBytes),
+		kgo.ClientID("paysvc-"+cfg.InstanceID), kgo.ProduceRequestTimeout(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return topics.EnsureTopics(tctx, s.producer, cfg.CommandPartitions)
+}
