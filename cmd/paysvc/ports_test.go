@@ -16,12 +16,12 @@ import (
 // Keyed by file (from the repository root) and the literal as written.
 var fixedPortAllowed = map[string]string{
 	"actors/outbound/webhooks/outbound/guard_test.go " + `"127.0.0.1:443"`: "dialled to be refused by the SSRF guard, never listened on",
-	"cmd/paysvc/listen_test.go " + `"localhost:3000"`:             "a malformed --forward-to URL that the CLI refuses",
-	"cmd/paysvc/service/publicurl_test.go " + `"127.0.0.1:8080"`:  "input of the public base URL derivation; nothing listens",
-	"cmd/paysvc/service/publicurl_test.go " + `"0.0.0.0:8080"`:    "input of the public base URL derivation; nothing listens",
-	"cmd/paysvc/service/publicurl_test.go " + `"[::]:8080"`:       "input of the public base URL derivation; nothing listens",
-	"cmd/paysvc/service/publicurl_test.go " + `"[::1]:9000"`:      "input of the public base URL derivation; nothing listens",
-	"cmd/paysvc/service/edge_test.go " + `"127.0.0.1:9090"`:       "compared with FromEnv's default admin address; nothing listens",
+	"cmd/paysvc/listen_test.go " + `"localhost:3000"`:                      "a malformed --forward-to URL that the CLI refuses",
+	"cmd/paysvc/service/publicurl_test.go " + `"127.0.0.1:8080"`:           "input of the public base URL derivation; nothing listens",
+	"cmd/paysvc/service/publicurl_test.go " + `"0.0.0.0:8080"`:             "input of the public base URL derivation; nothing listens",
+	"cmd/paysvc/service/publicurl_test.go " + `"[::]:8080"`:                "input of the public base URL derivation; nothing listens",
+	"cmd/paysvc/service/publicurl_test.go " + `"[::1]:9000"`:               "input of the public base URL derivation; nothing listens",
+	"cmd/paysvc/service/edge_test.go " + `"127.0.0.1:9090"`:                "compared with FromEnv's default admin address; nothing listens",
 }
 
 // Test functions that run `serve` without setting every listener to port 0, each
