@@ -133,6 +133,8 @@ type Deps struct {
 	Sink          *mail.Sink  // the embedded SMTP sink, when the service runs one
 	Log           *slog.Logger
 	Ready         func() bool
+	// Kinds are the aggregates' own routes (kindroutes.go), from the service's list.
+	Kinds []KindRoutes
 }
 
 // Server is the HTTP API.
@@ -161,6 +163,8 @@ type Server struct {
 	openapi *openapi.Document
 	// setupKey signs subscription setup tokens (subscriptions.go).
 	setupKey setupKey
+	// kinds are the aggregates' own routes (kindroutes.go).
+	kinds []KindRoutes
 }
 
 // New builds the API.
@@ -179,6 +183,7 @@ func New(cfg Config, d Deps) *Server {
 		mailer:   d.Mailer,
 		sink:     d.Sink,
 		listen:   newListenHub(d.Brokers),
+		kinds:    d.Kinds,
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
 		RootCAs: cfg.WebhookRootCAs})
@@ -332,6 +337,9 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
 	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
 	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
+
+	// The aggregates' own routes (kindroutes.go), after the built-in ones.
+	s.mountKinds(e)
 
 	// The merchant console (console.go): its own pages and forms behind a session;
 	// every action it takes calls one of the routes above.

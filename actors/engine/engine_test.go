@@ -89,7 +89,7 @@ func setup(t *testing.T) *engineBundle {
 	hub := replies.NewHub("test-" + ids.Alias(10))
 	t.Cleanup(hub.Close)
 	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, prod: prod, manual: manual, hub: hub,
-		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Aggregates()}
+		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Kinds(service.Aggregates())}
 }
 
 // startEngine runs an engine until the returned stop is called (or the test ends).

@@ -139,6 +139,9 @@ type Config struct {
 	Tracing tracing.Config
 	// LedgerAudit schedules the relay role's continuous ledger audit.
 	LedgerAudit LedgerAudit
+	// Aggregates is the list of aggregates the roles run; nil (what FromEnv
+	// gives, there is no variable) is Aggregates(). Tests add a test-only kind.
+	Aggregates []Aggregate
 }
 
 // HTTPTimeouts bound the public listener's connections (api/deadline): a body of

@@ -33,7 +33,7 @@ func (st *starter) startAPI(ctx context.Context) (err error) {
 		return pruneIdempotency(st.run, s.idemDB, cfg.Retention.Interval, cfg.API.IdempotencyTTL, log)
 	})
 	a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Hub: s.hub, Log: log,
-		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink})
+		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink, Kinds: st.routes})
 	s.goRun(func() error { return a.RunReminders(st.run, cfg.ReminderInterval) })
 	st.app = a.Handler()
 	return nil

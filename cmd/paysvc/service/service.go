@@ -16,6 +16,7 @@ import (
 	"paysvc/actors/engine"
 	"paysvc/actors/engine/replies"
 	"paysvc/actors/outbound/mail"
+	"paysvc/api"
 	"paysvc/topics"
 	"paysvc/topics/tracing"
 )
@@ -65,7 +66,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s := &Service{Config: cfg, Log: log}
 	run, stop := context.WithCancel(context.Background())
 	s.cancel = stop
-	st := &starter{Service: s, cfg: cfg, run: run, wake: func() {}, kinds: Aggregates()}
+	list := cfg.Aggregates
+	if list == nil {
+		list = Aggregates()
+	}
+	st := &starter{Service: s, cfg: cfg, run: run, wake: func() {}, kinds: Kinds(list), routes: KindRoutes(list)}
 	defer func() {
 		if err != nil {
 			if st.publicLn != nil { // the public server never took it
@@ -126,9 +131,11 @@ type starter struct {
 	run context.Context
 	// wake is the relay's (a no-op without it): the engine calls it after each commit.
 	wake func()
-	// kinds are the aggregates (Aggregates): the engine applies them, the rails
+	// kinds are the aggregates (Config.Aggregates, else Aggregates): the engine applies them, the rails
 	// role runs their sandbox rails.
 	kinds []engine.Kind
+	// routes are the routes the aggregates bring: the API role mounts them.
+	routes []api.KindRoutes
 	// mailer sends the API's and the dispatcher's mail (nil when neither runs).
 	mailer mail.Sender
 	// publicLn is the public listener, and app the API role's handler on it.
