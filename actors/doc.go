@@ -18,5 +18,6 @@
 //     the outbox relay to the event topics, webhook delivery and payment-file
 //     callbacks, email. It imports no aggregate and no engine.
 //
-// Nothing here imports api or cmd.
+// Nothing here imports api or cmd, except api/mount (declarations only), with which
+// a kind package may declare its HTTP routes.
 package actors
