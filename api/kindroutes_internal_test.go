@@ -53,7 +53,7 @@ func TestKindRoutesJoinTheRouteTable(t *testing.T) {
 		"get without load": {func(m mount.Mount) {
 			m.Get("/probes/:probe_id", mount.Access{Permission: PermViewWallets, What: "x"}, "probe_id", nil)
 		}, "Load"},
-		"refusal not 4xx": {func(m mount.Mount) { m.Refusals(map[string]int{"probe_broken": 500}) }, "4xx"},
+		"refusal not 4xx":  {func(m mount.Mount) { m.Refusals(map[string]int{"probe_broken": 500}) }, "4xx"},
 		"refusal remapped": {func(m mount.Mount) { m.Refusals(map[string]int{"not_found": 409}) }, "the API's already"},
 	} {
 		func() {
