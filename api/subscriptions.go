@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
@@ -317,7 +318,7 @@ func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newS
 // pathSubscription reads the merchant's subscription named by the path: another
 // merchant's is 404 exactly like one that does not exist.
 func (s *Server) pathSubscription(c echo.Context) (subscription.State, error) {
-	st, err := storage.GetSubscription(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("subscription_id"))
+	st, err := subscriptionstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("subscription_id"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return st, notFound("Subscription not found.")
 	}
@@ -341,7 +342,7 @@ func (s *Server) listSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListSubscriptions(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := subscriptionstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
@@ -423,7 +424,7 @@ func (s *Server) subscriptionTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pays, total, err := storage.SubscriptionPayments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
+	pays, total, err := subscriptionstore.Payments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
@@ -442,7 +443,7 @@ func (s *Server) setupSubscription(c echo.Context) (subscription.State, error) {
 	if !setupTokenPattern.MatchString(tok) {
 		return subscription.State{}, notFound("Subscription setup not found.")
 	}
-	st, err := storage.SubscriptionBySetupToken(c.Request().Context(), s.db, tokenHash(tok))
+	st, err := subscriptionstore.BySetupToken(c.Request().Context(), s.db, tokenHash(tok))
 	if errors.Is(err, storage.ErrNotFound) {
 		return st, notFound("Subscription setup not found.")
 	}
