@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/outbound/webhooks"
@@ -438,7 +439,7 @@ func (s *Server) payoutStatus(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	merchant := principal(c).MerchantID
-	f, err := storage.GetPayoutFile(ctx, s.db, merchant, id)
+	f, err := payoutstore.Get(ctx, s.db, merchant, id)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/storage"
 )
 
@@ -112,7 +113,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 			f.Txns = append(f.Txns, payoutfile.Txn{TransactionID: fmt.Sprintf("T%d", i), Account: "254700000000", Amount: amt("1.00"),
 				Charge: amt("0.00"), IdempotencyKey: fmt.Sprintf("k%d", i), Status: payoutfile.TxnPending, CreatedAt: t0, UpdatedAt: t0})
 		}
-		w := storage.NewPayoutWrites()
+		w := payoutstore.NewWrites()
 		w.Touch(payoutfile.State{}, f, []int{0, 1, 2})
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
 			t.Fatal(err)
@@ -126,7 +127,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		h.Txns = append([]payoutfile.Txn(nil), g.Txns...)
 		h.Version, h.Finished = 3, 2
 		h.Txns[2].Status = payoutfile.TxnFailed
-		w = storage.NewPayoutWrites()
+		w = payoutstore.NewWrites()
 		w.Touch(f, g, []int{1})
 		w.Touch(g, h, []int{2})
 		if _, err := b.db.ExecContext(b.ctx, `UPDATE payout_transactions SET data = '{"untouched":true}' WHERE transaction_id = 'T0'`); err != nil {
@@ -148,13 +149,13 @@ func TestCommitBatchAggregates(t *testing.T) {
 			rows[2].Status != payoutfile.TxnFailed || rows[2].Claims {
 			t.Fatalf("transactions %+v", rows)
 		}
-		files, err := storage.LoadPayoutFiles(b.ctx, b.db, "M1", []string{"F1"})
+		files, err := payoutstore.Load(b.ctx, b.db, "M1", []string{"F1"})
 		if err != nil || files["F1"].Version != 3 || files["F1"].Finished != 2 {
 			t.Fatalf("file %+v %v", files["F1"].Header, err)
 		}
 
 		// The header is version-checked: a writer that started from version 2 is stale.
-		w = storage.NewPayoutWrites()
+		w = payoutstore.NewWrites()
 		w.Touch(g, h, []int{0})
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 3, w)); !errors.Is(err, storage.ErrStaleSnapshot) {
 			t.Fatalf("stale file: err = %v, want ErrStaleSnapshot", err)
@@ -264,7 +265,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 	t.Run("EmptyRows_Skipped", func(t *testing.T) {
 		t.Parallel()
 		b := setupBatch(t)
-		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, storage.NewInvoiceWrites(), storage.NewPayoutWrites())); err != nil {
+		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, storage.NewInvoiceWrites(), payoutstore.NewWrites())); err != nil {
 			t.Fatal(err)
 		}
 		wantOffset(t, b, 1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/storage"
 )
 
@@ -115,7 +116,7 @@ func TestCommitBatchesJoinInvoiceRows(t *testing.T) {
 	w0.Touch(invoice.State{}, inv("I0", 1, invoice.StatePending, t0))
 	w1.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
 	w1.Touch(invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
-	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 1, w0), on(1, epoch1, 1, storage.NewPayoutWrites(), w1)}); err != nil {
+	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 1, w0), on(1, epoch1, 1, payoutstore.NewWrites(), w1)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"I0", "I1", "I2"} {
