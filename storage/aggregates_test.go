@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/aggregates/payoutfile"
 	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/storage"
@@ -52,8 +53,8 @@ func TestCommitBatchAggregates(t *testing.T) {
 		t.Parallel()
 		b := setupBatch(t)
 		w := storage.NewInvoiceWrites()
-		w.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
-		w.Touch(invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
+		invoicestore.Touch(w, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+		invoicestore.Touch(w, invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		o.Add("M1", "I1")
 		o.Add("M2", "I2") // M1's invoice, named by M2
 		o.Add("M1", "NOPE")
-		if got, err := storage.LoadOwnedInvoices(b.ctx, b.db, o); err != nil || len(got) != 1 || got["I1"].Version != 1 {
+		if got, err := invoicestore.LoadOwned(b.ctx, b.db, o); err != nil || len(got) != 1 || got["I1"].Version != 1 {
 			t.Fatalf("owned invoices = %+v, %v", got, err)
 		}
 		// Two changes of I1 in one batch: one update, checked against the version
@@ -70,14 +71,14 @@ func TestCommitBatchAggregates(t *testing.T) {
 		w = storage.NewInvoiceWrites()
 		p := inv("I1", 2, invoice.StateProcessing, t0.Add(time.Second))
 		p.CheckoutRequestID = "ws_1"
-		w.Touch(inv("I1", 1, invoice.StatePending, t0), p)
+		invoicestore.Touch(w, inv("I1", 1, invoice.StatePending, t0), p)
 		c := inv("I1", 3, invoice.StateComplete, t0.Add(2*time.Second))
 		c.CheckoutRequestID = "ws_1"
-		w.Touch(p, c)
+		invoicestore.Touch(w, p, c)
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 2, w)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := storage.GetInvoice(b.ctx, b.db, "M1", "I1")
+		got, err := invoicestore.Get(b.ctx, b.db, "M1", "I1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,13 +92,13 @@ func TestCommitBatchAggregates(t *testing.T) {
 
 		// I2 is at version 1, not 2: the whole batch is refused.
 		w = storage.NewInvoiceWrites()
-		w.Touch(inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
+		invoicestore.Touch(w, inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
 		err = storage.CommitBatch(b.ctx, b.db, aggBatch(b, 3, w))
 		if !errors.Is(err, storage.ErrStaleSnapshot) {
 			t.Fatalf("stale invoice: err = %v, want ErrStaleSnapshot", err)
 		}
 		wantOffset(t, b, 2)
-		if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I2"); got.Version != 1 || got.State != invoice.StatePending {
+		if got, _ := invoicestore.Get(b.ctx, b.db, "M1", "I2"); got.Version != 1 || got.State != invoice.StatePending {
 			t.Fatalf("I2 after a stale batch: %+v", got)
 		}
 	})
@@ -188,7 +189,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 			t.Fatal(err)
 		}
 		inv1 := storage.NewInvoiceWrites()
-		inv1.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+		invoicestore.Touch(inv1, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
 		note := rawRows{"note", `[{"note_id":"N1","body":"hello","version":1,"prev":0}]`}
 		bt := aggBatch(b, 1, note, inv1)
 		bt.Wallets = []storage.WalletWrite{{State: state("W1", "M1", "0.00", 1, t0)}}
@@ -203,7 +204,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		if body != "hello" || !at.Equal(t0) {
 			t.Fatalf("note %q at %v", body, at)
 		}
-		if _, err := storage.GetInvoice(b.ctx, b.db, "M1", "I1"); err != nil {
+		if _, err := invoicestore.Get(b.ctx, b.db, "M1", "I1"); err != nil {
 			t.Fatalf("the invoice of the same batch: %v", err)
 		}
 

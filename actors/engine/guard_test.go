@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicekind"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/aggregates/payoutfile/payoutkind"
 	"paysvc/actors/aggregates/refund/refundkind"
 	"paysvc/actors/aggregates/subscription/subscriptionkind"
@@ -86,7 +87,7 @@ func TestEngine_Guards(t *testing.T) {
 	}
 	invoiceState := func(merchant, inv string) string {
 		t.Helper()
-		found, err := storage.LoadInvoices(b.ctx, b.db, merchant, []string{inv})
+		found, err := invoicestore.Load(b.ctx, b.db, merchant, []string{inv})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +268,7 @@ func TestEngine_OutcomesFailClosed(t *testing.T) {
 	}
 	state := func() string {
 		t.Helper()
-		found, err := storage.LoadInvoices(b.ctx, b.db, b.merchant, []string{inv})
+		found, err := invoicestore.Load(b.ctx, b.db, b.merchant, []string{inv})
 		if err != nil {
 			t.Fatal(err)
 		}
