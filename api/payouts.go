@@ -20,6 +20,7 @@ import (
 	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/rails/payout"
 	"paysvc/actors/values/ids"
@@ -443,7 +444,7 @@ func (s *Server) payoutStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := storage.GetWallet(ctx, s.db, merchant, f.WalletID)
+	w, err := walletstore.Get(ctx, s.db, merchant, f.WalletID)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"paysvc/actors/aggregates/subscription"
 	"paysvc/actors/aggregates/subscription/subscriptionstore"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
@@ -296,7 +297,7 @@ type newSubscription struct {
 // subscription, with the principal's merchant.
 func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newSubscription) (topics.Reply, error) {
 	ctx := c.Request().Context()
-	w, err := storage.SettlementWallet(ctx, s.db, merchant, "KES")
+	w, err := walletstore.Settlement(ctx, s.db, merchant, "KES")
 	if errors.Is(err, storage.ErrNotFound) {
 		return topics.Reply{}, clientError(http.StatusBadRequest, "no_settlement_wallet", "You have no KES settlement wallet to receive subscription payments.")
 	}

@@ -192,7 +192,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		invoicestore.Touch(inv1, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
 		note := rawRows{"note", `[{"note_id":"N1","body":"hello","version":1,"prev":0}]`}
 		bt := aggBatch(b, 1, note, inv1)
-		bt.Wallets = []storage.WalletWrite{{State: state("W1", "M1", "0.00", 1, t0)}}
+		bt.Wallets = []storage.WalletWrite{{Row: state("W1", "M1", "0.00", 1, t0)}}
 		if err := storage.CommitBatch(b.ctx, b.db, bt); err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ func secondPartition(t *testing.T, b batchBundle) storage.Batch {
 	}
 	return storage.Batch{
 		Topic: testTopic, Partition: 1, Epoch: epoch, NextOffset: 2, At: t0,
-		Wallets: []storage.WalletWrite{{State: state("W9", "M2", "40.00", 2, t0)}},
+		Wallets: []storage.WalletWrite{{Row: state("W9", "M2", "40.00", 2, t0)}},
 		Entries: depositEntries("C9b", "TXN9", "W9", "M2", "40.00", "40.00"),
 		Processed: []storage.Processed{
 			{CommandID: "C9a", MerchantID: "M2", Type: "wallet.create", Offset: 0, Reply: []byte(`{"command_id":"C9a"}`)},

@@ -13,6 +13,7 @@ import (
 	"paysvc/actors/aggregates/refund/refundkind"
 	"paysvc/actors/aggregates/subscription/subscriptionkind"
 	"paysvc/actors/aggregates/wallet/walletkind"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
@@ -65,7 +66,7 @@ func TestEngine_Guards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveSettle, err := storage.SettlementWallet(b.ctx, b.db, live.MerchantID, "KES")
+	liveSettle, err := walletstore.Settlement(b.ctx, b.db, live.MerchantID, "KES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestEngine_Guards(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		settle, err := storage.SettlementWallet(b.ctx, b.db, m.MerchantID, "KES")
+		settle, err := walletstore.Settlement(b.ctx, b.db, m.MerchantID, "KES")
 		if err != nil {
 			t.Fatal(err)
 		}
