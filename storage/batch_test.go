@@ -195,7 +195,7 @@ func TestCommitBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(got) != 2 {
-			t.Fatalf("LoadWallets returned %d wallets", len(got))
+			t.Fatalf("walletstore.Load returned %d wallets", len(got))
 		}
 		if g := got["W1"]; g.Version != 3 || !g.CurrentBalance.Equal(amt("60.00")) || g.Label != "renamed" || !g.UpdatedAt.Equal(w1.UpdatedAt) {
 			t.Fatalf("W1 = %+v", g)
@@ -500,7 +500,7 @@ func TestWalletReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, leaked := got["W0"]; leaked || len(got) != 1 {
-			t.Fatalf("LoadWallets for M2 returned %v", got)
+			t.Fatalf("walletstore.Load for M2 returned %v", got)
 		}
 	})
 

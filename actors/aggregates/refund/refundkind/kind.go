@@ -319,7 +319,7 @@ const (
 	simScanLimit   = 500
 )
 
-// railCommand is what the sandbox rail sends for a refund RailRefunds listed: it
+// railCommand is what the sandbox rail sends for a refund refundstore.RailDue listed: it
 // takes an untaken PENDING refund first, and reports the outcome of one it has
 // (taken PENDING, DISPUTED, OVERDUE) on a later scan, after the take committed.
 // So a merchant's cancel and the rail are ordered by the merchant's partition:
