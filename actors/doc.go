@@ -10,8 +10,9 @@
 //     money API calls the wallet aggregate's own commands.
 //   - aggregates/ (wallet, invoice, payoutfile, refund, subscription, and the fee
 //     schedule tariff): the business state and decisions, each registered with the
-//     engine by its <name>kind package. Only api, cmd and other aggregates import
-//     them, besides the engine's money API and (for now) storage's row mapping.
+//     engine by its <name>kind package and maps its stored rows in its <name>store
+//     package (storage names no aggregate). Only api, cmd and other aggregates
+//     import them, besides the engine's money API.
 //   - rails/: the role that talks to payment rails (M-Pesa, card, PesaLink,
 //     payouts) and feeds outcomes back as commands. It imports no aggregate.
 //   - outbound/ (relay, webhooks, mail): what leaves the service after a commit:

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/storage"
@@ -65,7 +66,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	var inv invoice.State
 	switch {
 	case named != "":
-		inv, err = storage.InvoiceForCallback(ctx, s.db, named)
+		inv, err = invoicestore.ForCallback(ctx, s.db, named)
 		if errors.Is(err, storage.ErrNotFound) {
 			s.log.Warn("M-Pesa callback for an unknown invoice", "invoice_id", named, "checkout_request_id", res.CheckoutRequestID)
 			return accepted()
@@ -81,7 +82,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 			return accepted()
 		}
 	case known:
-		inv, err = storage.GetInvoice(ctx, s.db, byRef.MerchantID, byRef.InvoiceID)
+		inv, err = invoicestore.Get(ctx, s.db, byRef.MerchantID, byRef.InvoiceID)
 		if err != nil {
 			return err
 		}

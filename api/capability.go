@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
 	"paysvc/storage"
 )
 
@@ -62,7 +63,7 @@ var (
 			if !setupTokenPattern.MatchString(tok) {
 				return "", storage.ErrNotFound
 			}
-			st, err := storage.SubscriptionBySetupToken(c.Request().Context(), s.db, tokenHash(tok))
+			st, err := subscriptionstore.BySetupToken(c.Request().Context(), s.db, tokenHash(tok))
 			return st.MerchantID, err
 		}}
 )

@@ -11,6 +11,7 @@ import (
 
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
@@ -186,7 +187,7 @@ func (s *Server) createCheckout(c echo.Context) error {
 // rates), and the engine credits collections to KES wallets only: a session that
 // names another wallet could be created but its money never credited there.
 func (s *Server) checkoutWallet(ctx context.Context, merchantID, walletID string) error {
-	w, err := storage.GetWallet(ctx, s.db, merchantID, walletID)
+	w, err := walletstore.Get(ctx, s.db, merchantID, walletID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return walletNotFound()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
@@ -161,7 +162,7 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inv, err := storage.GetInvoice(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	inv, err := invoicestore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
 		return notFound("Invoice not found.")
 	}

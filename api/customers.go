@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
@@ -219,7 +220,7 @@ func (s *Server) customerTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.CustomerInvoices(c.Request().Context(), s.db, cu.MerchantID, cu.CustomerID, cu.Email, pg.size, pg.offset())
+	rows, total, err := invoicestore.ByCustomer(c.Request().Context(), s.db, cu.MerchantID, cu.CustomerID, cu.Email, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -70,7 +71,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 		if st := r.Map(t)["invoice"].(map[string]any); st["state"] != "PROCESSING" {
 			t.Fatalf("invoice after Daraja accepted the prompt: %v, want PROCESSING", st)
 		}
-		if st, err := storage.GetInvoice(context.Background(), env.Schema.DB, b.merchant, inv); err != nil || st.OutcomeUnknown {
+		if st, err := invoicestore.Get(context.Background(), env.Schema.DB, b.merchant, inv); err != nil || st.OutcomeUnknown {
 			t.Fatalf("invoice %+v (%v): an accepted prompt is not an unknown outcome", st, err)
 		}
 		// The customer then cancels: PROCESSING -> FAILED (nothing credited, so the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
@@ -207,7 +208,7 @@ func TestSTKPush_LiveDaraja_AmountMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.settled(t)
-	st, err := storage.GetInvoice(context.Background(), l.env.Schema.DB, l.merchant, inv)
+	st, err := invoicestore.Get(context.Background(), l.env.Schema.DB, l.merchant, inv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
-	"paysvc/storage"
 )
 
 // otherEnvWallet stores a merchant of the other environment in env's database and
@@ -21,7 +21,7 @@ func otherEnvWallet(t *testing.T, env *servicetest.Env, environment string) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := storage.SettlementWallet(context.Background(), env.Schema.DB, m.MerchantID, "KES")
+	w, err := walletstore.Settlement(context.Background(), env.Schema.DB, m.MerchantID, "KES")
 	if err != nil {
 		t.Fatal(err)
 	}

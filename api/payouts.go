@@ -17,8 +17,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/rails/payout"
 	"paysvc/actors/values/ids"
@@ -438,11 +440,11 @@ func (s *Server) payoutStatus(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	merchant := principal(c).MerchantID
-	f, err := storage.GetPayoutFile(ctx, s.db, merchant, id)
+	f, err := payoutstore.Get(ctx, s.db, merchant, id)
 	if err != nil {
 		return err
 	}
-	w, err := storage.GetWallet(ctx, s.db, merchant, f.WalletID)
+	w, err := walletstore.Get(ctx, s.db, merchant, f.WalletID)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/refund"
+	"paysvc/actors/aggregates/refund/refundstore"
 	"paysvc/storage"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) listRefunds(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListRefunds(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := refundstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func (s *Server) pathRefund(c echo.Context) (refund.Refund, error) {
 	if err != nil {
 		return refund.Refund{}, notFound("Refund not found.")
 	}
-	r, err := storage.GetRefund(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	r, err := refundstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
 		return r, notFound("Refund not found.")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"paysvc/actors/aggregates/refund"
 	"paysvc/actors/aggregates/refund/refundkind"
+	"paysvc/actors/aggregates/refund/refundstore"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/ids"
@@ -101,7 +102,7 @@ func (b *bundle) stored(t *testing.T, id string) refund.Refund {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := storage.GetRefund(context.Background(), b.env.Schema.DB, b.merchant, n)
+	r, err := refundstore.Get(context.Background(), b.env.Schema.DB, b.merchant, n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )
@@ -249,7 +250,7 @@ func TestSubscriptionNotChargedForDisabledMerchant(t *testing.T) {
 	}
 	fOn.waitSub(t, sOn["subscription_id"].(string), "the enabled merchant billed", cycles(3))
 	time.Sleep(300 * time.Millisecond) // a few more ticks
-	st, err := storage.GetSubscription(ctx, env.Schema.DB, off.merchant, sOff["subscription_id"].(string))
+	st, err := subscriptionstore.Get(ctx, env.Schema.DB, off.merchant, sOff["subscription_id"].(string))
 	if err != nil || st.CompletedCycles != 1 || st.NextDate != "2025-02-28" {
 		t.Fatalf("the disabled merchant's subscription: %+v %v", st, err)
 	}

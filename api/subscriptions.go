@@ -17,6 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
@@ -293,7 +295,7 @@ type newSubscription struct {
 // subscription, with the principal's merchant.
 func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newSubscription) (topics.Reply, error) {
 	ctx := c.Request().Context()
-	w, err := storage.SettlementWallet(ctx, s.db, merchant, "KES")
+	w, err := walletstore.Settlement(ctx, s.db, merchant, "KES")
 	if errors.Is(err, storage.ErrNotFound) {
 		return topics.Reply{}, clientError(http.StatusBadRequest, "no_settlement_wallet", "You have no KES settlement wallet to receive subscription payments.")
 	}
@@ -315,7 +317,7 @@ func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newS
 // pathSubscription reads the merchant's subscription named by the path: another
 // merchant's is 404 exactly like one that does not exist.
 func (s *Server) pathSubscription(c echo.Context) (subscription.State, error) {
-	st, err := storage.GetSubscription(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("subscription_id"))
+	st, err := subscriptionstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("subscription_id"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return st, notFound("Subscription not found.")
 	}
@@ -339,7 +341,7 @@ func (s *Server) listSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListSubscriptions(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := subscriptionstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
@@ -421,7 +423,7 @@ func (s *Server) subscriptionTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pays, total, err := storage.SubscriptionPayments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
+	pays, total, err := subscriptionstore.Payments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
@@ -440,7 +442,7 @@ func (s *Server) setupSubscription(c echo.Context) (subscription.State, error) {
 	if !setupTokenPattern.MatchString(tok) {
 		return subscription.State{}, notFound("Subscription setup not found.")
 	}
-	st, err := storage.SubscriptionBySetupToken(c.Request().Context(), s.db, tokenHash(tok))
+	st, err := subscriptionstore.BySetupToken(c.Request().Context(), s.db, tokenHash(tok))
 	if errors.Is(err, storage.ErrNotFound) {
 		return st, notFound("Subscription setup not found.")
 	}

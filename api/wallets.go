@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
@@ -28,7 +29,7 @@ func (s *Server) listWallets(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListWallets(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := walletstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func (s *Server) pathWallet(c echo.Context) (wallet.State, error) {
 	if !walletIDPattern.MatchString(id) {
 		return wallet.State{}, notFound("Wallet not found.")
 	}
-	w, err := storage.GetWallet(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	w, err := walletstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
 		return w, notFound("Wallet not found.")
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/lib/pq"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/storage"
 )
 
@@ -51,8 +53,8 @@ func TestCommitBatchAggregates(t *testing.T) {
 		t.Parallel()
 		b := setupBatch(t)
 		w := storage.NewInvoiceWrites()
-		w.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
-		w.Touch(invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
+		invoicestore.Touch(w, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+		invoicestore.Touch(w, invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		o.Add("M1", "I1")
 		o.Add("M2", "I2") // M1's invoice, named by M2
 		o.Add("M1", "NOPE")
-		if got, err := storage.LoadOwnedInvoices(b.ctx, b.db, o); err != nil || len(got) != 1 || got["I1"].Version != 1 {
+		if got, err := invoicestore.LoadOwned(b.ctx, b.db, o); err != nil || len(got) != 1 || got["I1"].Version != 1 {
 			t.Fatalf("owned invoices = %+v, %v", got, err)
 		}
 		// Two changes of I1 in one batch: one update, checked against the version
@@ -69,14 +71,14 @@ func TestCommitBatchAggregates(t *testing.T) {
 		w = storage.NewInvoiceWrites()
 		p := inv("I1", 2, invoice.StateProcessing, t0.Add(time.Second))
 		p.CheckoutRequestID = "ws_1"
-		w.Touch(inv("I1", 1, invoice.StatePending, t0), p)
+		invoicestore.Touch(w, inv("I1", 1, invoice.StatePending, t0), p)
 		c := inv("I1", 3, invoice.StateComplete, t0.Add(2*time.Second))
 		c.CheckoutRequestID = "ws_1"
-		w.Touch(p, c)
+		invoicestore.Touch(w, p, c)
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 2, w)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := storage.GetInvoice(b.ctx, b.db, "M1", "I1")
+		got, err := invoicestore.Get(b.ctx, b.db, "M1", "I1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,13 +92,13 @@ func TestCommitBatchAggregates(t *testing.T) {
 
 		// I2 is at version 1, not 2: the whole batch is refused.
 		w = storage.NewInvoiceWrites()
-		w.Touch(inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
+		invoicestore.Touch(w, inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
 		err = storage.CommitBatch(b.ctx, b.db, aggBatch(b, 3, w))
 		if !errors.Is(err, storage.ErrStaleSnapshot) {
 			t.Fatalf("stale invoice: err = %v, want ErrStaleSnapshot", err)
 		}
 		wantOffset(t, b, 2)
-		if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I2"); got.Version != 1 || got.State != invoice.StatePending {
+		if got, _ := invoicestore.Get(b.ctx, b.db, "M1", "I2"); got.Version != 1 || got.State != invoice.StatePending {
 			t.Fatalf("I2 after a stale batch: %+v", got)
 		}
 	})
@@ -112,7 +114,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 			f.Txns = append(f.Txns, payoutfile.Txn{TransactionID: fmt.Sprintf("T%d", i), Account: "254700000000", Amount: amt("1.00"),
 				Charge: amt("0.00"), IdempotencyKey: fmt.Sprintf("k%d", i), Status: payoutfile.TxnPending, CreatedAt: t0, UpdatedAt: t0})
 		}
-		w := storage.NewPayoutWrites()
+		w := payoutstore.NewWrites()
 		w.Touch(payoutfile.State{}, f, []int{0, 1, 2})
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
 			t.Fatal(err)
@@ -126,7 +128,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		h.Txns = append([]payoutfile.Txn(nil), g.Txns...)
 		h.Version, h.Finished = 3, 2
 		h.Txns[2].Status = payoutfile.TxnFailed
-		w = storage.NewPayoutWrites()
+		w = payoutstore.NewWrites()
 		w.Touch(f, g, []int{1})
 		w.Touch(g, h, []int{2})
 		if _, err := b.db.ExecContext(b.ctx, `UPDATE payout_transactions SET data = '{"untouched":true}' WHERE transaction_id = 'T0'`); err != nil {
@@ -148,13 +150,13 @@ func TestCommitBatchAggregates(t *testing.T) {
 			rows[2].Status != payoutfile.TxnFailed || rows[2].Claims {
 			t.Fatalf("transactions %+v", rows)
 		}
-		files, err := storage.LoadPayoutFiles(b.ctx, b.db, "M1", []string{"F1"})
+		files, err := payoutstore.Load(b.ctx, b.db, "M1", []string{"F1"})
 		if err != nil || files["F1"].Version != 3 || files["F1"].Finished != 2 {
 			t.Fatalf("file %+v %v", files["F1"].Header, err)
 		}
 
 		// The header is version-checked: a writer that started from version 2 is stale.
-		w = storage.NewPayoutWrites()
+		w = payoutstore.NewWrites()
 		w.Touch(g, h, []int{0})
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 3, w)); !errors.Is(err, storage.ErrStaleSnapshot) {
 			t.Fatalf("stale file: err = %v, want ErrStaleSnapshot", err)
@@ -187,10 +189,10 @@ func TestCommitBatchAggregates(t *testing.T) {
 			t.Fatal(err)
 		}
 		inv1 := storage.NewInvoiceWrites()
-		inv1.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+		invoicestore.Touch(inv1, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
 		note := rawRows{"note", `[{"note_id":"N1","body":"hello","version":1,"prev":0}]`}
 		bt := aggBatch(b, 1, note, inv1)
-		bt.Wallets = []storage.WalletWrite{{State: state("W1", "M1", "0.00", 1, t0)}}
+		bt.Wallets = []storage.WalletWrite{{Row: state("W1", "M1", "0.00", 1, t0)}}
 		if err := storage.CommitBatch(b.ctx, b.db, bt); err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +204,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 		if body != "hello" || !at.Equal(t0) {
 			t.Fatalf("note %q at %v", body, at)
 		}
-		if _, err := storage.GetInvoice(b.ctx, b.db, "M1", "I1"); err != nil {
+		if _, err := invoicestore.Get(b.ctx, b.db, "M1", "I1"); err != nil {
 			t.Fatalf("the invoice of the same batch: %v", err)
 		}
 
@@ -264,7 +266,7 @@ func TestCommitBatchAggregates(t *testing.T) {
 	t.Run("EmptyRows_Skipped", func(t *testing.T) {
 		t.Parallel()
 		b := setupBatch(t)
-		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, storage.NewInvoiceWrites(), storage.NewPayoutWrites())); err != nil {
+		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, storage.NewInvoiceWrites(), payoutstore.NewWrites())); err != nil {
 			t.Fatal(err)
 		}
 		wantOffset(t, b, 1)

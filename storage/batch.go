@@ -11,8 +11,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/ledger"
+	"paysvc/actors/values/money"
 )
 
 // ErrFenced means the partition's owner epoch moved on: another worker claimed the
@@ -47,10 +47,20 @@ func PartitionOffset(ctx context.Context, q sqlx.QueryerContext, topic string, p
 	return off, err
 }
 
+// WalletRow is a wallet's row in the commit: the columns of the wallets table. The
+// wallet aggregate fills it (walletstore.Row); storage names no aggregate.
+type WalletRow struct {
+	WalletID, MerchantID, Currency, WalletType, Label string
+	CanDisburse                                       bool
+	CurrentBalance, AvailableBalance                  money.Amount
+	Version                                           int64
+	CreatedAt, UpdatedAt                              time.Time
+}
+
 // WalletWrite is a snapshot to store. PrevVersion 0 inserts a new wallet; otherwise
 // the row is updated only if it still has PrevVersion.
 type WalletWrite struct {
-	State       wallet.State
+	Row         WalletRow
 	PrevVersion int64
 }
 
@@ -68,16 +78,17 @@ type WalletWrites struct {
 // NewWalletWrites returns an empty collector.
 func NewWalletWrites() *WalletWrites { return &WalletWrites{w: map[string]*WalletWrite{}} }
 
-// Touch records a wallet's new state, remembering the version the batch started
-// from (the snapshot UPDATE is conditional on it).
-func (ws *WalletWrites) Touch(before, after wallet.State) {
+// Touch records a wallet's new row, remembering the version the batch started
+// from (prev, the version of the state its first change started from: the
+// snapshot UPDATE is conditional on it).
+func (ws *WalletWrites) Touch(prev int64, after WalletRow) {
 	w, ok := ws.w[after.WalletID]
 	if !ok {
-		w = &WalletWrite{PrevVersion: before.Version}
+		w = &WalletWrite{PrevVersion: prev}
 		ws.w[after.WalletID] = w
 		ws.order = append(ws.order, after.WalletID)
 	}
-	w.State = after
+	w.Row = after
 }
 
 // Writes are the collected wallets in the order the batch first touched them.
@@ -379,7 +390,7 @@ func walletArrays(ws []WalletWrite) walletCols {
 		disburse: make(pq.BoolArray, 0, n), versions: make(pq.Int64Array, 0, n),
 	}
 	for _, w := range ws {
-		s := w.State
+		s := w.Row
 		c.ids = append(c.ids, s.WalletID)
 		c.merchants = append(c.merchants, s.MerchantID)
 		c.currencies = append(c.currencies, s.Currency)

@@ -29,7 +29,7 @@ func (ws walletJSONRows) Rows() (json.RawMessage, error) {
 	}
 	rows := make([]row, len(ws))
 	for i, w := range ws {
-		s := w.State
+		s := w.Row
 		rows[i] = row{s.WalletID, s.CurrentBalance.String(), s.AvailableBalance.String(), s.Label, s.CanDisburse, s.Version, w.PrevVersion, s.UpdatedAt}
 	}
 	return json.Marshal(rows)
@@ -66,7 +66,7 @@ func BenchmarkCommitBatchTransfers(b *testing.B) {
 			const wallets, transfers = 32, 16
 			ws := make([]storage.WalletWrite, wallets)
 			for i := range ws {
-				ws[i] = storage.WalletWrite{State: state(fmt.Sprintf("W%d", i), "M1", "1000000.00", 1, t0)}
+				ws[i] = storage.WalletWrite{Row: state(fmt.Sprintf("W%d", i), "M1", "1000000.00", 1, t0)}
 			}
 			next := int64(1)
 			if err := storage.CommitBatch(bb.ctx, bb.db, storage.Batch{Topic: testTopic, Epoch: bb.epoch, NextOffset: next, At: t0, Wallets: ws}); err != nil {
@@ -78,14 +78,14 @@ func BenchmarkCommitBatchTransfers(b *testing.B) {
 				bt := storage.Batch{Topic: testTopic, Epoch: bb.epoch, At: t0}
 				updated := make([]storage.WalletWrite, wallets)
 				for i := range ws {
-					prev := ws[i].State.Version
-					s := ws[i].State
+					prev := ws[i].Row.Version
+					s := ws[i].Row
 					s.Version++
 					s.UpdatedAt = t0.Add(time.Duration(next) * time.Millisecond)
-					updated[i] = storage.WalletWrite{State: s, PrevVersion: prev}
+					updated[i] = storage.WalletWrite{Row: s, PrevVersion: prev}
 				}
 				for t := range transfers {
-					from, to := updated[2*t].State, updated[2*t+1].State
+					from, to := updated[2*t].Row, updated[2*t+1].Row
 					cmd := fmt.Sprintf("C%d", next)
 					bt.Processed = append(bt.Processed, storage.Processed{CommandID: cmd, MerchantID: "M1", Type: "wallet.transfer", Offset: next, Reply: []byte(`{}`)})
 					bt.Entries = append(bt.Entries,

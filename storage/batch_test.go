@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
@@ -48,10 +49,11 @@ func setupBatch(t testing.TB) batchBundle {
 	return batchBundle{ctx: ctx, db: s.DB, epoch: epoch}
 }
 
-func state(id, merchant, balance string, version int64, created time.Time) wallet.State {
-	return wallet.State{WalletID: id, MerchantID: merchant, Currency: "KES", WalletType: wallet.TypeWorking,
+// state is a wallet's row in the commit, as walletkind lays it out.
+func state(id, merchant, balance string, version int64, created time.Time) storage.WalletRow {
+	return walletstore.Row(wallet.State{WalletID: id, MerchantID: merchant, Currency: "KES", WalletType: wallet.TypeWorking,
 		Label: "label " + id, CurrentBalance: amt(balance), AvailableBalance: amt(balance), Version: version,
-		CreatedAt: created, UpdatedAt: created}
+		CreatedAt: created, UpdatedAt: created})
 }
 
 // depositEntries is a balanced deposit into walletID.
@@ -97,8 +99,8 @@ func firstBatch(b batchBundle) storage.Batch {
 	return storage.Batch{
 		Topic: testTopic, Partition: 0, Epoch: b.epoch, NextOffset: 3, At: t0,
 		Wallets: []storage.WalletWrite{
-			{State: state("W1", "M1", "100.00", 2, t0)},
-			{State: state("W2", "M1", "0.00", 1, t0.Add(time.Second))},
+			{Row: state("W1", "M1", "100.00", 2, t0)},
+			{Row: state("W2", "M1", "0.00", 1, t0.Add(time.Second))},
 		},
 		Entries: depositEntries("C3", "TXN3", "W1", "M1", "100.00", "100.00"),
 		Processed: []storage.Processed{
@@ -123,7 +125,7 @@ func TestCommitBatch(t *testing.T) {
 		if got := counts(t, b.db); got != (tableCounts{wallets: 2, entries: 2, processed: 3, outbox: 1}) {
 			t.Fatalf("rows %+v", got)
 		}
-		w1, err := storage.GetWallet(b.ctx, b.db, "M1", "W1")
+		w1, err := walletstore.Get(b.ctx, b.db, "M1", "W1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +177,7 @@ func TestCommitBatch(t *testing.T) {
 		r1, r2 := amt("60.00"), amt("40.00")
 		err := storage.CommitBatch(b.ctx, b.db, storage.Batch{
 			Topic: testTopic, Partition: 0, Epoch: b.epoch, NextOffset: 4, At: t0.Add(time.Hour),
-			Wallets: []storage.WalletWrite{{State: w1, PrevVersion: 2}, {State: w2, PrevVersion: 1}},
+			Wallets: []storage.WalletWrite{{Row: w1, PrevVersion: 2}, {Row: w2, PrevVersion: 1}},
 			Entries: []storage.EntryWrite{
 				{CommandID: "C4", Entry: ledger.Entry{TransactionID: "T4", Account: ledger.WalletAccount("W1"), WalletID: "W1", MerchantID: "M1",
 					Currency: "KES", Amount: amt("-40.00"), RunningBalance: &r1, TransType: "TRANSFER"}},
@@ -188,12 +190,12 @@ func TestCommitBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantOffset(t, b, 4)
-		got, err := storage.LoadWallets(b.ctx, b.db, "M1", []string{"W1", "W2", "NOPE"})
+		got, err := walletstore.Load(b.ctx, b.db, "M1", []string{"W1", "W2", "NOPE"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 {
-			t.Fatalf("LoadWallets returned %d wallets", len(got))
+			t.Fatalf("walletstore.Load returned %d wallets", len(got))
 		}
 		if g := got["W1"]; g.Version != 3 || !g.CurrentBalance.Equal(amt("60.00")) || g.Label != "renamed" || !g.UpdatedAt.Equal(w1.UpdatedAt) {
 			t.Fatalf("W1 = %+v", g)
@@ -213,9 +215,9 @@ func TestCommitBatch(t *testing.T) {
 		err := storage.CommitBatch(b.ctx, b.db, storage.Batch{
 			Topic: testTopic, Partition: 0, Epoch: b.epoch, NextOffset: 9, At: t0,
 			Wallets: []storage.WalletWrite{
-				{State: state("W3", "M1", "0.00", 1, t0)},                   // a valid insert
-				{State: state("W2", "M1", "5.00", 2, t0), PrevVersion: 1},   // a valid update
-				{State: state("W1", "M1", "200.00", 3, t0), PrevVersion: 1}, // stale: W1 is at version 2
+				{Row: state("W3", "M1", "0.00", 1, t0)},                   // a valid insert
+				{Row: state("W2", "M1", "5.00", 2, t0), PrevVersion: 1},   // a valid update
+				{Row: state("W1", "M1", "200.00", 3, t0), PrevVersion: 1}, // stale: W1 is at version 2
 			},
 			Entries:   depositEntries("C9", "TXN9", "W1", "M1", "100.00", "200.00"),
 			Processed: []storage.Processed{{CommandID: "C9", MerchantID: "M1", Type: "wallet.deposit", Offset: 8, Reply: []byte(`{}`)}},
@@ -229,7 +231,7 @@ func TestCommitBatch(t *testing.T) {
 			t.Fatalf("rows changed by a stale batch: %+v -> %+v", before, after)
 		}
 		for id, want := range map[string]string{"W1": "100.00", "W2": "0.00"} {
-			w, err := storage.GetWallet(b.ctx, b.db, "M1", id)
+			w, err := walletstore.Get(b.ctx, b.db, "M1", id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -402,9 +404,9 @@ func TestWalletReads(t *testing.T) {
 			if i == 0 {
 				bal = "6.00"
 			}
-			bt.Wallets = append(bt.Wallets, storage.WalletWrite{State: state(fmt.Sprintf("W%d", i), "M1", bal, 1, t0.Add(time.Duration(i)*time.Second))})
+			bt.Wallets = append(bt.Wallets, storage.WalletWrite{Row: state(fmt.Sprintf("W%d", i), "M1", bal, 1, t0.Add(time.Duration(i)*time.Second))})
 		}
-		bt.Wallets = append(bt.Wallets, storage.WalletWrite{State: state("X0", "M2", "0.00", 1, t0)})
+		bt.Wallets = append(bt.Wallets, storage.WalletWrite{Row: state("X0", "M2", "0.00", 1, t0)})
 		for i, running := range []string{"1.00", "3.00", "6.00"} {
 			bt.Entries = append(bt.Entries, depositEntries("C", fmt.Sprintf("T%d", i+1), "W0", "M1", fmt.Sprintf("%d.00", i+1), running)...)
 		}
@@ -419,7 +421,7 @@ func TestWalletReads(t *testing.T) {
 		b := setup(t)
 		var seen []string
 		for offset := 0; offset < 6; offset += 2 {
-			page, total, err := storage.ListWallets(b.ctx, b.db, "M1", 2, offset)
+			page, total, err := walletstore.List(b.ctx, b.db, "M1", 2, offset)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,7 +438,7 @@ func TestWalletReads(t *testing.T) {
 		if fmt.Sprint(seen) != "[W0 W1 W2 W3 W4]" {
 			t.Fatalf("pages = %v", seen)
 		}
-		page, _, err := storage.ListWallets(b.ctx, b.db, "M1", 2, 10)
+		page, _, err := walletstore.List(b.ctx, b.db, "M1", 2, 10)
 		if err != nil || page == nil || len(page) != 0 {
 			t.Fatalf("page past the end = %v, %v; want empty, non-nil", page, err)
 		}
@@ -452,14 +454,14 @@ func TestWalletReads(t *testing.T) {
 		o.Add("M2", "X0")
 		o.Add("M2", "W1")
 		o.Add("M1", "NOPE")
-		got, err := storage.LoadOwnedWallets(b.ctx, b.db, o)
+		got, err := walletstore.LoadOwned(b.ctx, b.db, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 || got["W0"].MerchantID != "M1" || !got["W0"].CurrentBalance.Equal(amt("6.00")) || got["X0"].MerchantID != "M2" {
 			t.Fatalf("owned wallets = %+v", got)
 		}
-		if got, err := storage.LoadOwnedWallets(b.ctx, b.db, storage.Owned{}); err != nil || len(got) != 0 {
+		if got, err := walletstore.LoadOwned(b.ctx, b.db, storage.Owned{}); err != nil || len(got) != 0 {
 			t.Fatalf("no ids: %v, %v", got, err)
 		}
 	})
@@ -467,14 +469,14 @@ func TestWalletReads(t *testing.T) {
 	t.Run("ListWallets_ScopedByMerchant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		page, total, err := storage.ListWallets(b.ctx, b.db, "M2", 10, 0)
+		page, total, err := walletstore.List(b.ctx, b.db, "M2", 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if total != 1 || len(page) != 1 || page[0].WalletID != "X0" {
 			t.Fatalf("M2's wallets: %d %+v", total, page)
 		}
-		page, total, err = storage.ListWallets(b.ctx, b.db, "NOBODY", 10, 0)
+		page, total, err = walletstore.List(b.ctx, b.db, "NOBODY", 10, 0)
 		if err != nil || total != 0 || len(page) != 0 {
 			t.Fatalf("unknown merchant: %d %+v %v", total, page, err)
 		}
@@ -483,22 +485,22 @@ func TestWalletReads(t *testing.T) {
 	t.Run("GetWallet_ForeignMerchantNotFound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		if _, err := storage.GetWallet(b.ctx, b.db, "M2", "W0"); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := walletstore.Get(b.ctx, b.db, "M2", "W0"); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
-		if _, err := storage.GetWallet(b.ctx, b.db, "M1", "NOPE"); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := walletstore.Get(b.ctx, b.db, "M1", "NOPE"); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
-		w, err := storage.GetWallet(b.ctx, b.db, "M1", "W0")
+		w, err := walletstore.Get(b.ctx, b.db, "M1", "W0")
 		if err != nil || !w.CurrentBalance.Equal(amt("6.00")) {
 			t.Fatalf("own wallet: %+v %v", w, err)
 		}
-		got, err := storage.LoadWallets(b.ctx, b.db, "M2", []string{"W0", "X0"})
+		got, err := walletstore.Load(b.ctx, b.db, "M2", []string{"W0", "X0"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, leaked := got["W0"]; leaked || len(got) != 1 {
-			t.Fatalf("LoadWallets for M2 returned %v", got)
+			t.Fatalf("walletstore.Load for M2 returned %v", got)
 		}
 	})
 
@@ -532,7 +534,7 @@ func TestWalletReads(t *testing.T) {
 	t.Run("SettlementWalletAndLabelTaken", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		if _, err := storage.SettlementWallet(b.ctx, b.db, "M1", "KES"); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := walletstore.Settlement(b.ctx, b.db, "M1", "KES"); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound (no settlement wallet yet)", err)
 		}
 		taken, err := storage.LabelTaken(b.ctx, b.db, "M1", "KES", "LABEL w1")

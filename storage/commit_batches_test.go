@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/storage"
 )
 
@@ -19,7 +21,7 @@ func secondPartition(t *testing.T, b batchBundle) storage.Batch {
 	}
 	return storage.Batch{
 		Topic: testTopic, Partition: 1, Epoch: epoch, NextOffset: 2, At: t0,
-		Wallets: []storage.WalletWrite{{State: state("W9", "M2", "40.00", 2, t0)}},
+		Wallets: []storage.WalletWrite{{Row: state("W9", "M2", "40.00", 2, t0)}},
 		Entries: depositEntries("C9b", "TXN9", "W9", "M2", "40.00", "40.00"),
 		Processed: []storage.Processed{
 			{CommandID: "C9a", MerchantID: "M2", Type: "wallet.create", Offset: 0, Reply: []byte(`{"command_id":"C9a"}`)},
@@ -112,40 +114,40 @@ func TestCommitBatchesJoinInvoiceRows(t *testing.T) {
 		return bt
 	}
 	w0, w1 := storage.NewInvoiceWrites(), storage.NewInvoiceWrites()
-	w0.Touch(invoice.State{}, inv("I0", 1, invoice.StatePending, t0))
-	w1.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
-	w1.Touch(invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
-	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 1, w0), on(1, epoch1, 1, storage.NewPayoutWrites(), w1)}); err != nil {
+	invoicestore.Touch(w0, invoice.State{}, inv("I0", 1, invoice.StatePending, t0))
+	invoicestore.Touch(w1, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+	invoicestore.Touch(w1, invoice.State{}, inv("I2", 1, invoice.StatePending, t0))
+	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 1, w0), on(1, epoch1, 1, payoutstore.NewWrites(), w1)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"I0", "I1", "I2"} {
-		if got, err := storage.GetInvoice(b.ctx, b.db, "M1", id); err != nil || got.Version != 1 {
+		if got, err := invoicestore.Get(b.ctx, b.db, "M1", id); err != nil || got.Version != 1 {
 			t.Fatalf("%s = %+v, %v", id, got, err)
 		}
 	}
 
 	// Partition 0 moves I0 on; partition 1's I2 is not at version 2.
 	w0, w1 = storage.NewInvoiceWrites(), storage.NewInvoiceWrites()
-	w0.Touch(inv("I0", 1, invoice.StatePending, t0), inv("I0", 2, invoice.StateComplete, t0))
-	w1.Touch(inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
+	invoicestore.Touch(w0, inv("I0", 1, invoice.StatePending, t0), inv("I0", 2, invoice.StateComplete, t0))
+	invoicestore.Touch(w1, inv("I2", 2, invoice.StatePending, t0), inv("I2", 3, invoice.StateFailed, t0))
 	err = storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 2, w0), on(1, epoch1, 2, w1)})
 	if !errors.Is(err, storage.ErrStaleSnapshot) {
 		t.Fatalf("err = %v, want ErrStaleSnapshot", err)
 	}
 	wantOffset(t, b, 1)
-	if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I0"); got.Version != 1 {
+	if got, _ := invoicestore.Get(b.ctx, b.db, "M1", "I0"); got.Version != 1 {
 		t.Fatalf("I0 after a refused commit: %+v", got)
 	}
 	// Right versions: both commit, in one call.
 	w1 = storage.NewInvoiceWrites()
-	w1.Touch(inv("I2", 1, invoice.StatePending, t0), inv("I2", 2, invoice.StateFailed, t0))
+	invoicestore.Touch(w1, inv("I2", 1, invoice.StatePending, t0), inv("I2", 2, invoice.StateFailed, t0))
 	if err := storage.CommitBatches(b.ctx, b.db, []storage.Batch{on(0, b.epoch, 2, w0), on(1, epoch1, 2, w1)}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I0"); got.Version != 2 || got.State != invoice.StateComplete {
+	if got, _ := invoicestore.Get(b.ctx, b.db, "M1", "I0"); got.Version != 2 || got.State != invoice.StateComplete {
 		t.Fatalf("I0 = %+v", got)
 	}
-	if got, _ := storage.GetInvoice(b.ctx, b.db, "M1", "I2"); got.Version != 2 || got.State != invoice.StateFailed {
+	if got, _ := invoicestore.Get(b.ctx, b.db, "M1", "I2"); got.Version != 2 || got.State != invoice.StateFailed {
 		t.Fatalf("I2 = %+v", got)
 	}
 }

@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-
-	"paysvc/actors/aggregates/invoice"
 )
 
 // Customer is one record per merchant and email (matched case-insensitively):
@@ -189,38 +186,6 @@ func ListCustomers(ctx context.Context, q sqlx.QueryerContext, merchantID string
 		ORDER BY created_at DESC, customer_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list customers: %w", err)
-	}
-	return out, total, nil
-}
-
-const (
-	customerInvoicesWhere = `FROM invoices WHERE merchant_id = $1 AND data ? 'email' AND lower(data ->> 'email') = lower($2)`
-	// A customer's subscription cycle charges (subscription_invoices, migration
-	// 0027) are payments too: they are listed with the invoices, by customer id.
-	customerCyclesWhere   = `FROM subscription_invoices WHERE merchant_id = $1 AND customer_id = $5`
-	customerInvoicesQuery = `SELECT data FROM (SELECT data, created_at, invoice_id ` + customerInvoicesWhere +
-		` UNION ALL SELECT data, created_at, invoice_id ` + customerCyclesWhere + `) x
-		ORDER BY created_at DESC, invoice_id DESC LIMIT $3 OFFSET $4`
-)
-
-// CustomerInvoices returns one page of the merchant's invoices paid with that email
-// (whatever its case), newest first, and the total: a customer's payments. The
-// predicate matches the index invoices_email_lower.
-func CustomerInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID, customerID, email string, limit, offset int) ([]invoice.State, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT (SELECT count(*) `+customerInvoicesWhere+`) + (SELECT count(*) `+
-		`FROM subscription_invoices WHERE merchant_id = $1 AND customer_id = $3)`, merchantID, email, customerID); err != nil {
-		return nil, 0, fmt.Errorf("count customer invoices: %w", err)
-	}
-	var rows [][]byte
-	if err := sqlx.SelectContext(ctx, q, &rows, customerInvoicesQuery, merchantID, email, limit, offset, customerID); err != nil {
-		return nil, 0, fmt.Errorf("customer invoices: %w", err)
-	}
-	out := make([]invoice.State, len(rows))
-	for i, d := range rows {
-		if err := json.Unmarshal(d, &out[i]); err != nil {
-			return nil, 0, fmt.Errorf("decode invoice: %w", err)
-		}
 	}
 	return out, total, nil
 }

@@ -18,12 +18,22 @@
 // as column arrays) has a fixed core, the partition fence and offset, wallets,
 // invoices, ledger entries, processed commands with their replies and the outbox,
 // and is generic over every other aggregate: each brings an AggregateRows (its kind
-// and its rows as JSON, collected by its own type such as PayoutWrites), which the
-// core hands to that aggregate's own SQL function paysvc_apply_<kind>(rows jsonb,
+// and its rows as JSON, collected by its own type such as payoutstore.Writes), which
+// the core hands to that aggregate's own SQL function paysvc_apply_<kind>(rows jsonb,
 // at timestamptz), in functions/paysvc_apply_<kind>.sql, its kind registered in
 // batch_aggregates by the aggregate's migration. Adding an aggregate is its
 // migration, its function file, its collector and its handlers' calls: see
-// docs/adr/0003-generic-batch-commit.md and 0004-engine-aggregate-registry.md.
+// docs/adr/0003-generic-batch-commit.md and 0007-one-aggregate-contract.md.
+//
+// Storage names no aggregate (cmd/paysvc/layers_test.go). The core's wallets and
+// invoices are its own plain rows (WalletRow, InvoiceRow) that the aggregates fill,
+// and the queries that read an aggregate's state back into its type live in that
+// aggregate's <name>store package (actors/aggregates/wallet/walletstore,
+// invoicestore, payoutstore, refundstore, subscriptionstore), on the helpers here
+// (ErrNotFound, Owned). What stays here are the schema, the commit and the queries
+// that need no aggregate's type: merchants, the outbox, offsets, webhooks,
+// idempotency, the rails' and schedulers' scans (their rows are storage's own
+// types), and the like.
 //
 // Every read the API makes is scoped by the authenticated merchant id.
 package storage

@@ -6,9 +6,6 @@ var (
 	CheckoutByIDQuery = checkoutByIDQuery
 )
 
-// A customer's payments, for the same reason.
-var CustomerInvoicesQuery = customerInvoicesQuery
-
 // GaugeReads are the database gauges' counted reads by the partial indexes that
 // answer each ("a|b": either; $1 the environment, $2 the backlog's cap).
 var GaugeReads = map[string]string{

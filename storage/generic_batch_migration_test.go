@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/storage"
 )
 
@@ -66,12 +67,12 @@ func TestMigration0024_ExistingDatabase(t *testing.T) {
 	old := invoice.State{InvoiceID: "I1", MerchantID: "M1", State: invoice.StatePending, APIRef: "ref", Version: 1, CreatedAt: t0, UpdatedAt: t0}
 	next := old
 	next.State, next.Version = invoice.StateFailed, 2
-	w.Touch(old, next)
+	invoicestore.Touch(w, old, next)
 	bt := aggBatch(b, 7, w)
 	if err := storage.CommitBatch(ctx, db, bt); err != nil {
 		t.Fatal(err)
 	}
-	got, err := storage.GetInvoice(ctx, db, "M1", "I1")
+	got, err := invoicestore.Get(ctx, db, "M1", "I1")
 	if err != nil || got.State != invoice.StateFailed || got.Version != 2 {
 		t.Fatalf("I1 after the migration: %+v %v", got, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/storage"
 )
 
@@ -16,11 +17,11 @@ func TestInvoiceRowsEncodedAtTouch(t *testing.T) {
 	if r, err := w.Rows(); err != nil || r != nil {
 		t.Fatalf("no invoices: %s, %v", r, err)
 	}
-	w.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
-	w.Touch(inv("I2", 4, invoice.StatePending, t0), inv("I2", 5, invoice.StateFailed, t0.Add(time.Second)))
+	invoicestore.Touch(w, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+	invoicestore.Touch(w, inv("I2", 4, invoice.StatePending, t0), inv("I2", 5, invoice.StateFailed, t0.Add(time.Second)))
 	done := inv("I1", 2, invoice.StateComplete, t0.Add(2*time.Second))
 	done.APIRef = `quote " and \ backslash`
-	w.Touch(inv("I1", 1, invoice.StatePending, t0), done)
+	invoicestore.Touch(w, inv("I1", 1, invoice.StatePending, t0), done)
 	raw, err := w.Rows()
 	if err != nil {
 		t.Fatal(err)
@@ -76,20 +77,20 @@ func TestCommitBatchV2StillTakesInvoiceRows(t *testing.T) {
 		return err
 	}
 	w := storage.NewInvoiceWrites()
-	w.Touch(invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
+	invoicestore.Touch(w, invoice.State{}, inv("I1", 1, invoice.StatePending, t0))
 	if err := call(1, "C1", w); err != nil {
 		t.Fatal(err)
 	}
 	w = storage.NewInvoiceWrites()
-	w.Touch(inv("I1", 1, invoice.StatePending, t0), inv("I1", 2, invoice.StateComplete, t0.Add(time.Second)))
+	invoicestore.Touch(w, inv("I1", 1, invoice.StatePending, t0), inv("I1", 2, invoice.StateComplete, t0.Add(time.Second)))
 	if err := call(2, "C2", w); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := storage.GetInvoice(b.ctx, b.db, "M1", "I1"); err != nil || got.Version != 2 || got.State != invoice.StateComplete {
+	if got, err := invoicestore.Get(b.ctx, b.db, "M1", "I1"); err != nil || got.Version != 2 || got.State != invoice.StateComplete {
 		t.Fatalf("I1 = %+v, %v", got, err)
 	}
 	w = storage.NewInvoiceWrites()
-	w.Touch(inv("I1", 1, invoice.StatePending, t0), inv("I1", 2, invoice.StateFailed, t0))
+	invoicestore.Touch(w, inv("I1", 1, invoice.StatePending, t0), inv("I1", 2, invoice.StateFailed, t0))
 	if err := call(3, "C3", w); pqCode(err) != "PS002" {
 		t.Fatalf("stale invoice through _v2: %v, want PS002", err)
 	}

@@ -11,60 +11,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/values/money"
 )
-
-// GetInvoice reads one of the merchant's invoices; another merchant's is ErrNotFound.
-func GetInvoice(ctx context.Context, q sqlx.QueryerContext, merchantID, invoiceID string) (invoice.State, error) {
-	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM invoices WHERE merchant_id = $1 AND invoice_id = $2`, merchantID, invoiceID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return invoice.State{}, ErrNotFound
-	}
-	if err != nil {
-		return invoice.State{}, fmt.Errorf("get invoice: %w", err)
-	}
-	var s invoice.State
-	if err := json.Unmarshal(data, &s); err != nil {
-		return s, fmt.Errorf("decode invoice %s: %w", invoiceID, err)
-	}
-	return s, nil
-}
-
-// LoadInvoices reads the snapshots of the given invoices of one merchant, for the
-// engine to hydrate actors.
-func LoadInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []string) (map[string]invoice.State, error) {
-	var o Owned
-	for _, id := range ids {
-		o.Add(merchantID, id)
-	}
-	return LoadOwnedInvoices(ctx, q, o)
-}
-
-// LoadOwnedInvoices reads the snapshots of invoices of several merchants in one
-// query: the engine hydrates a poll's invoices with one round trip per partition,
-// not one per merchant (docs/benchmarks.md). An id is read only with the
-// merchant it is named with; another merchant's invoice of that id is not found.
-func LoadOwnedInvoices(ctx context.Context, q sqlx.QueryerContext, o Owned) (map[string]invoice.State, error) {
-	if len(o.IDs) == 0 {
-		return map[string]invoice.State{}, nil
-	}
-	var rows [][]byte
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM unnest($1::text[], $2::text[]) AS k(m, id)
-		JOIN invoices ON invoice_id = k.id AND merchant_id = k.m`,
-		pq.StringArray(o.Merchants), pq.StringArray(o.IDs)); err != nil {
-		return nil, fmt.Errorf("load invoices: %w", err)
-	}
-	out := make(map[string]invoice.State, len(rows))
-	for _, d := range rows {
-		var s invoice.State
-		if err := json.Unmarshal(d, &s); err != nil {
-			return nil, fmt.Errorf("decode invoice: %w", err)
-		}
-		out[s.InvoiceID] = s
-	}
-	return out, nil
-}
 
 // InvoiceRef names an invoice and its merchant.
 type InvoiceRef struct {
@@ -83,25 +31,6 @@ func InvoiceByCheckoutRequest(ctx context.Context, q sqlx.QueryerContext, checko
 		return r, ErrNotFound
 	}
 	return r, err
-}
-
-// InvoiceForCallback reads an invoice by id alone, for a rail's callback: the rail
-// is not a merchant, its URL (with a secret token) names the invoice. Never for a
-// merchant's request, which must go through GetInvoice.
-func InvoiceForCallback(ctx context.Context, q sqlx.QueryerContext, invoiceID string) (invoice.State, error) {
-	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM invoices WHERE invoice_id = $1`, invoiceID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return invoice.State{}, ErrNotFound
-	}
-	if err != nil {
-		return invoice.State{}, fmt.Errorf("invoice for callback: %w", err)
-	}
-	var s invoice.State
-	if err := json.Unmarshal(data, &s); err != nil {
-		return s, fmt.Errorf("decode invoice %s: %w", invoiceID, err)
-	}
-	return s, nil
 }
 
 // StalePrompts lists invoices still waiting for their rail's outcome since before
@@ -125,10 +54,23 @@ func StalePrompts(ctx context.Context, q sqlx.QueryerContext, environment string
 // bounded scan. The query numbers each merchant's rows as "turn".
 const fairTurn = `(turn - 1) / 10`
 
+// STKInvoice is what the sandbox needs of a stored M-Pesa invoice to send its
+// prompt again: the fields of its state (invoice.State, stored as the row's data)
+// under the same JSON names. The rails read it; they may not import an aggregate.
+type STKInvoice struct {
+	InvoiceID  string       `json:"invoice_id"`
+	MerchantID string       `json:"merchant_id"`
+	State      string       `json:"state"`
+	Value      money.Amount `json:"value"`
+	Account    string       `json:"account"`
+	APIRef     string       `json:"api_ref"`
+	UpdatedAt  time.Time    `json:"updated_at"`
+}
+
 // StaleSTKInvoices lists M-Pesa invoices still PENDING or PROCESSING since before
-// olderThan, whole (the sandbox sends their prompts again: rails.RecoverSandbox).
+// olderThan (the sandbox sends their prompts again: rails.RecoverSandbox).
 // Held invoices (a paid amount that differs) wait for an operator, not the rail.
-func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, environment string, olderThan time.Time, limit int) ([]invoice.State, error) {
+func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, environment string, olderThan time.Time, limit int) ([]STKInvoice, error) {
 	var rows [][]byte
 	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM (
 		SELECT i.data, i.updated_at, row_number() OVER (PARTITION BY i.merchant_id ORDER BY i.updated_at) AS turn
@@ -138,9 +80,9 @@ func StaleSTKInvoices(ctx context.Context, q sqlx.QueryerContext, environment st
 		ORDER BY `+fairTurn+`, updated_at LIMIT $2`, olderThan, limit, environment); err != nil {
 		return nil, fmt.Errorf("stale STK invoices: %w", err)
 	}
-	out := make([]invoice.State, 0, len(rows))
+	out := make([]STKInvoice, 0, len(rows))
 	for _, d := range rows {
-		var s invoice.State
+		var s STKInvoice
 		if err := json.Unmarshal(d, &s); err != nil {
 			return nil, fmt.Errorf("decode invoice: %w", err)
 		}
@@ -177,15 +119,24 @@ const InvoiceKind = "invoice"
 // commit's arguments are laid out between two commits, while the database waits
 // (docs/benchmarks.md).
 type InvoiceWrites struct {
-	rows  map[string]invoiceRow // each invoice's last state, with the version before the batch
+	rows  map[string]invoiceRow // each invoice's last row, with the version before the batch
 	order []string
 	err   error // the first state that could not be encoded (reported by the commit)
 }
 
+// InvoiceRow is an invoice's row in the commit: the columns of the invoices table,
+// and Data, its whole state as JSON. The invoice aggregate fills it
+// (invoicestore.Touch); storage names no aggregate.
+type InvoiceRow struct {
+	InvoiceID, MerchantID, State, APIRef, CheckoutRequestID string
+	Version                                                 int64
+	CreatedAt, UpdatedAt                                    time.Time
+	Data                                                    []byte
+}
+
 type invoiceRow struct {
-	s    invoice.State
+	s    InvoiceRow
 	prev int64
-	data []byte // s as JSON
 }
 
 // NewInvoiceWrites returns an empty collector.
@@ -193,20 +144,24 @@ func NewInvoiceWrites() *InvoiceWrites {
 	return &InvoiceWrites{rows: map[string]invoiceRow{}}
 }
 
-// Touch records an invoice's new state; the update stays conditional on the version
-// it had before the batch's first change.
-func (w *InvoiceWrites) Touch(before, after invoice.State) {
-	prev := before.Version
+// Touch records an invoice's new row; the update stays conditional on the version
+// it had before the batch's first change (prev, the version of the state the
+// first change started from).
+func (w *InvoiceWrites) Touch(prev int64, after InvoiceRow) {
 	if r, ok := w.rows[after.InvoiceID]; ok {
 		prev = r.prev
 	} else {
 		w.order = append(w.order, after.InvoiceID)
 	}
-	data, err := json.Marshal(after)
-	if err != nil && w.err == nil {
-		w.err = fmt.Errorf("invoice %s: %w", after.InvoiceID, err)
+	w.rows[after.InvoiceID] = invoiceRow{s: after, prev: prev}
+}
+
+// Fail records that a state could not be encoded: the commit reports the first
+// such error and writes nothing.
+func (w *InvoiceWrites) Fail(err error) {
+	if w.err == nil {
+		w.err = err
 	}
-	w.rows[after.InvoiceID] = invoiceRow{s: after, prev: prev, data: data}
 }
 
 // Kind implements AggregateRows.
@@ -251,7 +206,7 @@ func (w *InvoiceWrites) Rows() (json.RawMessage, error) {
 		}
 		out = append(out, head[:len(head)-1]...) // an object: it ends in '}'
 		out = append(out, `,"data":`...)
-		out = append(out, r.data...)
+		out = append(out, s.Data...)
 		out = append(out, '}')
 	}
 	return append(out, ']'), nil
@@ -286,7 +241,7 @@ func (c *invoiceCols) add(w *InvoiceWrites) error {
 		c.checkoutRequests = append(c.checkoutRequests, s.CheckoutRequestID)
 		c.versions = append(c.versions, s.Version)
 		c.prevs = append(c.prevs, r.prev)
-		c.data = append(c.data, r.data)
+		c.data = append(c.data, s.Data)
 		c.created = append(c.created, s.CreatedAt.UTC().Format(time.RFC3339Nano))
 		c.updated = append(c.updated, s.UpdatedAt.UTC().Format(time.RFC3339Nano))
 	}

@@ -11,174 +11,11 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/aggregates/payoutfile"
 	"paysvc/topics"
 )
 
 // PayoutKind is the payment files' kind in the batch commit (paysvc_apply_payout).
 const PayoutKind = "payout"
-
-// PayoutWrites collects the payment files a batch changed: for each, the version
-// its header had when the batch first touched it (0: new, inserted), its last
-// state, and which of its transactions changed (only those are written: a rail
-// result for 500 of a file's 10,000 transactions writes 500 rows). It is the
-// payment files' AggregateRows.
-type PayoutWrites struct {
-	files map[string]*payoutAcc
-	order []string
-}
-
-type payoutAcc struct {
-	prev    int64
-	state   payoutfile.State
-	changed map[int]bool
-}
-
-// NewPayoutWrites returns an empty collector.
-func NewPayoutWrites() *PayoutWrites { return &PayoutWrites{files: map[string]*payoutAcc{}} }
-
-// Touch records a file's new state and the positions of the transactions that
-// changed. Rows reads the state when the batch commits, after the engine moved on:
-// after must not be changed in place later (payoutfile's apply functions return new
-// states, cloning the transactions they change).
-func (w *PayoutWrites) Touch(before, after payoutfile.State, changed []int) {
-	a, ok := w.files[after.FileID]
-	if !ok {
-		a = &payoutAcc{prev: before.Version, changed: map[int]bool{}}
-		w.files[after.FileID] = a
-		w.order = append(w.order, after.FileID)
-	}
-	a.state = after
-	for _, i := range changed {
-		a.changed[i] = true
-	}
-}
-
-// Kind implements AggregateRows.
-func (w *PayoutWrites) Kind() string { return PayoutKind }
-
-// Rows implements AggregateRows: {"files": [...], "txns": [...]} for
-// paysvc_apply_payout, files in the order the batch first touched them and each
-// file's changed transactions in file order.
-func (w *PayoutWrites) Rows() (json.RawMessage, error) {
-	if len(w.order) == 0 {
-		return nil, nil
-	}
-	fr := make([]fileRow, 0, len(w.order))
-	tr := []txnRow{}
-	for _, id := range w.order {
-		a := w.files[id]
-		h := a.state.Header
-		data, err := json.Marshal(h)
-		if err != nil {
-			return nil, fmt.Errorf("file %s: %w", h.FileID, err)
-		}
-		fr = append(fr, fileRow{FileID: h.FileID, MerchantID: h.MerchantID, TrackingID: h.TrackingID, Status: h.Status,
-			Version: h.Version, Prev: a.prev, Data: data, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
-		for seq, t := range a.state.Txns {
-			if !a.changed[seq] {
-				continue
-			}
-			data, err := json.Marshal(t)
-			if err != nil {
-				return nil, fmt.Errorf("transaction %s: %w", t.TransactionID, err)
-			}
-			tr = append(tr, txnRow{TransactionID: t.TransactionID, FileID: h.FileID, MerchantID: h.MerchantID, Seq: seq,
-				Status: t.Status, Provider: h.Provider, Account: t.Account, IdempotencyKey: t.IdempotencyKey,
-				ClaimsKey: ClaimsKey(h, t), Data: data, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
-		}
-	}
-	return json.Marshal(struct {
-		Files []fileRow `json:"files"`
-		Txns  []txnRow  `json:"txns"`
-	}{fr, tr})
-}
-
-type fileRow struct {
-	FileID     string          `json:"file_id"`
-	MerchantID string          `json:"merchant_id"`
-	TrackingID string          `json:"tracking_id"`
-	Status     string          `json:"status"`
-	Version    int64           `json:"version"`
-	Prev       int64           `json:"prev"`
-	Data       json.RawMessage `json:"data"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-}
-
-type txnRow struct {
-	TransactionID  string          `json:"transaction_id"`
-	FileID         string          `json:"file_id"`
-	MerchantID     string          `json:"merchant_id"`
-	Seq            int             `json:"seq"`
-	Status         string          `json:"status"`
-	Provider       string          `json:"provider"`
-	Account        string          `json:"account"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	ClaimsKey      bool            `json:"claims_key"`
-	Data           json.RawMessage `json:"data"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-}
-
-// ClaimsKey reports whether a transaction holds its idempotency key: its file was
-// approved and it did not fail, so no other transaction with the key is paid.
-func ClaimsKey(h payoutfile.Header, t payoutfile.Txn) bool {
-	return t.IdempotencyKey != "" && t.Status != payoutfile.TxnFailed &&
-		(h.Status == payoutfile.StatusProcessing || h.Status == payoutfile.StatusComplete)
-}
-
-// LoadPayoutFiles reads whole files (header and transactions in file order) of one
-// merchant, for the engine to hydrate actors.
-func LoadPayoutFiles(ctx context.Context, q sqlx.QueryerContext, merchantID string, fileIDs []string) (map[string]payoutfile.State, error) {
-	var heads [][]byte
-	if err := sqlx.SelectContext(ctx, q, &heads, `SELECT data FROM payout_files WHERE merchant_id = $1 AND file_id = ANY($2)`,
-		merchantID, pq.StringArray(fileIDs)); err != nil {
-		return nil, fmt.Errorf("load payment files: %w", err)
-	}
-	out := make(map[string]payoutfile.State, len(heads))
-	found := make([]string, 0, len(heads))
-	for _, d := range heads {
-		var h payoutfile.Header
-		if err := json.Unmarshal(d, &h); err != nil {
-			return nil, fmt.Errorf("decode payment file: %w", err)
-		}
-		out[h.FileID] = payoutfile.State{Header: h, Txns: make([]payoutfile.Txn, 0, h.Count)}
-		found = append(found, h.FileID)
-	}
-	if len(found) == 0 {
-		return out, nil
-	}
-	rows, err := q.QueryxContext(ctx, `SELECT file_id, data FROM payout_transactions
-		WHERE file_id = ANY($1) AND merchant_id = $2 ORDER BY file_id, seq`, pq.StringArray(found), merchantID)
-	if err != nil {
-		return nil, fmt.Errorf("load payment transactions: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var fileID string
-		var data []byte
-		if err := rows.Scan(&fileID, &data); err != nil {
-			return nil, err
-		}
-		var t payoutfile.Txn
-		if err := json.Unmarshal(data, &t); err != nil {
-			return nil, fmt.Errorf("decode payment transaction: %w", err)
-		}
-		s := out[fileID]
-		s.Txns = append(s.Txns, t)
-		out[fileID] = s
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for id, s := range out {
-		if len(s.Txns) != s.Count {
-			return nil, fmt.Errorf("payment file %s: %d of %d transactions stored", id, len(s.Txns), s.Count)
-		}
-	}
-	return out, nil
-}
 
 // PayoutFileID finds one of the merchant's files by file id or tracking id (either
 // may be empty); another merchant's file is ErrNotFound.
@@ -213,19 +50,6 @@ func PayoutIDsTaken(ctx context.Context, q sqlx.QueryerContext, fileID string, t
 		return false, fmt.Errorf("payout ids taken: %w", err)
 	}
 	return taken, nil
-}
-
-// GetPayoutFile reads one of the merchant's whole files.
-func GetPayoutFile(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (payoutfile.State, error) {
-	m, err := LoadPayoutFiles(ctx, q, merchantID, []string{fileID})
-	if err != nil {
-		return payoutfile.State{}, err
-	}
-	s, ok := m[fileID]
-	if !ok {
-		return s, ErrNotFound
-	}
-	return s, nil
 }
 
 // ClaimedPayoutKeys returns which of the keys a transaction of the merchant holds
@@ -361,13 +185,11 @@ func StalePayouts(ctx context.Context, q sqlx.QueryerContext, environment string
 		if err := rows.Scan(&s.FileID, &s.MerchantID, &s.Provider, &s.Currency, &data); err != nil {
 			return nil, err
 		}
-		var t payoutfile.Txn
-		if err := json.Unmarshal(data, &t); err != nil {
+		// The rail's fields of a stored transaction (payoutfile.Txn) have the same
+		// JSON names in topics.PayoutRailTxn; the rest of the row is not the rail's.
+		if err := json.Unmarshal(data, &s.Txn); err != nil {
 			return nil, fmt.Errorf("decode payment transaction: %w", err)
 		}
-		s.Txn = topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount, Name: t.Name,
-			IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference,
-			BankCode: t.BankCode}
 		out = append(out, s)
 	}
 	return out, rows.Err()

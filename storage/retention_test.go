@@ -106,7 +106,7 @@ func TestPruneWebhookEvents(t *testing.T) {
 }
 
 // Migration 0017 gives claims_key to the transactions that held their key before the
-// engine wrote their rows at approval, by storage.ClaimsKey's rule, and to no other.
+// engine wrote their rows at approval, by payoutstore.ClaimsKey's rule, and to no other.
 func TestMigration0017ClaimsKeysOfApprovedFiles(t *testing.T) {
 	t.Parallel()
 	db := storagetest.New(t).DB

@@ -3,109 +3,16 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
-
-	"paysvc/actors/aggregates/invoice"
-	"paysvc/actors/aggregates/subscription"
 )
 
 // SubscriptionKind is the subscriptions' kind in the batch commit
 // (storage/functions/paysvc_apply_subscription.sql).
 const SubscriptionKind = "subscription"
-
-func decodeSubscription(d []byte) (subscription.State, error) {
-	var s subscription.State
-	if err := json.Unmarshal(d, &s); err != nil {
-		return s, fmt.Errorf("decode subscription: %w", err)
-	}
-	return s, nil
-}
-
-// GetSubscription reads one of the merchant's subscriptions; another merchant's is
-// ErrNotFound.
-func GetSubscription(ctx context.Context, q sqlx.QueryerContext, merchantID, id string) (subscription.State, error) {
-	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = $2`, merchantID, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return subscription.State{}, ErrNotFound
-	}
-	if err != nil {
-		return subscription.State{}, fmt.Errorf("get subscription: %w", err)
-	}
-	return decodeSubscription(data)
-}
-
-// SubscriptionBySetupToken finds the subscription a setup_url's token opens (by
-// the token's hash). The token is the capability: no merchant key is involved.
-func SubscriptionBySetupToken(ctx context.Context, q sqlx.QueryerContext, tokenHash string) (subscription.State, error) {
-	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM subscriptions WHERE setup_token_hash = $1`, tokenHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return subscription.State{}, ErrNotFound
-	}
-	if err != nil {
-		return subscription.State{}, fmt.Errorf("subscription by setup token: %w", err)
-	}
-	return decodeSubscription(data)
-}
-
-// StoredSubscription is a subscription's snapshot with its row version (the
-// engine's optimistic check).
-type StoredSubscription struct {
-	Version int64
-	State   subscription.State
-}
-
-// LoadSubscriptions reads the snapshots of the given subscriptions of one merchant,
-// for the engine's hydration.
-func LoadSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []string) (map[string]StoredSubscription, error) {
-	var rows []struct {
-		Version int64  `db:"version"`
-		Data    []byte `db:"data"`
-	}
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT version, data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = ANY($2)`,
-		merchantID, pq.StringArray(ids)); err != nil {
-		return nil, fmt.Errorf("load subscriptions: %w", err)
-	}
-	out := make(map[string]StoredSubscription, len(rows))
-	for _, r := range rows {
-		s, err := decodeSubscription(r.Data)
-		if err != nil {
-			return nil, err
-		}
-		out[s.SubscriptionID] = StoredSubscription{Version: r.Version, State: s}
-	}
-	return out, nil
-}
-
-// ListSubscriptions returns one page of the merchant's subscriptions, newest
-// first, and the total.
-func ListSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]subscription.State, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM subscriptions WHERE merchant_id = $1`, merchantID); err != nil {
-		return nil, 0, fmt.Errorf("count subscriptions: %w", err)
-	}
-	var rows [][]byte
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT data FROM subscriptions WHERE merchant_id = $1
-		ORDER BY created_at DESC, subscription_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset); err != nil {
-		return nil, 0, fmt.Errorf("list subscriptions: %w", err)
-	}
-	out := make([]subscription.State, len(rows))
-	for i, d := range rows {
-		s, err := decodeSubscription(d)
-		if err != nil {
-			return nil, 0, err
-		}
-		out[i] = s
-	}
-	return out, total, nil
-}
 
 // DueCycle is a subscription cycle the scheduler should charge.
 type DueCycle struct {
@@ -202,43 +109,6 @@ func DueOnTestClocks(ctx context.Context, db sqlx.QueryerContext, q DueQuery) ([
 		return nil, fmt.Errorf("due on test clocks: %w", err)
 	}
 	return out, nil
-}
-
-// SubscriptionPayment is one cycle's charge with its invoice-shaped record.
-type SubscriptionPayment struct {
-	Slot      int
-	CycleDate string
-	Invoice   invoice.State
-}
-
-// SubscriptionPayments returns one page of a subscription's cycle charges,
-// oldest first, and their total; another merchant's subscription lists nothing.
-// The page is cut in SQL (subscription_invoices_sub), never in memory.
-func SubscriptionPayments(ctx context.Context, q sqlx.QueryerContext, merchantID, subscriptionID string, limit, offset int) ([]SubscriptionPayment, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2`,
-		merchantID, subscriptionID); err != nil {
-		return nil, 0, fmt.Errorf("count subscription payments: %w", err)
-	}
-	var rows []struct {
-		Slot      int    `db:"slot"`
-		CycleDate string `db:"cycle_date"`
-		Data      []byte `db:"data"`
-	}
-	err := sqlx.SelectContext(ctx, q, &rows, `SELECT slot, to_char(cycle_date, 'YYYY-MM-DD') AS cycle_date, data
-		FROM subscription_invoices WHERE merchant_id = $1 AND subscription_id = $2 ORDER BY created_at, slot, invoice_id
-		LIMIT $3 OFFSET $4`, merchantID, subscriptionID, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("subscription payments: %w", err)
-	}
-	out := make([]SubscriptionPayment, len(rows))
-	for i, r := range rows {
-		out[i] = SubscriptionPayment{Slot: r.Slot, CycleDate: r.CycleDate}
-		if err := json.Unmarshal(r.Data, &out[i].Invoice); err != nil {
-			return nil, 0, fmt.Errorf("decode subscription invoice: %w", err)
-		}
-	}
-	return out, total, nil
 }
 
 // CountSubscriptionPayments counts the merchant's recorded cycle charges of a

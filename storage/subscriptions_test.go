@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
 	"paysvc/storage"
 )
 
@@ -76,21 +77,21 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 	if due, _ := storage.DueSubscriptions(b.ctx, b.db, storage.DueQuery{Environment: "sandbox", MerchantID: "M1", Today: "2025-02-01", Limit: 10}); len(due) != 0 {
 		t.Fatalf("due again after the charge: %+v", due)
 	}
-	pays, _, err := storage.SubscriptionPayments(b.ctx, b.db, "M1", "S1", 10, 0)
+	pays, _, err := subscriptionstore.Payments(b.ctx, b.db, "M1", "S1", 10, 0)
 	if err != nil || len(pays) != 1 || pays[0].Invoice.InvoiceID != "INV1" || pays[0].CycleDate != "2025-01-31" {
 		t.Fatalf("payments: %+v %v", pays, err)
 	}
-	if pays, n, _ := storage.SubscriptionPayments(b.ctx, b.db, "M2", "S1", 10, 0); len(pays) != 0 || n != 0 {
+	if pays, n, _ := subscriptionstore.Payments(b.ctx, b.db, "M2", "S1", 10, 0); len(pays) != 0 || n != 0 {
 		t.Fatalf("another merchant sees the payments: %+v", pays)
 	}
-	got, err := storage.GetSubscription(b.ctx, b.db, "M1", "S1")
+	got, err := subscriptionstore.Get(b.ctx, b.db, "M1", "S1")
 	if err != nil || got.CompletedCycles != 1 || got.NextDate != "2025-02-28" {
 		t.Fatalf("get: %+v %v", got, err)
 	}
-	if _, err := storage.GetSubscription(b.ctx, b.db, "M2", "S1"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := subscriptionstore.Get(b.ctx, b.db, "M2", "S1"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("another merchant's: %v", err)
 	}
-	if s, err := storage.SubscriptionBySetupToken(b.ctx, b.db, "hash-S1"); err != nil || s.SubscriptionID != "S1" {
+	if s, err := subscriptionstore.BySetupToken(b.ctx, b.db, "hash-S1"); err != nil || s.SubscriptionID != "S1" {
 		t.Fatalf("by token: %+v %v", s, err)
 	}
 	// A later change keeps last_payment: the record is not written twice.
@@ -101,7 +102,7 @@ func TestCommitBatchSubscriptions(t *testing.T) {
 	if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 4, subRows(t, 3, 4, canceled))); err != nil {
 		t.Fatal(err)
 	}
-	if pays, _, _ := storage.SubscriptionPayments(b.ctx, b.db, "M1", "S1", 10, 0); len(pays) != 1 {
+	if pays, _, _ := subscriptionstore.Payments(b.ctx, b.db, "M1", "S1", 10, 0); len(pays) != 1 {
 		t.Fatalf("payments after cancel: %+v", pays)
 	}
 	// A stale update (from the version before) is refused and writes nothing.
@@ -160,14 +161,14 @@ func TestSubscriptionPaymentsPagedInSQL(t *testing.T) {
 		}
 		commit(s)
 	}
-	pays, total, err := storage.SubscriptionPayments(b.ctx, b.db, "M1", "S1", 2, 1)
+	pays, total, err := subscriptionstore.Payments(b.ctx, b.db, "M1", "S1", 2, 1)
 	if err != nil || total != 5 || len(pays) != 2 || pays[0].Slot != 1 || pays[1].Slot != 2 || pays[1].CycleDate != "2025-01-03" {
 		t.Fatalf("page 2 of 2: %+v total %d %v", pays, total, err)
 	}
-	if pays, total, err := storage.SubscriptionPayments(b.ctx, b.db, "M1", "S1", 500, 499_999_500); err != nil || total != 5 || len(pays) != 0 {
+	if pays, total, err := subscriptionstore.Payments(b.ctx, b.db, "M1", "S1", 500, 499_999_500); err != nil || total != 5 || len(pays) != 0 {
 		t.Fatalf("a page past the end: %+v total %d %v", pays, total, err)
 	}
-	if pays, total, _ := storage.SubscriptionPayments(b.ctx, b.db, "M2", "S1", 10, 0); len(pays) != 0 || total != 0 {
+	if pays, total, _ := subscriptionstore.Payments(b.ctx, b.db, "M2", "S1", 10, 0); len(pays) != 0 || total != 0 {
 		t.Fatalf("another merchant's: %+v %d", pays, total)
 	}
 }
@@ -198,7 +199,7 @@ func TestMigrationBackfillsLastChargeDate(t *testing.T) {
 	if _, err := b.db.ExecContext(b.ctx, string(sql)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := storage.GetSubscription(b.ctx, b.db, "M1", "S1")
+	got, err := subscriptionstore.Get(b.ctx, b.db, "M1", "S1")
 	if err != nil || got.LastChargeDate != "2025-02-28" {
 		t.Fatalf("backfilled: %q %v", got.LastChargeDate, err)
 	}
@@ -212,7 +213,7 @@ func TestMigrationBackfillsLastChargeDate(t *testing.T) {
 	if _, err := b.db.ExecContext(b.ctx, string(sql)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := storage.GetSubscription(b.ctx, b.db, "M1", "S1"); got.LastChargeDate != "2025-03-31" {
+	if got, _ := subscriptionstore.Get(b.ctx, b.db, "M1", "S1"); got.LastChargeDate != "2025-03-31" {
 		t.Fatalf("overwritten: %q", got.LastChargeDate)
 	}
 }

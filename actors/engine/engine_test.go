@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/engine/replies"
 	"paysvc/actors/values/ids"
@@ -82,7 +83,7 @@ func setup(t *testing.T) *engineBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settle, err := storage.SettlementWallet(ctx, schema.DB, m.MerchantID, "KES")
+	settle, err := walletstore.Settlement(ctx, schema.DB, m.MerchantID, "KES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func transferCmd(b *engineBundle, t *testing.T, merchant, from, to, amount strin
 
 func (b *engineBundle) balance(t *testing.T, merchant, walletID string) string {
 	t.Helper()
-	w, err := storage.GetWallet(b.ctx, b.db, merchant, walletID)
+	w, err := walletstore.Get(b.ctx, b.db, merchant, walletID)
 	if err != nil {
 		t.Fatalf("wallet %s: %v", walletID, err)
 	}
@@ -309,7 +310,7 @@ func setupCrossMerchant(t *testing.T) (*engineBundle, crossMerchant) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settleB, err := storage.SettlementWallet(b.ctx, b.db, mb.MerchantID, "KES")
+	settleB, err := walletstore.Settlement(b.ctx, b.db, mb.MerchantID, "KES")
 	if err != nil {
 		t.Fatal(err)
 	}

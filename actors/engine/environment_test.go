@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
-	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -24,7 +24,7 @@ func TestEngine_Environments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveSettle, err := storage.SettlementWallet(b.ctx, b.db, live.MerchantID, "KES")
+	liveSettle, err := walletstore.Settlement(b.ctx, b.db, live.MerchantID, "KES")
 	if err != nil {
 		t.Fatal(err)
 	}

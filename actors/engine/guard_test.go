@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicekind"
+	"paysvc/actors/aggregates/invoice/invoicestore"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
@@ -50,7 +52,7 @@ func TestEngine_Guards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveSettle, err := storage.SettlementWallet(b.ctx, b.db, live.MerchantID, "KES")
+	liveSettle, err := walletstore.Settlement(b.ctx, b.db, live.MerchantID, "KES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestEngine_Guards(t *testing.T) {
 	}
 	invoiceState := func(merchant, inv string) string {
 		t.Helper()
-		found, err := storage.LoadInvoices(b.ctx, b.db, merchant, []string{inv})
+		found, err := invoicestore.Load(b.ctx, b.db, merchant, []string{inv})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +171,7 @@ func TestEngine_Guards(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		settle, err := storage.SettlementWallet(b.ctx, b.db, m.MerchantID, "KES")
+		settle, err := walletstore.Settlement(b.ctx, b.db, m.MerchantID, "KES")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +255,7 @@ func TestEngine_OutcomesFailClosed(t *testing.T) {
 	}
 	state := func() string {
 		t.Helper()
-		found, err := storage.LoadInvoices(b.ctx, b.db, b.merchant, []string{inv})
+		found, err := invoicestore.Load(b.ctx, b.db, b.merchant, []string{inv})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -81,6 +81,13 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	if got := rail.sent(); !slices.Equal(got, []string{"PEND0001", "PROC0001"}) {
 		t.Fatalf("the sweep pushed %v, want PEND0001 and PROC0001", got)
 	}
+	// The prompt is the stored invoice's: its merchant, payer, amount and reference.
+	rail.mu.Lock()
+	req := rail.reqs["PEND0001"]
+	rail.mu.Unlock()
+	if req.MerchantID != "M1" || req.Phone != "254712345678" || req.Amount.String() != "100.00" || req.AccountRef != "ref-PEND0001" {
+		t.Fatalf("prompt sent again: %+v", req)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := results()
@@ -123,11 +130,16 @@ type pushRecorder struct {
 	mpesa.Rail
 	mu     sync.Mutex
 	pushed []string
+	reqs   map[string]mpesa.STKRequest
 }
 
 func (p *pushRecorder) Push(ctx context.Context, req mpesa.STKRequest) (string, error) {
 	p.mu.Lock()
 	p.pushed = append(p.pushed, req.InvoiceID)
+	if p.reqs == nil {
+		p.reqs = map[string]mpesa.STKRequest{}
+	}
+	p.reqs[req.InvoiceID] = req
 	p.mu.Unlock()
 	return p.Rail.Push(ctx, req)
 }

@@ -38,13 +38,6 @@ var layers = []struct {
 	{"ops", "ops", []string{"*"}},
 }
 
-// storageRowMapping are the storage files that still map an aggregate's stored
-// state to its type (they import the aggregate's package for it). That mapping
-// belongs to the aggregates' kind packages; until it moves there these files, and
-// no other storage file, may import an aggregate.
-var storageRowMapping = []string{"storage/batch.go", "storage/customers.go", "storage/invoices.go", "storage/payouts.go",
-	"storage/refunds.go", "storage/subscriptions.go", "storage/wallets.go"}
-
 // layerOf is the layer of a repository-relative directory.
 func layerOf(dir string) (group string, allowed []string, ok bool) {
 	best := -1
@@ -96,9 +89,6 @@ func TestLayers(t *testing.T) {
 				continue
 			}
 			if to == group || slices.Contains(allowed, "*") || slices.Contains(allowed, to) || slices.Contains(allowed, p) {
-				continue
-			}
-			if file := rel + "/" + filepath.Base(path); to == "aggregates" && slices.Contains(storageRowMapping, file) {
 				continue
 			}
 			t.Errorf("%s/%s (%s) imports %s (%s): not allowed by the layers (cmd/paysvc/layers_test.go, actors/doc.go)",

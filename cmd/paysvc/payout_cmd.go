@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/actors/rails"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"
@@ -64,7 +65,7 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	file, err := storage.GetPayoutFile(ctx, db, ref.MerchantID, ref.FileID)
+	file, err := payoutstore.Get(ctx, db, ref.MerchantID, ref.FileID)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lib/pq"
 
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api"
@@ -74,7 +75,7 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 		return Created{}, err
 	}
 	now := time.Now().UTC()
-	if err := storage.InsertWallet(ctx, tx, wallet.State{
+	if err := walletstore.Insert(ctx, tx, wallet.State{
 		WalletID: ids.Alias(10), MerchantID: m.MerchantID, Currency: "KES", WalletType: wallet.TypeSettlement,
 		Label: "SETTLEMENT KES", CanDisburse: true, CurrentBalance: money.Zero(), AvailableBalance: money.Zero(), Version: 1,
 		CreatedAt: now, UpdatedAt: now,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 )
@@ -49,7 +50,7 @@ func (r *runner) runBilling(ctx context.Context) (*billingResult, error) {
 			return nil, fmt.Errorf("create merchant: %w", err)
 		}
 		merchants = append(merchants, c.MerchantID)
-		w, err := storage.SettlementWallet(ctx, r.db, c.MerchantID, "KES")
+		w, err := walletstore.Settlement(ctx, r.db, c.MerchantID, "KES")
 		if err != nil {
 			return nil, err
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/lib/pq"
 
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/cmd/paysvc/admin"
-	"paysvc/storage"
 )
 
 // payout-file: payment files end to end. A file of 10,000 MPESA-B2C transactions
@@ -85,7 +85,7 @@ func (r *runner) runPayoutFile(ctx context.Context) (*payoutResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create merchant: %w", err)
 		}
-		w, err := storage.SettlementWallet(ctx, r.db, c.MerchantID, "KES")
+		w, err := walletstore.Settlement(ctx, r.db, c.MerchantID, "KES")
 		if err != nil {
 			return nil, err
 		}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/lib/pq"
 
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/cmd/paysvc/admin"
-	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -85,7 +85,7 @@ func (r *runner) setupSTK(ctx context.Context, name string, merchants int) (*sce
 		if err != nil {
 			return nil, fmt.Errorf("create merchant: %w", err)
 		}
-		w, err := storage.SettlementWallet(ctx, r.db, c.MerchantID, "KES")
+		w, err := walletstore.Settlement(ctx, r.db, c.MerchantID, "KES")
 		if err != nil {
 			return nil, fmt.Errorf("settlement wallet of %s: %w", c.MerchantID, err)
 		}

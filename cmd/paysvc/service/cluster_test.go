@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
@@ -88,7 +89,7 @@ func TestClusterUnderKills(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		settlement, err := storage.SettlementWallet(ctx, schema.DB, m.MerchantID, "KES")
+		settlement, err := walletstore.Settlement(ctx, schema.DB, m.MerchantID, "KES")
 		if err != nil {
 			t.Fatal(err)
 		}

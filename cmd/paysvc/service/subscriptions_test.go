@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/aggregates/subscription/scheduler"
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -72,7 +73,7 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 	cycles := func() map[string]int {
 		out := map[string]int{}
 		for _, id := range subs {
-			s, err := storage.GetSubscription(context.Background(), schema.DB, m.MerchantID, id)
+			s, err := subscriptionstore.Get(context.Background(), schema.DB, m.MerchantID, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, id := range subs {
-		pays, _, err := storage.SubscriptionPayments(context.Background(), schema.DB, m.MerchantID, id, 100, 0)
+		pays, _, err := subscriptionstore.Payments(context.Background(), schema.DB, m.MerchantID, id, 100, 0)
 		if err != nil || len(pays) != 4 {
 			t.Fatalf("%s: %d payments (%v), want 4", id, len(pays), err)
 		}
@@ -209,7 +210,7 @@ func TestSubscriptionActivateWithoutOutcomeRefused(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		s, err := storage.GetSubscription(context.Background(), env.Schema.DB, m.MerchantID, id)
+		s, err := subscriptionstore.Get(context.Background(), env.Schema.DB, m.MerchantID, id)
 		if err != nil || s.Status != "PENDING" || s.CardToken != "" {
 			t.Fatalf("outcome %q: %+v %v (reply %s)", outcome, s, err, reply)
 		}

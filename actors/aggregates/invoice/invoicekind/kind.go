@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -163,7 +164,7 @@ func snap(s invoice.State) engine.Snapshot {
 }
 
 func loadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]engine.Snapshot, error) {
-	found, err := storage.LoadOwnedInvoices(ctx, q, want)
+	found, err := invoicestore.LoadOwned(ctx, q, want)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func loadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
-	found, err := storage.LoadInvoices(ctx, q, merchantID, idList)
+	found, err := invoicestore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +191,7 @@ func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList 
 type rows struct{ w *storage.InvoiceWrites }
 
 func (r rows) Touch(_, _ string, before, after engine.Snapshot, _ []any) error {
-	r.w.Touch(before.State.(invoice.State), after.State.(invoice.State))
+	invoicestore.Touch(r.w, before.State.(invoice.State), after.State.(invoice.State))
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payoutfile/payoutstore"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -90,7 +91,7 @@ func Kind() engine.Kind {
 		Prepare: prepare,
 		Actor:   engine.Hosted(Name, payoutfile.Step),
 		New:     func(id string) any { return payoutfile.State{Header: payoutfile.Header{FileID: id}} },
-		Rows:    func() engine.Rows { return rows{storage.NewPayoutWrites()} },
+		Rows:    func() engine.Rows { return rows{payoutstore.NewWrites()} },
 		Final:   final,
 		Apply:   apply,
 	}
@@ -133,13 +134,13 @@ func refs(state any) []engine.Ref {
 	return nil
 }
 
-// index: the idempotency keys a file's transactions hold (storage.ClaimsKey), so
+// index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
 // an approval finds the keys files in memory hold, committed or not.
 func index(state any) []string {
 	s, _ := state.(payoutfile.State)
 	var keys []string
 	for _, t := range s.Txns {
-		if storage.ClaimsKey(s.Header, t) {
+		if payoutstore.ClaimsKey(s.Header, t) {
 			keys = append(keys, t.IdempotencyKey)
 		}
 	}
@@ -152,7 +153,7 @@ func final(state any) bool {
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
-	found, err := storage.LoadPayoutFiles(ctx, q, merchantID, idList)
+	found, err := payoutstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, strin
 // (a transaction that holds its key must have its row written with claims_key in
 // the batch that claimed it, even if nothing else about it changed: once the
 // batch commits the table alone answers for the key).
-type rows struct{ w *storage.PayoutWrites }
+type rows struct{ w *payoutstore.Writes }
 
 func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) error {
 	b, a := before.State.(payoutfile.State), after.State.(payoutfile.State)
@@ -235,7 +236,7 @@ func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) erro
 		}
 	}
 	for i, t := range a.Txns {
-		if storage.ClaimsKey(a.Header, t) && (i >= len(b.Txns) || !storage.ClaimsKey(b.Header, b.Txns[i])) {
+		if payoutstore.ClaimsKey(a.Header, t) && (i >= len(b.Txns) || !payoutstore.ClaimsKey(b.Header, b.Txns[i])) {
 			changed = append(changed, i)
 		}
 	}
@@ -474,7 +475,7 @@ func liveHolder(tx *engine.Tx, key string) string {
 	}
 	f := s.(payoutfile.State)
 	for _, t := range f.Txns {
-		if t.IdempotencyKey == key && storage.ClaimsKey(f.Header, t) {
+		if t.IdempotencyKey == key && payoutstore.ClaimsKey(f.Header, t) {
 			return t.TransactionID
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/invoice/invoicekind"
 	"paysvc/actors/aggregates/refund"
+	"paysvc/actors/aggregates/refund/refundstore"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -116,7 +117,7 @@ func refs(state any) []engine.Ref {
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, invoiceIDs []string) ([]engine.Snapshot, error) {
-	found, err := storage.LoadRefundBooks(ctx, q, merchantID, invoiceIDs)
+	found, err := refundstore.LoadBooks(ctx, q, merchantID, invoiceIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +319,7 @@ const (
 	simScanLimit   = 500
 )
 
-// railCommand is what the sandbox rail sends for a refund RailRefunds listed: it
+// railCommand is what the sandbox rail sends for a refund refundstore.RailDue listed: it
 // takes an untaken PENDING refund first, and reports the outcome of one it has
 // (taken PENDING, DISPUTED, OVERDUE) on a later scan, after the take committed.
 // So a merchant's cancel and the rail are ordered by the merchant's partition:
@@ -333,7 +334,7 @@ func railCommand(r refund.Refund) topics.Command {
 }
 
 // Simulate is the sandbox refund rail: every so often it scans the refunds of
-// its environment's enabled merchants that are due (storage.RailRefunds) and
+// its environment's enabled merchants that are due (refundstore.RailDue) and
 // takes them, then reports their outcome. It keeps nothing in memory: a restart
 // finds the same refunds again. It runs only in a sandbox process, and every
 // command it sends says so (Environment, Simulated), for the engine to refuse
@@ -351,7 +352,7 @@ func Simulate(ctx context.Context, d engine.SimDeps) error {
 			return nil
 		case <-t.C:
 		}
-		due, err := storage.RailRefunds(ctx, d.DB, d.Environment, time.Now().Add(-d.Delay), simPerMerchant, simScanLimit)
+		due, err := refundstore.RailDue(ctx, d.DB, d.Environment, time.Now().Add(-d.Delay), simPerMerchant, simScanLimit)
 		if err != nil {
 			log.Warn("list refunds due", "err", err)
 			continue

@@ -21,6 +21,7 @@ import (
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/actors/aggregates/subscription/subscriptionstore"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
@@ -114,7 +115,7 @@ func refs(state any) []engine.Ref {
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
-	found, err := storage.LoadSubscriptions(ctx, q, merchantID, idList)
+	found, err := subscriptionstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}

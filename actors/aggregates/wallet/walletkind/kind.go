@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"paysvc/actors/aggregates/wallet"
+	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
@@ -103,7 +104,7 @@ func snap(s wallet.State) engine.Snapshot {
 }
 
 func loadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]engine.Snapshot, error) {
-	found, err := storage.LoadOwnedWallets(ctx, q, want)
+	found, err := walletstore.LoadOwned(ctx, q, want)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func loadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (
 }
 
 func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
-	found, err := storage.LoadWallets(ctx, q, merchantID, idList)
+	found, err := walletstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +135,9 @@ func loadKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string, key
 		var err error
 		switch {
 		case parts[0] == "settlement" && len(parts) == 2:
-			s, err = storage.SettlementWallet(ctx, q, merchantID, parts[1])
+			s, err = walletstore.Settlement(ctx, q, merchantID, parts[1])
 		case parts[0] == "label" && len(parts) == 3:
-			s, err = storage.WalletByLabel(ctx, q, merchantID, parts[1], parts[2])
+			s, err = walletstore.ByLabel(ctx, q, merchantID, parts[1], parts[2])
 		default:
 			return nil, fmt.Errorf("wallet key %q", k)
 		}
@@ -173,7 +174,7 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, _ func(string, string) 
 type rows struct{ w *storage.WalletWrites }
 
 func (r rows) Touch(_, _ string, before, after engine.Snapshot, _ []any) error {
-	r.w.Touch(before.State.(wallet.State), after.State.(wallet.State))
+	walletstore.Touch(r.w, before.State.(wallet.State), after.State.(wallet.State))
 	return nil
 }
 

@@ -1,0 +1,4 @@
+package invoicestore
+
+// A customer's payments' SQL, so a test can EXPLAIN exactly what runs.
+var ByCustomerQuery = customerInvoicesQuery
