@@ -598,20 +598,33 @@ func DisableWebhook(ctx context.Context, ext sqlx.ExtContext, webhookID string) 
 }
 
 // ListDeliveries returns one page of the merchant's delivery records, newest first,
-// filtered by topic and status when given, and the total.
-func ListDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, topic, status string, since time.Time, limit, offset int) ([]Delivery, int, error) {
+// filtered by topic and status when given, and the total. Both are read in one
+// snapshot (inSnapshot), so they agree.
+func ListDeliveries(ctx context.Context, db *sqlx.DB, merchantID, topic, status string, since time.Time, limit, offset int) ([]Delivery, int, error) {
 	where := `d.merchant_id = $1 AND ($2 = '' OR d.topic = $2) AND ($3 = '' OR ` + shownStatus + ` = $3) AND d.created_at >= $4`
 	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM webhook_deliveries d WHERE `+where, merchantID, topic, status, since); err != nil {
+	out := []Delivery{}
+	err := inSnapshot(ctx, db, func(tx *sqlx.Tx) error {
+		if err := sqlx.GetContext(ctx, tx, &total, `SELECT count(*) FROM webhook_deliveries d WHERE `+where, merchantID, topic, status, since); err != nil {
+			return fmt.Errorf("count deliveries: %w", err)
+		}
+		if err := sqlx.SelectContext(ctx, tx, &out, `SELECT `+listedDelivery+` FROM webhook_deliveries d JOIN webhooks w USING (webhook_id)
+			WHERE `+where+` ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`,
+			merchantID, topic, status, since, limit, offset); err != nil {
+			return fmt.Errorf("list deliveries: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, 0, err
 	}
-	out := []Delivery{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, `+shownStatus+` AS status,
-		d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret,
-		w.is_active FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE `+where+`
-		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`, merchantID, topic, status, since, limit, offset)
-	return out, total, err
+	return out, total, nil
 }
+
+// listedDelivery is a delivery as lists read it: without the webhook's secrets.
+const listedDelivery = `d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, ` + shownStatus + ` AS status,
+	d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret,
+	w.is_active`
 
 // shownStatus is a delivery's status as the API shows it: PROCESSING while a replay
 // is in flight (replaying_until, migration 0023), its stored status otherwise.
