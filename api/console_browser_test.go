@@ -29,21 +29,21 @@ type consoleBrowserResult struct {
 		Help   string   `json:"help"`
 		Nodes  []string `json:"nodes"`
 	} `json:"axe"`
-	Console            []string `json:"console"`
-	Requests           []string `json:"requests"`
-	Error              *string  `json:"error"`
-	MerchantShown      string   `json:"merchantShown"`
-	NewSecret          string   `json:"newSecret"`
-	SecretShownAgain   bool     `json:"secretShownAgain"`
-	FileTotal          string   `json:"fileTotal"`
-	FileCharges        string   `json:"fileCharges"`
-	FileBefore         string   `json:"fileBefore"`
-	FileNotice         string   `json:"fileNotice"`
-	FileAfter          string   `json:"fileAfter"`
-	AttemptsBefore     int      `json:"attemptsBefore"`
-	AttemptsAfter      int      `json:"attemptsAfter"`
-	NewestAttempt      string   `json:"newestAttempt"`
-	NewestSigned       struct {
+	Console          []string `json:"console"`
+	Requests         []string `json:"requests"`
+	Error            *string  `json:"error"`
+	MerchantShown    string   `json:"merchantShown"`
+	NewSecret        string   `json:"newSecret"`
+	SecretShownAgain bool     `json:"secretShownAgain"`
+	FileTotal        string   `json:"fileTotal"`
+	FileCharges      string   `json:"fileCharges"`
+	FileBefore       string   `json:"fileBefore"`
+	FileNotice       string   `json:"fileNotice"`
+	FileAfter        string   `json:"fileAfter"`
+	AttemptsBefore   int      `json:"attemptsBefore"`
+	AttemptsAfter    int      `json:"attemptsAfter"`
+	NewestAttempt    string   `json:"newestAttempt"`
+	NewestSigned     struct {
 		ID        string `json:"id"`
 		Timestamp string `json:"timestamp"`
 		Signature string `json:"signature"`
