@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,20 +29,25 @@ type consoleBrowserResult struct {
 		Help   string   `json:"help"`
 		Nodes  []string `json:"nodes"`
 	} `json:"axe"`
-	Console            []string `json:"console"`
-	Requests           []string `json:"requests"`
-	Error              *string  `json:"error"`
-	MerchantShown      string   `json:"merchantShown"`
-	NewSecret          string   `json:"newSecret"`
-	SecretShownAgain   bool     `json:"secretShownAgain"`
-	FileTotal          string   `json:"fileTotal"`
-	FileCharges        string   `json:"fileCharges"`
-	FileBefore         string   `json:"fileBefore"`
-	FileNotice         string   `json:"fileNotice"`
-	FileAfter          string   `json:"fileAfter"`
-	AttemptsBefore     int      `json:"attemptsBefore"`
-	AttemptsAfter      int      `json:"attemptsAfter"`
-	NewestAttempt      string   `json:"newestAttempt"`
+	Console          []string `json:"console"`
+	Requests         []string `json:"requests"`
+	Error            *string  `json:"error"`
+	MerchantShown    string   `json:"merchantShown"`
+	NewSecret        string   `json:"newSecret"`
+	SecretShownAgain bool     `json:"secretShownAgain"`
+	FileTotal        string   `json:"fileTotal"`
+	FileCharges      string   `json:"fileCharges"`
+	FileBefore       string   `json:"fileBefore"`
+	FileNotice       string   `json:"fileNotice"`
+	FileAfter        string   `json:"fileAfter"`
+	AttemptsBefore   int      `json:"attemptsBefore"`
+	AttemptsAfter    int      `json:"attemptsAfter"`
+	NewestAttempt    string   `json:"newestAttempt"`
+	NewestSigned     struct {
+		ID        string `json:"id"`
+		Timestamp string `json:"timestamp"`
+		Signature string `json:"signature"`
+	} `json:"newestSigned"`
 	RefundInvoice      string   `json:"refundInvoice"`
 	RefundNotice       string   `json:"refundNotice"`
 	RefundsShown       string   `json:"refundsShown"`
@@ -81,9 +87,14 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// A webhook event, delivered once.
 	recv := newReceiver(t, 200)
-	if r := b.post("/api/v1/webhooks/", map[string]any{"endpoint": recv.srv.URL + "/hook", "challenge": "duka-secret",
-		"wallet_transfer_event": true}); r.Status != 201 {
-		t.Fatalf("webhook: %d %s", r.Status, r.Body)
+	hook := b.post("/api/v1/webhooks/", map[string]any{"endpoint": recv.srv.URL + "/hook", "challenge": "duka-secret",
+		"wallet_transfer_event": true})
+	if hook.Status != 201 {
+		t.Fatalf("webhook: %d %s", hook.Status, hook.Body)
+	}
+	signingKey, err := webhooks.ParseSecret(hook.Map(t)["signing_secret"].(string))
+	if err != nil {
+		t.Fatal(err)
 	}
 	w := b.wallet(t, "KES", "Float")
 	if r := b.transfer(b.settlement, w, "25.00"); r.Status != 200 {
@@ -167,8 +178,33 @@ func TestConsoleInBrowser(t *testing.T) {
 			!strings.Contains(res.NewestAttempt, "200") {
 			t.Fatalf("attempts %d -> %d, newest %q", res.AttemptsBefore, res.AttemptsAfter, res.NewestAttempt)
 		}
-		if got := len(recv.requests()); got != delivered+1 {
-			t.Fatalf("the endpoint got %d requests, want %d", got, delivered+1)
+		got := recv.requests()
+		if len(got) != delivered+1 {
+			t.Fatalf("the endpoint got %d requests, want %d", len(got), delivered+1)
+		}
+		// The page shows the headers the replay sent, and they verify against the
+		// stored body with the webhook's signing secret.
+		shown, sent := res.NewestSigned, got[delivered].headers
+		if shown.ID != event || shown.ID != sent["webhook-id"] || shown.Timestamp != sent["webhook-timestamp"] ||
+			shown.Signature != sent["webhook-signature"] {
+			t.Fatalf("the page shows %+v; the endpoint got %v", shown, sent)
+		}
+		var body []byte
+		if err := env.Schema.DB.GetContext(context.Background(), &body, `SELECT body FROM webhook_deliveries WHERE event_id = $1`,
+			event); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := strconv.ParseInt(shown.Timestamp, 10, 64)
+		if err != nil {
+			t.Fatalf("webhook-timestamp shown: %q", shown.Timestamp)
+		}
+		want := webhooks.DeliveryHeaders("duka-secret", signingKey, event, time.Unix(ts, 0), body)["webhook-signature"]
+		if shown.Signature != want || !strings.HasPrefix(want, "v1,") {
+			t.Fatalf("the signature shown %q does not verify against the stored body (want %q)", shown.Signature, want)
+		}
+		// The merchant's own page shows it; the service's logs never do.
+		if strings.Contains(env.Logs.String(), strings.TrimPrefix(shown.Signature, "v1,")) {
+			t.Fatal("a webhook signature is in the service's logs")
 		}
 	})
 

@@ -43,6 +43,12 @@ func decodeRow(raw []byte) map[string]any {
 
 // keysetPage turns storage rows into a page whose Next link keeps the query.
 func keysetPage(c echo.Context, rows []storage.Row, more bool) listPage {
+	return keysetPageOf(c, "after", rows, more)
+}
+
+// keysetPageOf is keysetPage for a page whose cursor is the query parameter param,
+// so one address can page two lists (subscriptions and plans).
+func keysetPageOf(c echo.Context, param string, rows []storage.Row, more bool) listPage {
 	p := listPage{Rows: make([]map[string]any, len(rows))}
 	for i, r := range rows {
 		p.Rows[i] = decodeRow(r.Data)
@@ -50,23 +56,26 @@ func keysetPage(c echo.Context, rows []storage.Row, more bool) listPage {
 	if more && len(rows) > 0 {
 		q := c.Request().URL.Query()
 		q.Del("done")
-		q.Set("after", storage.Cursor{At: rows[len(rows)-1].At, ID: rows[len(rows)-1].ID}.String())
+		q.Set(param, storage.Cursor{At: rows[len(rows)-1].At, ID: rows[len(rows)-1].ID}.String())
 		p.Next = c.Request().URL.Path + "?" + q.Encode()
 	}
 	return p
 }
 
 // cursorOf reads ?after=; a malformed one is the first page.
-func cursorOf(c echo.Context) *storage.Cursor {
-	if cur, ok := storage.ParseCursor(c.QueryParam("after")); ok {
+func cursorOf(c echo.Context) *storage.Cursor { return cursorParam(c, "after") }
+
+func cursorParam(c echo.Context, param string) *storage.Cursor {
+	if cur, ok := storage.ParseCursor(c.QueryParam(param)); ok {
 		return &cur
 	}
 	return nil
 }
 
-// chart is the overview's 30 days of money in and out as bars, laid out here in
-// whole pixels from whole cents, so the page needs no script.
+// chart is the overview's 30 days of money in and out of one currency as bars,
+// laid out here in whole pixels from whole cents, so the page needs no script.
 type chart struct {
+	Currency            string
 	Width, Height, Base int
 	Bars                []chartBar
 	In, Out, Peak       string
@@ -80,7 +89,8 @@ type chartBar struct {
 	In, Out                 string
 }
 
-func buildChart(flows []storage.DayFlow, from time.Time, days int) chart {
+// buildChart lays out one currency's flows (storage.WalletFlows of that currency).
+func buildChart(currency string, flows []storage.DayFlow, from time.Time, days int) chart {
 	const barW, gap, height = 9, 4, 160
 	byDay := map[string]storage.DayFlow{}
 	var peak int64
@@ -94,7 +104,7 @@ func buildChart(flows []storage.DayFlow, from time.Time, days int) chart {
 			}
 		}
 	}
-	ch := chart{Width: days * (2*barW + gap), Height: height + 20, Base: height, In: in.String(), Out: out.String(),
+	ch := chart{Currency: currency, Width: days * (2*barW + gap), Height: height + 20, Base: height, In: in.String(), Out: out.String(),
 		Peak: money.FromUnits(peak).String()}
 	scale := func(a money.Amount) int {
 		c, err := a.Cents()
@@ -121,29 +131,24 @@ func buildChart(flows []storage.DayFlow, from time.Time, days int) chart {
 	return ch
 }
 
+// overviewDays is how many days the overview's charts cover, today included.
+const overviewDays = 30
+
 func (s *Server) consoleOverview(c echo.Context) error {
 	cs := consoleOf(c)
 	ctx := c.Request().Context()
 	data := map[string]any{}
 	if cs.may(PermViewWallets) {
-		var list struct {
-			Results []map[string]any `json:"results"`
-		}
-		r, err := s.consoleGet(c, "/api/v1/wallets?page_size=50", &list)
+		rows, more, err := storage.ConsoleWallets(ctx, s.db, cs.principal.MerchantID, nil, consolePageSize)
 		if err != nil {
 			return err
 		}
-		if r.Status >= 400 {
-			return s.consoleProblem(c, r.Status, "Not available", r.detail())
-		}
-		data["Wallets"] = list.Results
-		today := time.Now().In(nairobi)
-		from := time.Date(today.Year(), today.Month(), today.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, -29)
-		flows, err := storage.WalletFlows(ctx, s.db, cs.principal.MerchantID, "KES", from.Add(-3*time.Hour))
+		data["Wallets"], data["MoreWallets"] = keysetPage(c, rows, false).Rows, more
+		charts, err := s.overviewCharts(c, cs.principal.MerchantID)
 		if err != nil {
 			return err
 		}
-		data["Chart"] = buildChart(flows, from, 30)
+		data["Charts"] = charts
 	}
 	att, err := storage.ConsoleAttention(ctx, s.db, cs.principal.MerchantID, cs.may(PermViewFiles), cs.may(PermViewWebhooks),
 		cs.may(PermViewSubscriptions))
@@ -154,19 +159,40 @@ func (s *Server) consoleOverview(c echo.Context) error {
 	return s.renderConsole(c, http.StatusOK, "overview", consoleView{Title: "Overview", Data: data})
 }
 
-func (s *Server) consoleWallets(c echo.Context) error {
-	var list struct {
-		Results []map[string]any `json:"results"`
-		Next    *string          `json:"next"`
+// overviewCharts is one chart per currency the merchant holds a wallet in, of the
+// last overviewDays Nairobi days: money in from outside and out to outside,
+// transfers between its own wallets left out (storage.WalletFlows).
+func (s *Server) overviewCharts(c echo.Context, merchantID string) ([]chart, error) {
+	ctx := c.Request().Context()
+	currencies, err := storage.MerchantCurrencies(ctx, s.db, merchantID)
+	if err != nil {
+		return nil, err
 	}
-	r, err := s.consoleGet(c, "/api/v1/wallets?page_size=50", &list)
+	today := time.Now().In(nairobi)
+	from := time.Date(today.Year(), today.Month(), today.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, 1-overviewDays)
+	// from is the first day's date at UTC midnight; the day starts 3 hours earlier
+	// in Nairobi (UTC+3, no daylight saving).
+	flows, err := storage.WalletFlows(ctx, s.db, merchantID, from.Add(-3*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	byCurrency := map[string][]storage.DayFlow{}
+	for _, f := range flows {
+		byCurrency[f.Currency] = append(byCurrency[f.Currency], f)
+	}
+	charts := make([]chart, 0, len(currencies))
+	for _, cur := range currencies {
+		charts = append(charts, buildChart(cur, byCurrency[cur], from, overviewDays))
+	}
+	return charts, nil
+}
+
+func (s *Server) consoleWallets(c echo.Context) error {
+	rows, more, err := storage.ConsoleWallets(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c), consolePageSize)
 	if err != nil {
 		return err
 	}
-	if r.Status >= 400 {
-		return s.consoleProblem(c, r.Status, "Not available", r.detail())
-	}
-	return s.renderConsole(c, http.StatusOK, "wallets", consoleView{Title: "Wallets", Data: list.Results})
+	return s.renderConsole(c, http.StatusOK, "wallets", consoleView{Title: "Wallets", Data: keysetPage(c, rows, more)})
 }
 
 func (s *Server) consoleWallet(c echo.Context) error {
@@ -325,18 +351,19 @@ func (s *Server) consoleSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var plans struct {
-		Results []map[string]any `json:"results"`
-	}
-	r, err := s.consoleGet(c, "/api/v1/subscriptions/plans?page_size=50", &plans)
+	planRows, morePlans, err := storage.ConsolePlans(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID,
+		cursorParam(c, "plans_after"), consolePageSize)
 	if err != nil {
 		return err
 	}
-	if r.Status >= 400 {
-		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	plans := keysetPageOf(c, "plans_after", planRows, morePlans)
+	for _, p := range plans.Rows {
+		if id, ok := p["plan_id"].(string); ok {
+			p["plan_url"] = s.planURL(id)
+		}
 	}
 	return s.renderConsole(c, http.StatusOK, "subscriptions", consoleView{Title: "Subscriptions",
-		Data: map[string]any{"Status": status, "Statuses": subscriptionStatuses, "Page": keysetPage(c, rows, more), "Plans": plans.Results}})
+		Data: map[string]any{"Status": status, "Statuses": subscriptionStatuses, "Page": keysetPage(c, rows, more), "Plans": plans}})
 }
 
 func (s *Server) consoleCancelSubscription(c echo.Context) error {
@@ -345,25 +372,18 @@ func (s *Server) consoleCancelSubscription(c echo.Context) error {
 }
 
 func (s *Server) consoleLinks(c echo.Context) error {
-	page, _ := strconv.Atoi(c.QueryParam("page"))
-	page = min(max(page, 1), 1_000_000)
-	var list struct {
-		Results []map[string]any `json:"results"`
-		Next    *string          `json:"next"`
-	}
-	r, err := s.consoleGet(c, "/api/v1/paymentlinks?page_size=50&page="+strconv.Itoa(page), &list)
+	rows, more, err := storage.ConsolePaymentLinks(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c),
+		consolePageSize)
 	if err != nil {
 		return err
 	}
-	if r.Status >= 400 {
-		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	links := keysetPage(c, rows, more)
+	for _, l := range links.Rows {
+		if id, ok := l["id"].(string); ok {
+			l["url"] = s.linkURL(id)
+		}
 	}
-	next := ""
-	if list.Next != nil {
-		next = "/console/payment-links?page=" + strconv.Itoa(page+1)
-	}
-	return s.renderConsole(c, http.StatusOK, "links", consoleView{Title: "Payment links",
-		Data: map[string]any{"Links": list.Results, "Next": next}})
+	return s.renderConsole(c, http.StatusOK, "links", consoleView{Title: "Payment links", Data: links})
 }
 
 func (s *Server) consoleCreateLink(c echo.Context) error {
@@ -380,23 +400,24 @@ func (s *Server) consoleDeactivateLink(c echo.Context) error {
 }
 
 func (s *Server) consoleWebhooks(c echo.Context) error {
-	var hooks, events struct {
+	// A merchant has a handful of endpoints: the API's first page holds them all.
+	var hooks struct {
 		Results []map[string]any `json:"results"`
 	}
-	for _, x := range []struct {
-		path string
-		out  any
-	}{{"/api/v1/webhooks?page_size=50", &hooks}, {"/api/v1/webhooks/events?page_size=50", &events}} {
-		r, err := s.consoleGet(c, x.path, x.out)
-		if err != nil {
-			return err
-		}
-		if r.Status >= 400 {
-			return s.consoleProblem(c, r.Status, "Not available", r.detail())
-		}
+	r, err := s.consoleGet(c, "/api/v1/webhooks?page_size=50", &hooks)
+	if err != nil {
+		return err
+	}
+	if r.Status >= 400 {
+		return s.consoleProblem(c, r.Status, "Not available", r.detail())
+	}
+	rows, more, err := storage.ConsoleDeliveries(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c),
+		consolePageSize)
+	if err != nil {
+		return err
 	}
 	return s.renderConsole(c, http.StatusOK, "webhooks", consoleView{Title: "Webhooks",
-		Data: map[string]any{"Webhooks": hooks.Results, "Events": events.Results}})
+		Data: map[string]any{"Webhooks": hooks.Results, "Deliveries": keysetPage(c, rows, more)}})
 }
 
 // consoleWebhookEvent shows one event: its deliveries (one per webhook) and every

@@ -248,26 +248,123 @@ func allDigits(s string) bool {
 
 // DayFlow is one day's money into and out of the merchant's wallets in one currency.
 type DayFlow struct {
-	Day time.Time    `db:"day"`
-	In  money.Amount `db:"money_in"`
-	Out money.Amount `db:"money_out"` // positive: the sum of the debits
+	Currency string       `db:"currency"`
+	Day      time.Time    `db:"day"`
+	In       money.Amount `db:"money_in"`
+	Out      money.Amount `db:"money_out"` // positive: the sum of the debits
 }
 
-// WalletFlows sums the merchant's wallet credits and debits of currency per day
-// (Africa/Nairobi) since since, through the wallets' ledger index. Movements
-// between the merchant's own wallets count on both sides.
-func WalletFlows(ctx context.Context, q sqlx.QueryerContext, merchantID, currency string, since time.Time) ([]DayFlow, error) {
+// WalletFlows sums, per currency and day (Africa/Nairobi) since since, the money
+// that came into the merchant's wallets from outside (collections, deposits, P2P
+// payments from others) and that left them (payouts with their charges, refunds).
+// Each movement (ledger transaction) counts once, by what it did to the merchant's
+// wallets as a whole: its entries on them are netted, so a transfer between two of
+// the merchant's own wallets (or a P2P payout to itself) nets to zero and is
+// neither in nor out. The movements are found through the wallets' ledger index,
+// their other entries through the transaction index.
+func WalletFlows(ctx context.Context, q sqlx.QueryerContext, merchantID string, since time.Time) ([]DayFlow, error) {
 	var out []DayFlow
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT date_trunc('day', e.created_at AT TIME ZONE 'Africa/Nairobi') AS day,
-		       coalesce(sum(e.amount) FILTER (WHERE e.amount > 0), 0) AS money_in,
-		       coalesce(-sum(e.amount) FILTER (WHERE e.amount < 0), 0) AS money_out
-		  FROM wallets w JOIN ledger_entries e ON e.wallet_id = w.wallet_id
-		 WHERE w.merchant_id = $1 AND w.currency = $2 AND e.created_at >= $3
-		 GROUP BY 1 ORDER BY 1`, merchantID, currency, since)
+	err := sqlx.SelectContext(ctx, q, &out, `WITH moved AS (
+			SELECT DISTINCT e.transaction_id FROM wallets w JOIN ledger_entries e ON e.wallet_id = w.wallet_id
+			 WHERE w.merchant_id = $1 AND e.created_at >= $2),
+		net AS (
+			SELECT e.currency, min(e.created_at) AS at, sum(e.amount) AS amount
+			  FROM moved m JOIN ledger_entries e ON e.transaction_id = m.transaction_id
+			  JOIN wallets w ON w.wallet_id = e.wallet_id AND w.merchant_id = $1
+			 GROUP BY e.currency, e.transaction_id)
+		SELECT currency, date_trunc('day', at AT TIME ZONE 'Africa/Nairobi') AS day,
+		       coalesce(sum(amount) FILTER (WHERE amount > 0), 0) AS money_in,
+		       coalesce(-sum(amount) FILTER (WHERE amount < 0), 0) AS money_out
+		  FROM net WHERE at >= $2 GROUP BY 1, 2 ORDER BY 1, 2`, merchantID, since)
 	if err != nil {
 		return nil, fmt.Errorf("wallet flows: %w", err)
 	}
 	return out, nil
+}
+
+// MerchantCurrencies lists the currencies the merchant holds a wallet in.
+func MerchantCurrencies(ctx context.Context, q sqlx.QueryerContext, merchantID string) ([]string, error) {
+	var out []string
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT currency FROM wallets WHERE merchant_id = $1 ORDER BY 1`, merchantID); err != nil {
+		return nil, fmt.Errorf("merchant currencies: %w", err)
+	}
+	return out, nil
+}
+
+// ConsoleWallets pages through the merchant's wallets, oldest first (the settlement
+// wallet, made with the merchant, leads), with the fields the console shows.
+func ConsoleWallets(ctx context.Context, q sqlx.QueryerContext, merchantID string, after *Cursor, limit int) ([]Row, bool, error) {
+	query := `SELECT json_build_object('wallet_id', w.wallet_id, 'label', w.label, 'wallet_type', w.wallet_type, 'currency', w.currency,
+			'current_balance', w.current_balance::text, 'available_balance', w.available_balance::text) AS data,
+			w.created_at, w.wallet_id AS id
+		FROM wallets w WHERE w.merchant_id = $1 AND ($2::timestamptz IS NULL OR (w.created_at, w.wallet_id) > ($2, $3::text))
+		ORDER BY w.created_at, w.wallet_id LIMIT $4`
+	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("console wallets: %w", err)
+	}
+	return rows, more, nil
+}
+
+// ConsolePlans pages through the merchant's subscription plans, newest first (the
+// caller adds each plan's public address).
+func ConsolePlans(ctx context.Context, q sqlx.QueryerContext, merchantID string, after *Cursor, limit int) ([]Row, bool, error) {
+	query := `SELECT json_build_object('plan_id', p.plan_id, 'name', p.name, 'amount', p.amount::text, 'currency', p.currency,
+			'frequency', p.frequency, 'frequency_unit', p.frequency_unit, 'billing_cycles', p.billing_cycles) AS data,
+			p.created_at, p.plan_id AS id
+		FROM plans p WHERE p.merchant_id = $1 AND ($2::timestamptz IS NULL OR (p.created_at, p.plan_id) < ($2, $3::text))
+		ORDER BY p.created_at DESC, p.plan_id DESC LIMIT $4`
+	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("console plans: %w", err)
+	}
+	return rows, more, nil
+}
+
+// ConsolePaymentLinks pages through the merchant's payment links, newest first (the
+// caller adds each link's public address).
+func ConsolePaymentLinks(ctx context.Context, q sqlx.QueryerContext, merchantID string, after *Cursor, limit int) ([]Row, bool, error) {
+	if after != nil && !ValidCheckoutID(after.ID) {
+		return nil, false, nil
+	}
+	query := `SELECT json_build_object('id', l.link_id, 'title', l.title, 'is_active', l.is_active, 'amount', l.amount,
+			'currency', l.currency) AS data, l.created_at, l.link_id::text AS id
+		FROM payment_links l WHERE l.merchant_id = $1 AND ($2::timestamptz IS NULL OR (l.created_at, l.link_id) < ($2, $3::uuid))
+		ORDER BY l.created_at DESC, l.link_id DESC LIMIT $4`
+	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("console payment links: %w", err)
+	}
+	return rows, more, nil
+}
+
+// ConsoleDeliveries pages through the merchant's webhook deliveries (one event to
+// one webhook), newest first, by the merchant's deliveries index. A delivery's
+// keyset id is its event id and webhook id, "/" between (neither has one).
+func ConsoleDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID string, after *Cursor, limit int) ([]Row, bool, error) {
+	args := []any{merchantID, nil, nil, nil, limit + 1}
+	if after != nil {
+		i := strings.LastIndexByte(after.ID, '/')
+		if i <= 0 || i == len(after.ID)-1 {
+			return nil, false, nil
+		}
+		args[1], args[2], args[3] = after.At, after.ID[:i], after.ID[i+1:]
+	}
+	var rows []Row
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT json_build_object('id', d.event_id, 'webhook_id', d.webhook_id,
+			'endpoint', w.endpoint, 'topic', d.topic, 'status', `+shownStatus+`, 'attempts', d.attempts,
+			'last_http_status', d.last_status, 'last_error', d.last_error, 'created_at', d.created_at) AS data,
+			d.created_at, d.event_id || '/' || d.webhook_id AS id
+		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id)
+		WHERE d.merchant_id = $1 AND ($2::timestamptz IS NULL OR (d.created_at, d.event_id, d.webhook_id) < ($2, $3::text, $4::text))
+		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id DESC LIMIT $5`, args...); err != nil {
+		return nil, false, fmt.Errorf("console deliveries: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	return rows, more, nil
 }
 
 // Attention is what the console's overview asks the merchant to look at.
@@ -324,7 +421,8 @@ func WalletStatement(ctx context.Context, q sqlx.QueryerContext, merchantID, wal
 	return out, more, nil
 }
 
-// Attempt is one try to deliver an event to a webhook.
+// Attempt is one try to deliver an event to a webhook, with the signature headers
+// it sent ("" for attempts recorded before migration 0052).
 type Attempt struct {
 	WebhookID  string    `db:"webhook_id"`
 	At         time.Time `db:"at"`
@@ -332,13 +430,16 @@ type Attempt struct {
 	LatencyMS  int       `db:"latency_ms"`
 	Error      *string   `db:"error"`
 	Replay     bool      `db:"replay"`
+	Signed
 }
 
 // EventAttempts lists the attempts of one of the merchant's events, newest first
 // (scoped through the merchant's deliveries: another merchant's event lists none).
 func EventAttempts(ctx context.Context, q sqlx.QueryerContext, merchantID, eventID string, limit int) ([]Attempt, error) {
 	var out []Attempt
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT a.webhook_id, a.at, a.http_status, a.latency_ms, a.error, a.replay
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT a.webhook_id, a.at, a.http_status, a.latency_ms, a.error, a.replay,
+			coalesce(a.signed_id, '') AS signed_id, coalesce(a.signed_timestamp, '') AS signed_timestamp,
+			coalesce(a.signature, '') AS signature
 		  FROM webhook_attempts a JOIN webhook_deliveries d ON d.event_id = a.event_id AND d.webhook_id = a.webhook_id
 		 WHERE a.event_id = $2 AND d.merchant_id = $1 ORDER BY a.at DESC, a.attempt_id DESC LIMIT $3`, merchantID, eventID, limit)
 	if err != nil {

@@ -341,7 +341,25 @@ type Outcome struct {
 	HTTPStatus *int
 	Error      *string
 	Latency    time.Duration
+	Signed     Signed // the signature headers the attempt sent (when Recorded)
 }
+
+// Signed is the Standard Webhooks headers one attempt sent, as sent: the merchant's
+// console shows them beside the attempt (migration 0052). Empty when no request
+// went out.
+type Signed struct {
+	ID        string `db:"signed_id"`        // webhook-id
+	Timestamp string `db:"signed_timestamp"` // webhook-timestamp
+	Signature string `db:"signature"`        // webhook-signature
+}
+
+// SignedOf picks the signature headers out of a request's headers.
+func SignedOf(h map[string]string) Signed {
+	return Signed{ID: h["webhook-id"], Timestamp: h["webhook-timestamp"], Signature: h["webhook-signature"]}
+}
+
+// nullText is "" as NULL: an attempt without a header stores none.
+func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // QueueNext is when a leased queue is due again.
 type QueueNext struct {
@@ -449,8 +467,10 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 	ev, wh, st := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
 	nx, at, rec := make([]time.Time, n), make(pq.BoolArray, n), make(pq.BoolArray, n)
 	hs, er, lat := make([]sql.NullInt64, n), make([]sql.NullString, n), make(pq.Int64Array, n)
+	sid, sts, sig := make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
 	for i, o := range f.Outcomes {
 		ev[i], wh[i], st[i], nx[i], at[i], rec[i], lat[i] = o.EventID, o.WebhookID, o.Status, o.Next, o.Attempted, o.Recorded, o.Latency.Milliseconds()
+		sid[i], sts[i], sig[i] = nullText(o.Signed.ID), nullText(o.Signed.Timestamp), nullText(o.Signed.Signature)
 		if o.HTTPStatus != nil {
 			hs[i] = sql.NullInt64{Int64: int64(*o.HTTPStatus), Valid: true}
 		}
@@ -484,8 +504,9 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 	// fresh lease id, unless a dispatcher's ingest made it again meanwhile (then
 	// that one holds it: the update's lease ids differ).
 	rows, err := tx.QueryxContext(ctx, `WITH o AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::bool[], $9::int[])
-				AS o(event_id, webhook_id, status, next, attempted, http_status, error, recorded, latency_ms)),
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::bool[], $9::int[],
+					$19::text[], $20::text[], $21::text[])
+				AS o(event_id, webhook_id, status, next, attempted, http_status, error, recorded, latency_ms, signed_id, signed_timestamp, signature)),
 		finished AS (
 			UPDATE webhook_deliveries d SET status = CASE WHEN o.attempted THEN o.status ELSE d.status END, next_attempt_at = o.next,
 				attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END,
@@ -493,8 +514,8 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 				last_error = CASE WHEN o.attempted THEN o.error ELSE d.last_error END, updated_at = now()
 			FROM o WHERE d.event_id = o.event_id AND d.webhook_id = o.webhook_id AND d.status IN ('PENDING', 'PROCESSING')),
 		attempted AS (
-			INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay)
-			SELECT event_id, webhook_id, http_status, latency_ms, error, false FROM o WHERE recorded),
+			INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay, signed_id, signed_timestamp, signature)
+			SELECT event_id, webhook_id, http_status, latency_ms, error, false, signed_id, signed_timestamp, signature FROM o WHERE recorded),
 		due AS (
 			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at, lease_id)
 			SELECT w, t, p, a, n, CASE WHEN l = 0 THEN nextval('webhook_queue_leases') ELSE l END
@@ -509,7 +530,7 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 		WHERE w.webhook_id = f.id AND locked.webhook_id = f.id AND (f.add > 0 OR w.failures_count <> 0)
 		RETURNING w.webhook_id, w.failures_count`,
 		ev, wh, st, pq.Array(nx), at, pq.Array(hs), pq.Array(er), rec, lat,
-		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts), dl)
+		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts), dl, pq.Array(sid), pq.Array(sts), pq.Array(sig))
 	if err != nil {
 		return res, fmt.Errorf("finish deliveries: %w", err)
 	}
@@ -533,10 +554,13 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 	return res, tx.Commit()
 }
 
-// RecordAttempt stores one attempt (a replay's).
-func RecordAttempt(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID string, status *int, latency time.Duration, errText *string, replay bool) error {
-	_, err := ext.ExecContext(ctx, `INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay)
-		VALUES ($1, $2, $3, $4, $5, $6)`, eventID, webhookID, status, latency.Milliseconds(), errText, replay)
+// RecordAttempt stores one attempt (a replay's) with the signature headers it sent.
+func RecordAttempt(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID string, status *int, latency time.Duration, errText *string,
+	replay bool, signed Signed) error {
+	_, err := ext.ExecContext(ctx, `INSERT INTO webhook_attempts (event_id, webhook_id, http_status, latency_ms, error, replay,
+			signed_id, signed_timestamp, signature)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, eventID, webhookID, status, latency.Milliseconds(), errText, replay,
+		nullText(signed.ID), nullText(signed.Timestamp), nullText(signed.Signature))
 	return err
 }
 
@@ -546,14 +570,16 @@ func RecordAttempt(ctx context.Context, ext sqlx.ExtContext, eventID, webhookID 
 // delivery was finished (DELIVERED or FAILED: its latest delivery failed, as Svix
 // shows a resent message); unchanged (PROCESSING) when it did not and the dispatcher
 // still has the delivery queued for a retry. The last HTTP status and error are the
-// replay's. The event record itself stays the same.
-func RecordReplay(ctx context.Context, db *sqlx.DB, eventID, webhookID string, status *int, latency time.Duration, errText *string, delivered bool) error {
+// replay's, and so are the signature headers recorded with the attempt. The event
+// record itself stays the same.
+func RecordReplay(ctx context.Context, db *sqlx.DB, eventID, webhookID string, status *int, latency time.Duration, errText *string,
+	delivered bool, signed Signed) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := RecordAttempt(ctx, tx, eventID, webhookID, status, latency, errText, true); err != nil {
+	if err := RecordAttempt(ctx, tx, eventID, webhookID, status, latency, errText, true, signed); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET replaying_until = NULL, updated_at = now(),
@@ -572,20 +598,33 @@ func DisableWebhook(ctx context.Context, ext sqlx.ExtContext, webhookID string) 
 }
 
 // ListDeliveries returns one page of the merchant's delivery records, newest first,
-// filtered by topic and status when given, and the total.
-func ListDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, topic, status string, since time.Time, limit, offset int) ([]Delivery, int, error) {
+// filtered by topic and status when given, and the total. Both are read in one
+// snapshot (inSnapshot), so they agree.
+func ListDeliveries(ctx context.Context, db *sqlx.DB, merchantID, topic, status string, since time.Time, limit, offset int) ([]Delivery, int, error) {
 	where := `d.merchant_id = $1 AND ($2 = '' OR d.topic = $2) AND ($3 = '' OR ` + shownStatus + ` = $3) AND d.created_at >= $4`
 	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM webhook_deliveries d WHERE `+where, merchantID, topic, status, since); err != nil {
+	out := []Delivery{}
+	err := inSnapshot(ctx, db, func(tx *sqlx.Tx) error {
+		if err := sqlx.GetContext(ctx, tx, &total, `SELECT count(*) FROM webhook_deliveries d WHERE `+where, merchantID, topic, status, since); err != nil {
+			return fmt.Errorf("count deliveries: %w", err)
+		}
+		if err := sqlx.SelectContext(ctx, tx, &out, `SELECT `+listedDelivery+` FROM webhook_deliveries d JOIN webhooks w USING (webhook_id)
+			WHERE `+where+` ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`,
+			merchantID, topic, status, since, limit, offset); err != nil {
+			return fmt.Errorf("list deliveries: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, 0, err
 	}
-	out := []Delivery{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, `+shownStatus+` AS status,
-		d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret,
-		w.is_active FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE `+where+`
-		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id LIMIT $5 OFFSET $6`, merchantID, topic, status, since, limit, offset)
-	return out, total, err
+	return out, total, nil
 }
+
+// listedDelivery is a delivery as lists read it: without the webhook's secrets.
+const listedDelivery = `d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, ` + shownStatus + ` AS status,
+	d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, '' AS challenge, NULL::bytea AS signing_secret,
+	w.is_active`
 
 // shownStatus is a delivery's status as the API shows it: PROCESSING while a replay
 // is in flight (replaying_until, migration 0023), its stored status otherwise.

@@ -135,6 +135,13 @@ async function visit(page, path, name) {
     await page.locator('#notice').waitFor();
     out.attemptsAfter = await page.locator('#attempts tbody tr').count();
     out.newestAttempt = await text(page, '#attempts tbody tr');
+    // The signature headers the replay sent, as the page shows them.
+    const header = async (cls, name) => (await text(page, `#attempts tbody tr .${cls}`)).replace(name + ': ', '');
+    out.newestSigned = {
+      id: await header('signed-id', 'webhook-id'),
+      timestamp: await header('signed-timestamp', 'webhook-timestamp'),
+      signature: await header('signed-signature', 'webhook-signature'),
+    };
     await shot(page, 'webhook-replay');
     out.steps.push('event replayed');
 

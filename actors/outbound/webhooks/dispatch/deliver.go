@@ -289,11 +289,14 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery, until tim
 		o.Status, o.Error = "FAILED", &msg
 		return o, true
 	}
-	resp, err := d.client.Post(actx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
+	headers := webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body)
+	resp, err := d.client.Post(actx, dl.Endpoint, headers, dl.Body)
 	if ctx.Err() != nil {
 		return o, false
 	}
-	o.Recorded, o.Latency = true, resp.Latency
+	// The signature headers as sent are recorded with the attempt for the merchant's
+	// console, and never logged (docs/security.md).
+	o.Recorded, o.Latency, o.Signed = true, resp.Latency, storage.SignedOf(headers)
 	o.HTTPStatus, o.Error = outcome(resp, err)
 	if err == nil && resp.Status == 200 {
 		attempts.WithLabelValues("delivered").Inc()

@@ -223,12 +223,12 @@ func (d *Dispatcher) warn(ctx context.Context, dl storage.Delivery, failures int
 var ErrDeliveryGone = errors.New("dispatch: delivery gone")
 
 // Replay sends a stored delivery's exact bytes again now (fresh timestamp headers,
-// signed with the webhook's current secrets), records the attempt, and creates no
-// new event record. The record shows PROCESSING while the request is out (a lease a
-// little longer than the client's timeout, so a replay whose process dies cannot
-// hold it there), then DELIVERED or FAILED as storage.RecordReplay says. The caller
-// checks that the webhook is active and that the body may be sent
-// (webhooks.EchoesWithdrawnChallenge).
+// signed with the webhook's current secrets), records the attempt with the
+// signature headers it sent, and creates no new event record. The record shows
+// PROCESSING while the request is out (a lease a little longer than the client's
+// timeout, so a replay whose process dies cannot hold it there), then DELIVERED or
+// FAILED as storage.RecordReplay says. The caller checks that the webhook is active
+// and that the body may be sent (webhooks.EchoesWithdrawnChallenge).
 func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storage.Delivery) (outbound.Response, error) {
 	ok, err := storage.StartReplay(ctx, db, dl.EventID, dl.WebhookID, client.Timeout()+5*time.Second)
 	if err != nil {
@@ -237,13 +237,15 @@ func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storag
 	if !ok {
 		return outbound.Response{}, ErrDeliveryGone
 	}
-	resp, err := client.Post(ctx, dl.Endpoint, webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body), dl.Body)
+	headers := webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body)
+	resp, err := client.Post(ctx, dl.Endpoint, headers, dl.Body)
 	status, errText := outcome(resp, err)
 	delivered := err == nil && resp.Status == 200
 	// Recorded even if the caller went away meanwhile: the request was sent.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if rerr := storage.RecordReplay(rctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, delivered); rerr != nil {
+	if rerr := storage.RecordReplay(rctx, db, dl.EventID, dl.WebhookID, status, resp.Latency, errText, delivered,
+		storage.SignedOf(headers)); rerr != nil {
 		return resp, rerr
 	}
 	return resp, err

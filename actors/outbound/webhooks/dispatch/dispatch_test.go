@@ -37,6 +37,7 @@ type arrival struct {
 	EventID  string
 	Status   int
 	Verified bool
+	Headers  map[string]string // the signature headers as received
 }
 
 // receiver answers each event from a script (then 200) and keeps every arrival in order.
@@ -62,7 +63,7 @@ func newReceiver(t *testing.T) *receiver {
 		if s := r.script[id]; len(s) > 0 {
 			status, r.script[id] = s[0], s[1:]
 		}
-		r.got = append(r.got, arrival{id, status, webhooks.VerifyDelivery(secret, signingKey, h, b, time.Now(), time.Minute)})
+		r.got = append(r.got, arrival{id, status, webhooks.VerifyDelivery(secret, signingKey, h, b, time.Now(), time.Minute), h})
 		delay := r.delay
 		r.mu.Unlock()
 		time.Sleep(delay)
@@ -510,6 +511,51 @@ func TestBodyEchoingWithdrawnChallengeIsNotSent(t *testing.T) {
 	}
 	if st.Status != "FAILED" || st.LastError == nil || *st.LastError != webhooks.WithdrawnChallengeError {
 		t.Fatalf("the body echoing the live challenge: %+v", st)
+	}
+}
+
+// Every attempt records the Standard Webhooks headers it sent, exactly as the
+// endpoint received them: a failed attempt, its retry, and a replay (which signs
+// afresh), each in its own row in the order they were sent.
+func TestAttemptsRecordTheSignaturesSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dispatch.Config{RetryBase: 20 * time.Millisecond, RetryMax: 40 * time.Millisecond})
+	ev := newIDs(1)[0]
+	b.recv.answer(ev, 500)
+	b.send("WALLET-S", ev)
+	b.waitDelivered(1)
+	ctx := context.Background()
+	ds, err := storage.EventDeliveries(ctx, b.db.DB, b.merchant, ev)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries %v, %v", ds, err)
+	}
+	// A replay a second later carries another webhook-timestamp, so another signature.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	if _, err := dispatch.Replay(ctx, b.db.DB, outbound.New(outbound.Options{AllowPrivate: true}), ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	as := b.recv.arrivals()
+	var rows []struct {
+		storage.Signed
+		Status int  `db:"http_status"`
+		Replay bool `db:"replay"`
+	}
+	if err := b.db.DB.Select(&rows, `SELECT signed_id, signed_timestamp, signature, http_status, replay FROM webhook_attempts
+		WHERE event_id = $1 ORDER BY attempt_id`, ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 3 || len(rows) != 3 {
+		t.Fatalf("%d arrivals, %d attempts recorded; want 3 of each", len(as), len(rows))
+	}
+	for i, r := range rows {
+		h := as[i].Headers
+		if !as[i].Verified || r.ID != ev || r.ID != h["webhook-id"] || r.Timestamp != h["webhook-timestamp"] ||
+			r.Signature != h["webhook-signature"] || r.Status != as[i].Status || r.Replay != (i == 2) {
+			t.Errorf("attempt %d recorded %+v; the endpoint received %v (answered %d, verified %v)", i, r, h, as[i].Status, as[i].Verified)
+		}
+	}
+	if rows[2].Signature == rows[1].Signature {
+		t.Errorf("the replay recorded the earlier attempt's signature %q", rows[1].Signature)
 	}
 }
 
