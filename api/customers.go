@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
@@ -181,7 +182,9 @@ func (s *Server) listCustomers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListCustomers(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Customer, int, error) {
+		return storage.ListCustomers(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 	qrcode "github.com/skip2/go-qrcode"
 
@@ -164,7 +165,9 @@ func (s *Server) listPaymentLinks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	links, total, err := storage.ListPaymentLinks(c.Request().Context(), s.db, principal(c).MerchantID, p.size, p.offset())
+	links, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.PaymentLink, int, error) {
+		return storage.ListPaymentLinks(c.Request().Context(), q, principal(c).MerchantID, p.size, p.offset())
+	})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/wallet"
@@ -177,7 +178,9 @@ func (s *Server) listPlans(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListPlans(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Plan, int, error) {
+		return storage.ListPlans(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}

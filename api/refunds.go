@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/refund"
@@ -30,7 +31,9 @@ func (s *Server) listRefunds(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := refundstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]refund.Refund, int, error) {
+		return refundstore.List(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}

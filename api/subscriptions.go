@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription"
@@ -341,7 +342,9 @@ func (s *Server) listSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := subscriptionstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]subscription.State, int, error) {
+		return subscriptionstore.List(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}
@@ -423,7 +426,9 @@ func (s *Server) subscriptionTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pays, total, err := subscriptionstore.Payments(c.Request().Context(), s.db, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
+	pays, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]subscriptionstore.Payment, int, error) {
+		return subscriptionstore.Payments(c.Request().Context(), q, cur.MerchantID, cur.SubscriptionID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}

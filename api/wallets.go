@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/wallet"
@@ -29,7 +30,9 @@ func (s *Server) listWallets(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := walletstore.List(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]wallet.State, int, error) {
+		return walletstore.List(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}
@@ -83,7 +86,9 @@ func (s *Server) walletTransactions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.Statement(c.Request().Context(), s.db, principal(c).MerchantID, w.WalletID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.StatementRow, int, error) {
+		return storage.Statement(c.Request().Context(), q, principal(c).MerchantID, w.WalletID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}

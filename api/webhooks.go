@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/outbound/webhooks"
@@ -95,7 +96,9 @@ func (s *Server) listWebhooks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, total, err := storage.ListWebhooks(c.Request().Context(), s.db, principal(c).MerchantID, pg.size, pg.offset())
+	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Webhook, int, error) {
+		return storage.ListWebhooks(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+	})
 	if err != nil {
 		return err
 	}

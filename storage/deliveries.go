@@ -599,12 +599,12 @@ func DisableWebhook(ctx context.Context, ext sqlx.ExtContext, webhookID string) 
 
 // ListDeliveries returns one page of the merchant's delivery records, newest first,
 // filtered by topic and status when given, and the total. Both are read in one
-// snapshot (inSnapshot), so they agree.
+// snapshot (ReadSnapshot), so they agree.
 func ListDeliveries(ctx context.Context, db *sqlx.DB, merchantID, topic, status string, since time.Time, limit, offset int) ([]Delivery, int, error) {
 	where := `d.merchant_id = $1 AND ($2 = '' OR d.topic = $2) AND ($3 = '' OR ` + shownStatus + ` = $3) AND d.created_at >= $4`
 	var total int
 	out := []Delivery{}
-	err := inSnapshot(ctx, db, func(tx *sqlx.Tx) error {
+	err := ReadSnapshot(ctx, db, func(tx *sqlx.Tx) error {
 		if err := sqlx.GetContext(ctx, tx, &total, `SELECT count(*) FROM webhook_deliveries d WHERE `+where, merchantID, topic, status, since); err != nil {
 			return fmt.Errorf("count deliveries: %w", err)
 		}

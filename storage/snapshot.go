@@ -8,11 +8,11 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// inSnapshot runs read in one read-only REPEATABLE READ transaction, so every
+// ReadSnapshot runs read in one read-only REPEATABLE READ transaction, so every
 // statement in it sees the same snapshot: a list's count and its page, read in two
-// statements, then agree (outside one, a delivery recorded between the two was
-// seen by one and not the other: "count": 0 beside a result).
-func inSnapshot(ctx context.Context, db *sqlx.DB, read func(tx *sqlx.Tx) error) error {
+// statements, then agree (outside one, a row written between the two was seen by
+// one and not the other: "count": 0 beside a result).
+func ReadSnapshot(ctx context.Context, db *sqlx.DB, read func(tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("begin snapshot: %w", err)
