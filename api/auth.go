@@ -67,6 +67,19 @@ type cachedKey struct {
 	at  time.Time
 }
 
+// forget drops the cached lookups of one key: a revocation made through this
+// process (the console) takes effect here at once; other api instances read the key
+// again within the TTL.
+func (c *keyCache) forget(keyID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, k := range c.m {
+		if k.key.KeyID == keyID {
+			delete(c.m, h)
+		}
+	}
+}
+
 type authenticator struct {
 	db    *sqlx.DB
 	env   string // sandbox or live

@@ -524,8 +524,9 @@ func (s *Server) consoleRevokeKey(c echo.Context) error {
 		return err
 	}
 	if !ok {
-		return s.consoleProblem(c, http.StatusNotFound, "Not found", "No such live secret key.")
+		return s.consoleProblem(c, http.StatusNotFound, "Not found", "No such active key.")
 	}
+	s.auth.cache.forget(id)
 	return c.Redirect(http.StatusSeeOther, "/console/keys?done=key-revoked")
 }
 

@@ -381,6 +381,29 @@ func TestConsoleSecurity(t *testing.T) {
 		}
 	})
 
+	// The owner revokes one of its keys from the keys page: the key stops
+	// authenticating on the API at once, and the key that revoked it goes on.
+	t.Run("OwnerRevokesAKey", func(t *testing.T) {
+		key := env.Key(a.merchant, "view_wallets")
+		keyID := key[:len("ISSecretKey_test_")+12]
+		hdr := "Bearer " + key
+		if r := env.Do("GET", "/api/v1/wallets/", nil, "Authorization", hdr); r.Status != 200 {
+			t.Fatalf("the new key before revocation: %d %s", r.Status, r.Body)
+		}
+		sa := cc.signIn(a.secret, sandboxCookie, nil)
+		tok := csrfOf(t, cc.page(sandboxCookie, sa, "/console/keys").Body)
+		r := cc.do("POST", "/console/keys/"+keyID+"/revoke", url.Values{"csrf": {tok}}, map[string]string{sandboxCookie: sa})
+		if r.Status != 303 {
+			t.Fatalf("revoke from the console: %d %s", r.Status, r.Body)
+		}
+		if r := env.Do("GET", "/api/v1/wallets/", nil, "Authorization", hdr); r.Status != 401 {
+			t.Errorf("the revoked key still authenticates: %d %s", r.Status, r.Body)
+		}
+		if r := a.get("/api/v1/wallets/"); r.Status != 200 {
+			t.Errorf("the owner's own key after revoking another: %d", r.Status)
+		}
+	})
+
 	t.Run("RevokedKeyAndDisabledMerchantEndTheSession", func(t *testing.T) {
 		key := env.Key(a.merchant, "view_wallets")
 		keyID := key[:len("ISSecretKey_test_")+12]
