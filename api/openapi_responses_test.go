@@ -32,6 +32,8 @@ type respChecker struct {
 	env    *servicetest.Env
 	doc    *openapi3.T
 	router routers.Router
+	// reqRouter finds operations in the document as published, for requests.
+	reqRouter routers.Router
 
 	mu sync.Mutex
 	// seen is every operation validated, with the statuses it answered.
@@ -97,7 +99,18 @@ func newRespChecker(t *testing.T, env *servicetest.Env) *respChecker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &respChecker{t: t, env: env, doc: doc, router: router, seen: map[string]map[int]bool{}}
+	// Requests are checked against the document as published (objects open: a
+	// client may send what the handlers ignore), answers against the strict one.
+	open, err := openapi3.NewLoader().LoadFromData(r.Body)
+	if err != nil {
+		t.Fatalf("load the document: %v", err)
+	}
+	open.Servers = openapi3.Servers{{URL: env.BaseURL}}
+	openRouter, err := gorillamux.NewRouter(open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &respChecker{t: t, env: env, doc: doc, router: router, reqRouter: openRouter, seen: map[string]map[int]bool{}}
 	if os.Getenv("PAYSVC_OPENAPI_DUMP") != "" {
 		t.Cleanup(func() {
 			b, _ := json.MarshalIndent(c.dump, "", "  ")
@@ -107,12 +120,60 @@ func newRespChecker(t *testing.T, env *servicetest.Env) *respChecker {
 	return c
 }
 
-// do sends a request and validates the answer against the document.
+// do sends a request and validates the answer against the document, and an
+// accepted request's body against the operation's request schema: a request the
+// service accepts and the document calls invalid is drift too.
 func (c *respChecker) do(method, path string, body any, headers ...string) servicetest.Response {
 	c.t.Helper()
 	r := c.env.Do(method, path, body, headers...)
 	c.check(method, path, headers, r)
+	if r.Status < 400 && body != nil {
+		c.checkRequest(method, path, body, headers)
+	}
 	return r
+}
+
+// checkRequest validates an accepted request's body (and parameters) against the
+// published document.
+func (c *respChecker) checkRequest(method, path string, body any, headers []string) {
+	c.t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	lookup, query, _ := strings.Cut(path, "?")
+	if len(lookup) > 1 {
+		lookup = strings.TrimSuffix(lookup, "/")
+	}
+	if query != "" {
+		lookup += "?" + query
+	}
+	req, err := http.NewRequest(method, c.env.BaseURL+lookup, bytes.NewReader(raw))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	route, params, err := c.reqRouter.FindRoute(req)
+	if err != nil {
+		return // reported by check
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+		c.t.Errorf("%s %s (operation %s): a request the service accepted does not match the document: %v\nbody: %.400s",
+			method, path, route.Operation.OperationID, err, raw)
+	}
 }
 
 func (c *respChecker) check(method, path string, headers []string, r servicetest.Response) {
