@@ -1,14 +1,12 @@
 package invoice
 
 import (
-	"bufio"
 	"errors"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
+	"paysvc/actors/aggregates/statedoc"
 	"paysvc/actors/values/money"
 )
 
@@ -310,7 +308,7 @@ func TestInvoiceTable_EveryStateEveryCommand(t *testing.T) {
 // The table above is the documented one, word for word.
 func TestInvoiceTable_MatchesDoc(t *testing.T) {
 	t.Parallel()
-	doc := docTable(t, "## Invoice (collections)", "| State | Command | Principal | Result | Money |")
+	doc := statedoc.Table(t, "## Invoice (collections)", "| State | Command | Principal | Result | Money |")
 	if len(doc) != len(invoiceTable) {
 		t.Errorf("docs/state-machines.md has %d rows, the test %d", len(doc), len(invoiceTable))
 	}
@@ -320,46 +318,4 @@ func TestInvoiceTable_MatchesDoc(t *testing.T) {
 			t.Errorf("row %d: doc %q, test %q", i+1, doc[i], want)
 		}
 	}
-}
-
-// docTable reads the rows of the table with the given header line inside a
-// section (a "## " heading) of docs/state-machines.md, cells trimmed.
-func docTable(t *testing.T, section, header string) [][]string {
-	t.Helper()
-	f, err := os.Open("../../../docs/state-machines.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var rows [][]string
-	in, table, seen := false, false, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case strings.HasPrefix(line, "## "):
-			in = line == section
-			table = false
-		case in && line == header:
-			table, seen = true, true
-		case table && strings.HasPrefix(line, "|"):
-			if strings.HasPrefix(line, "|--") || strings.HasPrefix(line, "| --") {
-				continue
-			}
-			var cells []string
-			for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
-				cells = append(cells, strings.TrimSpace(c))
-			}
-			rows = append(rows, cells)
-		default:
-			table = false
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !seen {
-		t.Fatalf("docs/state-machines.md: no table %q under %q", header, section)
-	}
-	return rows
 }

@@ -1,15 +1,14 @@
 package payoutfile_test
 
 import (
-	"bufio"
 	"errors"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	pf "paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/statedoc"
 	"paysvc/actors/values/money"
 )
 
@@ -500,7 +499,7 @@ func TestPayoutTables_MatchDoc(t *testing.T) {
 		{"| File status | Command | Principal | Result | Money |", fileTable},
 		{"| Transaction status | Outcome | Principal | Result | Money |", txnTable},
 	} {
-		doc := docTable(t, "## Payment file (payouts)", tb.header)
+		doc := statedoc.Table(t, "## Payment file (payouts)", tb.header)
 		if len(doc) != len(tb.rows) {
 			t.Errorf("%s: docs/state-machines.md has %d rows, the test %d", tb.header, len(doc), len(tb.rows))
 		}
@@ -511,46 +510,4 @@ func TestPayoutTables_MatchDoc(t *testing.T) {
 			}
 		}
 	}
-}
-
-// docTable reads the rows of the table with the given header line inside a
-// section (a "## " heading) of docs/state-machines.md, cells trimmed.
-func docTable(t *testing.T, section, header string) [][]string {
-	t.Helper()
-	f, err := os.Open("../../../docs/state-machines.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var rows [][]string
-	in, table, seen := false, false, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case strings.HasPrefix(line, "## "):
-			in = line == section
-			table = false
-		case in && line == header:
-			table, seen = true, true
-		case table && strings.HasPrefix(line, "|"):
-			if strings.HasPrefix(line, "|--") || strings.HasPrefix(line, "| --") {
-				continue
-			}
-			var cells []string
-			for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
-				cells = append(cells, strings.TrimSpace(c))
-			}
-			rows = append(rows, cells)
-		default:
-			table = false
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !seen {
-		t.Fatalf("docs/state-machines.md: no table %q under %q", header, section)
-	}
-	return rows
 }
