@@ -163,3 +163,68 @@ func TestListDeliveriesCountAgreesWithPage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Deleting a webhook while a dispatcher writes its outcomes: the dispatcher holds
+// one of the webhook's queues and then takes the webhook row (FinishDeliveries);
+// the delete takes the queues before the webhook, the same order, so both finish.
+// Deleting the webhook row first, and its queues in the cascade, deadlocked with
+// the dispatcher and answered the merchant's DELETE with a 500.
+func TestDeleteWebhookBesideADispatcher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := storagetest.New(t)
+	db := schema.DB
+	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
+		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storage.InsertDeliveries(ctx, db, []storage.NewDelivery{{EventID: "E1", WebhookID: "W1", MerchantID: "M1",
+		Topic: "wallet_transfer_event", AggKey: "A", Partition: 0, Offset: 1, Body: []byte(`{}`)}}, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	// The dispatcher's finish: its queue locked first.
+	disp, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disp.Rollback() //nolint:errcheck // committed below
+	if _, err := disp.ExecContext(ctx, `SELECT 1 FROM webhook_queues WHERE webhook_id = 'W1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- storage.DeleteWebhook(ctx, db, "M1", "W1") }()
+	for waited := 0; ; waited++ {
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+			schema.Name); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if waited > 2000 {
+			t.Fatal("the delete never waited for the dispatcher's queue")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// ... then the webhook row, as FinishDeliveries counts its failures.
+	if _, err := disp.ExecContext(ctx, `SELECT 1 FROM webhooks WHERE webhook_id = 'W1' FOR NO KEY UPDATE`); err != nil {
+		t.Fatalf("the dispatcher's finish: %v", err)
+	}
+	if err := disp.Commit(); err != nil {
+		t.Fatalf("the dispatcher's finish: %v", err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("delete the webhook: %v", err)
+	}
+	var left int
+	if err := db.GetContext(ctx, &left, `SELECT (SELECT count(*) FROM webhooks) + (SELECT count(*) FROM webhook_queues)
+		+ (SELECT count(*) FROM webhook_deliveries)`); err != nil || left != 0 {
+		t.Fatalf("%d rows left after the delete: %v", left, err)
+	}
+}

@@ -90,13 +90,38 @@ func UpdateWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 }
 
 // DeleteWebhook removes one of the merchant's webhooks.
-func DeleteWebhook(ctx context.Context, ext sqlx.ExtContext, merchantID, webhookID string) error {
-	res, err := ext.ExecContext(ctx, `DELETE FROM webhooks WHERE merchant_id = $1 AND webhook_id = $2`, merchantID, webhookID)
+//
+// The delete cascades to the webhook's delivery queues, which the dispatchers lock
+// first and the webhook row after (FinishDeliveries, InsertDeliveries). Deleting
+// the webhook row first and its queues in the cascade took the same two locks in
+// the other order, and a delete beside a busy dispatcher could end in a deadlock
+// (a 500). So the queues are locked first here too, in the dispatchers' key order.
+func DeleteWebhook(ctx context.Context, db *sqlx.DB, merchantID, webhookID string) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var keys []QueueKey
+	if err := sqlx.SelectContext(ctx, tx, &keys, `SELECT q.webhook_id, q.topic, q.src_partition, q.agg_key FROM webhook_queues q
+		JOIN webhooks w USING (webhook_id) WHERE w.merchant_id = $1 AND q.webhook_id = $2`, merchantID, webhookID); err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	if len(keys) > 0 {
+		qw, qt, qp, qa := queueArrays(keys)
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM webhook_queues q
+			JOIN unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS l(w, t, p, a, i)
+				ON q.webhook_id = l.w AND q.topic = l.t AND q.src_partition = l.p AND q.agg_key = l.a
+			ORDER BY l.i FOR UPDATE OF q`, qw, qt, qp, qa); err != nil {
+			return fmt.Errorf("delete webhook: lock its queues: %w", err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM webhooks WHERE merchant_id = $1 AND webhook_id = $2`, merchantID, webhookID)
 	if err != nil {
 		return fmt.Errorf("delete webhook: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return ErrNotFound
 	}
-	return nil
+	return tx.Commit()
 }
