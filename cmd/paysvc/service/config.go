@@ -19,6 +19,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/ids"
 	"paysvc/api"
+	"paysvc/topics"
 	"paysvc/topics/tracing"
 )
 
@@ -62,8 +63,13 @@ type Config struct {
 	Environment       string // sandbox or live
 	Roles             []string
 	CommandPartitions int32
-	InstanceID        string
-	SessionTimeout    time.Duration // engine consumer-group session
+	// CommandRetention is how long the command log (and the rail requests and
+	// callbacks) keeps records; EventRetention the event topics'. An engine that
+	// stays down longer than CommandRetention refuses to resume past the commands
+	// Kafka deleted (commandlog.go).
+	CommandRetention, EventRetention time.Duration
+	InstanceID                       string
+	SessionTimeout                   time.Duration // engine consumer-group session
 	// EngineIdleAfter is how long an actor may go without a command before the
 	// engine stops and forgets it (rehydrated from its snapshot when needed again).
 	EngineIdleAfter time.Duration
@@ -187,6 +193,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Environment:           get("PAYSVC_ENVIRONMENT", "sandbox"),
 		Roles:                 splitList(get("PAYSVC_ROLES", strings.Join(AllRoles, ","))),
 		CommandPartitions:     int32(num("PAYSVC_COMMAND_PARTITIONS", 8)),
+		CommandRetention:      dur("PAYSVC_COMMAND_RETENTION", topics.DefaultCommandRetention),
+		EventRetention:        dur("PAYSVC_EVENT_RETENTION", topics.DefaultEventRetention),
 		InstanceID:            get("PAYSVC_INSTANCE_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(ids.Alias(4)))),
 		SessionTimeout:        dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
 		EngineIdleAfter:       dur("PAYSVC_ENGINE_IDLE_AFTER", 2*time.Minute),
@@ -338,6 +346,11 @@ func (c Config) Validate() error {
 	}
 	if c.CommandPartitions < 1 || c.CommandPartitions > 1024 {
 		return errors.New("PAYSVC_COMMAND_PARTITIONS: must be 1..1024")
+	}
+	// Shorter than a day leaves an on-call engineer too little time to bring a
+	// stopped engine back before the commands it has not applied are deleted.
+	if c.CommandRetention < 24*time.Hour || c.EventRetention < time.Hour {
+		return errors.New("PAYSVC_COMMAND_RETENTION must be >= 24h and PAYSVC_EVENT_RETENTION >= 1h")
 	}
 	if c.KafkaPort < 0 || c.KafkaPort > 65535 {
 		return errors.New("PAYSVC_KAFKA_PORT: must be 0..65535")

@@ -7,9 +7,10 @@ import (
 )
 
 // checkCommandLog is the engine role's check before anything consumes: the
-// command log must not be behind the offsets the database stored (commandlog.go).
+// command log must hold what the offsets the database stored say comes next
+// (commandlog.go): neither behind them nor deleted past them by retention.
 func (st *starter) checkCommandLog(ctx context.Context) error {
-	return checkCommandLog(ctx, st.DB, st.producer, st.cfg.AcceptCommandLogReset, st.Log)
+	return checkCommandLog(ctx, st.DB, st.producer, st.cfg.CommandRetention, st.cfg.AcceptCommandLogReset, st.Log)
 }
 
 // startEngine starts the engine role: the partition workers that apply the

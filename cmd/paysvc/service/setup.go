@@ -3,7 +3,11 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,5 +55,31 @@ func (st *starter) setUp(ctx context.Context) (err error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return topics.EnsureTopics(tctx, s.producer, cfg.CommandPartitions)
+	findings, err := topics.Provision(tctx, s.producer, topics.Settings{CommandPartitions: cfg.CommandPartitions,
+		CommandRetention: cfg.CommandRetention, EventRetention: cfg.EventRetention})
+	if err != nil {
+		return err
+	}
+	reportTopicFindings(findings, log)
+	return nil
+}
+
+// topicFindings are the topic settings weaker than paysvc asks that it could not
+// set itself (replication factor, command partitions): each needs an operator.
+var topicFindings = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "paysvc_kafka_topic_findings",
+	Help: "1 for each topic setting weaker than paysvc asks that only an operator can change (replication factor, command partitions), as found at start.",
+}, []string{"topic", "setting"})
+
+// reportTopicFindings logs what Provision found on existing topics: a warning for
+// each config it set, an error for each it could not.
+func reportTopicFindings(findings []topics.Finding, log *slog.Logger) {
+	for _, f := range findings {
+		if f.Fixed {
+			log.Warn("kafka topic config was weaker than paysvc asks; set it", "topic", f.Topic, "setting", f.Setting, "was", f.Have, "now", f.Want)
+			continue
+		}
+		topicFindings.WithLabelValues(f.Topic, f.Setting).Set(1)
+		log.Error("kafka topic weaker than paysvc asks", "topic", f.Topic, "setting", f.Setting, "have", f.Have, "want", f.Want, "what_to_do", f.Detail)
+	}
 }
