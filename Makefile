@@ -6,6 +6,7 @@ SHELL := /bin/bash
 
 GO          ?= go
 PG          := ops/pg/pg.sh
+KAFKA       := ops/kafka/kafka.sh
 BIN         := bin/paysvc
 PKGS        ?= ./...
 GOTESTFLAGS ?= -race -count=1 -timeout 20m
@@ -14,7 +15,7 @@ FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
 BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop build run cluster sdk browser prometheus test test-cluster test-short bench bench-memory fuzz lint clean
+.PHONY: help pg pg-stop kafka kafka-stop build run cluster sdk browser prometheus test test-cluster test-short bench bench-memory fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -24,12 +25,21 @@ help: ## Show this help
 	@echo 'Variables: GOTESTFLAGS="$(GOTESTFLAGS)" PKGS=$(PKGS) BENCHFLAGS=... FUZZTIME=$(FUZZTIME)'
 	@echo '           PAYSVC_DATABASE_URL (run: use this DB instead of the private cluster)'
 	@echo '           PAYSVC_PG_PORT (default 55432), PAYSVC_DATA_DIR (default .data)'
+	@echo '           PAYSVC_KAFKA_PORT_BASE (kafka: brokers BASE..BASE+2, default 59092; 0 picks free ports)'
 
 pg: ## Start the private PostgreSQL cluster (installs/initializes it if needed)
 	@$(PG) start
 
 pg-stop: ## Stop the private PostgreSQL cluster
 	@$(PG) stop
+
+# Apache Kafka from Maven Central jars (needs java 17+ and mvn; the first start
+# resolves them into .data/kafka-lib). See ops/kafka/kafka.sh for kill/term/start-node.
+kafka: ## Start the private 3-node Apache Kafka cluster and print its bootstrap servers
+	@$(KAFKA) start
+
+kafka-stop: ## Stop the private Apache Kafka cluster
+	@$(KAFKA) stop
 
 build: ## Build bin/paysvc
 	$(GO) build -o $(BIN) ./cmd/paysvc
@@ -44,9 +54,11 @@ endif
 run: $(RUN_DEPS) ## Build and run the server (private cluster unless PAYSVC_DATABASE_URL is set)
 	PAYSVC_DATABASE_URL="$${PAYSVC_DATABASE_URL:-$$($(PG) url)}" ./$(BIN) serve
 
-# The production shape on one machine: one broker (paysvc broker), the private
-# PostgreSQL, two processes of each role. ^C stops them all with SIGTERM.
-cluster: build pg ## Run the production shape as processes: broker, 2 x api/engine/relay/rails/dispatcher (ops/cluster/cluster.sh)
+# The production shape on one machine: Apache Kafka (a 3-node cluster of its own
+# started by ops/kafka/kafka.sh when java and mvn are installed, else one
+# `paysvc broker`), the private PostgreSQL, two processes of each role. ^C stops
+# them all with SIGTERM.
+cluster: build pg ## Run the production shape as processes: 3-node Apache Kafka (or paysvc broker without Java), 2 x api/engine/relay/rails/dispatcher (ops/cluster/cluster.sh)
 	PAYSVC_BIN=$(BIN) ops/cluster/cluster.sh
 
 # npm ci reruns only when a package-lock.json changes (or node_modules is gone);
@@ -98,6 +110,7 @@ lint: ## go vet, staticcheck (pinned; fetched through the module proxy) and a go
 		-o -type f -name '*.go' -print0 | xargs -0 -r gofmt -l)"; \
 	if [[ -n "$$files" ]]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
 
-clean: ## Stop and delete the private cluster, remove .data and bin
+clean: ## Stop and delete the private PostgreSQL and Kafka clusters, remove .data and bin
 	@$(PG) destroy
+	@$(KAFKA) destroy
 	rm -rf .data bin
