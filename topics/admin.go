@@ -184,15 +184,12 @@ func wantTopics(s Settings, d Durability) map[string]wantTopic {
 // configs that are weaker, and returns every finding.
 func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map[string]wantTopic, d Durability) ([]Finding, error) {
 	var findings []Finding
-	details, err := adm.ListTopics(ctx, names...)
+	details, err := describeCreated(ctx, adm, names)
 	if err != nil {
-		return nil, fmt.Errorf("describe topics: %w", err)
+		return nil, err
 	}
 	for _, name := range names {
-		td, ok := details[name]
-		if !ok || td.Err != nil {
-			return nil, fmt.Errorf("describe topic %s: %v", name, td.Err)
-		}
+		td := details[name]
 		if rf := topicReplication(td); rf < int(d.Replication) {
 			findings = append(findings, Finding{Topic: name, Setting: "replication factor", Have: strconv.Itoa(rf),
 				Want: strconv.Itoa(int(d.Replication)), Detail: "losing a broker can lose acknowledged records; " +
@@ -257,6 +254,39 @@ func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map
 		return 0
 	})
 	return findings, nil
+}
+
+// describeCreated describes the topics, waiting for those just created: on
+// Apache Kafka a new topic reaches the other brokers' metadata a moment after
+// CreateTopics answers, and until then they say UNKNOWN_TOPIC_OR_PARTITION
+// (kfake, one broker, never did). ctx bounds the wait.
+func describeCreated(ctx context.Context, adm *kadm.Client, names []string) (kadm.TopicDetails, error) {
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		details, err := adm.ListTopics(ctx, names...)
+		if err != nil {
+			return nil, fmt.Errorf("describe topics: %w", err)
+		}
+		var missing error
+		for _, name := range names {
+			td, ok := details[name]
+			switch {
+			case !ok:
+				missing = fmt.Errorf("describe topic %s: not listed", name)
+			case errors.Is(td.Err, kerr.UnknownTopicOrPartition), errors.Is(td.Err, kerr.LeaderNotAvailable):
+				missing = fmt.Errorf("describe topic %s: %w", name, td.Err)
+			case td.Err != nil:
+				return nil, fmt.Errorf("describe topic %s: %w", name, td.Err)
+			}
+		}
+		if missing == nil {
+			return details, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waited for the topics to be visible: %v)", missing, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
 
 // weaker says whether an existing config value h is weaker than w, what
