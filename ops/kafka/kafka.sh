@@ -27,7 +27,8 @@
 # Environment:
 #   PAYSVC_DATA_DIR          parent of the cluster directory (default <repo>/.data;
 #                            a relative path is taken relative to the repo root).
-#                            The cluster lives in $PAYSVC_DATA_DIR/kafka.
+#                            The cluster lives in $PAYSVC_DATA_DIR/kafka-cluster
+#                            (paysvc's embedded broker keeps its log in .../kafka).
 #   PAYSVC_KAFKA_PORT_BASE   broker ports BASE..BASE+N-1, controller ports
 #                            BASE+100..BASE+100+N-1, all on 127.0.0.1 (default 59092).
 #                            0: free ports picked at the first start (and again when
@@ -75,14 +76,16 @@ note() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
-# DATA_ROOT: the directory that holds the cluster directory "kafka".
+# DATA_ROOT: the directory that holds the cluster directory "kafka-cluster" (not
+# "kafka": that is where paysvc's embedded broker keeps its log, in the same
+# PAYSVC_DATA_DIR).
 data_root() {
 	local d=${PAYSVC_DATA_DIR:-.data}
 	[[ $d == /* ]] || d=$REPO_ROOT/$d
 	realpath -m -- "$d"
 }
 DATA_ROOT=$(data_root)
-CLUSTER=$DATA_ROOT/kafka
+CLUSTER=$DATA_ROOT/kafka-cluster
 LIB=${PAYSVC_KAFKA_LIB_DIR:-$REPO_ROOT/.data/kafka-lib}
 [[ $LIB == /* ]] || LIB=$REPO_ROOT/$LIB
 LIB=$(realpath -m -- "$LIB")
