@@ -669,20 +669,57 @@ start_nodes() {
 
 # signal_and_wait SIG TIMEOUT N...: signal the running nodes among N..., wait for
 # them to exit; SIGKILL what is left after TIMEOUT seconds.
+#
+# A SIGTERMed broker exits only once the active controller has granted its
+# controlled shutdown, and waits up to 5 minutes for that. When the nodes stop
+# together, the first ones to be granted take their controllers down with them;
+# the rest, left without a controller quorum (fewer than N/2+1 nodes running),
+# can wait for the full 5 minutes (seen on a loaded 2-core machine). So once the
+# quorum is gone, what is left gets QUORUM_GRACE seconds (enough to finish a
+# granted shutdown, whose last step waits 5 s for the other controllers) and is
+# then SIGKILLed: it recovers its logs at the next start, nothing acknowledged is
+# lost.
+readonly QUORUM_GRACE=10
 signal_and_wait() {
 	local sig=$1 t=$2 i pid
 	shift 2
 	local -a pids=() ids=()
+	local others=0 majority=$((NODES / 2 + 1))
+	for ((i = 1; i <= NODES; i++)); do
+		[[ " $* " == *" $i "* ]] && continue
+		node_pid "$i" >/dev/null && others=$((others + 1))
+	done
 	for i in "$@"; do
 		pid=$(node_pid "$i") || continue
 		pids+=("$pid") ids+=("$i")
 		kill "-$sig" "$pid" 2>/dev/null || true
 	done
 	((${#pids[@]})) || return 0
-	if ! wait_gone "$t" "${pids[@]}"; then
-		note "node(s) ${ids[*]} still running ${t} s after SIG$sig; sending SIGKILL"
-		kill -KILL "${pids[@]}" 2>/dev/null || true
-		wait_gone 10 "${pids[@]}" || die "node(s) ${ids[*]} survived SIGKILL"
+	local deadline=$((SECONDS + t)) lost_at='' k why=''
+	local -a left_pids left_ids
+	while :; do
+		left_pids=() left_ids=()
+		for k in "${!pids[@]}"; do
+			pid_alive "${pids[k]}" && left_pids+=("${pids[k]}") left_ids+=("${ids[k]}")
+		done
+		((${#left_pids[@]})) || break
+		if ((others + ${#left_pids[@]} < majority)); then
+			lost_at=${lost_at:-$SECONDS}
+			if ((SECONDS - lost_at >= QUORUM_GRACE)); then
+				why="still running ${QUORUM_GRACE} s after the controller quorum went away (a controlled shutdown needs it)"
+				break
+			fi
+		fi
+		if ((SECONDS >= deadline)); then
+			why="still running ${t} s after SIG$sig"
+			break
+		fi
+		sleep 0.2
+	done
+	if [[ -n $why ]]; then
+		note "node(s) ${left_ids[*]} $why; sending SIGKILL"
+		kill -KILL "${left_pids[@]}" 2>/dev/null || true
+		wait_gone 10 "${left_pids[@]}" || die "node(s) ${left_ids[*]} survived SIGKILL"
 	fi
 	for i in "${ids[@]}"; do rm -f -- "$(node_dir "$i")/pid"; done
 }
