@@ -13,7 +13,7 @@ import (
 
 // EnsureTopics creates the commands, replies and event topics if they are missing.
 // commandPartitions bounds how many engine instances can share the work.
-func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) error {
+func EnsureTopics(ctx context.Context, cl *kgo.Client, ns Namespace, commandPartitions int32) error {
 	adm := kadm.NewClient(cl)
 	want := map[string]int32{CommandsTopic: commandPartitions, RepliesTopic: 4, RailsMpesaSTKTopic: 4, RailsCardTopic: 4, RailsPesalinkTopic: 4,
 		RailsPayoutTopic: 4, CallbackTopic: 4}
@@ -27,18 +27,18 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) 
 		if large[topic] {
 			cfg = map[string]*string{"max.message.bytes": &maxBytes}
 		}
-		resp, err := adm.CreateTopic(ctx, parts, -1, cfg, topic)
+		resp, err := adm.CreateTopic(ctx, parts, -1, cfg, ns.Topic(topic))
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", topic, err)
+			return fmt.Errorf("create topic %s: %w", ns.Topic(topic), err)
 		}
 		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", topic, resp.Err)
+			return fmt.Errorf("create topic %s: %w", ns.Topic(topic), resp.Err)
 		}
 	}
 	// Topics made before the limit was raised get it too.
 	var alter []kadm.AlterConfig
 	alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &maxBytes})
-	res, err := adm.AlterTopicConfigs(ctx, alter, CommandsTopic, RepliesTopic)
+	res, err := adm.AlterTopicConfigs(ctx, alter, ns.Topics(CommandsTopic, RepliesTopic)...)
 	if err != nil {
 		return fmt.Errorf("set max.message.bytes: %w", err)
 	}
@@ -59,9 +59,10 @@ const MaxRecordBytes = 16 << 20
 // each partition of the topics as of this call, fixed before the caller goes on.
 // kgo's AtEnd (and AfterMilli, which falls back to an end listed by a later request)
 // is resolved lazily at the first fetch, and a record produced before that lookup
-// would be skipped.
-func EndOffsets(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]map[int32]kgo.Offset, error) {
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+// would be skipped. The topics are logical names of namespace ns; the map is keyed
+// by their names on the cluster, as kgo.ConsumePartitions takes it.
+func EndOffsets(ctx context.Context, cl *kgo.Client, ns Namespace, logical ...string) (map[string]map[int32]kgo.Offset, error) {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, ns.Topics(logical...)...)
 	if err == nil {
 		err = ends.Error()
 	}

@@ -1,9 +1,15 @@
 package topics_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/topics"
 )
@@ -61,5 +67,51 @@ func TestNamespaceValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("Validate(%q) = %v, want an error saying %q", bad, err, why)
 		}
+	}
+}
+
+// EnsureTopics makes every topic of the deployment in its namespace and no other,
+// and EndOffsets lists them by their names on the cluster.
+func TestEnsureTopicsNamespaced(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := topics.Namespace("t1.")
+	if err := topics.EnsureTopics(ctx, cl, ns, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := topics.EnsureTopics(ctx, cl, ns, 3); err != nil { // again: they exist
+		t.Fatal(err)
+	}
+	list, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := list.Names()
+	slices.Sort(got)
+	want := ns.Topics(topics.AllTopics()...)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("topics on the broker:\n%q\nwant\n%q", got, want)
+	}
+	if n := len(list[ns.Topic(topics.CommandsTopic)].Partitions); n != 3 {
+		t.Errorf("%d command partitions, want 3", n)
+	}
+	ends, err := topics.EndOffsets(ctx, cl, ns, topics.CommandsTopic, topics.RepliesTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != 2 || len(ends[ns.Topic(topics.CommandsTopic)]) != 3 || len(ends[ns.Topic(topics.RepliesTopic)]) == 0 {
+		t.Errorf("EndOffsets = %v, want both topics by their namespaced names", ends)
 	}
 }

@@ -18,12 +18,13 @@ import (
 // data was deleted, or it is another cluster), and resuming would skip every new
 // command below the stored offset. With accept, the stored offsets move to the
 // log's end instead; commands applied before are still recognised by their ids.
-func checkCommandLog(ctx context.Context, db *sqlx.DB, cl *kgo.Client, accept bool, log *slog.Logger) error {
+// The log is namespace ns's command topic; the database stores its logical name.
+func checkCommandLog(ctx context.Context, db *sqlx.DB, cl *kgo.Client, ns topics.Namespace, accept bool, log *slog.Logger) error {
 	stored, err := storage.StoredOffsets(ctx, db, topics.CommandsTopic)
 	if err != nil || len(stored) == 0 {
 		return err
 	}
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics.CommandsTopic)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, ns.Topic(topics.CommandsTopic))
 	if err != nil {
 		return fmt.Errorf("command log end offsets: %w", err)
 	}

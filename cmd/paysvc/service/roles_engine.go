@@ -9,7 +9,7 @@ import (
 // checkCommandLog is the engine role's check before anything consumes: the
 // command log must not be behind the offsets the database stored (commandlog.go).
 func (st *starter) checkCommandLog(ctx context.Context) error {
-	return checkCommandLog(ctx, st.DB, st.producer, st.cfg.AcceptCommandLogReset, st.Log)
+	return checkCommandLog(ctx, st.DB, st.producer, st.cfg.KafkaNamespace, st.cfg.AcceptCommandLogReset, st.Log)
 }
 
 // startEngine starts the engine role: the partition workers that apply the
@@ -17,7 +17,7 @@ func (st *starter) checkCommandLog(ctx context.Context) error {
 // waking the relay after each commit, and the trim of the stored command replies.
 func (st *starter) startEngine(context.Context) error {
 	s, cfg := st.Service, st.cfg
-	e, err := engine.New(engine.Config{Brokers: s.Brokers, Owner: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
+	e, err := engine.New(engine.Config{Brokers: s.Brokers, Namespace: cfg.KafkaNamespace, Owner: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
 		ActorIdle: cfg.EngineIdleAfter, Logger: s.Log, OnCommit: st.wake, Kinds: st.kinds}, s.DB)
 	if err != nil {
 		return err

@@ -51,5 +51,5 @@ func (st *starter) setUp(ctx context.Context) (err error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return topics.EnsureTopics(tctx, s.producer, cfg.CommandPartitions)
+	return topics.EnsureTopics(tctx, s.producer, cfg.KafkaNamespace, cfg.CommandPartitions)
 }
