@@ -104,7 +104,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.kafka.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(inv.MerchantID), Value: value}).FirstErr(); err != nil {
+	if err := s.kafka.ProduceSync(ctx, &kgo.Record{Topic: s.ns.Topic(topics.CommandsTopic), Key: topics.CommandKey(inv.MerchantID), Value: value}).FirstErr(); err != nil {
 		s.log.Error("produce M-Pesa callback outcome", "invoice_id", inv.InvoiceID, "err", err)
 		return unavailable() // Daraja retries a callback that is not acknowledged
 	}

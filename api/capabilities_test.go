@@ -19,11 +19,13 @@ import (
 	"paysvc/topics"
 )
 
-// kafkaLog reads every record of every topic of the service's Kafka, from the
+// kafkaLog reads every record of every topic of the service on its Kafka (those
+// of its namespace: the cluster may hold other services' too), from the
 // beginning: the command log and every event topic.
-func kafkaLog(t *testing.T, brokers []string) []*kgo.Record {
+func kafkaLog(t *testing.T, env *servicetest.Env) []*kgo.Record {
 	t.Helper()
 	ctx := context.Background()
+	brokers := env.Svc.Brokers
 	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +35,12 @@ func kafkaLog(t *testing.T, brokers []string) []*kgo.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := list.Names()
+	var names []string
+	for _, name := range list.Names() {
+		if strings.HasPrefix(name, env.Topic("")) {
+			names = append(names, name)
+		}
+	}
 	if len(names) == 0 {
 		t.Fatal("the service's Kafka has no topics")
 	}
@@ -97,8 +104,8 @@ func kafkaLog(t *testing.T, brokers []string) []*kgo.Record {
 func commandsOf(t *testing.T, env *servicetest.Env, merchantID string) int {
 	t.Helper()
 	n := 0
-	for _, r := range kafkaLog(t, env.Svc.Brokers) {
-		if r.Topic == topics.CommandsTopic && string(r.Key) == merchantID {
+	for _, r := range kafkaLog(t, env) {
+		if r.Topic == env.Topic(topics.CommandsTopic) && string(r.Key) == merchantID {
 			n++
 		}
 	}

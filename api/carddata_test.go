@@ -142,7 +142,7 @@ func TestCardDataIsNeverKept(t *testing.T) {
 	if !strings.Contains(db, "card-data-1") || !strings.Contains(db, "2038") {
 		t.Fatalf("the dump does not see the idempotency record or the invoice: %d bytes", len(db))
 	}
-	records := kafkaLog(t, env.Svc.Brokers)
+	records := kafkaLog(t, env)
 	var log bytes.Buffer
 	for _, rec := range records {
 		log.Write(rec.Key)

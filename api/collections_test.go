@@ -147,7 +147,7 @@ func TestSTKPush(t *testing.T) {
 		id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
 		b.waitInvoice(t, id)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-			kgo.ConsumeTopics(topics.EventTopics[topics.CollectionEvent]), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.CollectionEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestSTKPush_DuplicateProviderResult(t *testing.T) {
 	defer cl.Close()
 	value, _ := topics.EncodeCommand(cmd)
 	for i := 0; i < 3; i++ {
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: b.env.Topic(topics.CommandsTopic),
 			Key: topics.CommandKey(b.merchant), Value: value}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}

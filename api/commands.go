@@ -56,7 +56,7 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	// trip through the scheduler, where under load it queued behind the other
 	// handlers for nothing (docs/benchmarks.md).
 	failed := make(chan error, 1)
-	rec := &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(p.MerchantID), Value: value}
+	rec := &kgo.Record{Topic: s.ns.Topic(topics.CommandsTopic), Key: topics.CommandKey(p.MerchantID), Value: value}
 	var span trace.Span // nil when tracing is off: nothing traced, nothing allocated
 	if tracing.On() {
 		var pctx context.Context

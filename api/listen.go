@@ -208,13 +208,14 @@ func (s *Server) listenEvents(c echo.Context) error {
 // open is sent. With since, the first offsets at or after it are listed next and the
 // smaller of the two taken: a by-time lookup that finds nothing answers with an end
 // listed by its own later request, which may already be past a new event; the end
-// listed first cannot be.
+// listed first cannot be. topicNames are logical; the offsets are keyed by the
+// cluster's names (the server's namespace), as the stream's client consumes them.
 func (s *Server) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
-	start, err := topics.EndOffsets(ctx, s.kafka, topicNames...)
+	start, err := topics.EndOffsets(ctx, s.kafka, s.ns, topicNames...)
 	if err != nil || !bySince {
 		return start, err
 	}
-	after, err := kadm.NewClient(s.kafka).ListOffsetsAfterMilli(ctx, since.UnixMilli(), topicNames...)
+	after, err := kadm.NewClient(s.kafka).ListOffsetsAfterMilli(ctx, since.UnixMilli(), s.ns.Topics(topicNames...)...)
 	if err == nil {
 		err = after.Error()
 	}

@@ -97,7 +97,7 @@ func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.Payo
 	txnID := out.TransactionID
 	r := topics.PayoutResults{FileID: ref.FileID, MerchantID: ref.MerchantID, Stage: topics.PayoutStageFinal,
 		Batch: "b2c-" + txnID, Results: []topics.PayoutTxnResult{out}}
-	if err := rails.PayoutSink(s.kafka, rails.Origin{Environment: s.cfg.Environment})(ctx, r); err != nil {
+	if err := rails.PayoutSink(s.kafka, s.ns, rails.Origin{Environment: s.cfg.Environment})(ctx, r); err != nil {
 		s.log.Error("produce M-Pesa B2C result", "transaction_id", txnID, "file_id", ref.FileID, "err", err)
 		return unavailable() // Daraja retries a result that is not acknowledged
 	}

@@ -638,7 +638,7 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := topics.EncodeCommand(cmd)
-		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: b.env.Topic(topics.CommandsTopic),
 			Key: topics.CommandKey(b.merchant), Value: body}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -668,7 +668,7 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 
 	// Events on the Kafka topic, for downstream consumers.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-		kgo.ConsumeTopics(topics.EventTopics[topics.SendMoneyEvent]), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.SendMoneyEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func (r *railStub) send(t *testing.T, c topics.Command, environment string, simu
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
+	if err := r.cl.ProduceSync(context.Background(), &kgo.Record{Topic: r.env.Topic(topics.CommandsTopic),
 		Key: topics.CommandKey(c.MerchantID), Value: value}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestRefunds_SandboxRailNeverSettlesLive(t *testing.T) {
 	}
 	stub := newRailStub(t, env)
 	value, _ := topics.EncodeCommand(result)
-	if err := stub.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topics.CommandsTopic,
+	if err := stub.cl.ProduceSync(context.Background(), &kgo.Record{Topic: stub.env.Topic(topics.CommandsTopic),
 		Key: topics.CommandKey(lb.merchant), Value: value}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

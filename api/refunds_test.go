@@ -258,7 +258,7 @@ func TestRefunds_SandboxOutcomesAndEvents(t *testing.T) {
 	for _, s := range want {
 		total += len(s)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...), kgo.ConsumeTopics(topics.EventTopics[topics.ReversalEvent]),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...), kgo.ConsumeTopics(env.Topic(topics.EventTopics[topics.ReversalEvent])),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestRefunds_SandboxOutcomesAndEvents(t *testing.T) {
 // the command log until it has n distinct ones (above: 4 takes, 6 outcomes).
 func railCommands(t *testing.T, env *servicetest.Env, merchant string, n int, each func(typ string, c topics.Command)) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...), kgo.ConsumeTopics(topics.CommandsTopic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...), kgo.ConsumeTopics(env.Topic(topics.CommandsTopic)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/actors/values/ids"
 	"paysvc/api/openapi"
+	"paysvc/topics"
 )
 
 // Context keys.
@@ -135,6 +136,9 @@ type Deps struct {
 	Ready         func() bool
 	// Kinds are the aggregates' own routes (kindroutes.go), from the service's list.
 	Kinds []KindRoutes
+	// Namespace prefixes the topics on the cluster (topics.Namespace): those of
+	// the commands the API produces and of the events listen streams read.
+	Namespace topics.Namespace
 }
 
 // Server is the HTTP API.
@@ -143,6 +147,7 @@ type Server struct {
 	db       *sqlx.DB
 	idemDB   *sqlx.DB
 	kafka    *kgo.Client
+	ns       topics.Namespace // of every topic the API produces to or reads
 	hub      *replies.Hub
 	log      *slog.Logger
 	auth     *authenticator
@@ -174,7 +179,7 @@ func New(cfg Config, d Deps) *Server {
 		d.IdempotencyDB = d.DB
 	}
 	s := &Server{
-		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, hub: d.Hub, log: d.Log.With("component", "api"),
+		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, ns: d.Namespace, hub: d.Hub, log: d.Log.With("component", "api"),
 		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL),
 		limits:   newLimits(cfg),
 		inflight: make(chan struct{}, cfg.MaxInFlight),

@@ -236,7 +236,7 @@ func TestIntraTransfer(t *testing.T) {
 	})
 	t.Run("EventPublished", func(t *testing.T) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-			kgo.ConsumeTopics(topics.EventTopics[topics.WalletTransferEvent]), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.WalletTransferEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,15 +14,17 @@ import (
 )
 
 // EnsureTopics creates the commands, replies and event topics if they are missing,
-// with the durability of Provision and its default retention.
+// with the durability of Provision and its default retention, in namespace ns.
 // commandPartitions bounds how many engine instances can share the work.
-func EnsureTopics(ctx context.Context, cl *kgo.Client, commandPartitions int32) error {
-	_, err := Provision(ctx, cl, Settings{CommandPartitions: commandPartitions})
+func EnsureTopics(ctx context.Context, cl *kgo.Client, ns Namespace, commandPartitions int32) error {
+	_, err := Provision(ctx, cl, Settings{Namespace: ns, CommandPartitions: commandPartitions})
 	return err
 }
 
 // Settings are what paysvc asks of its topics. Zero durations take the defaults.
 type Settings struct {
+	// Namespace prefixes every topic name on the cluster (PAYSVC_KAFKA_NAMESPACE).
+	Namespace Namespace
 	// CommandPartitions is the command topic's partition count: how many engine
 	// instances can share the work. It is fixed once the topic exists (see
 	// Provision).
@@ -109,7 +111,12 @@ func Provision(ctx context.Context, cl *kgo.Client, s Settings) ([]Finding, erro
 		return nil, fmt.Errorf("list brokers: %w", err)
 	}
 	d := DurabilityFor(len(brokers))
-	want := wantTopics(s, d)
+	// Keyed by the names on the cluster: that is what an operator sees in the
+	// findings and what the describes below answer with.
+	want := map[string]wantTopic{}
+	for logical, w := range wantTopics(s, d) {
+		want[s.Namespace.Topic(logical)] = w
+	}
 	names := make([]string, 0, len(want))
 	for name := range want {
 		names = append(names, name)
@@ -126,7 +133,7 @@ func Provision(ctx context.Context, cl *kgo.Client, s Settings) ([]Finding, erro
 			return nil, fmt.Errorf("create topic %s: %w", name, err)
 		}
 	}
-	return checkTopics(ctx, adm, names, want, d)
+	return checkTopics(ctx, adm, names, want, s.Namespace.Topic(CommandsTopic), d)
 }
 
 // wantTopic is one topic as Provision creates it.
@@ -182,7 +189,7 @@ func wantTopics(s Settings, d Durability) map[string]wantTopic {
 
 // checkTopics compares the existing topics with what Provision wants, sets the
 // configs that are weaker, and returns every finding.
-func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map[string]wantTopic, d Durability) ([]Finding, error) {
+func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map[string]wantTopic, commands string, d Durability) ([]Finding, error) {
 	var findings []Finding
 	details, err := describeCreated(ctx, adm, names)
 	if err != nil {
@@ -195,7 +202,7 @@ func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map
 				Want: strconv.Itoa(int(d.Replication)), Detail: "losing a broker can lose acknowledged records; " +
 					"raise it with a partition reassignment (kafka-reassign-partitions.sh)"})
 		}
-		if name == CommandsTopic && int32(len(td.Partitions)) < want[name].partitions {
+		if name == commands && int32(len(td.Partitions)) < want[name].partitions {
 			findings = append(findings, Finding{Topic: name, Setting: "partitions", Have: strconv.Itoa(len(td.Partitions)),
 				Want: strconv.Itoa(int(want[name].partitions)), Detail: "left as it is: more partitions would move merchants " +
 					"while their commands wait in the old ones (docs/cluster.md); run at most that many engines"})
@@ -330,9 +337,10 @@ const MaxRecordBytes = 16 << 20
 // each partition of the topics as of this call, fixed before the caller goes on.
 // kgo's AtEnd (and AfterMilli, which falls back to an end listed by a later request)
 // is resolved lazily at the first fetch, and a record produced before that lookup
-// would be skipped.
-func EndOffsets(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]map[int32]kgo.Offset, error) {
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+// would be skipped. The topics are logical names of namespace ns; the map is keyed
+// by their names on the cluster, as kgo.ConsumePartitions takes it.
+func EndOffsets(ctx context.Context, cl *kgo.Client, ns Namespace, logical ...string) (map[string]map[int32]kgo.Offset, error) {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, ns.Topics(logical...)...)
 	if err == nil {
 		err = ends.Error()
 	}

@@ -17,4 +17,9 @@
 //     back as a command with a derived id. Internal, not webhook topics;
 //   - paysvc.callbacks.v1: payment files' callback_url notifications from the
 //     engine's outbox to the dispatcher role, keyed by file. Internal.
+//
+// These are the logical names. On a Kafka cluster that several deployments
+// share, each topic (and each consumer group) carries the deployment's prefix,
+// PAYSVC_KAFKA_NAMESPACE (Namespace); the names above are the topics of the
+// empty namespace.
 package topics

@@ -24,7 +24,7 @@ import (
 // Config is the engine's part of the service configuration.
 type Config struct {
 	Brokers        []string
-	Group          string        // consumer group shared by every engine instance
+	Group          string        // consumer group shared by every engine instance (logical: Namespace prefixes it)
 	Owner          string        // this instance's id, recorded with each claimed partition
 	MaxPollRecords int           // upper bound of one batch across partitions
 	SessionTimeout time.Duration // how soon a dead instance's partitions move
@@ -40,6 +40,10 @@ type Config struct {
 	// Kinds are the aggregates this engine applies, in order (kind.go): the
 	// service's one list (cmd/paysvc/service, Aggregates), or a test's own.
 	Kinds []Kind
+	// Namespace prefixes the command and replies topics and the group on the
+	// cluster (topics.Namespace); the partitions' stored offsets, the
+	// quarantine and the outbox keep the logical names.
+	Namespace topics.Namespace
 }
 
 func (c *Config) defaults() {
@@ -77,6 +81,8 @@ type Engine struct {
 	actors *actor.Engine
 	corr   atomic.Uint64
 	log    *slog.Logger
+	// commands is the command topic's name on the cluster (cfg.Namespace's).
+	commands string
 
 	mu    sync.Mutex
 	parts map[int32]*partition
@@ -110,11 +116,11 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 		return nil, fmt.Errorf("engine: actor engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine"),
-		kinds: kinds, assigned: map[int32]bool{}}
+		kinds: kinds, assigned: map[int32]bool{}, commands: cfg.Namespace.Topic(topics.CommandsTopic)}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...), kgo.Dialer(inproc.Dial),
-		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(topics.CommandsTopic),
+		kgo.ConsumerGroup(cfg.Namespace.Group(cfg.Group)),
+		kgo.ConsumeTopics(e.commands),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
@@ -219,7 +225,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		fetches.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+				e.log.Warn("fetch error", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
 			}
 		})
 		polled, n := map[int32]*work{}, 0
@@ -346,16 +352,17 @@ func (e *Engine) partition(id int32) *partition {
 
 // onAssigned claims each newly assigned partition in Postgres (bumping its owner
 // epoch) and starts consuming it at the offset stored by the last committed batch.
+// Kafka names the topic as the cluster does; Postgres keeps the logical name.
 func (e *Engine) onAssigned(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	for topic, parts := range offsets {
-		if topic != topics.CommandsTopic {
+		if topic != e.commands {
 			continue
 		}
 		for part := range parts {
 			var epoch, next int64
 			var err error
 			for attempt := 0; attempt < 20; attempt++ {
-				if epoch, next, err = storage.ClaimPartition(ctx, e.db, topic, part, e.cfg.Owner); err == nil {
+				if epoch, next, err = storage.ClaimPartition(ctx, e.db, topics.CommandsTopic, part, e.cfg.Owner); err == nil {
 					break
 				}
 				e.log.Warn("claim partition failed, retrying", "partition", part, "err", err)
@@ -390,7 +397,7 @@ func (e *Engine) onAssigned(ctx context.Context, offsets map[string]map[int32]kg
 func (e *Engine) onJoined(_ context.Context, _ *kgo.Client, added map[string][]int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, part := range added[topics.CommandsTopic] {
+	for _, part := range added[e.commands] {
 		e.assigned[part] = true
 	}
 	e.joined.Store(true)
@@ -438,7 +445,7 @@ func (e *Engine) Readiness() Readiness {
 func (e *Engine) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, part := range revoked[topics.CommandsTopic] {
+	for _, part := range revoked[e.commands] {
 		delete(e.assigned, part)
 		if p := e.parts[part]; p != nil {
 			e.dropPartitionLocked(p)

@@ -34,8 +34,9 @@ type engineBundle struct {
 	ctx      context.Context
 	db       *sqlx.DB
 	brokers  []string
-	prod     *kgo.Client // partitions by key (the merchant), as the API does
-	manual   *kgo.Client // produces to the partition a record names
+	ns       topics.Namespace // of the bundle's topics and its engines' group
+	prod     *kgo.Client      // partitions by key (the merchant), as the API does
+	manual   *kgo.Client      // produces to the partition a record names
 	hub      *replies.Hub
 	merchant string // merchant A
 	settle   string // A's KES settlement wallet
@@ -55,8 +56,14 @@ func logger() *slog.Logger {
 // merchant A, a reply hub and two producers. No engine runs yet.
 func setup(t *testing.T) *engineBundle {
 	t.Helper()
+	return setupIn(t, "")
+}
+
+// setupIn is setup with the topics and the engines' group in namespace ns.
+func setupIn(t *testing.T, ns topics.Namespace) *engineBundle {
+	t.Helper()
 	ctx := context.Background()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics.CommandsTopic),
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, ns.Topic(topics.CommandsTopic)),
 		kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +76,7 @@ func setup(t *testing.T) *engineBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
-	if err := topics.EnsureTopics(ctx, prod, 2); err != nil {
+	if err := topics.EnsureTopics(ctx, prod, ns, 2); err != nil {
 		t.Fatal(err)
 	}
 	manual, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -89,7 +96,7 @@ func setup(t *testing.T) *engineBundle {
 	}
 	hub := replies.NewHub("test-" + ids.Alias(10))
 	t.Cleanup(hub.Close)
-	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, prod: prod, manual: manual, hub: hub,
+	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, ns: ns, prod: prod, manual: manual, hub: hub,
 		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Kinds(service.Aggregates())}
 }
 
@@ -97,7 +104,7 @@ func setup(t *testing.T) *engineBundle {
 // stop cancels its context and waits for Run to return.
 func (b *engineBundle) startEngine(t *testing.T, owner string) (stop func()) {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: owner, SessionTimeout: 2 * time.Second, Logger: logger(),
+	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: owner, SessionTimeout: 2 * time.Second, Logger: logger(),
 		Kinds: b.kinds}, b.db)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +169,7 @@ func (b *engineBundle) produce(t *testing.T, partition int32, cmds ...topics.Com
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs[i] = &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(c.MerchantID), Value: v, Partition: partition}
+		recs[i] = &kgo.Record{Topic: b.ns.Topic(topics.CommandsTopic), Key: topics.CommandKey(c.MerchantID), Value: v, Partition: partition}
 	}
 	res := cl.ProduceSync(b.ctx, recs...)
 	if err := res.FirstErr(); err != nil {

@@ -23,7 +23,7 @@ import (
 // a second: Config.MerchantRefresh).
 func (b *engineBundle) startGuardedEngine(t *testing.T) {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: "guarded", SessionTimeout: 2 * time.Second,
+	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: "guarded", SessionTimeout: 2 * time.Second,
 		MerchantRefresh: -1, Logger: logger(), Kinds: b.kinds}, b.db)
 	if err != nil {
 		t.Fatal(err)

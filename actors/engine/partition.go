@@ -365,7 +365,7 @@ func (e *Engine) seek(p *partition) {
 	p.seekedTo = p.next
 	p.seeks++
 	e.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
-		topics.CommandsTopic: {p.id: {Epoch: -1, Offset: p.next}},
+		e.commands: {p.id: {Epoch: -1, Offset: p.next}},
 	})
 }
 
@@ -386,7 +386,7 @@ func (e *Engine) deliver(out []outgoing) {
 		}
 		// Not ctx: the produce is asynchronous and must outlive the commit that
 		// triggered it (its context ends when the commit returns).
-		e.cl.Produce(context.Background(), &kgo.Record{Topic: topics.RepliesTopic, Key: []byte(o.replyTo), Value: b}, func(_ *kgo.Record, err error) {
+		e.cl.Produce(context.Background(), &kgo.Record{Topic: e.cfg.Namespace.Topic(topics.RepliesTopic), Key: []byte(o.replyTo), Value: b}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				// The API falls back to the stored reply when its wait times out.
 				e.log.Warn("reply produce failed", "err", err)

@@ -19,7 +19,7 @@ import (
 // returns it so a test can see how many actors it holds.
 func (b *engineBundle) startIdleEngine(t *testing.T, idle time.Duration) *engine.Engine {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Owner: "idle", SessionTimeout: 2 * time.Second, ActorIdle: idle,
+	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: "idle", SessionTimeout: 2 * time.Second, ActorIdle: idle,
 		Logger: logger(), Kinds: b.kinds}, b.db)
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func (e *Engine) traceApply(ctx context.Context, p *partition, c *topics.Command
 	}
 	ctx = tracing.FromRecord(ctx, rec)
 	return tracing.Tracer().Start(ctx, "apply "+c.Type, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("messaging.system", "kafka"), attribute.String("messaging.destination.name", rec.Topic),
+		trace.WithAttributes(attribute.String("messaging.system", "kafka"), attribute.String("messaging.destination.name", e.cfg.Namespace.Logical(rec.Topic)),
 			attribute.Int("messaging.destination.partition.id", int(p.id)), attribute.Int64("messaging.kafka.offset", rec.Offset),
 			attribute.String("paysvc.command.id", c.ID), attribute.String("paysvc.command.type", c.Type),
 			attribute.String("paysvc.merchant_id", c.MerchantID)))

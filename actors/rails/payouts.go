@@ -38,8 +38,9 @@ func PayoutResultsCommand(merchantID string, r topics.PayoutResults, o Origin) (
 }
 
 // PayoutSink produces payout outcomes as commands, synchronously, so an error
-// reaches the rail (which retries).
-func PayoutSink(cl *kgo.Client, o Origin) func(ctx context.Context, r topics.PayoutResults) error {
+// reaches the rail (which retries). The commands go to namespace ns's command topic.
+func PayoutSink(cl *kgo.Client, ns topics.Namespace, o Origin) func(ctx context.Context, r topics.PayoutResults) error {
+	topic := ns.Topic(topics.CommandsTopic)
 	return func(ctx context.Context, r topics.PayoutResults) error {
 		merchant := r.MerchantID
 		if r.FileID == "" || merchant == "" {
@@ -53,7 +54,7 @@ func PayoutSink(cl *kgo.Client, o Origin) func(ctx context.Context, r topics.Pay
 		if err != nil {
 			return err
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(merchant), Value: b}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: topics.CommandKey(merchant), Value: b}).FirstErr(); err != nil {
 			return fmt.Errorf("rails: produce payout outcome: %w", err)
 		}
 		for _, x := range r.Results {
@@ -72,7 +73,7 @@ func PayoutSink(cl *kgo.Client, o Origin) func(ctx context.Context, r topics.Pay
 // outcome still applies once).
 func RunPayouts(ctx context.Context, brokers []string, db *sqlx.DB, scope *Scope, rail PayoutRail, sink func(context.Context, topics.PayoutResults) error, log *slog.Logger) error {
 	log = log.With("component", "rails-payout")
-	return consume(ctx, brokers, scope.Group("paysvc-rails-payout"), topics.RailsPayoutTopic, log, func(_ *kgo.Client, rec *kgo.Record) {
+	return consume(ctx, brokers, scope, "paysvc-rails-payout", topics.RailsPayoutTopic, log, func(_ *kgo.Client, rec *kgo.Record) {
 		var all topics.PayoutRailRequest
 		if err := json.Unmarshal(rec.Value, &all); err != nil {
 			log.Error("undecodable payout request skipped", "offset", rec.Offset, "err", err)

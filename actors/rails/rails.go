@@ -86,8 +86,10 @@ func resultCommand(r mpesa.Result, o Origin) (topics.Command, topics.ProviderRes
 
 // Sink produces outcomes as commands, synchronously, so an error reaches the rail
 // (which retries) and nothing acknowledged to the rail is lost. Each command
-// carries o: a simulator's sink says Simulated.
-func Sink(cl *kgo.Client, o Origin) mpesa.Sink {
+// carries o: a simulator's sink says Simulated. The commands go to namespace
+// ns's command topic.
+func Sink(cl *kgo.Client, ns topics.Namespace, o Origin) mpesa.Sink {
+	topic := ns.Topic(topics.CommandsTopic)
 	return func(ctx context.Context, r mpesa.Result) error {
 		if r.InvoiceID == "" || r.MerchantID == "" {
 			return errors.New("rails: outcome without invoice or merchant")
@@ -96,7 +98,7 @@ func Sink(cl *kgo.Client, o Origin) mpesa.Sink {
 		if err != nil {
 			return err
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(r.MerchantID), Value: b}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: topics.CommandKey(r.MerchantID), Value: b}).FirstErr(); err != nil {
 			return fmt.Errorf("rails: produce outcome: %w", err)
 		}
 		outcomes.WithLabelValues("mpesa_stk", r.Stage, fmt.Sprint(r.Code)).Inc()
@@ -162,7 +164,7 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 		opt.Backoff = time.Second
 	}
 	origin := opt.Scope.Origin(opt.Simulated)
-	return consume(ctx, brokers, opt.Scope.Group("paysvc-rails"), topics.RailsMpesaSTKTopic, log, func(cl *kgo.Client, rec *kgo.Record) {
+	return consume(ctx, brokers, opt.Scope, "paysvc-rails", topics.RailsMpesaSTKTopic, log, func(cl *kgo.Client, rec *kgo.Record) {
 		var req topics.STKRequest
 		if err := json.Unmarshal(rec.Value, &req); err != nil {
 			log.Error("undecodable rail request skipped", "offset", rec.Offset, "err", err)
@@ -176,7 +178,7 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 		record := func(r mpesa.Result) {
 			r.InvoiceID, r.MerchantID = req.InvoiceID, req.MerchantID
 			for ctx.Err() == nil {
-				err := Sink(cl, origin)(ctx, r)
+				err := Sink(cl, opt.Scope.Namespace, origin)(ctx, r)
 				if err == nil {
 					return
 				}
@@ -329,15 +331,15 @@ type CardRail interface {
 	Charge(ctx context.Context, req topics.CardRequest) error
 }
 
-// RunCards consumes charges of a push rail (card or PesaLink: topic) and hands them
-// to the rail until ctx ends.
+// RunCards consumes charges of a push rail (card or PesaLink: topic, its logical
+// name) and hands them to the rail until ctx ends.
 func RunCards(ctx context.Context, brokers []string, scope *Scope, topic string, rail CardRail, log *slog.Logger) error {
 	log = log.With("component", "rails-card")
 	railName := "card"
 	if topic == topics.RailsPesalinkTopic {
 		railName = "pesalink"
 	}
-	return consume(ctx, brokers, scope.Group("paysvc-rails-"+topic), topic, log, func(_ *kgo.Client, rec *kgo.Record) {
+	return consume(ctx, brokers, scope, "paysvc-rails-"+topic, topic, log, func(_ *kgo.Client, rec *kgo.Record) {
 		var req topics.CardRequest
 		if err := json.Unmarshal(rec.Value, &req); err != nil {
 			log.Error("undecodable card charge skipped", "offset", rec.Offset, "err", err)
@@ -387,17 +389,21 @@ func ClearCards(ctx context.Context, db *sqlx.DB, scope *Scope, cl *kgo.Client, 
 			if err != nil {
 				continue
 			}
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(inv.MerchantID), Value: b}).FirstErr(); err != nil {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: scope.Namespace.Topic(topics.CommandsTopic), Key: topics.CommandKey(inv.MerchantID), Value: b}).FirstErr(); err != nil {
 				log.Warn("produce invoice.clear", "invoice_id", inv.InvoiceID, "err", err)
 			}
 		}
 	}
 }
 
-// consume runs handle over every record of topic in a consumer group until ctx ends,
-// committing offsets after each poll's records were handled (at least once).
-func consume(ctx context.Context, brokers []string, group, topic string, log *slog.Logger, handle func(*kgo.Client, *kgo.Record)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(brokers), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+// consume runs handle over every record of topic in the scope's consumer group of
+// base (Scope.Group) until ctx ends, committing offsets after each poll's records
+// were handled (at least once). topic is logical: the scope's namespace names it
+// on the cluster.
+func consume(ctx context.Context, brokers []string, scope *Scope, base, topic string, log *slog.Logger, handle func(*kgo.Client, *kgo.Record)) error {
+	group := scope.Group(base)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), inproc.Compression(brokers), kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(scope.Namespace.Topic(topic)),
 		kgo.DisableAutoCommit(), kgo.ClientID(group))
 	if err != nil {
 		return err

@@ -76,7 +76,7 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	resent := map[string]time.Time{}
 	rail := &pushRecorder{Rail: sim}
-	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), rail, time.Minute, resent, log)
+	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox", ""), rail, time.Minute, resent, log)
 	// The sweep pushes before it returns: what it sent is known now.
 	if got := rail.sent(); !slices.Equal(got, []string{"PEND0001", "PROC0001"}) {
 		t.Fatalf("the sweep pushed %v, want PEND0001 and PROC0001", got)
@@ -103,7 +103,7 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	}
 	// A second sweep within after sends nothing again: no push, so no result can
 	// follow the ones already counted.
-	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox"), rail, time.Minute, resent, log)
+	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox", ""), rail, time.Minute, resent, log)
 	if got := rail.sent(); len(got) != 2 {
 		t.Fatalf("a second sweep within after pushed again: %v", got)
 	}

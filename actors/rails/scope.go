@@ -22,16 +22,21 @@ import (
 // recovery scan reads only this environment's merchants, and every outcome is
 // stamped with the environment (and, from a simulator, Simulated), which the
 // engine checks again.
+//
+// A scope also knows the namespace of the deployment's topics and groups on the
+// cluster (topics.Namespace): the rails' consumers read their namespace's
+// topics in its groups.
 type Scope struct {
 	Environment string
+	Namespace   topics.Namespace
 	db          *sqlx.DB
 	mu          sync.Mutex
 	envs        map[string]string // merchant -> environment: fixed when the merchant is made
 }
 
-// NewScope is the scope of a process of environment env.
-func NewScope(db *sqlx.DB, env string) *Scope {
-	return &Scope{Environment: env, db: db, envs: map[string]string{}}
+// NewScope is the scope of a process of environment env in namespace ns.
+func NewScope(db *sqlx.DB, env string, ns topics.Namespace) *Scope {
+	return &Scope{Environment: env, Namespace: ns, db: db, envs: map[string]string{}}
 }
 
 var skipped = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -103,12 +108,12 @@ func (s *Scope) serves(ctx context.Context, merchantID, rail string) bool {
 // request read by the other environment would be skipped there and lost here).
 // The live groups keep their names from before environments had their own: a
 // renamed group would start from the topic's beginning and send every old
-// prompt again.
+// prompt again. The name is the cluster's: the scope's namespace prefixes it.
 func (s *Scope) Group(base string) string {
 	if s.Environment == topics.Live {
-		return base
+		return s.Namespace.Group(base)
 	}
-	return base + "-" + s.Environment
+	return s.Namespace.Group(base + "-" + s.Environment)
 }
 
 // Origin is what the commands of a sink say of their producer.

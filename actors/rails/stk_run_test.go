@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -29,7 +31,9 @@ import (
 type stkBundle struct {
 	fake    *mpesa.FakeDaraja
 	prod    *kgo.Client
-	refuse  atomic.Int32 // connections to Daraja to refuse (really: dialled to a port nobody listens on)
+	brokers []string
+	ns      topics.Namespace // of the topics the rails role reads and writes
+	refuse  atomic.Int32     // connections to Daraja to refuse (really: dialled to a port nobody listens on)
 	mu      sync.Mutex
 	results map[string][]topics.ProviderResult // by invoice, in order
 	cmds    map[string][]topics.Command        // the outcome commands, by invoice
@@ -37,18 +41,30 @@ type stkBundle struct {
 
 func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
 	t.Helper()
+	return setupSTKIn(t, opt, "")
+}
+
+// setupSTKIn is setupSTK with the topics in namespace ns (and the topics of the
+// same names without it, another deployment's, on the cluster too).
+func setupSTKIn(t *testing.T, opt rails.Options, ns topics.Namespace) *stkBundle {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics.CommandsTopic, topics.RailsMpesaSTKTopic),
+	seed := []string{topics.CommandsTopic, topics.RailsMpesaSTKTopic}
+	if ns != "" {
+		seed = append(seed, ns.Topics(seed...)...)
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, seed...),
 		kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &stkBundle{fake: mpesa.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}, cmds: map[string][]topics.Command{}}
+	b := &stkBundle{fake: mpesa.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}, cmds: map[string][]topics.Command{},
+		brokers: cluster.ListenAddrs(), ns: ns}
 	if opt.Scope == nil {
 		// A live rails role: M1 is its merchant, M9 the sandbox's.
 		db := storagetest.New(t)
 		db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Live Shop', 'live'), ('M9', 'Sandbox Shop', 'sandbox')`)
-		opt.Scope = rails.NewScope(db.DB, "live")
+		opt.Scope = rails.NewScope(db.DB, "live", ns)
 	}
 	refused := boundNotListening(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -68,7 +84,8 @@ func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(topics.CommandsTopic))
+	// Both command topics: an outcome on the other deployment's would be seen.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(seed[0], ns.Topic(topics.CommandsTopic)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +97,9 @@ func setupSTK(t *testing.T, opt rails.Options) *stkBundle {
 		defer wg.Done()
 		for ctx.Err() == nil {
 			cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				if r.Topic != ns.Topic(topics.CommandsTopic) {
+					t.Errorf("an outcome on %s, outside the rails role's namespace %q", r.Topic, ns)
+				}
 				c, err := topics.DecodeCommand(r.Value)
 				var pr topics.ProviderResult
 				if err != nil || json.Unmarshal(c.Payload, &pr) != nil {
@@ -110,8 +130,14 @@ func (b *stkBundle) push(t *testing.T, invoiceID, phone string) {
 
 func (b *stkBundle) pushFor(t *testing.T, merchant, invoiceID, phone string) {
 	t.Helper()
+	b.pushOn(t, b.ns.Topic(topics.RailsMpesaSTKTopic), merchant, invoiceID, phone)
+}
+
+// pushOn is pushFor on the topic of that name on the cluster.
+func (b *stkBundle) pushOn(t *testing.T, topic, merchant, invoiceID, phone string) {
+	t.Helper()
 	v, _ := json.Marshal(topics.STKRequest{InvoiceID: invoiceID, MerchantID: merchant, Phone: phone, Amount: money.MustParse("100"), AccountRef: "ref"})
-	if err := b.prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.RailsMpesaSTKTopic, Value: v}).FirstErr(); err != nil {
+	if err := b.prod.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -217,6 +243,38 @@ func TestRunSTK_Daraja(t *testing.T) {
 		}
 		if c := b.cmds["INVL"][0]; c.Environment != "live" || c.Simulated {
 			t.Fatalf("live outcome stamped %q simulated=%v", c.Environment, c.Simulated)
+		}
+	})
+	t.Run("OnlyItsNamespacesRequests", func(t *testing.T) {
+		// A rails role of a namespace reads its namespace's requests in its
+		// namespace's group, and sends its outcomes to its namespace's command
+		// log (setupSTKIn's consumer fails the test on any other): another
+		// deployment's request on the same cluster is not sent.
+		t.Parallel()
+		b := setupSTKIn(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond}, "rails-ns.")
+		b.pushOn(t, topics.RailsMpesaSTKTopic, "M1", "INVO", "254711000016")
+		b.push(t, "INVNS", "254711000017")
+		if got := b.outcome(t, "INVNS"); got.Stage != mpesa.StageAccepted {
+			t.Fatalf("the namespace's prompt: %+v", got)
+		}
+		b.push(t, "INVNS2", "254711000018")
+		b.outcome(t, "INVNS2")
+		if n, _ := b.prompts("254711000016"); n != 0 {
+			t.Fatalf("another deployment's prompt reached Daraja %d times", n)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		groups, err := kadm.NewClient(cl).ListGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := groups.Groups(); !slices.Equal(g, []string{"rails-ns.paysvc-rails"}) {
+			t.Fatalf("groups on the cluster %q, want the live rails role's of its namespace only", g)
 		}
 	})
 	t.Run("RefusedBeforeAcceptanceFails", func(t *testing.T) {

@@ -968,6 +968,9 @@ func TestBadConfiguration(t *testing.T) {
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_LOG_LEVEL"},
 		{name: "non_numeric_partitions_refused", env: []string{"PAYSVC_COMMAND_PARTITIONS", "many"},
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_COMMAND_PARTITIONS"},
+		// A namespace Kafka cannot put in a topic name would fail at the first topic.
+		{name: "kafka_namespace_outside_the_topic_charset_refused", env: []string{"PAYSVC_KAFKA_NAMESPACE", "staging/"},
+			args: []string{"serve"}, variable: "PAYSVC_KAFKA_NAMESPACE"},
 		{name: "bad_trusted_proxy_refused", env: []string{"PAYSVC_TRUSTED_PROXIES", "10.0.0.0/8, proxy.internal"},
 			args: []string{"merchant", "create", "--name", "Acme"}, variable: "PAYSVC_TRUSTED_PROXIES"},
 		// A reply trimmed before its key expires would turn a legitimate retry into a 409.

@@ -117,7 +117,8 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 	defer cl.Close()
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := cl.ProduceSync(pctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(ref.MerchantID), Value: value}).FirstErr(); err != nil {
+	// The deployment's command log: PAYSVC_KAFKA_NAMESPACE names it on the cluster.
+	if err := cl.ProduceSync(pctx, &kgo.Record{Topic: cfg.KafkaNamespace.Topic(topics.CommandsTopic), Key: topics.CommandKey(ref.MerchantID), Value: value}).FirstErr(); err != nil {
 		return fmt.Errorf("queue the outcome: %w", err)
 	}
 	return printJSON(stdout, map[string]any{"transaction_id": txnID, "file_id": ref.FileID, "status": *status, "command_id": cmd.ID})

@@ -39,7 +39,8 @@ func TestPayoutFinish(t *testing.T) {
 		return status()["transactions"].([]any)[0].(map[string]any)["status"] == "PROCESSING"
 	})
 
-	env := envFor(svc.Schema, "PAYSVC_KAFKA_BROKERS", strings.Join(svc.Svc.Brokers, ","))
+	env := envFor(svc.Schema, "PAYSVC_KAFKA_BROKERS", strings.Join(svc.Svc.Brokers, ","),
+		"PAYSVC_KAFKA_NAMESPACE", string(svc.Config.KafkaNamespace))
 	wantUsage(t, runCLI(t, env, "payout", "finish", paid, "--status", "COMPLETE")) // no reference
 	wantUsage(t, runCLI(t, env, "payout", "finish", paid, "--status", "MAYBE"))
 	wantFailure(t, runCLI(t, env, "payout", "finish", "NOSUCHTXN1", "--status", "FAILED"), "not found")

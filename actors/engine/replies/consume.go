@@ -21,9 +21,9 @@ type Remote struct {
 
 // NewRemote fixes where reading starts, the end of each partition as of now
 // (topics.EndOffsets), before it returns. Started before the API serves, it sees the
-// reply of every command the API sends.
-func NewRemote(ctx context.Context, brokers []string, h *Hub, admin *kgo.Client, log *slog.Logger) (*Remote, error) {
-	start, err := topics.EndOffsets(ctx, admin, topics.RepliesTopic)
+// reply of every command the API sends. It reads the replies topic of namespace ns.
+func NewRemote(ctx context.Context, brokers []string, ns topics.Namespace, h *Hub, admin *kgo.Client, log *slog.Logger) (*Remote, error) {
+	start, err := topics.EndOffsets(ctx, admin, ns, topics.RepliesTopic)
 	if err != nil {
 		return nil, fmt.Errorf("replies: %w", err)
 	}

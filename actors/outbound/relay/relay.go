@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"paysvc/storage"
+	"paysvc/topics"
 	"paysvc/topics/inproc"
 	"paysvc/topics/tracing"
 )
@@ -52,6 +53,7 @@ var (
 type Relay struct {
 	db    *sqlx.DB
 	cl    *kgo.Client
+	ns    topics.Namespace
 	log   *slog.Logger
 	wake  chan struct{}
 	batch int // outbox rows per fetch; an engine commit's row holds all its events
@@ -92,12 +94,13 @@ func NewClient(brokers []string, clientID string, opts ...kgo.Opt) (*kgo.Client,
 // without limit (kgo's default: no RecordRetries limit, no RecordDeliveryTimeout):
 // a client that gives up on a record can fail a partition's first batch and deliver
 // its next, and the republished events would land out of order.
-// poll <= 0 means DefaultPoll.
-func New(db *sqlx.DB, cl *kgo.Client, log *slog.Logger, poll time.Duration) *Relay {
+// The outbox keeps the logical topic names; records go to their topics in
+// namespace ns (topics.Namespace). poll <= 0 means DefaultPoll.
+func New(db *sqlx.DB, cl *kgo.Client, ns topics.Namespace, log *slog.Logger, poll time.Duration) *Relay {
 	if poll <= 0 {
 		poll = DefaultPoll
 	}
-	return &Relay{db: db, cl: cl, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 100, poll: poll}
+	return &Relay{db: db, cl: cl, ns: ns, log: log.With("component", "relay"), wake: make(chan struct{}, 1), batch: 100, poll: poll}
 }
 
 // Wake tells the relay that new events were committed; it never blocks.
@@ -199,7 +202,7 @@ func (r *Relay) publishOnce(ctx context.Context, conn *sqlx.Conn, stmts *storage
 	index := make(map[*kgo.Record]int, len(recs)) // results come back in completion order
 	var spans []trace.Span                        // by event; nil when no event of the fetch is traced
 	for i, o := range recs {
-		krecs[i] = &kgo.Record{Topic: o.Topic, Key: []byte(o.RecordKey), Value: o.Body,
+		krecs[i] = &kgo.Record{Topic: r.ns.Topic(o.Topic), Key: []byte(o.RecordKey), Value: o.Body,
 			Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(o.EventID)}, {Key: "merchant_id", Value: []byte(o.MerchantID)}}}
 		index[krecs[i]] = i
 		if o.TraceParent != "" {

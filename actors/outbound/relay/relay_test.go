@@ -46,6 +46,14 @@ func testLogger() *slog.Logger {
 // newKafka starts an in-process single-broker cluster with every paysvc topic.
 func newKafka(t *testing.T) *kfake.Cluster {
 	t.Helper()
+	return newKafkaIn(t, "")
+}
+
+// newKafkaIn is newKafka with the topics in namespace ns. The cluster creates
+// topics a producer names (as a broker with auto-creation on would), so a record
+// sent to a wrong name lands somewhere to be seen.
+func newKafkaIn(t *testing.T, ns topics.Namespace) *kfake.Cluster {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +66,7 @@ func newKafka(t *testing.T) *kfake.Cluster {
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := topics.EnsureTopics(ctx, adm, 2); err != nil {
+	if err := topics.EnsureTopics(ctx, adm, ns, 2); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -80,7 +88,13 @@ func newProducer(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 // waits for Run to return.
 func startRelay(t *testing.T, db *sqlx.DB, cl *kgo.Client) (*relay.Relay, func()) {
 	t.Helper()
-	r := relay.New(db, cl, testLogger(), 0)
+	return startRelayIn(t, db, cl, "")
+}
+
+// startRelayIn is startRelay with a relay of namespace ns.
+func startRelayIn(t *testing.T, db *sqlx.DB, cl *kgo.Client, ns topics.Namespace) (*relay.Relay, func()) {
+	t.Helper()
+	r := relay.New(db, cl, ns, testLogger(), 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -184,7 +198,13 @@ type consumer struct {
 
 func startConsumer(t *testing.T, c *kfake.Cluster) *consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(eventTopic),
+	return startConsumerOf(t, c, eventTopic)
+}
+
+// startConsumerOf reads the topics (their names on the cluster) from the start.
+func startConsumerOf(t *testing.T, c *kfake.Cluster, topicNames ...string) *consumer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topicNames...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ import (
 func brokerOpts(cfg Config) []kfake.Opt {
 	opts := []kfake.Opt{
 		kfake.Ports(cfg.KafkaPort), kfake.DataDir(cfg.KafkaDir()),
-		kfake.SeedTopics(cfg.CommandPartitions, topics.CommandsTopic),
+		kfake.SeedTopics(cfg.CommandPartitions, cfg.KafkaNamespace.Topic(topics.CommandsTopic)),
 		kfake.GroupMinSessionTimeout(time.Second), kfake.AllowAutoTopicCreation(),
 	}
 	if cfg.KafkaSyncWrites {

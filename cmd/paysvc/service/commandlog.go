@@ -28,20 +28,21 @@ import (
 // With accept, the stored offsets move to where the log has records again (its
 // end, or its start) and the engine goes on; commands applied before are still
 // recognised by their ids if they come again. The gap is logged either way.
-func checkCommandLog(ctx context.Context, db *sqlx.DB, cl *kgo.Client, retention time.Duration, accept bool, log *slog.Logger) error {
+// The log is namespace ns's command topic; the database stores its logical name.
+func checkCommandLog(ctx context.Context, db *sqlx.DB, cl *kgo.Client, ns topics.Namespace, retention time.Duration, accept bool, log *slog.Logger) error {
 	stored, err := storage.StoredOffsets(ctx, db, topics.CommandsTopic)
 	if err != nil || len(stored) == 0 {
 		return err
 	}
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topics.CommandsTopic)
+	ends, err := adm.ListEndOffsets(ctx, ns.Topic(topics.CommandsTopic))
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
 		return fmt.Errorf("command log end offsets: %w", err)
 	}
-	starts, err := adm.ListStartOffsets(ctx, topics.CommandsTopic)
+	starts, err := adm.ListStartOffsets(ctx, ns.Topic(topics.CommandsTopic))
 	if err == nil {
 		err = starts.Error()
 	}

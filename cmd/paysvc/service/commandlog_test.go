@@ -55,7 +55,7 @@ func TestEngineRefusesCommandsDeletedByRetention(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topics.CommandsTopic)
+	ends, err := adm.ListEndOffsets(ctx, api.Topic(topics.CommandsTopic))
 	if err != nil {
 		t.Fatal(err)
 	}

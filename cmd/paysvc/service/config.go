@@ -74,6 +74,10 @@ type Config struct {
 	// engine stops and forgets it (rehydrated from its snapshot when needed again).
 	EngineIdleAfter time.Duration
 	KafkaSyncWrites bool // embedded Kafka fsyncs every produce
+	// KafkaNamespace prefixes every topic and consumer group of the deployment
+	// on the cluster (PAYSVC_KAFKA_NAMESPACE, topics.Namespace), so several
+	// deployments share one Kafka cluster; empty: the names as they are.
+	KafkaNamespace topics.Namespace
 	// AllowEmbeddedKafka and AllowSMTPSink let a live server run on the
 	// development stand-ins (the in-process broker, the mail sink that delivers
 	// nothing). Without them a live server refuses to start on either: a
@@ -226,6 +230,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if b := get("PAYSVC_KAFKA_BROKERS", ""); b != "" {
 		c.KafkaBrokers = splitList(b)
 	}
+	c.KafkaNamespace = topics.Namespace(get("PAYSVC_KAFKA_NAMESPACE", ""))
 	if err := c.LogLevel.UnmarshalText([]byte(get("PAYSVC_LOG_LEVEL", "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("PAYSVC_LOG_LEVEL: %w", err))
 	}
@@ -354,6 +359,9 @@ func (c Config) Validate() error {
 	}
 	if c.KafkaPort < 0 || c.KafkaPort > 65535 {
 		return errors.New("PAYSVC_KAFKA_PORT: must be 0..65535")
+	}
+	if err := c.KafkaNamespace.Validate(); err != nil {
+		return fmt.Errorf("PAYSVC_KAFKA_NAMESPACE: %w", err)
 	}
 	if c.API.RateLimit < 0 {
 		return errors.New("PAYSVC_RATE_LIMIT: must be >= 0 (0 disables)")

@@ -131,6 +131,17 @@ func TestAdminListener(t *testing.T) {
 		if c.DrainDelay != 0 {
 			t.Errorf("default drain delay %v", c.DrainDelay)
 		}
+		if c.KafkaNamespace != "" {
+			t.Errorf("default Kafka namespace %q, want none (the topic names as they are)", c.KafkaNamespace)
+		}
+		if c, err := cfg(map[string]string{"PAYSVC_KAFKA_NAMESPACE": "staging."}); err != nil || c.KafkaNamespace != "staging." {
+			t.Errorf("PAYSVC_KAFKA_NAMESPACE=staging.: %q (%v)", c.KafkaNamespace, err)
+		}
+		for _, v := range []string{"stag ing.", "__internal.", strings.Repeat("n", 250)} {
+			if _, err := cfg(map[string]string{"PAYSVC_KAFKA_NAMESPACE": v}); err == nil || !strings.Contains(err.Error(), "PAYSVC_KAFKA_NAMESPACE") {
+				t.Errorf("PAYSVC_KAFKA_NAMESPACE=%q: %v, want an error naming it", v, err)
+			}
+		}
 		for _, v := range []string{"-1s", "2m"} {
 			c, err := cfg(map[string]string{"PAYSVC_SHUTDOWN_DRAIN_DELAY": v})
 			if err == nil {

@@ -218,6 +218,7 @@ func TestEngineProcessKilled(t *testing.T) {
 		cmd.Env = append(os.Environ(),
 			"PAYSVC_DATABASE_URL="+fb.api.Schema.URL,
 			"PAYSVC_KAFKA_BROKERS="+fb.api.Svc.Brokers[0],
+			"PAYSVC_KAFKA_NAMESPACE="+string(fb.api.Config.KafkaNamespace),
 			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0",
 			"PAYSVC_ENGINE_SESSION_TIMEOUT=2s",
 			"PAYSVC_INSTANCE_ID="+id,
@@ -354,6 +355,7 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	spawn := func(id string) *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles", "dispatcher")
 		cmd.Env = append(os.Environ(), "PAYSVC_DATABASE_URL="+schema.URL, "PAYSVC_KAFKA_BROKERS="+svc.Brokers[0],
+			"PAYSVC_KAFKA_NAMESPACE="+string(cfg.KafkaNamespace),
 			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0", "PAYSVC_INSTANCE_ID="+id, "PAYSVC_LOG_LEVEL=warn", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
 			"PAYSVC_WEBHOOK_ALLOW_PRIVATE=true", "PAYSVC_WEBHOOK_LEASE=2s", "PAYSVC_ENGINE_SESSION_TIMEOUT=2s")
 		if os.Getenv("PAYSVC_TEST_LOG") != "" {
@@ -371,7 +373,7 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	// proves nothing (as in TestEngineProcessKilled). Killing one while the group is
 	// still forming also hit a kfake bug: the survivor was dropped while waiting in
 	// JoinGroup and ingested nothing until its join timed out (see ingest.go).
-	waitForGroup(t, svc.Brokers, "paysvc-dispatcher", 2)
+	waitForGroup(t, svc.Brokers, cfg.KafkaNamespace.Group("paysvc-dispatcher"), 2)
 
 	var list struct{ Results []map[string]any }
 	env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(m.SecretKey)...).JSON(t, &list)

@@ -252,7 +252,7 @@ func TestAggregateBringsItsRoutes(t *testing.T) {
 	}
 	// The relay published each applied fill's event, once, in order: the replay
 	// and the refusals emitted none.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(svc.Brokers...), kgo.ConsumeTopics(topics.EventTopics[topics.ReversalEvent]),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(svc.Brokers...), kgo.ConsumeTopics(env.Topic(topics.EventTopics[topics.ReversalEvent])),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

@@ -102,11 +102,11 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		offs, err := adm.FetchOffsets(context.Background(), "paysvc-rails-payout-sandbox") // the sandbox's group (rails.Scope.Group)
+		offs, err := adm.FetchOffsets(context.Background(), api.Config.KafkaNamespace.Group("paysvc-rails-payout-sandbox")) // the sandbox's group (rails.Scope.Group)
 		taken := int64(0)
 		if err == nil {
 			offs.Each(func(o kadm.OffsetResponse) {
-				if o.Topic == topics.RailsPayoutTopic && o.Err == nil {
+				if o.Topic == api.Topic(topics.RailsPayoutTopic) && o.Err == nil {
 					taken += o.At
 				}
 			})

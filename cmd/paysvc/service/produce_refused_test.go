@@ -24,8 +24,10 @@ import (
 // its reply), nothing is applied, and once the broker accepts again the same
 // request succeeds.
 func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
+	ns := servicetest.Namespace()
+	commands := ns.Topic(topics.CommandsTopic)
 	cluster, err := kfake.NewCluster(kfake.ListenFn(inproc.Listen), kfake.AllowAutoTopicCreation(), kfake.GroupMinSessionTimeout(time.Second),
-		kfake.SeedTopics(4, topics.CommandsTopic))
+		kfake.SeedTopics(4, commands))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
 			return nil, nil, false
 		}
 		for _, rt := range req.Topics {
-			if rt.Topic != topics.CommandsTopic && rt.TopicID != cluster.TopicInfo(topics.CommandsTopic).TopicID {
+			if rt.Topic != commands && rt.TopicID != cluster.TopicInfo(commands).TopicID {
 				return nil, nil, false // events and replies go through
 			}
 		}
@@ -58,7 +60,7 @@ func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
 
 	schema := storagetest.New(t)
 	cfg := servicetest.Config(t, schema)
-	cfg.KafkaBrokers = cluster.ListenAddrs()
+	cfg.KafkaBrokers, cfg.KafkaNamespace = cluster.ListenAddrs(), ns
 	cfg.API.ReplyTimeout = 10 * time.Second
 	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
 	if err != nil {

@@ -95,7 +95,8 @@ func TestReadiness(t *testing.T) {
 	// assignment it is; when the broker goes away it is not again.
 	t.Run("EngineJoiningThenBrokerDown", func(t *testing.T) {
 		t.Parallel()
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics.CommandsTopic),
+		ns := servicetest.Namespace()
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, ns.Topic(topics.CommandsTopic)),
 			kfake.AllowAutoTopicCreation(), kfake.GroupMinSessionTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +111,7 @@ func TestReadiness(t *testing.T) {
 		cluster.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			cluster.KeepControl()
 			jg := req.(*kmsg.JoinGroupRequest)
-			if !hold.Load() || jg.Group != "paysvc-engine" {
+			if !hold.Load() || jg.Group != ns.Group("paysvc-engine") {
 				return nil, nil, false
 			}
 			refused.Add(1)
@@ -121,6 +122,7 @@ func TestReadiness(t *testing.T) {
 		svc := startWith(t, func(c *service.Config) {
 			c.Roles = []string{service.RoleEngine}
 			c.KafkaBrokers = cluster.ListenAddrs()
+			c.KafkaNamespace = ns
 		})
 		// Not ready while joining, however long it lasts (two seconds of probes).
 		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {

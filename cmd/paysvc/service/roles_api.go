@@ -17,7 +17,7 @@ import (
 func (st *starter) startAPI(ctx context.Context) (err error) {
 	s, cfg, log := st.Service, st.cfg, st.Log
 	s.hub = replies.NewHub(cfg.InstanceID)
-	remote, err := replies.NewRemote(ctx, s.Brokers, s.hub, s.producer, log)
+	remote, err := replies.NewRemote(ctx, s.Brokers, cfg.KafkaNamespace, s.hub, s.producer, log)
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func (st *starter) startAPI(ctx context.Context) (err error) {
 	s.goRun(func() error {
 		return pruneIdempotency(st.run, s.idemDB, cfg.Retention.Interval, cfg.API.IdempotencyTTL, log)
 	})
-	a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Hub: s.hub, Log: log,
+	a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Namespace: cfg.KafkaNamespace, Hub: s.hub, Log: log,
 		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink, Kinds: st.routes})
 	s.goRun(func() error { return a.RunReminders(st.run, cfg.ReminderInterval) })
 	st.app = a.Handler()

@@ -18,9 +18,10 @@ func (st *starter) startDispatcher(context.Context) error {
 		RootCAs: cfg.API.WebhookRootCAs})
 	cfg.Webhooks.MailFrom = cfg.API.MailFrom
 	cfg.Webhooks.SessionTimeout = cfg.SessionTimeout
+	cfg.Webhooks.Namespace = cfg.KafkaNamespace
 	dsp := dispatch.New(cfg.Webhooks, s.DB, client, st.mailer, s.Log)
 	s.goRun(func() error { return dsp.Run(st.run, s.Brokers) })
-	s.goRun(func() error { return callback.Run(st.run, s.Brokers, s.DB, client, s.Log) })
+	s.goRun(func() error { return callback.Run(st.run, s.Brokers, cfg.KafkaNamespace, s.DB, client, s.Log) })
 	s.goRun(func() error { return pruneWebhookEvents(st.run, s.DB, cfg.Retention, s.Log) })
 	return nil
 }

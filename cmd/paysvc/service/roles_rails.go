@@ -19,7 +19,7 @@ import (
 // its own environment's (rails.Scope): sandbox and live rails roles may share one
 // Kafka and one database. Simulators' outcomes say Simulated.
 func (st *starter) startRails(context.Context) error {
-	scope := rails.NewScope(st.DB, st.cfg.Environment)
+	scope := rails.NewScope(st.DB, st.cfg.Environment, st.cfg.KafkaNamespace)
 	sandbox := st.cfg.Environment == "sandbox"
 	if err := st.startPayoutRails(scope, sandbox); err != nil {
 		return err
@@ -50,11 +50,11 @@ func (st *starter) startRails(context.Context) error {
 // silent success). Unanswered payouts are recovered.
 func (st *starter) startPayoutRails(scope *rails.Scope, sandbox bool) error {
 	s, cfg, log := st.Service, st.cfg, st.Log
-	truthful := rails.PayoutSink(s.producer, scope.Origin(false))
+	truthful := rails.PayoutSink(s.producer, scope.Namespace, scope.Origin(false))
 	var payoutRail rails.PayoutRail = rails.Unconfigured{Sink: truthful}
 	closeRail := func() error { return nil }
 	if sandbox {
-		sim := payout.NewSimulator(rails.PayoutSink(s.producer, scope.Origin(true)), payout.Options{Delay: cfg.SimPayoutDelay})
+		sim := payout.NewSimulator(rails.PayoutSink(s.producer, scope.Namespace, scope.Origin(true)), payout.Options{Delay: cfg.SimPayoutDelay})
 		payoutRail, closeRail = sim, sim.Close
 	}
 	if d := cfg.Daraja; d.ConsumerKey != "" && d.B2CInitiatorName+d.B2CSecurityCredential+d.B2CShortcode != "" {
@@ -87,12 +87,12 @@ func (st *starter) startPayoutRails(scope *rails.Scope, sandbox bool) error {
 // charges wait in their topics.
 func (st *starter) startCardSimulators(scope *rails.Scope) {
 	s, cfg, log := st.Service, st.cfg, st.Log
-	cards := card.NewSimulator(rails.Sink(s.producer, scope.Origin(true)), cfg.SimCardDelay)
+	cards := card.NewSimulator(rails.Sink(s.producer, scope.Namespace, scope.Origin(true)), cfg.SimCardDelay)
 	s.goRun(func() error {
 		defer cards.Close()
 		return rails.RunCards(st.run, s.Brokers, scope, topics.RailsCardTopic, cards, log)
 	})
-	pesalink := card.NewPesalinkSimulator(rails.Sink(s.producer, scope.Origin(true)), cfg.SimCardDelay)
+	pesalink := card.NewPesalinkSimulator(rails.Sink(s.producer, scope.Namespace, scope.Origin(true)), cfg.SimCardDelay)
 	s.goRun(func() error {
 		defer pesalink.Close()
 		return rails.RunCards(st.run, s.Brokers, scope, topics.RailsPesalinkTopic, pesalink, log)
@@ -109,7 +109,7 @@ func (st *starter) startMpesa(scope *rails.Scope, sandbox bool) error {
 		if err != nil {
 			return fmt.Errorf("PAYSVC_DARAJA_*: %w", err)
 		}
-		sink := rails.Sink(s.producer, scope.Origin(false))
+		sink := rails.Sink(s.producer, scope.Namespace, scope.Origin(false))
 		s.goRun(func() error {
 			return rails.Run(st.run, s.Brokers, d, rails.Options{RecordAccepted: true, Scope: scope}, log)
 		})
@@ -118,7 +118,7 @@ func (st *starter) startMpesa(scope *rails.Scope, sandbox bool) error {
 		})
 		log.Info("rails role: M-Pesa through Daraja", "daraja", cfg.Daraja.String())
 	case sandbox:
-		sim := mpesa.NewSimulator(rails.Sink(s.producer, scope.Origin(true)), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
+		sim := mpesa.NewSimulator(rails.Sink(s.producer, scope.Namespace, scope.Origin(true)), mpesa.SimOptions{AcceptDelay: cfg.SimAcceptDelay, FinalDelay: cfg.SimFinalDelay})
 		s.goRun(func() error {
 			defer sim.Close()
 			return rails.Run(st.run, s.Brokers, sim, rails.Options{RetryUnavailable: true, Scope: scope, Simulated: true}, log)
@@ -132,7 +132,7 @@ func (st *starter) startMpesa(scope *rails.Scope, sandbox bool) error {
 	default:
 		// Nothing is lost: prompts wait in their topic until a rails role with a
 		// live adapter consumes them.
-		log.Error("rails role: no M-Pesa adapter configured (PAYSVC_DARAJA_*); STK requests wait in " + topics.RailsMpesaSTKTopic)
+		log.Error("rails role: no M-Pesa adapter configured (PAYSVC_DARAJA_*); STK requests wait in " + cfg.KafkaNamespace.Topic(topics.RailsMpesaSTKTopic))
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func (st *starter) startAggregateSimulators() {
 // answered by the subscription's test card).
 func (st *starter) startSubscriptionScheduler() {
 	s, cfg := st.Service, st.cfg
-	sch := &scheduler.Scheduler{DB: s.DB, Environment: cfg.Environment, Produce: scheduler.KafkaProducer(s.producer), Log: s.Log,
+	sch := &scheduler.Scheduler{DB: s.DB, Environment: cfg.Environment, Produce: scheduler.KafkaProducer(s.producer, cfg.KafkaNamespace), Log: s.Log,
 		Fees: cfg.API.Fees, Rates: cfg.API.Rates}
 	s.goRun(func() error { return sch.Run(st.run, cfg.SubscriptionTick) })
 }

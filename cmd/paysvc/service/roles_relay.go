@@ -17,7 +17,7 @@ func (st *starter) startRelay(context.Context) (err error) {
 	if s.relayProducer, err = relay.NewClient(s.Brokers, "paysvc-relay-"+cfg.InstanceID); err != nil {
 		return fmt.Errorf("relay kafka client: %w", err)
 	}
-	r := relay.New(s.DB, s.relayProducer, s.Log, cfg.RelayPoll)
+	r := relay.New(s.DB, s.relayProducer, cfg.KafkaNamespace, s.Log, cfg.RelayPoll)
 	st.wake = r.Wake
 	s.goRun(func() error { return r.Run(st.run) })
 	if cfg.LedgerAudit.Interval > 0 {

@@ -174,7 +174,7 @@ func (s *Service) produceCommand(ctx context.Context, c topics.Command) error {
 	if err != nil {
 		return err
 	}
-	return s.producer.ProduceSync(ctx, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(c.MerchantID), Value: b}).FirstErr()
+	return s.producer.ProduceSync(ctx, &kgo.Record{Topic: s.Config.KafkaNamespace.Topic(topics.CommandsTopic), Key: topics.CommandKey(c.MerchantID), Value: b}).FirstErr()
 }
 
 func (s *Service) goRun(f func() error) {

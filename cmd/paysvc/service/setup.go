@@ -55,7 +55,7 @@ func (st *starter) setUp(ctx context.Context) (err error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	findings, err := topics.Provision(tctx, s.producer, topics.Settings{CommandPartitions: cfg.CommandPartitions,
+	findings, err := topics.Provision(tctx, s.producer, topics.Settings{Namespace: cfg.KafkaNamespace, CommandPartitions: cfg.CommandPartitions,
 		CommandRetention: cfg.CommandRetention, EventRetention: cfg.EventRetention})
 	if err != nil {
 		return err

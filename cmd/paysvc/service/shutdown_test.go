@@ -43,7 +43,10 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	}
 	schema := storagetest.New(t)
 	// The broker outlives the process, so the groups it left can be looked at.
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics.CommandsTopic),
+	// The process has a namespace of its own (PAYSVC_KAFKA_NAMESPACE), as it
+	// would on a shared cluster.
+	ns := servicetest.Namespace()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, ns.Topic(topics.CommandsTopic)),
 		kfake.AllowAutoTopicCreation(), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +58,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"PAYSVC_DATABASE_URL="+schema.URL,
 		"PAYSVC_KAFKA_BROKERS="+strings.Join(cluster.ListenAddrs(), ","),
+		"PAYSVC_KAFKA_NAMESPACE="+string(ns),
 		"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
 		"PAYSVC_DATA_DIR="+t.TempDir(), "PAYSVC_COMMAND_PARTITIONS=4", "PAYSVC_RATE_LIMIT=0",
 		// Long enough that a member which did not leave would still be listed
@@ -246,6 +250,9 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 		t.Fatal("no consumer group on the broker: the test proved nothing")
 	}
 	for _, g := range groups.Sorted() {
+		if !strings.HasPrefix(g.Group, string(ns)) {
+			t.Errorf("group %s outside the process's namespace %s", g.Group, ns)
+		}
 		if len(g.Members) != 0 {
 			t.Errorf("group %s still has %d members after the exit (state %s)", g.Group, len(g.Members), g.State)
 		}

@@ -69,7 +69,7 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	produce := scheduler.KafkaProducer(cl) // the schedulers stamp their environment (Scheduler.Environment)
+	produce := scheduler.KafkaProducer(cl, env.Config.KafkaNamespace) // the schedulers stamp their environment (Scheduler.Environment)
 	cycles := func() map[string]int {
 		out := map[string]int{}
 		for _, id := range subs {
@@ -194,7 +194,7 @@ func TestSubscriptionActivateWithoutOutcomeRefused(t *testing.T) {
 		body, _ := json.Marshal(topics.SubscriptionActivate{SubscriptionID: id, CardToken: "ctok_raw", CardNetwork: "VISA",
 			CardNumber: "424242******4242", CardOutcome: outcome})
 		cmdID := fmt.Sprintf("raw-activate-%d-%s", i, id)
-		if err := scheduler.KafkaProducer(cl)(context.Background(), []topics.Command{{ID: cmdID, Type: topics.CmdSubscriptionActivate,
+		if err := scheduler.KafkaProducer(cl, env.Config.KafkaNamespace)(context.Background(), []topics.Command{{ID: cmdID, Type: topics.CmdSubscriptionActivate,
 			Version: 1, MerchantID: m.MerchantID, IssuedAt: time.Now(), Environment: topics.Sandbox, Payload: body}}); err != nil {
 			t.Fatal(err)
 		}

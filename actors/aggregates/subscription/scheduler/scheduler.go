@@ -37,8 +37,10 @@ import (
 // Produce sends commands to the commands topic and returns once they are durable.
 type Produce func(ctx context.Context, cmds []topics.Command) error
 
-// KafkaProducer produces commands synchronously with a franz-go client.
-func KafkaProducer(cl *kgo.Client) Produce {
+// KafkaProducer produces commands synchronously with a franz-go client, to the
+// command topic of namespace ns.
+func KafkaProducer(cl *kgo.Client, ns topics.Namespace) Produce {
+	topic := ns.Topic(topics.CommandsTopic)
 	return func(ctx context.Context, cmds []topics.Command) error {
 		recs := make([]*kgo.Record, 0, len(cmds))
 		for _, c := range cmds {
@@ -46,7 +48,7 @@ func KafkaProducer(cl *kgo.Client) Produce {
 			if err != nil {
 				return err
 			}
-			recs = append(recs, &kgo.Record{Topic: topics.CommandsTopic, Key: topics.CommandKey(c.MerchantID), Value: v})
+			recs = append(recs, &kgo.Record{Topic: topic, Key: topics.CommandKey(c.MerchantID), Value: v})
 		}
 		return cl.ProduceSync(ctx, recs...).FirstErr()
 	}

@@ -63,13 +63,15 @@ const maxPending = 10000
 // failing receiver holds back only its own file's later callbacks, never another
 // merchant's. An offset is committed once every callback up to it, in its partition,
 // was delivered or dropped: a dispatcher that dies sends the unfinished ones again
-// after a restart (at least once, with the same webhook-id).
-func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log *slog.Logger) error {
+// after a restart (at least once, with the same webhook-id). The topic and the
+// group are namespace ns's (topics.Namespace).
+func Run(ctx context.Context, brokers []string, ns topics.Namespace, db *sqlx.DB, client Poster, log *slog.Logger) error {
 	log = log.With("component", "callbacks")
 	c := &consumer{db: db, client: client, log: log, lanes: map[string]*lane{}, parts: map[int32]*watermark{}}
 	c.cond = sync.NewCond(&c.mu)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup("paysvc-callbacks"),
-		kgo.ConsumeTopics(topics.CallbackTopic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-callbacks"),
+	topic := ns.Topic(topics.CallbackTopic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup(ns.Group("paysvc-callbacks")),
+		kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(), kgo.ClientID("paysvc-callbacks"),
 		// Partitions change hands only between an iteration's take and commit (see
 		// AllowRebalance below): a record is never taken, nor an offset committed,
 		// for a partition this consumer has just lost. Committing for a partition
@@ -77,10 +79,10 @@ func Run(ctx context.Context, brokers []string, db *sqlx.DB, client Poster, log 
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 			c.commit(ctx, cl)
-			c.forget(revoked[topics.CallbackTopic])
+			c.forget(revoked[topic])
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-			c.forget(lost[topics.CallbackTopic])
+			c.forget(lost[topic])
 		}))
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/storage"
+	"paysvc/topics"
 )
 
 var (
@@ -91,6 +92,9 @@ type Config struct {
 	MailFrom   string
 	// SessionTimeout is how soon a dead dispatcher's event partitions move (default 10s).
 	SessionTimeout time.Duration
+	// Namespace prefixes the event topics and the dispatchers' group on the
+	// cluster (topics.Namespace); deliveries keep the webhook topics.
+	Namespace topics.Namespace
 }
 
 func (c *Config) defaults() {

@@ -108,14 +108,15 @@ type bundle struct {
 	stop     func() // stops setup's dispatcher
 }
 
-// setup starts Postgres (a schema), kfake with the event topics, one merchant with a
-// webhook on wallet_transfer_event pointing at a receiver, and a dispatcher.
+// setup starts Postgres (a schema), kfake with the event topics (in
+// cfg.Namespace), one merchant with a webhook on wallet_transfer_event pointing at
+// a receiver, and a dispatcher.
 func setup(t *testing.T, cfg dispatch.Config) *bundle {
 	t.Helper()
 	schema := storagetest.New(t)
 	var seed []string
 	for _, tp := range topics.EventTopics {
-		seed = append(seed, tp)
+		seed = append(seed, cfg.Namespace.Topic(tp))
 	}
 	c, err := kfake.NewCluster(kfake.SeedTopics(4, seed...), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
@@ -200,11 +201,17 @@ func (b *bundle) sendAs(merchant, aggregate string, evIDs ...string) {
 // (a producer other than the relay).
 func (b *bundle) sendRecords(merchant, aggregate string, withHeader bool, evIDs ...string) {
 	b.t.Helper()
+	b.sendOn(b.cfg.Namespace.Topic(topics.EventTopics[topics.WalletTransferEvent]), merchant, aggregate, withHeader, evIDs...)
+}
+
+// sendOn is sendRecords to the topic of that name on the cluster.
+func (b *bundle) sendOn(topic, merchant, aggregate string, withHeader bool, evIDs ...string) {
+	b.t.Helper()
 	for _, id := range evIDs {
 		ev := topics.Event{ID: id, Type: topics.WalletTransferEvent, Version: 1, OccurredAt: time.Now(), MerchantID: merchant,
 			Key: aggregate, Payload: json.RawMessage(fmt.Sprintf(`{"id":%q,"origin_wallet_id":%q}`, id, aggregate))}
 		v, _ := json.Marshal(ev)
-		rec := &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent], Key: []byte(aggregate), Value: v}
+		rec := &kgo.Record{Topic: topic, Key: []byte(aggregate), Value: v}
 		if withHeader {
 			rec.Headers = []kgo.RecordHeader{{Key: "event_id", Value: []byte(id)}, {Key: "merchant_id", Value: []byte(merchant)}}
 		}
@@ -230,7 +237,7 @@ func TestEventsWithAndWithoutMerchantHeader(t *testing.T) {
 	withHeader, without, skipped := newIDs(3), newIDs(3), newIDs(4)
 	b.sendRecords(hookless, "W-NONE", true, skipped[:2]...)
 	b.sendRecords(b.merchant, "W-H", true, withHeader...)
-	if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: topics.EventTopics[topics.WalletTransferEvent],
+	if err := b.producer.ProduceSync(context.Background(), &kgo.Record{Topic: b.cfg.Namespace.Topic(topics.EventTopics[topics.WalletTransferEvent]),
 		Key: []byte("W-BAD"), Value: []byte(`{not json`)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 	"paysvc/topics/tracing"
 )
 
-// group is the dispatchers' consumer group over the event topics.
+// group is the dispatchers' consumer group over the event topics (logical:
+// Config.Namespace prefixes it on the cluster).
 const group = "paysvc-dispatcher"
 
 // maxPollRecords bounds one batch of events, so one batch is one quick transaction
@@ -32,16 +33,17 @@ const maxPollRecords = 2000
 // exactly after what this member recorded: never after a record it did not record,
 // and without redoing what it did.
 func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
+	ns := d.cfg.Namespace
 	var ts []string
 	for _, t := range topics.EventTopics {
-		ts = append(ts, t)
+		ts = append(ts, ns.Topic(t))
 	}
 	commit := func(ctx context.Context, cl *kgo.Client) {
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("commit event offsets", "err", err)
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup(group), kgo.ConsumeTopics(ts...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumerGroup(ns.Group(group)), kgo.ConsumeTopics(ts...),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) { commit(ctx, cl) }),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("paysvc-dispatcher"),
@@ -122,7 +124,8 @@ const commitEvery = 250 * time.Millisecond
 // rebalanceTimeout is three session timeouts, at least 10 s.
 func rebalanceTimeout(session time.Duration) time.Duration { return max(3*session, 10*time.Second) }
 
-// firstOffsets is where each partition of recs starts: seeking there reads them again.
+// firstOffsets is where each partition of recs starts: seeking there reads them
+// again. It is keyed by the records' topics as the cluster names them.
 func firstOffsets(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
 	out := map[string]map[int32]kgo.EpochOffset{}
 	for _, r := range recs {
@@ -160,7 +163,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 		if p.merchant == "" {
 			var ev topics.Event
 			if err := json.Unmarshal(r.Value, &ev); err != nil || ev.ID == "" {
-				d.log.Error("undecodable event skipped", "topic", r.Topic, "offset", r.Offset)
+				d.log.Error("undecodable event skipped", "topic", d.cfg.Namespace.Logical(r.Topic), "offset", r.Offset)
 				continue
 			}
 			p.ev, p.merchant = &ev, ev.MerchantID
@@ -193,7 +196,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 		if p.ev == nil {
 			var ev topics.Event
 			if err := json.Unmarshal(p.rec.Value, &ev); err != nil || ev.ID == "" {
-				d.log.Error("undecodable event skipped", "topic", p.rec.Topic, "offset", p.rec.Offset)
+				d.log.Error("undecodable event skipped", "topic", d.cfg.Namespace.Logical(p.rec.Topic), "offset", p.rec.Offset)
 				continue
 			}
 			p.ev = &ev

@@ -6,6 +6,8 @@ package servicetest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,6 +20,7 @@ import (
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage/storagetest"
+	"paysvc/topics"
 )
 
 // Env is a running service and what a test needs to call it.
@@ -33,7 +36,9 @@ type Env struct {
 }
 
 // Config returns a test configuration: free ports, a temp data dir, rate limit off,
-// quick consumer-group failover.
+// quick consumer-group failover, and a Kafka namespace of its own (Namespace):
+// services of many tests may share one Kafka cluster, and every test exercises the
+// namespace's plumbing, even on the embedded broker.
 func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg, err := service.FromEnv(func(string) string { return "" })
 	if err != nil {
@@ -44,6 +49,7 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.KafkaPort = 0
 	cfg.DataDir = t.TempDir()
 	cfg.DatabaseURL = schema.URL
+	cfg.KafkaNamespace = Namespace()
 	cfg.SessionTimeout = 2 * time.Second
 	cfg.API.RateLimit = 0
 	cfg.API.ReplyTimeout = 15 * time.Second
@@ -65,10 +71,23 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	return cfg
 }
 
+// Namespace is a fresh Kafka namespace: "t", 8 random hex digits and a dot.
+func Namespace() topics.Namespace {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return topics.Namespace("t" + hex.EncodeToString(b) + ".")
+}
+
+// Topic is the name on the service's Kafka cluster of a logical topic (a
+// constant of package topics), for a test that reads or writes the service's
+// topics directly.
+func (e *Env) Topic(logical string) string { return e.Config.KafkaNamespace.Topic(logical) }
+
 // StartPeer starts a second process of the other kind beside e: the same
-// database and command log, its own HTTP listener, environment and roles (all
-// roles when none are given). It is the deployment docs/security.md defends, a
-// sandbox and a live process sharing one PostgreSQL and one Kafka.
+// database and command log (and so the same Kafka namespace), its own HTTP
+// listener, environment and roles (all roles when none are given). It is the
+// deployment docs/security.md defends, a sandbox and a live process sharing one
+// PostgreSQL and one Kafka.
 func StartPeer(t testing.TB, e *Env, environment string, roles ...string) *Env {
 	t.Helper()
 	cfg := e.Config

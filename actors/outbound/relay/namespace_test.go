@@ -1,0 +1,80 @@
+package relay_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"paysvc/storage/storagetest"
+	"paysvc/topics"
+)
+
+// A relay of a namespace publishes the outbox, which keeps the logical topic
+// names, to its namespace's topics, on a cluster that would create any other
+// name it was sent; its metrics keep the logical names.
+func TestRelay_Namespace(t *testing.T) {
+	t.Parallel()
+	ns := topics.Namespace("relay-ns.")
+	c := newKafkaIn(t, ns)
+	schema := storagetest.New(t)
+	co := startConsumerOf(t, c, ns.Topic(eventTopic), eventTopic)
+	rows := insertRows(t, schema.DB, "ns", 20)
+	r, _ := startRelayIn(t, schema.DB, newProducer(t, c), ns)
+	r.Wake()
+	recs := co.waitAll(t, rows, 20*time.Second)
+	for _, rec := range recs {
+		if rec.Topic != ns.Topic(eventTopic) {
+			t.Errorf("event %s on %q, want %q", header(rec, "event_id"), rec.Topic, ns.Topic(eventTopic))
+		}
+	}
+	waitOutboxEmpty(t, schema.DB, 5*time.Second)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range list.Names() {
+		if !strings.HasPrefix(name, string(ns)) {
+			t.Errorf("topic %q on the cluster, outside the namespace", name)
+		}
+	}
+
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, mf := range mfs {
+		if mf.GetName() != "paysvc_relay_events_published_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "topic" {
+					labels = append(labels, l.GetValue())
+				}
+			}
+		}
+	}
+	if !slices.Contains(labels, eventTopic) {
+		t.Errorf("published counter topics %q, want the logical %q", labels, eventTopic)
+	}
+	for _, l := range labels {
+		if strings.HasPrefix(l, string(ns)) {
+			t.Errorf("published counter labelled with the cluster's name %q", l)
+		}
+	}
+}
