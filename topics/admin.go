@@ -208,15 +208,23 @@ func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map
 					"while their commands wait in the old ones (docs/cluster.md); run at most that many engines"})
 		}
 	}
-	described, err := adm.DescribeTopicConfigs(ctx, names...)
-	if err != nil {
+	var described kadm.ResourceConfigs
+	if err := UntilVisible(ctx, func() error {
+		described, err = adm.DescribeTopicConfigs(ctx, names...)
+		if err != nil {
+			return err
+		}
+		for _, rc := range described {
+			if rc.Err != nil {
+				return fmt.Errorf("describe configs of %s: %w", rc.Name, rc.Err)
+			}
+		}
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("describe topic configs: %w", err)
 	}
 	byTopic := map[string][]kadm.AlterConfig{}
 	for _, rc := range described {
-		if rc.Err != nil {
-			return nil, fmt.Errorf("describe configs of %s: %w", rc.Name, rc.Err)
-		}
 		have := map[string]string{}
 		for _, c := range rc.Configs {
 			have[c.Key] = c.MaybeValue()
@@ -263,34 +271,47 @@ func checkTopics(ctx context.Context, adm *kadm.Client, names []string, want map
 	return findings, nil
 }
 
-// describeCreated describes the topics, waiting for those just created: on
-// Apache Kafka a new topic reaches the other brokers' metadata a moment after
-// CreateTopics answers, and until then they say UNKNOWN_TOPIC_OR_PARTITION
-// (kfake, one broker, never did). ctx bounds the wait.
+// describeCreated describes the topics, waiting (UntilVisible) for those just
+// created to be known to the broker that answers.
 func describeCreated(ctx context.Context, adm *kadm.Client, names []string) (kadm.TopicDetails, error) {
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		details, err := adm.ListTopics(ctx, names...)
-		if err != nil {
-			return nil, fmt.Errorf("describe topics: %w", err)
+	var details kadm.TopicDetails
+	err := UntilVisible(ctx, func() error {
+		var err error
+		if details, err = adm.ListTopics(ctx, names...); err != nil {
+			return err
 		}
-		var missing error
 		for _, name := range names {
 			td, ok := details[name]
-			switch {
-			case !ok:
-				missing = fmt.Errorf("describe topic %s: not listed", name)
-			case errors.Is(td.Err, kerr.UnknownTopicOrPartition), errors.Is(td.Err, kerr.LeaderNotAvailable):
-				missing = fmt.Errorf("describe topic %s: %w", name, td.Err)
-			case td.Err != nil:
-				return nil, fmt.Errorf("describe topic %s: %w", name, td.Err)
+			if !ok {
+				return fmt.Errorf("topic %s: %w", name, kerr.UnknownTopicOrPartition)
+			}
+			if td.Err != nil {
+				return fmt.Errorf("topic %s: %w", name, td.Err)
 			}
 		}
-		if missing == nil {
-			return details, nil
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe topics: %w", err)
+	}
+	return details, nil
+}
+
+// UntilVisible runs f until it succeeds or fails with anything but a topic not
+// known (yet) to the broker that answered: a topic just created reaches every
+// broker's metadata a moment after CreateTopics answers, and a request to a broker
+// that has not heard of it yet fails with UNKNOWN_TOPIC_OR_PARTITION (or, for a
+// partition without a leader yet, LEADER_NOT_AVAILABLE). ctx bounds the wait.
+func UntilVisible(ctx context.Context, f func() error) error {
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := f()
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) &&
+			!errors.Is(err, kerr.NotLeaderForPartition) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (waited for the topics to be visible: %v)", missing, ctx.Err())
+			return fmt.Errorf("%w (waited for the topics to be visible: %v)", err, ctx.Err())
 		case <-time.After(wait):
 		}
 	}
@@ -340,10 +361,15 @@ const MaxRecordBytes = 16 << 20
 // would be skipped. The topics are logical names of namespace ns; the map is keyed
 // by their names on the cluster, as kgo.ConsumePartitions takes it.
 func EndOffsets(ctx context.Context, cl *kgo.Client, ns Namespace, logical ...string) (map[string]map[int32]kgo.Offset, error) {
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, ns.Topics(logical...)...)
-	if err == nil {
-		err = ends.Error()
-	}
+	var ends kadm.ListedOffsets
+	err := UntilVisible(ctx, func() error {
+		var err error
+		ends, err = kadm.NewClient(cl).ListEndOffsets(ctx, ns.Topics(logical...)...)
+		if err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets: %w", err)
 	}

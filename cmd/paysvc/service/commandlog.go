@@ -35,19 +35,25 @@ func checkCommandLog(ctx context.Context, db *sqlx.DB, cl *kgo.Client, ns topics
 		return err
 	}
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, ns.Topic(topics.CommandsTopic))
-	if err == nil {
-		err = ends.Error()
-	}
+	var ends, starts kadm.ListedOffsets
+	err = topics.UntilVisible(ctx, func() error {
+		var err error
+		if ends, err = adm.ListEndOffsets(ctx, ns.Topic(topics.CommandsTopic)); err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("command log end offsets: %w", err)
+		}
+		if starts, err = adm.ListStartOffsets(ctx, ns.Topic(topics.CommandsTopic)); err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("command log start offsets: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("command log end offsets: %w", err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, ns.Topic(topics.CommandsTopic))
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("command log start offsets: %w", err)
+		return err
 	}
 	behind := map[int32]int64{}  // partition -> the log's end, below the stored offset
 	deleted := map[int32]int64{} // partition -> the log's start, above the stored offset

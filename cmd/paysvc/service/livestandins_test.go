@@ -49,7 +49,11 @@ func TestLiveServerRefusesStandIns(t *testing.T) {
 
 	t.Run("WarnsWhenOptedIn", func(t *testing.T) {
 		// servicetest opts in to both stand-ins, as an operator would have to.
-		env := servicetest.Start(t, func(c *service.Config) { c.Environment, c.API.Environment = "live", "live" })
+		// On the embedded broker (the stand-in), whatever Kafka other tests share.
+		env := servicetest.Start(t, func(c *service.Config) {
+			c.Environment, c.API.Environment = "live", "live"
+			c.KafkaBrokers = nil
+		})
 		out := env.Logs.String()
 		for _, want := range []string{"PAYSVC_ALLOW_EMBEDDED_KAFKA=true", "PAYSVC_ALLOW_SMTP_SINK=true"} {
 			if !strings.Contains(out, want) {

@@ -24,7 +24,7 @@ import (
 // its reply), nothing is applied, and once the broker accepts again the same
 // request succeeds.
 func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
-	ns := servicetest.Namespace()
+	ns := servicetest.Namespace(t, nil)
 	commands := ns.Topic(topics.CommandsTopic)
 	cluster, err := kfake.NewCluster(kfake.ListenFn(inproc.Listen), kfake.AllowAutoTopicCreation(), kfake.GroupMinSessionTimeout(time.Second),
 		kfake.SeedTopics(4, commands))

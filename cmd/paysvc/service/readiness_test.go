@@ -95,7 +95,7 @@ func TestReadiness(t *testing.T) {
 	// assignment it is; when the broker goes away it is not again.
 	t.Run("EngineJoiningThenBrokerDown", func(t *testing.T) {
 		t.Parallel()
-		ns := servicetest.Namespace()
+		ns := servicetest.Namespace(t, nil)
 		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, ns.Topic(topics.CommandsTopic)),
 			kfake.AllowAutoTopicCreation(), kfake.GroupMinSessionTimeout(time.Second))
 		if err != nil {

@@ -19,6 +19,7 @@ func TestRestartEmbeddedKafka(t *testing.T) {
 	t.Parallel()
 	schema := storagetest.New(t)
 	cfg := servicetest.Config(t, schema)
+	cfg.KafkaBrokers = nil // the embedded broker is what this test is about
 	start := func(c service.Config) *servicetest.Env {
 		svc, err := service.Start(context.Background(), c, servicetest.Logger())
 		if err != nil {

@@ -45,7 +45,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	// The broker outlives the process, so the groups it left can be looked at.
 	// The process has a namespace of its own (PAYSVC_KAFKA_NAMESPACE), as it
 	// would on a shared cluster.
-	ns := servicetest.Namespace()
+	ns := servicetest.Namespace(t, nil)
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, ns.Topic(topics.CommandsTopic)),
 		kfake.AllowAutoTopicCreation(), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {

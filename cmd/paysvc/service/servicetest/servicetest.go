@@ -6,8 +6,6 @@ package servicetest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -21,6 +19,7 @@ import (
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
+	"paysvc/topics/kafkatest"
 )
 
 // Env is a running service and what a test needs to call it.
@@ -49,7 +48,12 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	cfg.KafkaPort = 0
 	cfg.DataDir = t.TempDir()
 	cfg.DatabaseURL = schema.URL
-	cfg.KafkaNamespace = Namespace()
+	// On the shared real cluster (topics/kafkatest) when this test binary asks
+	// for it; else the embedded broker, one per service.
+	if kafkatest.Real() {
+		cfg.KafkaBrokers = kafkatest.Brokers(t)
+	}
+	cfg.KafkaNamespace = kafkatest.NewNamespace(t, cfg.KafkaBrokers)
 	cfg.SessionTimeout = 2 * time.Second
 	cfg.API.RateLimit = 0
 	cfg.API.ReplyTimeout = 15 * time.Second
@@ -71,12 +75,9 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	return cfg
 }
 
-// Namespace is a fresh Kafka namespace: "t", 8 random hex digits and a dot.
-func Namespace() topics.Namespace {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return topics.Namespace("t" + hex.EncodeToString(b) + ".")
-}
+// Namespace is a fresh Kafka namespace (kafkatest.NewNamespace): on the real
+// cluster its topics and groups are deleted when the test ends.
+func Namespace(t testing.TB, brokers []string) topics.Namespace { return kafkatest.NewNamespace(t, brokers) }
 
 // Topic is the name on the service's Kafka cluster of a logical topic (a
 // constant of package topics), for a test that reads or writes the service's
