@@ -77,7 +77,9 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 
 // Namespace is a fresh Kafka namespace (kafkatest.NewNamespace): on the real
 // cluster its topics and groups are deleted when the test ends.
-func Namespace(t testing.TB, brokers []string) topics.Namespace { return kafkatest.NewNamespace(t, brokers) }
+func Namespace(t testing.TB, brokers []string) topics.Namespace {
+	return kafkatest.NewNamespace(t, brokers)
+}
 
 // Topic is the name on the service's Kafka cluster of a logical topic (a
 // constant of package topics), for a test that reads or writes the service's
