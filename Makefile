@@ -33,9 +33,12 @@ pg: ## Start the private PostgreSQL cluster (installs/initializes it if needed)
 pg-stop: ## Stop the private PostgreSQL cluster
 	@$(PG) stop
 
-# Apache Kafka from Maven Central jars (needs java 17+ and mvn; the first start
-# resolves them into .data/kafka-lib). See ops/kafka/kafka.sh for kill/term/start-node.
+# Apache Kafka from Maven Central jars (needs java 17+ and mvn, installed from
+# Debian's packages when missing; the first start resolves the jars into
+# .data/kafka-lib). See ops/kafka/kafka.sh for kill/term/start-node.
 kafka: ## Start the private 3-node Apache Kafka cluster and print its bootstrap servers
+	@command -v java >/dev/null && command -v mvn >/dev/null || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless maven)
 	@$(KAFKA) start
 
 kafka-stop: ## Stop the private Apache Kafka cluster
@@ -84,14 +87,18 @@ prometheus: ## Install Debian's prometheus (prometheus, promtool) for the rules 
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends prometheus)
 
-test: pg sdk browser prometheus ## Run all tests (race detector) against the private cluster
-	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(GOTESTFLAGS) $(PKGS)
+# The whole-service, relay and dispatcher tests run on the private Apache Kafka
+# cluster (topics/kafkatest), the rest on kfake; PAYSVC_TEST_KAFKA=real moves every
+# test there, PAYSVC_TEST_KAFKA=kfake none. TestClusterUnderKills starts a cluster
+# of its own.
+test: pg kafka sdk browser prometheus ## Run all tests (race detector) against the private PostgreSQL and Kafka clusters
+	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(GOTESTFLAGS) $(PKGS)
 
 test-cluster: pg build ## The production shape under random kills for 60 s, alone (TestClusterUnderKills, also part of make test)
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -count=1 -timeout 10m -run '^TestClusterUnderKills$$' -v ./cmd/paysvc/service
 
-test-short: pg sdk browser prometheus ## Like test, without -race
-	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
+test-short: pg kafka sdk browser prometheus ## Like test, without -race
+	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
 
 bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
 	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench $(BENCHFLAGS)
