@@ -14,6 +14,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/jmoiron/sqlx"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/storage"
@@ -102,6 +103,9 @@ type Engine struct {
 	// it with parts, the partitions claimed in Postgres.
 	joined   atomic.Bool
 	assigned map[int32]bool
+	// outOfRange is when each partition's fetch last failed with
+	// OFFSET_OUT_OF_RANGE was logged; only Run's loop touches it.
+	outOfRange map[int32]time.Time
 }
 
 // New connects the engine's Kafka client; Run starts consuming.
@@ -116,12 +120,18 @@ func New(cfg Config, db *sqlx.DB) (*Engine, error) {
 		return nil, fmt.Errorf("engine: actor engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, db: db, actors: hw, parts: map[int32]*partition{}, log: cfg.Logger.With("component", "engine"),
-		kinds: kinds, assigned: map[int32]bool{}, commands: cfg.Namespace.Topic(topics.CommandsTopic)}
+		kinds: kinds, assigned: map[int32]bool{}, outOfRange: map[int32]time.Time{}, commands: cfg.Namespace.Topic(topics.CommandsTopic)}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...), kgo.Dialer(inproc.Dial),
 		kgo.ConsumerGroup(cfg.Namespace.Group(cfg.Group)),
 		kgo.ConsumeTopics(e.commands),
 		kgo.DisableAutoCommit(),
+		// Never skip commands: a partition whose next stored offset is no longer
+		// in the log (retention deleted commands no engine applied, or a broker
+		// lost records) stops with OFFSET_OUT_OF_RANGE instead of resuming at the
+		// log's start, kgo's default, which would drop them without a word. The
+		// restart then refuses and names the gap (cmd/paysvc/service/commandlog.go).
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.HeartbeatInterval(cfg.SessionTimeout/5),
@@ -224,7 +234,18 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			switch {
+			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				// Once a minute per partition: the fetch fails the same way until
+				// an operator acts, and the lag alert says it meanwhile.
+				if time.Since(e.outOfRange[p]) > time.Minute {
+					e.outOfRange[p] = time.Now()
+					e.log.Error("partition stopped: its next command is no longer in the log (deleted by retention before "+
+						"any engine applied it, or lost by the brokers), and nothing after it is applied. Restart the engine: "+
+						"it refuses to start and names the gap", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
+				}
+			default:
 				e.log.Warn("fetch error", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
 			}
 		})
