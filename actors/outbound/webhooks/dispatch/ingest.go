@@ -48,13 +48,16 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) { commit(ctx, cl) }),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("paysvc-dispatcher"),
 		kgo.SessionTimeout(d.cfg.SessionTimeout), kgo.HeartbeatInterval(d.cfg.SessionTimeout/5),
-		// A poll is recorded in one short transaction, so a member that has not
-		// rejoined within this is gone. It also bounds how long a member waits in a
-		// join the coordinator never answers: kfake (the embedded broker) can drop a
-		// member that is waiting in JoinGroup when another member dies during a
-		// cooperative rebalance, and kgo then waits for this timeout (plus its
-		// request overhead) before joining again; with kgo's default of 60 s the
-		// surviving dispatcher ingested nothing for over a minute.
+		// How long a rebalance waits for the members to rejoin. A member rejoins
+		// once the poll it is recording is written (BlockRebalanceOnPoll), one
+		// short transaction, so a member that has not rejoined within this is
+		// gone, and the others should not stop ingesting for kgo's default 60 s
+		// meanwhile (Apache Kafka waits that long for a member that is alive but
+		// stuck). It also bounds how long a member waits in a join the
+		// coordinator never answers: kfake (the embedded broker) can drop a member
+		// waiting in JoinGroup when another member dies during a cooperative
+		// rebalance, and kgo then waits this long before joining again. It stays
+		// for both reasons (docs/cluster.md, "Running on Apache Kafka").
 		kgo.RebalanceTimeout(rebalanceTimeout(d.cfg.SessionTimeout)),
 		kgo.FetchMaxWait(time.Second))
 	if err != nil {
