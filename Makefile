@@ -94,8 +94,14 @@ prometheus: ## Install Debian's prometheus (prometheus, promtool) for the rules 
 test: pg kafka sdk browser prometheus ## Run all tests (race detector) against the private PostgreSQL and Kafka clusters
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(GOTESTFLAGS) $(PKGS)
 
-test-cluster: pg build ## The production shape under random kills for 60 s, alone (TestClusterUnderKills, also part of make test)
-	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -count=1 -timeout 10m -run '^TestClusterUnderKills$$' -v ./cmd/paysvc/service
+# TestClusterUnderKills starts a private 3-node Apache Kafka cluster of its own
+# with ops/kafka/kafka.sh (free ports, a temporary directory, destroyed at the end),
+# so it needs java 17+ and mvn: installed here from Debian's packages when missing.
+# PAYSVC_TEST_KAFKA=kfake runs it on one `paysvc broker` (kfake) instead.
+test-cluster: pg build ## The production shape under process and Kafka-node kills, alone, on its own 3-node Apache Kafka (TestClusterUnderKills, also part of make test; about 4 min)
+	@[[ "$${PAYSVC_TEST_KAFKA:-}" == kfake ]] || { command -v java >/dev/null && command -v mvn >/dev/null; } || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless maven)
+	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -count=1 -timeout 15m -run '^TestClusterUnderKills$$' -v ./cmd/paysvc/service
 
 test-short: pg kafka sdk browser prometheus ## Like test, without -race
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)

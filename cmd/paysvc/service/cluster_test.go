@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,57 +31,128 @@ import (
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/admin"
+	"paysvc/cmd/paysvc/service/servicetest/history"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
+	"paysvc/topics"
 )
 
-// The cluster test's shape and pace. The issue asks for 60 s of faults under mixed
-// load; the load is kept low (a few closed-loop clients) so the test fits in about
-// two minutes on a shared 2-core machine.
+// The cluster test's shape and pace. The load is kept low (a few closed-loop
+// clients) so the test fits in about four minutes on a shared 2-core machine,
+// three Kafka JVMs included.
 const (
-	clusterFaultPhase   = 60 * time.Second
-	clusterKillEvery    = 3 * time.Second // on average (uniform 2-4 s)
-	clusterSettle       = 2 * time.Minute // at most, after the faults, for the backlog to drain
+	clusterFaultPhase   = 60 * time.Second  // at least; on Apache Kafka until every broker fault is done
+	clusterFaultMax     = 200 * time.Second // at most: the broker faults that did not fit are reported
+	clusterKillEvery    = 3 * time.Second   // on average (uniform 2-4 s)
+	clusterSettle       = 2 * time.Minute   // at most, after the faults, for the backlog to drain
 	clusterTermDeadline = 20 * time.Second
 	clusterRestartDelay = 300 * time.Millisecond
 	clusterTransferPace = 100 * time.Millisecond
+	clusterReadPace     = 100 * time.Millisecond // to twice this, at random
 	clusterSTKPace      = 300 * time.Millisecond
 	clusterFileEvery    = 15 * time.Second
 	clusterFileSize     = 10
 	clusterCommandLimit = 90 * time.Second // a careful client's patience for one command
+	clusterCheckTimeout = 60 * time.Second // porcupine's search over the whole history
+
+	// Broker faults (Apache Kafka only), one at a time: a stopped node is started
+	// again after clusterBrokerDown, and the next fault waits until the cluster
+	// has it back in every partition's ISR (at most clusterBrokerBack) and then
+	// clusterBrokerGap more.
+	clusterBrokerDown   = time.Second
+	clusterBrokerBack   = 90 * time.Second
+	clusterBrokerGap    = 2 * time.Second
+	clusterMinorityDown = 8 * time.Second // all nodes but one stopped at once
+	clusterWindowProbes = 3               // per merchant: fresh transfers sent meanwhile
+	clusterKafkaNodes   = 3
 )
+
+// clusterKafkaEnv chooses the cluster test's Kafka: unset (or anything but
+// "kfake"), a private 3-node Apache Kafka cluster of its own started with
+// ops/kafka/kafka.sh; "kfake", one `paysvc broker` process (franz-go's kfake), as
+// before there was a real cluster.
+const clusterKafkaEnv = "PAYSVC_TEST_KAFKA"
 
 // clusterReadinessPath is what the test asks every process's admin listener before
 // and after the faults: 200 only when the process can do its roles' work
 // (database, broker, and for an engine its partitions claimed).
 const clusterReadinessPath = "/readyz"
 
-// TestClusterUnderKills runs the production shape as real processes (one broker,
-// two api, engine, relay, rails and dispatcher processes, one PostgreSQL) under
-// mixed load (transfers, STK collections through the sandbox simulator, payment
-// files, webhooks to a local receiver) while a random process is killed every few
-// seconds, mostly with SIGKILL and every third time with SIGTERM, and restarted.
-// The broker is one of the victims. Afterwards every acknowledged command was
-// applied exactly once, every event reached its webhook at least once and in order
-// per aggregate, the ledger balances and every process is ready.
+// clusterNamespace is the processes' Kafka namespace (PAYSVC_KAFKA_NAMESPACE),
+// set so that one inherited from the environment cannot move their topics: the
+// cluster is the test's own, so none.
+const clusterNamespace topics.Namespace = ""
+
+// clusterEngineGroup is the engines' consumer group (actors/engine), whose
+// coordinator the test kills.
+var clusterEngineGroup = clusterNamespace.Group("paysvc-engine")
+
+// clusterCommandsTopic is the command topic, whose partition leaders the test kills.
+var clusterCommandsTopic = clusterNamespace.Topic(topics.CommandsTopic)
+
+// TestClusterUnderKills runs the production shape as real processes (a private
+// 3-node Apache Kafka cluster, two api, engine, relay, rails and dispatcher
+// processes, one PostgreSQL) under mixed load (transfers, balance reads, STK
+// collections through the sandbox simulator, payment files, webhooks to a local
+// receiver) while a random process is killed every few seconds, mostly with
+// SIGKILL and every third time with SIGTERM, and restarted. Beside them, one at a
+// time, the Kafka nodes are killed and started again: the leader of a merchant's
+// command partition and the engines' group coordinator, each with SIGKILL and with
+// SIGTERM, any node not hit yet, and once every node but one for a few seconds,
+// while which no write may be acknowledged. Afterwards every acknowledged command
+// was applied exactly once, every event reached its webhook at least once and in
+// order per aggregate, the ledger balances, every process is ready, and what the
+// clients saw (transfers and reads) is linearizable.
+//
+// PAYSVC_TEST_KAFKA=kfake runs it on one `paysvc broker` process instead, killed
+// like the others.
 func TestClusterUnderKills(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
+	used := map[int]bool{}
+	var kc *kafkaNodes
+	if os.Getenv(clusterKafkaEnv) != "kfake" {
+		kc = newKafkaNodes(t, used)
+	}
+	// The binary builds while the Kafka nodes start.
 	bin := filepath.Join(t.TempDir(), "paysvc")
-	if out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	built := make(chan error, 1)
+	go func() {
+		out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+		built <- err
+	}()
+	t.Cleanup(func() {
+		if built != nil {
+			<-built // before the temporary directory goes
+		}
+	})
+	if kc != nil {
+		kc.start(t)
+		t.Logf("kafka: %d Apache Kafka nodes up after %s: %s", kc.nodes, time.Since(started).Round(time.Millisecond), kc.bootstrap)
+	}
+	err := <-built
+	built = nil
+	if err != nil {
+		t.Fatal(err)
 	}
 	schema := storagetest.New(t)
 	rec := newHookRecorder()
 	receiver := httptest.NewServer(rec)
 	t.Cleanup(receiver.Close)
 
-	cl := startCluster(t, bin, schema.URL)
+	cl := startCluster(t, bin, schema.URL, kc, used)
 	t.Logf("cluster of %d processes ready after %s", len(cl.procs), time.Since(started).Round(time.Millisecond))
 
 	// Merchants, their wallets, deposits and webhooks: through the API, as a careful
 	// client (every write retried with its Idempotency-Key until a definite answer).
+	// The working wallets the transfers move money between are the history's
+	// model; the settlement wallets, which collections and payment files move, are
+	// kept out of it.
 	ctx := context.Background()
+	hist := history.NewRecorder()
 	var ms []*clusterMerchant
 	for i := range 2 {
 		m, err := admin.CreateMerchant(ctx, schema.DB, fmt.Sprintf("Cluster %d", i), "sandbox")
@@ -93,7 +163,8 @@ func TestClusterUnderKills(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cm := &clusterMerchant{id: m.MerchantID, c: cl.client(m.SecretKey), settlement: settlement.WalletID, model: map[string]money.Amount{}}
+		cm := &clusterMerchant{id: m.MerchantID, c: cl.client(m.SecretKey), settlement: settlement.WalletID, model: map[string]money.Amount{},
+			hist: hist}
 		if _, err := cm.c.do(ctx, "POST", "/api/v1/webhooks/", map[string]any{"endpoint": fmt.Sprintf("%s/hook/%d", receiver.URL, i),
 			"challenge": fmt.Sprintf("cluster-challenge-%d", i), "wallet_transfer_event": true, "collection_event": true,
 			"send_money_event": true}, fmt.Sprintf("setup-hook-%d", i)); err != nil {
@@ -110,35 +181,76 @@ func TestClusterUnderKills(t *testing.T) {
 				t.Fatalf("create wallet: %v", err)
 			}
 			id := w["wallet_id"].(string)
-			if _, err := cm.c.do(ctx, "POST", "/api/v1/sandbox/wallets/"+id+"/deposit/", map[string]any{"amount": "10000.00"},
+			deposit := money.MustParse("10000.00")
+			if _, err := cm.c.do(ctx, "POST", "/api/v1/sandbox/wallets/"+id+"/deposit/", map[string]any{"amount": deposit.String()},
 				fmt.Sprintf("setup-deposit-%d-%d", i, j)); err != nil {
 				t.Fatalf("deposit: %v", err)
 			}
 			cm.wallets = append(cm.wallets, id)
-			cm.model[id] = money.MustParse("10000.00")
+			cm.model[id] = deposit
+			// Acknowledged before any client of the history starts: its balance then.
+			hist.Initial(id, mustCents(t, deposit))
 		}
 		ms = append(ms, cm)
 	}
 	t.Logf("provisioned after %s", time.Since(started).Round(time.Millisecond))
 
-	// The load runs until the fault phase ends; the killer runs beside it.
-	loadCtx, stopLoad := context.WithTimeout(ctx, clusterFaultPhase)
+	// The load runs until the fault phase ends; the killers run beside it. Clients
+	// of the history: 0-3 the transfer clients, 4-5 the readers, 6-11 the minority
+	// window's probes.
+	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var load sync.WaitGroup
-	for _, m := range ms {
+	for mi, m := range ms {
 		for k := range 2 { // two transfer clients per merchant, each from its own wallet
-			load.Go(func() { m.runTransfers(t, loadCtx, k) })
+			load.Go(func() { m.runTransfers(t, loadCtx, k, 2*mi+k) })
 		}
+		load.Go(func() { m.runReads(loadCtx, 2*len(ms)+mi, uint64(started.UnixNano())+uint64(mi)) })
 	}
 	load.Go(func() { ms[0].runCollections(t, loadCtx) })
 	load.Go(func() { ms[1].runFiles(t, loadCtx) })
 	faultStart := time.Now()
-	kills := cl.killRandomly(t, loadCtx, uint64(faultStart.UnixNano()))
+	seed := uint64(faultStart.UnixNano())
+	var (
+		kills  []clusterKill
+		faults []brokerFault
+		killer sync.WaitGroup
+	)
+	killer.Go(func() { kills = cl.killRandomly(t, loadCtx, seed) })
+	planDone := make(chan struct{})
+	if kc != nil {
+		go func() {
+			defer close(planDone)
+			faults = cl.breakBrokers(t, loadCtx, seed, ms)
+		}()
+	} else {
+		close(planDone)
+	}
+	// The fault phase: at least clusterFaultPhase, until every broker fault is
+	// done and every process was killed, at most clusterFaultMax.
+	for {
+		elapsed := time.Since(faultStart)
+		done := false
+		select {
+		case <-planDone:
+			done = true
+		default:
+		}
+		if elapsed >= clusterFaultMax || elapsed >= clusterFaultPhase && done && len(cl.neverKilled()) == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	stopLoad()
+	killer.Wait()
+	<-planDone // a broker fault in progress ends with its nodes started again
+	cl.probes.Wait()
 	load.Wait()
-	t.Logf("fault phase over after %s (%d kills); settling", time.Since(faultStart).Round(time.Millisecond), len(kills))
+	t.Logf("fault phase over after %s (%d process kills, %d broker faults); settling", time.Since(faultStart).Round(time.Millisecond),
+		len(kills), len(faults))
 
-	// Settle: every process up and ready, every acknowledged collection and file
-	// final, every event delivered.
+	// Settle: every process up and ready, every Kafka node back, every
+	// acknowledged collection and file final, every event delivered.
 	settleStart := time.Now()
 	deadline := settleStart.Add(clusterSettle)
 	var why string
@@ -157,12 +269,43 @@ func TestClusterUnderKills(t *testing.T) {
 
 	// Exactly once, money and ledger.
 	f := verifyCluster(t, ctx, cl, schema, ms, rec, kills)
+	f.faults = faults
+	if kc != nil {
+		checkBrokerFaults(t, kc, faults)
+	}
+	f.window = cl.window.snapshot()
+	for _, bad := range f.window.bad {
+		t.Error(bad)
+	}
+	if kc != nil && len(f.window.answers) == 0 && slices.ContainsFunc(faults, func(b brokerFault) bool { return b.kind == "minority" }) {
+		t.Errorf("no write was answered while all Kafka nodes but one were down (%s): the window proved nothing", clusterMinorityDown)
+	}
+
+	// What the clients saw: linearizable against one copy of the wallets.
+	f.hist, err = hist.Check(clusterCheckTimeout)
+	if err != nil {
+		t.Errorf("the clients' history (%d operations, %d unknown) is not linearizable: %v", f.hist.Operations, f.hist.Unknown, err)
+	}
+	for _, m := range ms {
+		f.readsOK += int(m.readsOK.Load())
+		f.readsUnknown += int(m.readsUnknown.Load())
+	}
 	f.settle, f.total = settled, time.Since(started)
 	f.retried = cl.retried.Load()
 	cl.unknownMu.Lock()
 	f.unknown = maps.Clone(cl.unknown)
 	cl.unknownMu.Unlock()
+	f.starts = cl.starts()
 	f.report(t)
+}
+
+func mustCents(t *testing.T, a money.Amount) int64 {
+	t.Helper()
+	c, err := a.Cents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // clusterProc is one supervised process: restarted whenever it exits, as an
@@ -188,17 +331,24 @@ type clusterKill struct {
 }
 
 type cluster struct {
-	t       *testing.T
-	bin     string
-	procs   []*clusterProc
-	broker  string
-	apis    []string
-	stop    atomic.Bool
-	wg      sync.WaitGroup
-	retried atomic.Int64 // requests sent again after an unknown outcome
+	t        *testing.T
+	bin      string
+	procs    []*clusterProc
+	brokers  string      // the bootstrap list every process is given
+	kafka    *kafkaNodes // nil on kfake: then procs holds the broker
+	apis     []string
+	stop     atomic.Bool
+	wg       sync.WaitGroup
+	retried  atomic.Int64 // requests sent again after an unknown outcome
+	window   minorityWindow
+	probes   sync.WaitGroup // the minority window's probes
+	probeSeq atomic.Int64
 
 	unknownMu sync.Mutex
 	unknown   map[string]int // unknown outcomes by kind: transport, 503, 504, 409...
+
+	killedMu sync.Mutex
+	killed   map[string]int // process kills so far, by process
 }
 
 func (cl *cluster) sawUnknown(kind string) {
@@ -208,6 +358,45 @@ func (cl *cluster) sawUnknown(kind string) {
 		cl.unknown = map[string]int{}
 	}
 	cl.unknown[kind]++
+}
+
+func (cl *cluster) sawKill(proc string) {
+	cl.killedMu.Lock()
+	defer cl.killedMu.Unlock()
+	if cl.killed == nil {
+		cl.killed = map[string]int{}
+	}
+	cl.killed[proc]++
+}
+
+// neverKilled are the processes not killed yet.
+func (cl *cluster) neverKilled() []string {
+	cl.killedMu.Lock()
+	defer cl.killedMu.Unlock()
+	var out []string
+	for _, p := range cl.procs {
+		if cl.killed[p.name] == 0 {
+			out = append(out, p.name)
+		}
+	}
+	return out
+}
+
+// starts are the processes' starts beyond the first and beyond one per kill: the
+// times a process exited without being killed (a process whose broker is down at
+// start exits, and is started again).
+func (cl *cluster) starts() map[string]int {
+	cl.killedMu.Lock()
+	defer cl.killedMu.Unlock()
+	out := map[string]int{}
+	for _, p := range cl.procs {
+		p.mu.Lock()
+		if extra := p.starts - 1 - cl.killed[p.name]; extra > 0 {
+			out[p.name] = extra
+		}
+		p.mu.Unlock()
+	}
+	return out
 }
 
 // freePort picks a free port below Linux's ephemeral range (32768-60999 by
@@ -234,14 +423,25 @@ func freePort(t *testing.T, used map[int]bool) int {
 	return 0
 }
 
-// startCluster starts the broker and the ten role processes and waits until every
-// one is ready.
-func startCluster(t *testing.T, bin, dbURL string) *cluster {
-	used := map[int]bool{}
-	cl := &cluster{t: t, bin: bin, broker: fmt.Sprintf("127.0.0.1:%d", freePort(t, used))}
+// startCluster starts the ten role processes (and on kfake the broker) and waits
+// until every one is ready.
+func startCluster(t *testing.T, bin, dbURL string, kc *kafkaNodes, used map[int]bool) *cluster {
+	cl := &cluster{t: t, bin: bin, kafka: kc}
+	if kc != nil {
+		cl.brokers = kc.bootstrap
+	} else {
+		cl.brokers = fmt.Sprintf("127.0.0.1:%d", freePort(t, used))
+	}
 	logs := t.TempDir()
+	if dir := os.Getenv("PAYSVC_TEST_CLUSTER_LOGS"); dir != "" { // kept after the test, for a look at a run
+		logs = dir
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	common := []string{
-		"PAYSVC_DATABASE_URL=" + dbURL, "PAYSVC_KAFKA_BROKERS=" + cl.broker, "PAYSVC_COMMAND_PARTITIONS=4",
+		"PAYSVC_DATABASE_URL=" + dbURL, "PAYSVC_KAFKA_BROKERS=" + cl.brokers, "PAYSVC_COMMAND_PARTITIONS=4",
+		"PAYSVC_KAFKA_NAMESPACE=" + string(clusterNamespace),
 		"PAYSVC_LOG_LEVEL=info", "PAYSVC_LOG_FORMAT=json", "PAYSVC_ENGINE_SESSION_TIMEOUT=3s",
 		"PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0", "PAYSVC_RATE_LIMIT=0", "PAYSVC_RATE_LIMIT_IP=0", "PAYSVC_RATE_LIMIT_CALLBACKS=0",
 		"PAYSVC_REPLY_TIMEOUT=5s",
@@ -250,10 +450,12 @@ func startCluster(t *testing.T, bin, dbURL string) *cluster {
 		"PAYSVC_WEBHOOK_ALLOW_PRIVATE=true", "PAYSVC_WEBHOOK_LEASE=2s", "PAYSVC_WEBHOOK_RETRY_BASE=200ms",
 		"PAYSVC_WEBHOOK_RETRY_MAX=2s", "PAYSVC_WEBHOOK_MAX_ATTEMPTS=100", "PAYSVC_WEBHOOK_FAILURE_THRESHOLD=100000",
 	}
-	brokerDir := t.TempDir()
-	cl.procs = append(cl.procs, &clusterProc{name: "broker", role: "broker",
-		args: []string{"broker", "--port", strings.TrimPrefix(cl.broker, "127.0.0.1:"), "--data-dir", brokerDir},
-		env:  common, logPath: filepath.Join(logs, "broker.log")})
+	if kc == nil {
+		brokerDir := t.TempDir()
+		cl.procs = append(cl.procs, &clusterProc{name: "broker", role: "broker",
+			args: []string{"broker", "--port", strings.TrimPrefix(cl.brokers, "127.0.0.1:"), "--data-dir", brokerDir},
+			env:  common, logPath: filepath.Join(logs, "broker.log")})
+	}
 	for _, role := range []string{"api", "engine", "relay", "rails", "dispatcher"} {
 		for n := 1; n <= 2; n++ {
 			p := &clusterProc{name: fmt.Sprintf("%s-%d", role, n), role: role, args: []string{"serve", "--roles", role},
@@ -346,10 +548,10 @@ func (p *clusterProc) signal(sig syscall.Signal) chan struct{} {
 }
 
 // ready asks p whether it is ready: the admin listener's readiness path for a role
-// process, a metadata request for the broker.
+// process, a metadata request for the kfake broker.
 func (cl *cluster) ready(p *clusterProc) bool {
 	if p.role == "broker" {
-		kc, err := kgo.NewClient(kgo.SeedBrokers(cl.broker), kgo.DialTimeout(time.Second))
+		kc, err := kgo.NewClient(kgo.SeedBrokers(cl.brokers), kgo.DialTimeout(time.Second))
 		if err != nil {
 			return false
 		}
@@ -368,6 +570,8 @@ func (cl *cluster) ready(p *clusterProc) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// notReady names the processes that are not ready, and the Kafka cluster when it
+// is not whole (a node down, a partition without its leader or short of its ISR).
 func (cl *cluster) notReady() []string {
 	var out []string
 	for _, p := range cl.procs {
@@ -375,12 +579,17 @@ func (cl *cluster) notReady() []string {
 			out = append(out, p.name)
 		}
 	}
+	if cl.kafka != nil {
+		if why := cl.kafka.notWhole(context.Background()); why != "" {
+			out = append(out, "kafka ("+why+")")
+		}
+	}
 	return out
 }
 
 // killRandomly kills one process every 2-4 s until ctx ends: the processes in a
-// random order, round after round, so every one (the broker included) dies at least
-// once; every third kill is a SIGTERM, whose drain (signal to exit) is measured
+// random order, round after round, so every one (on kfake the broker included) dies
+// at least once; every third kill is a SIGTERM, whose drain (signal to exit) is measured
 // beside the schedule, so a slow drain does not hold the next kills back.
 func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) []clusterKill {
 	rng := rand.New(rand.NewPCG(seed, 23))
@@ -428,6 +637,7 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 			mu.Lock()
 			kills = append(kills, k)
 			mu.Unlock()
+			cl.sawKill(p.name)
 			continue
 		}
 		mu.Lock()
@@ -459,8 +669,530 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 			kills = append(kills, k)
 			delete(draining, p)
 			mu.Unlock()
+			cl.sawKill(p.name)
 		})
 	}
+}
+
+// kafkaNodes is the test's private Apache Kafka cluster: ops/kafka/kafka.sh's
+// KRaft nodes (broker and controller in one JVM each, node ids 1..nodes) in a
+// directory of the test's own, on ports of its own.
+type kafkaNodes struct {
+	t         *testing.T
+	script    string
+	env       []string // kafka.sh's environment
+	nodes     int
+	bootstrap string
+	adm       *kadm.Client
+}
+
+// newKafkaNodes prepares the cluster and registers its destruction at the end of
+// the test (after the processes', which are registered later): the nodes
+// SIGKILLed, their directory deleted; on a failure the tail of each node's log
+// is printed first. Without Java or Maven it fails: ops/kafka/kafka.sh needs both
+// (make test installs them), and a test that quietly ran on kfake instead would
+// prove less than it says.
+func newKafkaNodes(t *testing.T, used map[int]bool) *kafkaNodes {
+	t.Helper()
+	var missing []string
+	for _, tool := range []string{"java", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("TestClusterUnderKills runs a private 3-node Apache Kafka cluster with ops/kafka/kafka.sh, which needs java (17+) and mvn; "+
+			"not found: %s. Install them (make test and make test-cluster do; Debian: apt-get install openjdk-17-jre-headless maven), "+
+			"or set %s=kfake to run it on one `paysvc broker` (kfake) instead", strings.Join(missing, ", "), clusterKafkaEnv)
+	}
+	script, err := filepath.Abs("../../../ops/kafka/kafka.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Fatalf("kafka: %v", err)
+	}
+	k := &kafkaNodes{t: t, script: script, nodes: clusterKafkaNodes}
+	// The ports are chosen here, below the ephemeral range, rather than by
+	// kafka.sh (PAYSVC_KAFKA_PORT_BASE=0 takes them from it): a killed node is
+	// started again on the same ports, which must stay free while it is down (see
+	// freePort).
+	base := freeKafkaBase(t, used)
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "PAYSVC_DATA_DIR", "PAYSVC_KAFKA_PORT_BASE", "PAYSVC_KAFKA_NODES", "PAYSVC_KAFKA_BROKERS":
+			continue
+		}
+		k.env = append(k.env, kv)
+	}
+	k.env = append(k.env, "PAYSVC_DATA_DIR="+t.TempDir(), fmt.Sprintf("PAYSVC_KAFKA_PORT_BASE=%d", base),
+		fmt.Sprintf("PAYSVC_KAFKA_NODES=%d", k.nodes))
+	t.Cleanup(func() {
+		if t.Failed() {
+			for n := 1; n <= k.nodes; n++ {
+				out, err := k.run("log", strconv.Itoa(n), "40")
+				t.Logf("--- kafka node %d: tail of its server.log (%v) ---\n%s", n, err, out)
+			}
+		}
+		for n := 1; n <= k.nodes; n++ {
+			if _, err := k.run("kill", strconv.Itoa(n)); err != nil {
+				t.Errorf("kafka: %v", err)
+			}
+		}
+		if _, err := k.run("destroy"); err != nil {
+			t.Errorf("kafka: %v", err)
+		}
+	})
+	return k
+}
+
+// freeKafkaBase picks a port base for kafka.sh: BASE..BASE+2 (brokers) and
+// BASE+100..BASE+102 (controllers), all free and below the ephemeral range.
+func freeKafkaBase(t *testing.T, used map[int]bool) int {
+	t.Helper()
+next:
+	for range 1000 {
+		base := 20000 + rand.IntN(11800)
+		var ports []int
+		for i := range clusterKafkaNodes {
+			ports = append(ports, base+i, base+100+i)
+		}
+		for _, p := range ports {
+			if used[p] {
+				continue next
+			}
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue next
+			}
+			l.Close()
+		}
+		for _, p := range ports {
+			used[p] = true
+		}
+		return base
+	}
+	t.Fatal("no free ports for the Kafka nodes in 20000-31999")
+	return 0
+}
+
+// run runs kafka.sh with args and returns its stdout; an error carries the tail
+// of its stderr.
+func (k *kafkaNodes) run(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{k.script}, args...)...)
+	cmd.Env = k.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 4000 {
+			msg = "..." + msg[len(msg)-4000:]
+		}
+		return stdout.String(), fmt.Errorf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, msg)
+	}
+	return stdout.String(), nil
+}
+
+// start starts every node and the test's admin client.
+func (k *kafkaNodes) start(t *testing.T) {
+	t.Helper()
+	out, err := k.run("start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.bootstrap = strings.TrimSpace(out)
+	if k.bootstrap == "" {
+		t.Fatal("kafka.sh start printed no bootstrap servers")
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(k.bootstrap, ",")...), kgo.DialTimeout(time.Second),
+		kgo.RequestTimeoutOverhead(2*time.Second), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kcl.Close) // before the nodes are destroyed
+	k.adm = kadm.NewClient(kcl)
+}
+
+// signal stops node n: SIGKILL ("kafka.sh kill") or SIGTERM, a controlled
+// shutdown ("kafka.sh term", which waits for the exit). It returns when the node
+// is gone.
+func (k *kafkaNodes) signal(n int, sig string) error {
+	cmd := "kill"
+	if sig == "SIGTERM" {
+		cmd = "term"
+	}
+	_, err := k.run(cmd, strconv.Itoa(n))
+	return err
+}
+
+// notWhole says what keeps the cluster from being whole, "" when every node is a
+// registered broker and every partition of every topic has its leader and all its
+// replicas in sync.
+func (k *kafkaNodes) notWhole(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	md, err := k.adm.Metadata(ctx)
+	if err != nil {
+		return "metadata: " + err.Error()
+	}
+	if len(md.Brokers) != k.nodes {
+		return fmt.Sprintf("brokers %v registered, want %d", md.Brokers.NodeIDs(), k.nodes)
+	}
+	var short []string
+	for _, td := range md.Topics.Sorted() {
+		if td.Err != nil {
+			return fmt.Sprintf("topic %s: %v", td.Topic, td.Err)
+		}
+		for _, p := range td.Partitions.Sorted() {
+			if p.Err != nil || p.Leader < 0 || len(p.ISR) < len(p.Replicas) {
+				short = append(short, fmt.Sprintf("%s/%d (leader %d, isr %v of %v, %v)", p.Topic, p.Partition, p.Leader, p.ISR, p.Replicas, p.Err))
+			}
+		}
+	}
+	if len(short) > 0 {
+		if len(short) > 3 {
+			short = append(short[:3], fmt.Sprintf("and %d more", len(short)-3))
+		}
+		return "partitions short of their replicas: " + strings.Join(short, ", ")
+	}
+	return ""
+}
+
+// commandLeader is the node leading the command partition a merchant's commands
+// go to: the partition franz-go's key partitioner (the producers' default, Kafka's
+// murmur2) picks for the merchant's key.
+func (k *kafkaNodes) commandLeader(ctx context.Context, merchant string) (node int, partition int32, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	md, err := k.adm.Metadata(ctx, clusterCommandsTopic)
+	if err != nil {
+		return 0, 0, err
+	}
+	td, ok := md.Topics[clusterCommandsTopic]
+	if !ok || td.Err != nil || len(td.Partitions) == 0 {
+		return 0, 0, fmt.Errorf("no topic %s in the metadata (%v)", clusterCommandsTopic, td.Err)
+	}
+	partition = int32(kgo.StickyKeyPartitioner(nil).ForTopic(clusterCommandsTopic).
+		Partition(&kgo.Record{Key: topics.CommandKey(merchant)}, len(td.Partitions)))
+	p, ok := td.Partitions[partition]
+	if !ok || p.Leader < 0 {
+		return 0, partition, fmt.Errorf("%s/%d has no leader", clusterCommandsTopic, partition)
+	}
+	return int(p.Leader), partition, nil
+}
+
+// coordinator is the node coordinating the consumer group, with the group's
+// state and member count as the coordinator describes them.
+func (k *kafkaNodes) coordinator(ctx context.Context, group string) (node int, state string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, ok := k.adm.FindGroupCoordinators(ctx, group)[group]
+	if !ok {
+		return 0, "", fmt.Errorf("no coordinator answer for %s", group)
+	}
+	if r.Err != nil {
+		return 0, "", fmt.Errorf("find coordinator of %s: %w", group, r.Err)
+	}
+	if gs, err := k.adm.DescribeGroups(ctx, group); err == nil {
+		if g, ok := gs[group]; ok && g.Err == nil {
+			state = fmt.Sprintf("%s, %d members", g.State, len(g.Members))
+		}
+	}
+	return int(r.NodeID), state, nil
+}
+
+// brokerFault is one fault of the Kafka nodes and how long the cluster took to
+// have them back.
+type brokerFault struct {
+	kind   string // "broker" (a node not hit otherwise), "leader", "coordinator", "minority"
+	signal string
+	nodes  []int
+	detail string        // which partition or group, and who led it afterwards
+	stop   time.Duration // signal to gone (SIGTERM: the controlled shutdown)
+	down   time.Duration // gone to started again (the start included)
+	back   time.Duration // started again to every partition with its whole ISR
+	failed string        // what went wrong, "" when nothing
+}
+
+// breakBrokers runs the broker faults, one at a time, each after the cluster has
+// the previous one's nodes back: the leader of merchant 0's command partition
+// with SIGKILL, the engines' group coordinator with SIGTERM, once every node but
+// one at the same time (SIGKILL, for clusterMinorityDown, counting the writes
+// answered meanwhile), merchant 1's leader with SIGTERM and the coordinator with
+// SIGKILL; then each node that none of them hit. It stops early (between two
+// faults) when ctx ends.
+func (cl *cluster) breakBrokers(t *testing.T, ctx context.Context, seed uint64, ms []*clusterMerchant) []brokerFault {
+	k := cl.kafka
+	rng := rand.New(rand.NewPCG(seed, 29))
+	hit := map[int]bool{}
+	var faults []brokerFault
+	plan := []struct {
+		kind, signal string
+		merchant     int
+	}{
+		{"leader", "SIGKILL", 0}, {"coordinator", "SIGTERM", 0}, {"minority", "SIGKILL", 0},
+		{"leader", "SIGTERM", 1}, {"coordinator", "SIGKILL", 0},
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return faults
+		case <-time.After(clusterBrokerGap):
+		}
+		f := brokerFault{}
+		switch {
+		case i < len(plan):
+			f.kind, f.signal = plan[i].kind, plan[i].signal
+		default:
+			var left []int
+			for n := 1; n <= k.nodes; n++ {
+				if !hit[n] {
+					left = append(left, n)
+				}
+			}
+			if len(left) == 0 {
+				return faults
+			}
+			f.kind, f.signal, f.nodes = "broker", []string{"SIGKILL", "SIGTERM"}[rng.IntN(2)], left[:1]
+		}
+		switch f.kind {
+		case "leader":
+			m := ms[plan[i].merchant]
+			node, part, err := k.commandLeader(ctx, m.id)
+			if err != nil {
+				t.Errorf("kafka: leader of merchant %d's command partition: %v", plan[i].merchant, err)
+				continue
+			}
+			f.nodes, f.detail = []int{node}, fmt.Sprintf("%s/%d (merchant %d)", clusterCommandsTopic, part, plan[i].merchant)
+		case "coordinator":
+			node, state, err := k.coordinator(ctx, clusterEngineGroup)
+			if err != nil {
+				t.Errorf("kafka: %v", err)
+				continue
+			}
+			f.nodes, f.detail = []int{node}, fmt.Sprintf("group %s (%s)", clusterEngineGroup, state)
+		case "minority":
+			// Every node but one, the survivor one already hit when there is one,
+			// so that the fault also reaches the nodes the others have not.
+			var survivor int
+			for n := 1; n <= k.nodes; n++ {
+				if hit[n] && (survivor == 0 || rng.IntN(2) == 0) {
+					survivor = n
+				}
+			}
+			if survivor == 0 {
+				survivor = 1 + rng.IntN(k.nodes)
+			}
+			for n := 1; n <= k.nodes; n++ {
+				if n != survivor {
+					f.nodes = append(f.nodes, n)
+				}
+			}
+			f.detail = fmt.Sprintf("node %d alone", survivor)
+		}
+		t.Logf("kafka: %s %s of node(s) %v: %s", f.kind, f.signal, f.nodes, f.detail)
+		cl.brokerFault(t, &f, ms)
+		for _, n := range f.nodes {
+			hit[n] = true
+		}
+		switch f.kind {
+		case "leader":
+			if node, part, err := k.commandLeader(context.Background(), ms[plan[i].merchant].id); err == nil {
+				f.detail += fmt.Sprintf("; then led by node %d (partition %d)", node, part)
+			}
+		case "coordinator":
+			if node, state, err := k.coordinator(context.Background(), clusterEngineGroup); err == nil {
+				f.detail += fmt.Sprintf("; then coordinated by node %d (%s)", node, state)
+			}
+		}
+		t.Logf("kafka: %s of node(s) %v: stopped in %s, down %s, back in every ISR %s after the restart %s",
+			f.kind, f.nodes, f.stop.Round(time.Millisecond), f.down.Round(time.Millisecond), f.back.Round(time.Millisecond), f.failed)
+		faults = append(faults, f)
+		if f.failed != "" {
+			t.Errorf("kafka: %s of node(s) %v: %s", f.kind, f.nodes, f.failed)
+			return faults // the cluster is not whole: later faults would prove nothing
+		}
+	}
+}
+
+// brokerFault stops f's nodes (all at once), starts them again after a short
+// delay (a minority: after clusterMinorityDown, with the writes answered
+// meanwhile counted) and waits until the cluster has them back.
+func (cl *cluster) brokerFault(t *testing.T, f *brokerFault, ms []*clusterMerchant) {
+	k := cl.kafka
+	sent := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(f.nodes))
+	for i, n := range f.nodes {
+		wg.Go(func() { errs[i] = k.signal(n, f.signal) })
+	}
+	wg.Wait()
+	gone := time.Now()
+	f.stop = gone.Sub(sent)
+	if err := errors.Join(errs...); err != nil {
+		f.failed = err.Error()
+	}
+	if f.kind == "minority" {
+		cl.window.open(gone)
+		cl.probeWindow(t, ms)
+		time.Sleep(clusterMinorityDown)
+		cl.window.close()
+	} else {
+		time.Sleep(clusterBrokerDown)
+	}
+	// kafka.sh start starts every node that is not running, at once (start-node
+	// would start them one after the other: it holds the cluster's lock).
+	var err error
+	for attempt := range 3 {
+		if len(f.nodes) > 1 {
+			_, err = k.run("start")
+		} else {
+			_, err = k.run("start-node", strconv.Itoa(f.nodes[0]))
+		}
+		if err == nil {
+			break
+		}
+		t.Logf("kafka: restart %d of node(s) %v: %v", attempt+1, f.nodes, err)
+	}
+	restarted := time.Now()
+	f.down = restarted.Sub(gone)
+	if err != nil {
+		f.failed += fmt.Sprintf("; not started again: %v", err)
+		return
+	}
+	why := ""
+	for deadline := restarted.Add(clusterBrokerBack); ; {
+		if why = k.notWhole(context.Background()); why == "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.back = time.Since(restarted)
+	if why != "" {
+		f.failed += fmt.Sprintf("; not back within %s: %s", clusterBrokerBack, why)
+	}
+}
+
+// probeWindow sends fresh writes while all Kafka nodes but one are down, so that
+// the window sees first attempts and not only the retries of the load's clients
+// (which, stuck behind a key a killed API process still holds, mostly get 409):
+// clusterWindowProbes transfers per merchant from its third working wallet, which
+// the load's clients only pay into, one a second from the window's start. Each is
+// an ordinary careful transfer of the model and the history, resolved after the
+// window; they are concurrent, so their narratives ("cl p<j> <seq>") are outside
+// the per-wallet order check.
+func (cl *cluster) probeWindow(t *testing.T, ms []*clusterMerchant) {
+	seq := cl.probeSeq.Add(1)
+	for mi, m := range ms {
+		for j := range clusterWindowProbes {
+			hc := 3*len(ms) + mi*clusterWindowProbes + j
+			cl.probes.Go(func() {
+				time.Sleep(time.Duration(j) * time.Second)
+				m.transfer(t, context.Background(), m.wallets[2], m.wallets[j%2], money.FromUnits(200+int64(j)),
+					fmt.Sprintf("cl p%d %d", j, seq), hc)
+			})
+		}
+	}
+}
+
+// checkBrokerFaults asserts that every kind of broker fault happened and that
+// every node was hit at least once.
+func checkBrokerFaults(t *testing.T, k *kafkaNodes, faults []brokerFault) {
+	t.Helper()
+	kinds := map[string]bool{}
+	hit := map[int]bool{}
+	for _, f := range faults {
+		kinds[f.kind+" "+f.signal] = true
+		if f.kind == "minority" {
+			kinds["minority"] = true
+		}
+		for _, n := range f.nodes {
+			hit[n] = true
+		}
+	}
+	for _, want := range []string{"leader SIGKILL", "leader SIGTERM", "coordinator SIGKILL", "coordinator SIGTERM", "minority"} {
+		if !kinds[want] {
+			t.Errorf("kafka: no %s fault in %s (%d faults): the test proved less than it says", want, clusterFaultMax, len(faults))
+		}
+	}
+	for n := 1; n <= k.nodes; n++ {
+		if !hit[n] {
+			t.Errorf("kafka: node %d was never stopped", n)
+		}
+	}
+}
+
+// minorityWindow watches the writes answered while every Kafka node but one is
+// down: none may be acknowledged unless its key was first sent before (a command
+// that was produced then and applied, answered from the stored reply); each
+// should be a 503 or 504 (or no answer: a transport error or the client's
+// timeout), never a 500.
+type minorityWindow struct {
+	mu      sync.Mutex
+	isOpen  bool
+	from    time.Time
+	answers map[string]int
+	bad     []string
+	each    []string
+}
+
+func (w *minorityWindow) open(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.isOpen, w.from = true, at
+	if w.answers == nil {
+		w.answers = map[string]int{}
+	}
+}
+
+func (w *minorityWindow) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.isOpen = false
+}
+
+// observe is one write's attempt, sent at sent, of a key first sent at first;
+// status 0 is no answer. Only attempts both sent and answered inside the window
+// count.
+func (w *minorityWindow) observe(first, sent time.Time, what string, status int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.isOpen || sent.Before(w.from) {
+		return
+	}
+	label := strconv.Itoa(status)
+	switch {
+	case status == 0:
+		label = "no answer"
+	case status >= 200 && status < 300 && first.Before(w.from):
+		label = "2xx replayed (key first sent before the window)"
+	case status >= 200 && status < 300:
+		w.bad = append(w.bad, fmt.Sprintf("%s acknowledged %d while all Kafka nodes but one were down (first sent %s after they were)",
+			what, status, first.Sub(w.from).Round(time.Millisecond)))
+	case status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout:
+		w.bad = append(w.bad, fmt.Sprintf("%s answered %d while all Kafka nodes but one were down", what, status))
+	}
+	w.answers[label]++
+	if status == http.StatusConflict {
+		return // a retry while another attempt of the key holds it: many, and all alike
+	}
+	w.each = append(w.each, fmt.Sprintf("+%s..+%s %s: %s", sent.Sub(w.from).Round(time.Millisecond),
+		time.Since(w.from).Round(time.Millisecond), label, what))
+}
+
+type windowFigures struct {
+	answers map[string]int
+	bad     []string
+	each    []string
+}
+
+func (w *minorityWindow) snapshot() windowFigures {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return windowFigures{answers: maps.Clone(w.answers), bad: slices.Clone(w.bad), each: slices.Clone(w.each)}
 }
 
 // client is a careful API client: each write carries an Idempotency-Key and is sent
@@ -487,7 +1219,8 @@ type errRefused struct {
 func (e errRefused) Error() string { return fmt.Sprintf("refused %d: %s", e.status, e.body) }
 
 // do sends the request until a definite answer and returns a 2xx body; a 4xx is an
-// errRefused; giving up (clusterCommandLimit) is any other error.
+// errRefused; giving up (clusterCommandLimit) is any other error. Every attempt of
+// a write is shown to the minority window.
 func (c *clusterClient) do(ctx context.Context, method, path string, body any, idemKey string) (map[string]any, error) {
 	var b []byte
 	if body != nil {
@@ -496,7 +1229,8 @@ func (c *clusterClient) do(ctx context.Context, method, path string, body any, i
 			return nil, err
 		}
 	}
-	giveUp := time.Now().Add(clusterCommandLimit)
+	first := time.Now()
+	giveUp := first.Add(clusterCommandLimit)
 	var last string
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -516,14 +1250,22 @@ func (c *clusterClient) do(ctx context.Context, method, path string, body any, i
 		if idemKey != "" {
 			req.Header.Set("Idempotency-Key", idemKey)
 		}
+		sent := time.Now()
 		resp, err := c.http.Do(req)
+		what := fmt.Sprintf("%s %s (key %s, attempt %d, %s)", method, path, idemKey, attempt+1, base)
 		if err != nil {
+			if method != "GET" {
+				c.cl.window.observe(first, sent, what, 0)
+			}
 			last = err.Error()
 			c.cl.sawUnknown("transport")
 			continue
 		}
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if method != "GET" {
+			c.cl.window.observe(first, sent, what, resp.StatusCode)
+		}
 		switch s := resp.StatusCode; {
 		case s >= 200 && s < 300:
 			var m map[string]any
@@ -540,12 +1282,45 @@ func (c *clusterClient) do(ctx context.Context, method, path string, body any, i
 	}
 }
 
+// balance reads a wallet's balance once, through the API process base: its
+// current_balance in cents.
+func (c *clusterClient) balance(base, wallet string) (int64, error) {
+	req, err := http.NewRequest("GET", base+"/api/v1/wallets/"+wallet+"/", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.secret)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%d %.200s", resp.StatusCode, out)
+	}
+	var w struct {
+		Balance string `json:"current_balance"`
+	}
+	if err := json.Unmarshal(out, &w); err != nil {
+		return 0, fmt.Errorf("undecodable wallet: %v: %.200s", err, out)
+	}
+	a, err := money.Parse(w.Balance)
+	if err != nil {
+		return 0, err
+	}
+	return a.Cents()
+}
+
 // clusterMerchant is one merchant's load and what it was acknowledged.
 type clusterMerchant struct {
 	id         string
 	c          *clusterClient
 	settlement string
 	wallets    []string
+	hist       *history.Recorder
+
+	readsOK, readsUnknown atomic.Int64
 
 	mu        sync.Mutex
 	model     map[string]money.Amount // working wallets' expected balances
@@ -557,30 +1332,62 @@ type clusterMerchant struct {
 // transfers moves money from the client's own wallet to the merchant's others, one
 // transfer at a time, so their order is the order of the origin wallet's events.
 // Each narrative names the transfer ("cl <wallet index> <n>").
-func (m *clusterMerchant) runTransfers(t *testing.T, ctx context.Context, k int) {
+func (m *clusterMerchant) runTransfers(t *testing.T, ctx context.Context, k, hc int) {
 	src := m.wallets[k]
 	for n := 0; ctx.Err() == nil; n++ {
 		dst := m.wallets[(k+1+n%2)%len(m.wallets)]
-		amount := money.FromUnits(100 + int64(n%17))
-		narrative := fmt.Sprintf("cl %d %d", k, n)
-		_, err := m.c.do(ctx, "POST", "/api/v1/wallets/"+src+"/intra_transfer/",
-			map[string]any{"wallet_id": dst, "amount": amount.String(), "narrative": narrative}, m.id+"-"+narrative)
-		var ref errRefused
-		switch {
-		case err == nil:
-			m.mu.Lock()
-			m.model[src] = m.model[src].Sub(amount)
-			m.model[dst] = m.model[dst].Add(amount)
-			m.transfers = append(m.transfers, narrative)
-			m.mu.Unlock()
-		case errors.As(err, &ref):
-			t.Errorf("transfer %s refused: %v", narrative, err) // the wallets hold plenty: a refusal is a bug
-			return
-		default:
-			t.Error(err)
+		if !m.transfer(t, ctx, src, dst, money.FromUnits(100+int64(n%17)), fmt.Sprintf("cl %d %d", k, n), hc) {
 			return
 		}
 		time.Sleep(clusterTransferPace)
+	}
+}
+
+// transfer makes one transfer as a careful client and records it in the model and
+// the history (client hc): begun before its first attempt, ended by its definite
+// answer or by the client giving up. It says whether it was acknowledged; anything
+// else is an error of the test.
+func (m *clusterMerchant) transfer(t *testing.T, ctx context.Context, src, dst string, amount money.Amount, narrative string, hc int) bool {
+	op := m.hist.Begin(hc, history.Transfer{From: src, To: dst, Cents: mustCents(t, amount)})
+	_, err := m.c.do(ctx, "POST", "/api/v1/wallets/"+src+"/intra_transfer/",
+		map[string]any{"wallet_id": dst, "amount": amount.String(), "narrative": narrative}, m.id+"-"+narrative)
+	var ref errRefused
+	switch {
+	case err == nil:
+		op.Ok()
+		m.mu.Lock()
+		m.model[src] = m.model[src].Sub(amount)
+		m.model[dst] = m.model[dst].Add(amount)
+		m.transfers = append(m.transfers, narrative)
+		m.mu.Unlock()
+		return true
+	case errors.As(err, &ref):
+		op.Refused()
+		t.Errorf("transfer %s refused: %v", narrative, err) // the wallets hold plenty: a refusal is a bug
+	default:
+		op.Unknown()
+		t.Error(err)
+	}
+	return false
+}
+
+// runReads reads a random working wallet's balance every 100-200 ms through
+// either API process, once each (no retry), as history client hc: the balance, or
+// unknown when the read failed.
+func (m *clusterMerchant) runReads(ctx context.Context, hc int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	for n := 0; ctx.Err() == nil; n++ {
+		w := m.wallets[rng.IntN(len(m.wallets))]
+		base := m.c.cl.apis[n%len(m.c.cl.apis)]
+		op := m.hist.Begin(hc, history.Read{Wallet: w})
+		if cents, err := m.c.balance(base, w); err != nil {
+			op.Unknown()
+			m.readsUnknown.Add(1)
+		} else {
+			op.Balance(cents)
+			m.readsOK.Add(1)
+		}
+		time.Sleep(clusterReadPace + time.Duration(rng.Int64N(int64(clusterReadPace))))
 	}
 }
 
@@ -709,11 +1516,16 @@ func (cl *cluster) notSettled(ctx context.Context, schema storagetest.Schema, ms
 // clusterFigures is what the test reports (docs/operations.md keeps a run's).
 type clusterFigures struct {
 	kills                         []clusterKill
+	faults                        []brokerFault
+	window                        windowFigures
 	transfers, stk, files, setups int
 	applied                       int
 	events, deliveries            int
 	retried                       int64
 	unknown                       map[string]int
+	starts                        map[string]int // exits the test did not cause
+	hist                          history.Report
+	readsOK, readsUnknown         int
 	settle, total                 time.Duration
 }
 
@@ -732,11 +1544,7 @@ func (f clusterFigures) report(t *testing.T) {
 			}
 		}
 	}
-	keys := make([]string, 0, len(byRole))
-	for k := range byRole {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(byRole))
 	var parts []string
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, byRole[k]))
@@ -753,11 +1561,36 @@ func (f clusterFigures) report(t *testing.T) {
 			drainList = append(drainList, fmt.Sprintf("%s %s", k.proc, k.drain.Round(time.Millisecond)))
 		}
 	}
-	t.Logf("cluster figures: %d kills (%d SIGKILL, %d SIGTERM): %s", len(f.kills), len(f.kills)-terms, terms, strings.Join(parts, ", "))
+	t.Logf("cluster figures: %d process kills (%d SIGKILL, %d SIGTERM): %s", len(f.kills), len(f.kills)-terms, terms, strings.Join(parts, ", "))
 	t.Logf("cluster figures: SIGTERM drain (signal to exit) %s; not drained within %s: %d; each: %s", drain, clusterTermDeadline, forced,
 		strings.Join(drainList, ", "))
+	t.Logf("cluster figures: process exits the test did not cause (restarted by the supervisor): %v", f.starts)
+	if len(f.faults) > 0 {
+		kinds := map[string]int{}
+		stops := map[string]int{} // node stops by signal, the minority's two included
+		var each []string
+		for _, b := range f.faults {
+			kinds[b.kind+" "+b.signal]++
+			stops[b.signal] += len(b.nodes)
+			each = append(each, fmt.Sprintf("%s %s %v (%s): stop %s, down %s, back %s", b.kind, b.signal, b.nodes, b.detail,
+				b.stop.Round(time.Millisecond), b.down.Round(time.Millisecond), b.back.Round(time.Millisecond)))
+		}
+		var ks []string
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
+			ks = append(ks, fmt.Sprintf("%s %d", k, kinds[k]))
+		}
+		t.Logf("cluster figures: %d broker faults: %s; node stops by signal: %v", len(f.faults), strings.Join(ks, ", "), stops)
+		for _, e := range each {
+			t.Logf("cluster figures: broker fault %s", e)
+		}
+		t.Logf("cluster figures: writes answered while all Kafka nodes but one were down (%s): %v", clusterMinorityDown, f.window.answers)
+		t.Logf("cluster figures: each write answered in the window but the 409s (sent..answered, after the nodes were down):\n%s",
+			strings.Join(f.window.each, "\n"))
+	}
 	t.Logf("cluster figures: commands acknowledged %d (transfers %d, STK pushes %d, payment files %d, setup %d), applied exactly once %d (setup writes counted as applied: the rest of the test uses them); requests retried %d (unknown outcomes by kind: %v)",
 		f.transfers+f.stk+f.files+f.setups, f.transfers, f.stk, f.files, f.setups, f.applied, f.retried, f.unknown)
+	t.Logf("cluster figures: history %d operations (%d reads answered, %d reads unknown), %d partitions, %d unknown, checked in %s",
+		f.hist.Operations, f.readsOK, f.readsUnknown, f.hist.Partitions, f.hist.Unknown, f.hist.Took.Round(time.Millisecond))
 	t.Logf("cluster figures: events %d, deliveries received %d (%d repeated); settled %s after the faults; whole test %s",
 		f.events, f.deliveries, f.deliveries-f.events, f.settle.Round(time.Millisecond), f.total.Round(time.Second))
 }
@@ -916,15 +1749,16 @@ func verifyCluster(t *testing.T, ctx context.Context, cl *cluster, schema storag
 	if f.transfers == 0 || f.stk == 0 || f.files == 0 {
 		t.Errorf("the load did not run: %d transfers, %d pushes, %d files", f.transfers, f.stk, f.files)
 	}
-	// Every process, the broker included, must have died at least once, or the test
-	// proved less than it says.
+	// Every process (on kfake the broker included; the Kafka nodes are checked by
+	// checkBrokerFaults) must have died at least once, or the test proved less
+	// than it says.
 	killed := map[string]bool{}
 	for _, k := range kills {
 		killed[k.proc] = true
 	}
 	for _, p := range cl.procs {
 		if !killed[p.name] {
-			t.Errorf("%s was never killed (%d kills in %s)", p.name, len(kills), clusterFaultPhase)
+			t.Errorf("%s was never killed (%d kills)", p.name, len(kills))
 		}
 	}
 	return f
@@ -947,11 +1781,11 @@ func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant)
 		switch d.topic {
 		case "wallet_transfer_event":
 			narrative, _ := d.data["narrative"].(string)
+			transfers[narrative] = true
 			var k, n int
 			if _, err := fmt.Sscanf(narrative, "cl %d %d", &k, &n); err != nil {
-				continue // a setup deposit or other movement
+				continue // a setup deposit, a probe of the minority window (concurrent: unordered) or other movement
 			}
-			transfers[narrative] = true
 			origin, _ := d.data["origin_wallet_id"].(string)
 			if last, ok := lastSeq[origin]; ok && n < last && !repeat {
 				t.Errorf("merchant %d: transfer %q delivered after transfer %d of the same wallet", mi, narrative, last)
