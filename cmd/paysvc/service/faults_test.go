@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
+	"paysvc/cmd/paysvc/service/servicetest/history"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )
@@ -29,6 +32,9 @@ import (
 type faultBundle struct {
 	api       *servicetest.Env
 	merchants []faultMerchant
+	// hist, when set, records the load's transfers (and the provisioned
+	// balances as their start) for a linearizability check.
+	hist *history.Recorder
 }
 
 type faultMerchant struct {
@@ -93,6 +99,9 @@ func (fb *faultBundle) provision(t *testing.T, merchants, wallets int) {
 			}
 			fm.wallets = append(fm.wallets, id)
 			fm.initial[id] = money.MustParse("100.00")
+			if fb.hist != nil {
+				fb.hist.Initial(id, 10000) // the deposit above, acknowledged before the load
+			}
 		}
 		fb.merchants = append(fb.merchants, fm)
 	}
@@ -124,8 +133,16 @@ func (fb *faultBundle) load(t *testing.T, n, workers int, progress *atomic.Int64
 				dst := m.wallets[int(i/7+1)%len(m.wallets)]
 				amount := money.FromUnits(100 + i%50)
 				key := fmt.Sprintf("load-%d", i)
+				// One operation of the history per key, however often it is sent.
+				var op *history.Pending
+				if fb.hist != nil {
+					op = fb.hist.Begin(w, history.Transfer{From: src, To: dst, Cents: 100 + i%50})
+				}
 				for {
 					if time.Now().After(deadline) {
+						if op != nil {
+							op.Unknown()
+						}
 						t.Errorf("transfer %d never got a definite answer", i)
 						return
 					}
@@ -133,6 +150,9 @@ func (fb *faultBundle) load(t *testing.T, n, workers int, progress *atomic.Int64
 						map[string]any{"wallet_id": dst, "amount": amount.String(), "narrative": "fault load"},
 						append(servicetest.Bearer(m.secret), "Idempotency-Key", key)...)
 					if r.Status == 200 {
+						if op != nil {
+							op.Ok()
+						}
 						mu.Lock()
 						model[src] = model[src].Sub(amount)
 						model[dst] = model[dst].Add(amount)
@@ -140,6 +160,9 @@ func (fb *faultBundle) load(t *testing.T, n, workers int, progress *atomic.Int64
 						break
 					}
 					if r.Status == 400 {
+						if op != nil {
+							op.Refused()
+						}
 						break // refused (insufficient funds): no effect
 					}
 					time.Sleep(100 * time.Millisecond) // 5xx or 409: outcome unknown or in flight, retry the same key
@@ -170,6 +193,51 @@ func (fb *faultBundle) verify(t *testing.T, model map[string]money.Amount) {
 	if err := fb.api.Schema.DB.Get(&dupes, `SELECT count(*) FROM (SELECT command_id FROM ledger_entries
 		GROUP BY command_id, account HAVING count(*) > 1) d`); err != nil || dupes != 0 {
 		t.Fatalf("commands applied twice: %d (%v)", dupes, err)
+	}
+}
+
+// readBalances reads a random wallet's balance every 20-40 ms until ctx ends, each
+// once (no retry), recorded in fb.hist as client: the balance, or unknown when the
+// read failed.
+func (fb *faultBundle) readBalances(ctx context.Context, client int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 41))
+	hc := &http.Client{Timeout: 5 * time.Second}
+	read := func(secret, wallet string) (int64, error) {
+		req, err := http.NewRequestWithContext(ctx, "GET", fb.api.BaseURL+"/api/v1/wallets/"+wallet+"/", nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var w struct {
+			Balance string `json:"current_balance"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
+			return 0, err
+		}
+		a, err := money.Parse(w.Balance)
+		if err != nil {
+			return 0, err
+		}
+		return a.Cents()
+	}
+	for ctx.Err() == nil {
+		m := fb.merchants[rng.IntN(len(fb.merchants))]
+		w := m.wallets[rng.IntN(len(m.wallets))]
+		op := fb.hist.Begin(client, history.Read{Wallet: w})
+		if cents, err := read(m.secret, w); err != nil {
+			op.Unknown()
+		} else {
+			op.Balance(cents)
+		}
+		time.Sleep(time.Duration(20+rng.IntN(20)) * time.Millisecond)
 	}
 }
 
@@ -259,17 +327,32 @@ func TestEngineProcessKilled(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	fb.hist = history.NewRecorder()
 	fb.provision(t, 6, 3)
 
 	var progress atomic.Int64
 	done := make(chan map[string]money.Amount)
 	go func() { done <- fb.load(t, 600, 16, &progress) }()
+	// Two readers beside the 16 transfer workers (history clients 16 and 17).
+	readCtx, stopReads := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	for r := range 2 {
+		readers.Go(func() { fb.readBalances(readCtx, 16+r, uint64(r)) })
+	}
 	waitFor(t, &progress, 150)
 	if err := e1.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	model := <-done
+	stopReads()
+	readers.Wait()
 	fb.verify(t, model)
+	rep, err := fb.hist.Check(60 * time.Second)
+	t.Logf("history: %d operations, %d partitions, %d unknown, checked in %s", rep.Operations, rep.Partitions, rep.Unknown,
+		rep.Took.Round(time.Millisecond))
+	if err != nil {
+		t.Errorf("the clients' history is not linearizable: %v", err)
+	}
 	var owners []string
 	if err := fb.api.Schema.DB.Select(&owners, `SELECT DISTINCT owner FROM partition_offsets`); err != nil {
 		t.Fatal(err)
