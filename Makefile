@@ -15,7 +15,7 @@ FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
 BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop kafka kafka-stop build run cluster sdk browser prometheus test test-cluster test-short bench bench-memory fuzz lint clean
+.PHONY: help pg pg-stop kafka kafka-stop build run cluster sdk browser prometheus kcat test test-cluster test-short bench bench-memory fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -87,11 +87,16 @@ prometheus: ## Install Debian's prometheus (prometheus, promtool) for the rules 
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends prometheus)
 
+# TestDownstreamConsumerWithKcat (cmd/paysvc/service) reads the event topics as a
+# downstream system does, with a standard client: Debian's kcat (librdkafka).
+kcat: ## Install Debian's kcat for the downstream Kafka consumer test, if missing
+	@command -v kcat >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends kcat)
+
 # The whole-service, relay and dispatcher tests run on the private Apache Kafka
 # cluster (topics/kafkatest), the rest on kfake; PAYSVC_TEST_KAFKA=real moves every
 # test there, PAYSVC_TEST_KAFKA=kfake none. TestClusterUnderKills starts a cluster
 # of its own.
-test: pg kafka sdk browser prometheus ## Run all tests (race detector) against the private PostgreSQL and Kafka clusters
+test: pg kafka sdk browser prometheus kcat ## Run all tests (race detector) against the private PostgreSQL and Kafka clusters
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(GOTESTFLAGS) $(PKGS)
 
 # TestClusterUnderKills starts a private 3-node Apache Kafka cluster of its own
