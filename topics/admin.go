@@ -123,14 +123,30 @@ func Provision(ctx context.Context, cl *kgo.Client, s Settings) ([]Finding, erro
 	}
 	slices.Sort(names)
 
+	// One CreateTopics request per shape (partitions and configs), not one per
+	// topic: each waits for the controller, and a start on a busy cluster
+	// should not wait a dozen times.
+	shapes := map[string][]string{}
+	var order []string
 	for _, name := range names {
 		w := want[name]
-		resp, err := adm.CreateTopic(ctx, w.partitions, d.Replication, w.configs(), name)
-		if err == nil {
-			err = resp.Err
+		key := fmt.Sprint(w.partitions, w.config)
+		if shapes[key] == nil {
+			order = append(order, key)
 		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil, fmt.Errorf("create topic %s: %w", name, err)
+		shapes[key] = append(shapes[key], name)
+	}
+	for _, key := range order {
+		group := shapes[key]
+		w := want[group[0]]
+		resps, err := adm.CreateTopics(ctx, w.partitions, d.Replication, w.configs(), group...)
+		if err != nil {
+			return nil, fmt.Errorf("create topics %v: %w", group, err)
+		}
+		for _, r := range resps.Sorted() {
+			if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				return nil, fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
+			}
 		}
 	}
 	return checkTopics(ctx, adm, names, want, s.Namespace.Topic(CommandsTopic), d)

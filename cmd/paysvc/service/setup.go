@@ -53,7 +53,9 @@ func (st *starter) setUp(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Creating a dozen replicated topics waits for the controller; on a busy
+	// cluster that took more than 30 s in the tests.
+	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	findings, err := topics.Provision(tctx, s.producer, topics.Settings{Namespace: cfg.KafkaNamespace, CommandPartitions: cfg.CommandPartitions,
 		CommandRetention: cfg.CommandRetention, EventRetention: cfg.EventRetention})
