@@ -108,7 +108,7 @@ test-cluster: pg build ## The production shape under process and Kafka-node kill
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless maven)
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -count=1 -timeout 15m -run '^TestClusterUnderKills$$' -v ./cmd/paysvc/service
 
-test-short: pg kafka sdk browser prometheus ## Like test, without -race
+test-short: pg kafka kcat sdk browser prometheus ## Like test, without -race
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
 
 bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
