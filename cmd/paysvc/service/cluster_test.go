@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -1459,11 +1460,15 @@ type hookDelivery struct {
 	merchant  string // the receiver path's index
 	id, topic string
 	data      map[string]any
+	at        time.Time // the handler's start
+	signedAt  string    // webhook-timestamp: when the dispatcher signed the attempt (Unix seconds)
+	remote    string    // the dispatcher's connection
 }
 
 func newHookRecorder() *hookRecorder { return &hookRecorder{} }
 
 func (h *hookRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	b, _ := io.ReadAll(r.Body)
 	var body struct {
 		Topic string         `json:"topic"`
@@ -1472,7 +1477,8 @@ func (h *hookRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(b, &body)
 	h.mu.Lock()
 	h.deliveries = append(h.deliveries, hookDelivery{merchant: strings.TrimPrefix(r.URL.Path, "/hook/"),
-		id: r.Header.Get("webhook-id"), topic: body.Topic, data: body.Data})
+		id: r.Header.Get("webhook-id"), topic: body.Topic, data: body.Data, at: at, signedAt: r.Header.Get("webhook-timestamp"),
+		remote: r.RemoteAddr})
 	h.mu.Unlock()
 }
 
@@ -1713,7 +1719,7 @@ func verifyCluster(t *testing.T, ctx context.Context, cl *cluster, schema storag
 				mine = append(mine, d)
 			}
 		}
-		checkHookOrder(t, i, mine, m)
+		checkHookOrder(t, i, mine, m, func(bad func(hookDelivery) bool) string { return explainDeliveries(ctx, db, mine, bad) })
 	}
 	f.applied += f.setups // setup writes were checked by their use (webhooks, balances)
 
@@ -1771,7 +1777,53 @@ func verifyCluster(t *testing.T, ctx context.Context, cl *cluster, schema storag
 // one was delivered out of order.
 var stateRank = map[string]int{"PENDING": 0, "PREVIEW_AND_APPROVE": 0, "PROCESSING": 1, "COMPLETE": 2, "FAILED": 2, "CANCELLED": 2}
 
-func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant) {
+// explainDeliveries describes, for an order failure, the deliveries received that
+// match: in the order they arrived, each with when, its event, whether it was a
+// repeat, when the dispatcher signed it and over which connection; then every
+// attempt the dispatchers recorded for those events.
+func explainDeliveries(ctx context.Context, db *sqlx.DB, ds []hookDelivery, match func(hookDelivery) bool) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	var events []string
+	for i, d := range ds {
+		repeat := seen[d.id]
+		seen[d.id] = true
+		if !match(d) {
+			continue
+		}
+		if !repeat {
+			events = append(events, d.id)
+		}
+		state, _ := d.data["state"].(string)
+		if state == "" {
+			state, _ = d.data["status"].(string)
+		}
+		narrative, _ := d.data["narrative"].(string)
+		fmt.Fprintf(&b, "\n  received #%d at %s: %s event %s %s%s repeat=%v signed at %s from %s", i, d.at.UTC().Format("15:04:05.000"),
+			d.topic, d.id, state, narrative, repeat, d.signedAt, d.remote)
+	}
+	var attempts []struct {
+		Event   string    `db:"event_id"`
+		At      time.Time `db:"at"`
+		Status  *int      `db:"http_status"`
+		Latency int       `db:"latency_ms"`
+		Error   string    `db:"error"`
+	}
+	if err := db.SelectContext(ctx, &attempts, `SELECT event_id, at, http_status, latency_ms, coalesce(error, '') AS error
+		FROM webhook_attempts WHERE event_id = ANY($1) ORDER BY at`, pq.StringArray(events)); err != nil {
+		fmt.Fprintf(&b, "\n  attempts: %v", err)
+	}
+	for _, a := range attempts {
+		status := "none"
+		if a.Status != nil {
+			status = strconv.Itoa(*a.Status)
+		}
+		fmt.Fprintf(&b, "\n  attempt recorded at %s: event %s, status %s, %d ms %s", a.At.UTC().Format("15:04:05.000"), a.Event, status, a.Latency, a.Error)
+	}
+	return b.String()
+}
+
+func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant, explain func(match func(hookDelivery) bool) string) {
 	t.Helper()
 	lastSeq := map[string]int{}    // origin wallet -> highest transfer number delivered
 	lastRank := map[string]int{}   // invoice or file -> highest state delivered
@@ -1790,11 +1842,14 @@ func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant)
 				continue // a setup deposit, a probe of the minority window (concurrent: unordered) or other movement
 			}
 			origin, _ := d.data["origin_wallet_id"].(string)
-			if last, ok := lastSeq[origin]; ok && n < last && !repeat {
-				t.Errorf("merchant %d: transfer %q delivered after transfer %d of the same wallet", mi, narrative, last)
-			}
-			if last, ok := lastSeq[origin]; ok && n < last && repeat {
-				t.Errorf("merchant %d: transfer %q repeated after a later one of the same wallet (%d)", mi, narrative, last)
+			if last, ok := lastSeq[origin]; ok && n < last {
+				what := "delivered"
+				if repeat {
+					what = "repeated"
+				}
+				later := fmt.Sprintf("cl %d %d", k, last)
+				t.Errorf("merchant %d: transfer %q %s after transfer %d of the same wallet:%s", mi, narrative, what, last,
+					explain(func(x hookDelivery) bool { n, _ := x.data["narrative"].(string); return n == narrative || n == later }))
 			}
 			lastSeq[origin] = max(lastSeq[origin], n)
 		case "collection_event", "send_money_event":
@@ -1811,7 +1866,12 @@ func checkHookOrder(t *testing.T, mi int, ds []hookDelivery, m *clusterMerchant)
 				continue
 			}
 			if last, ok := lastRank[key]; ok && r < last {
-				t.Errorf("merchant %d: %s of %s in state %s delivered after a later state", mi, d.topic, key, state)
+				what := "delivered"
+				if repeat {
+					what = "repeated"
+				}
+				t.Errorf("merchant %d: %s of %s in state %s %s after a later state:%s", mi, d.topic, key, state, what,
+					explain(func(x hookDelivery) bool { return x.data["invoice_id"] == key || x.data["tracking_id"] == key }))
 			}
 			lastRank[key] = max(lastRank[key], r)
 			if r == 2 {
