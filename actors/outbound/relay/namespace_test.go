@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/storage/storagetest"
@@ -20,12 +21,20 @@ import (
 // name it was sent; its metrics keep the logical names.
 func TestRelay_Namespace(t *testing.T) {
 	t.Parallel()
-	ns := topics.Namespace("relay-ns.")
-	c := newKafkaIn(t, ns)
+	// On a kfake of its own, whatever Kafka the other tests use: it creates any
+	// topic a producer names (AllowAutoTopicCreation), so that a record sent
+	// outside the namespace lands somewhere to be seen, and the test lists every
+	// topic on the cluster. (On the real cluster every other relay test runs in a
+	// fresh namespace, with auto-creation off: a record sent outside it is
+	// refused, and never arrives where checkRecords looks.)
+	k := newFakeKafka(t, kfake.AllowAutoTopicCreation())
+	k.ns = topics.Namespace("relay-ns.")
+	ns := k.ns
+	k.ensureTopics(t)
 	schema := storagetest.New(t)
-	co := startConsumerOf(t, c, ns.Topic(eventTopic), eventTopic)
+	co := startConsumerOf(t, k, ns.Topic(eventTopic), eventTopic)
 	rows := insertRows(t, schema.DB, "ns", 20)
-	r, _ := startRelayIn(t, schema.DB, newProducer(t, c), ns)
+	r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 	r.Wake()
 	recs := co.waitAll(t, rows, 20*time.Second)
 	for _, rec := range recs {
@@ -35,7 +44,7 @@ func TestRelay_Namespace(t *testing.T) {
 	}
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
+	"paysvc/topics/kafkatest"
 )
 
 // eventTopic is the Kafka topic every test row goes to.
@@ -43,40 +44,120 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// newKafka starts an in-process single-broker cluster with every paysvc topic.
-func newKafka(t *testing.T) *kfake.Cluster {
-	t.Helper()
-	return newKafkaIn(t, "")
+// kafka is the Kafka of one test: its bootstrap brokers, the namespace of its
+// topics, and the kfake cluster when the test has one of its own.
+type kafka struct {
+	brokers []string
+	ns      topics.Namespace
+	fake    *kfake.Cluster // nil on the real cluster
 }
 
-// newKafkaIn is newKafka with the topics in namespace ns. The cluster creates
-// topics a producer names (as a broker with auto-creation on would), so a record
-// sent to a wrong name lands somewhere to be seen.
-func newKafkaIn(t *testing.T, ns topics.Namespace) *kfake.Cluster {
+// newKafka is the test's Kafka (kafkatest.Cluster: the shared real cluster in a
+// fresh namespace, or a single-broker kfake) with every paysvc topic, created
+// with topics.EnsureTopics: neither broker creates a topic a producer names.
+func newKafka(t *testing.T) *kafka {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+	brokers, ns := kafkatest.Cluster(t, kfake.NumBrokers(1))
+	k := &kafka{brokers: brokers, ns: ns}
+	k.ensureTopics(t)
+	return k
+}
+
+// newFakeKafka is a kfake cluster of the test's own whatever kafkatest.Real says,
+// started with opts (default one broker) and without topics: for a test that
+// injects a fault only kfake can (each caller says which).
+func newFakeKafka(t *testing.T, opts ...kfake.Opt) *kafka {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	adm, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	return &kafka{brokers: c.ListenAddrs(), fake: c}
+}
+
+// ensureTopics creates every paysvc topic in the namespace (2 command
+// partitions) and waits until every broker knows them (knownToEveryBroker). The
+// bound is generous: a busy machine's KRaft controller can take tens of seconds
+// to create a dozen topics.
+func (k *kafka) ensureTopics(t *testing.T) {
+	t.Helper()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := topics.EnsureTopics(ctx, adm, ns, 2); err != nil {
+	if err := topics.EnsureTopics(ctx, adm, k.ns, 2); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	if err := knownToEveryBroker(ctx, adm, k.ns.Topics(topics.AllTopics()...)); err != nil {
+		t.Fatal(err)
+	}
 }
+
+// knownToEveryBroker waits until every broker of the cluster knows the topics
+// and a leader for each of their partitions. EnsureTopics returns once the
+// broker that answered knows them; on a real cluster the others learn of them a
+// moment later (seconds, on a busy machine), and a produce meanwhile fails with
+// UNKNOWN_TOPIC_OR_PARTITION once kgo's UnknownTopicRetries (4) are spent, which
+// makes a relay give up its lead (Relay.Run) and another take it. kfake knows
+// them at once.
+func knownToEveryBroker(ctx context.Context, cl *kgo.Client, names []string) error {
+	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers {
+		err := topics.UntilVisible(ctx, func() error {
+			req := kmsg.NewPtrMetadataRequest()
+			for _, name := range names {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+			}
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err != nil {
+				return err
+			}
+			for _, rt := range resp.Topics {
+				name := ""
+				if rt.Topic != nil {
+					name = *rt.Topic
+				}
+				if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				if len(rt.Partitions) == 0 {
+					return fmt.Errorf("%s: no partitions: %w", name, kerr.UnknownTopicOrPartition)
+				}
+				for _, p := range rt.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						return fmt.Errorf("%s/%d: %w", name, p.Partition, err)
+					}
+					if p.Leader < 0 {
+						return fmt.Errorf("%s/%d: %w", name, p.Partition, kerr.LeaderNotAvailable)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+	}
+	return nil
+}
+
+// eventTopic is the name on the cluster of the topic every test row goes to.
+func (k *kafka) eventTopic() string { return k.ns.Topic(eventTopic) }
 
 // newProducer is the relay's client as the service makes it (relay.NewClient), plus
 // any test options.
-func newProducer(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+func newProducer(t *testing.T, k *kafka, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := relay.NewClient(c.ListenAddrs(), "paysvc-relay-test", opts...)
+	cl, err := relay.NewClient(k.brokers, "paysvc-relay-test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,17 +165,11 @@ func newProducer(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// startRelay runs a relay until the returned stop is called or the test ends; stop
-// waits for Run to return.
-func startRelay(t *testing.T, db *sqlx.DB, cl *kgo.Client) (*relay.Relay, func()) {
+// startRelay runs a relay of the test's namespace until the returned stop is
+// called or the test ends; stop waits for Run to return.
+func startRelay(t *testing.T, k *kafka, db *sqlx.DB, cl *kgo.Client) (*relay.Relay, func()) {
 	t.Helper()
-	return startRelayIn(t, db, cl, "")
-}
-
-// startRelayIn is startRelay with a relay of namespace ns.
-func startRelayIn(t *testing.T, db *sqlx.DB, cl *kgo.Client, ns topics.Namespace) (*relay.Relay, func()) {
-	t.Helper()
-	r := relay.New(db, cl, ns, testLogger(), 0)
+	r := relay.New(db, cl, k.ns, testLogger(), 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -190,21 +265,22 @@ func insertCommitRow(t *testing.T, db *sqlx.DB, prefix string, n, huge int) []ou
 	return rows
 }
 
-// consumer reads eventTopic from the start in the background.
+// consumer reads the event topic (of the test's namespace) from the start in the
+// background.
 type consumer struct {
 	mu   sync.Mutex
 	recs []*kgo.Record
 }
 
-func startConsumer(t *testing.T, c *kfake.Cluster) *consumer {
+func startConsumer(t *testing.T, k *kafka) *consumer {
 	t.Helper()
-	return startConsumerOf(t, c, eventTopic)
+	return startConsumerOf(t, k, k.eventTopic())
 }
 
 // startConsumerOf reads the topics (their names on the cluster) from the start.
-func startConsumerOf(t *testing.T, c *kfake.Cluster, topicNames ...string) *consumer {
+func startConsumerOf(t *testing.T, k *kafka, topicNames ...string) *consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topicNames...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.ConsumeTopics(topicNames...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +350,7 @@ func header(r *kgo.Record, key string) string {
 // stored bytes, key and headers; nothing foreign arrives; per record key, the first
 // arrival of each event follows outbox_id order (with ordered false, a violation is
 // only logged). It returns the duplicate count.
-func checkRecords(t *testing.T, recs []*kgo.Record, rows []outboxRow, ordered bool) (duplicates int) {
+func checkRecords(t *testing.T, k *kafka, recs []*kgo.Record, rows []outboxRow, ordered bool) (duplicates int) {
 	t.Helper()
 	byID := make(map[string]outboxRow, len(rows))
 	seq := make(map[string]int, len(rows)) // rows are in publishing order
@@ -290,8 +366,8 @@ func checkRecords(t *testing.T, recs []*kgo.Record, rows []outboxRow, ordered bo
 			t.Errorf("record at %d/%d has unknown event_id %q", rec.Partition, rec.Offset, id)
 			continue
 		}
-		if rec.Topic != eventTopic {
-			t.Errorf("event %s on topic %q, want %q", id, rec.Topic, eventTopic)
+		if rec.Topic != k.eventTopic() {
+			t.Errorf("event %s on topic %q, want %q", id, rec.Topic, k.eventTopic())
 		}
 		if string(rec.Key) != row.Key {
 			t.Errorf("event %s has record key %q, want %q", id, rec.Key, row.Key)
@@ -367,18 +443,19 @@ func publishedPast(t *testing.T, db *sqlx.DB, co *consumer, prefix string) []out
 	return rows
 }
 
-// inKafka is how many records eventTopic holds: the sum of its partitions' end
-// offsets, asked of the broker, so none still on its way to the consumer is missed.
-func inKafka(t *testing.T, c *kfake.Cluster) int64 {
+// inKafka is how many records the event topic holds: the sum of its partitions'
+// end offsets, asked of the broker, so none still on its way to the consumer is
+// missed.
+func inKafka(t *testing.T, k *kafka) int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, eventTopic)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, k.eventTopic())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,36 +574,47 @@ func failProduce(c *kfake.Cluster, node int32, from, to int64, closeConns bool) 
 	return &seen
 }
 
+// unknownTopicFailures counts the records a client failed with
+// UNKNOWN_TOPIC_OR_PARTITION (a kgo hook): each one an error that reached the
+// relay in ProduceSync's results.
+type unknownTopicFailures struct{ n atomic.Int64 }
+
+func (u *unknownTopicFailures) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		u.n.Add(1)
+	}
+}
+
 func TestRelay(t *testing.T) {
 	t.Parallel()
 
 	t.Run("publishes every event with its stored bytes in outbox order and empties the outbox", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newKafka(t)
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
+		co := startConsumer(t, k)
 		const n = 300
 		rows := insertRows(t, schema.DB, "inorder", n)
-		r, _ := startRelay(t, schema.DB, newProducer(t, c))
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 		r.Wake()
 
 		recs := co.waitAll(t, rows, 20*time.Second)
-		if dups := checkRecords(t, recs, rows, true); dups != 0 {
+		if dups := checkRecords(t, k, recs, rows, true); dups != 0 {
 			t.Errorf("%d duplicates without any fault, want 0", dups)
 		}
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
 		// Two more idle looks at the outbox: nothing of the first n is sent again.
 		publishedPast(t, schema.DB, co, "inorder")
-		if got := inKafka(t, c); got != n+2 {
+		if got := inKafka(t, k); got != n+2 {
 			t.Errorf("Kafka holds %d records after the outbox emptied and two more events, want %d", got, n+2)
 		}
 	})
 
 	t.Run("publishes the events of commit rows and single rows in one order and deletes both", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newKafka(t)
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
+		co := startConsumer(t, k)
 		var rows []outboxRow
 		rows = append(rows, insertRows(t, schema.DB, "s1", 10)...)
 		rows = append(rows, insertCommitRow(t, schema.DB, "c1", 50, -1)...)
@@ -535,10 +623,10 @@ func TestRelay(t *testing.T) {
 		if got := outboxCount(t, schema.DB); got != 100 {
 			t.Fatalf("backlog %d before the relay runs, want 100 events (in 22 rows)", got)
 		}
-		r, _ := startRelay(t, schema.DB, newProducer(t, c))
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 		r.Wake()
 		recs := co.waitAll(t, rows, 20*time.Second)
-		if dups := checkRecords(t, recs, rows, true); dups != 0 {
+		if dups := checkRecords(t, k, recs, rows, true); dups != 0 {
 			t.Errorf("%d duplicates without any fault, want 0", dups)
 		}
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
@@ -548,14 +636,14 @@ func TestRelay(t *testing.T) {
 
 	t.Run("drains a backlog larger than one fetch batch in order", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newKafka(t)
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
+		co := startConsumer(t, k)
 		rows := insertRows(t, schema.DB, "backlog", 1234) // relay fetches 500 at a time
-		startRelay(t, schema.DB, newProducer(t, c))
+		startRelay(t, k, schema.DB, newProducer(t, k))
 
 		recs := co.waitAll(t, rows, 20*time.Second)
-		if dups := checkRecords(t, recs, rows, true); dups != 0 {
+		if dups := checkRecords(t, k, recs, rows, true); dups != 0 {
 			t.Errorf("%d duplicates without any fault, want 0", dups)
 		}
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
@@ -570,63 +658,98 @@ func TestRelay(t *testing.T) {
 
 	t.Run("broker faults retried by the client lose no event", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newFakeKafka(t) // kfake: fails produce requests and drops connections (ControlKey)
+		k.ensureTopics(t)
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
-		const k = 6
-		seen := failProduce(c, -1, 1, k, true)
+		co := startConsumer(t, k)
+		const failed = 6
+		seen := failProduce(k.fake, -1, 1, failed, true)
 		rows := insertRows(t, schema.DB, "faults", 300)
-		r, _ := startRelay(t, schema.DB, newProducer(t, c, fastRetry()...))
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry()...))
 		r.Wake()
 
 		recs := co.waitAll(t, rows, 20*time.Second)
-		if got := seen.Load(); got <= k {
-			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, k)
+		if got := seen.Load(); got <= failed {
+			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
 		}
-		dups := checkRecords(t, recs, rows, true)
+		dups := checkRecords(t, k, recs, rows, true)
 		t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
 
 		more := append(rows, insertRows(t, schema.DB, "faults-after", 30)...)
 		r.Wake()
-		checkRecords(t, co.waitAll(t, more, 5*time.Second), more, true)
+		checkRecords(t, k, co.waitAll(t, more, 5*time.Second), more, true)
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
 	})
 
 	t.Run("produce errors that reach the relay are retried from the outbox", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newFakeKafka(t) // kfake: fails produce requests until the client gives up (ControlKey)
+		k.ensureTopics(t)
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
-		const k = 4
-		seen := failProduce(c, -1, 1, k, false)
+		co := startConsumer(t, k)
+		const failed = 4
+		seen := failProduce(k.fake, -1, 1, failed, false)
 		rows := insertRows(t, schema.DB, "relayretry", 300)
 		// One retry only: the failures outlast the client and ProduceSync fails, so
 		// the relay itself must publish the rows again. Order is not asserted: a
 		// client that gives up on records can fail a partition's first batch and
 		// deliver its next one, and the relay's republish then puts the first after
 		// it (the service's client retries without limit, where order holds).
-		r, _ := startRelay(t, schema.DB, newProducer(t, c, fastRetry(kgo.RecordRetries(1))...))
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry(kgo.RecordRetries(1))...))
 		r.Wake()
 
 		recs := co.waitAll(t, rows, 20*time.Second)
-		if got := seen.Load(); got <= k {
-			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, k)
+		if got := seen.Load(); got <= failed {
+			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
 		}
-		dups := checkRecords(t, recs, rows, false)
+		dups := checkRecords(t, k, recs, rows, false)
 		t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
+		waitOutboxEmpty(t, schema.DB, 5*time.Second)
+	})
+
+	// The property of the test above without fault injection, so on the real
+	// cluster too: a relay started before its topics exist (auto-creation off, as
+	// in production) has its produces fail with UNKNOWN_TOPIC_OR_PARTITION once
+	// the client gives up on the topic (kgo's UnknownTopicRetries), and publishes
+	// every event from the outbox, once and in order, when the topics are created.
+	t.Run("a relay started before its topics exist publishes every event once they do", func(t *testing.T) {
+		t.Parallel()
+		brokers, ns := kafkatest.Cluster(t, kfake.NumBrokers(1))
+		k := &kafka{brokers: brokers, ns: ns} // no topics yet
+		schema := storagetest.New(t)
+		rows := insertRows(t, schema.DB, "notopic", 50) // one fetch: a failed cycle fails them all
+		unknown := &unknownTopicFailures{}
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, kgo.WithHooks(unknown)))
+		r.Wake()
+		deadline := time.Now().Add(30 * time.Second)
+		for unknown.n.Load() < int64(len(rows)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 30s, %d records failed with UNKNOWN_TOPIC_OR_PARTITION, want every one of the %d of a cycle", unknown.n.Load(), len(rows))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := outboxCount(t, schema.DB); got != int64(len(rows)) {
+			t.Fatalf("backlog %d after a failed cycle, want all %d events still in the outbox", got, len(rows))
+		}
+		k.ensureTopics(t)
+		co := startConsumer(t, k)
+		recs := co.waitAll(t, rows, 30*time.Second)
+		if dups := checkRecords(t, k, recs, rows, true); dups != 0 {
+			t.Errorf("%d duplicates: a produce that failed for an unknown topic stored nothing", dups)
+		}
+		t.Logf("%d records failed as of an unknown topic before the topics were created", unknown.n.Load())
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
 	})
 
 	t.Run("a produce that fails on one broker after the others took their part publishes it all again", func(t *testing.T) {
 		t.Parallel()
-		c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(4, eventTopic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
+		// kfake: places partition leaders on two brokers (MoveTopicPartition) and
+		// fails one broker's produce requests (ControlKey).
+		k := newFakeKafka(t, kfake.NumBrokers(2), kfake.SeedTopics(4, eventTopic))
+		c := k.fake
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
+		co := startConsumer(t, k)
 		rows := insertRows(t, schema.DB, "partial", 300)
 		// Put the partition of the first aggregate on broker 0 and every other one
 		// on broker 1, then fail broker 0's first produce requests: with one retry,
@@ -658,11 +781,11 @@ func TestRelay(t *testing.T) {
 		// record one retry, so ProduceSync would succeed and the test prove nothing.
 		seen := failProduce(c, 0, 1, 6, false)
 		// Order is not asserted, as in the test above.
-		r, _ := startRelay(t, schema.DB, newProducer(t, c, fastRetry(kgo.RecordRetries(1))...))
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry(kgo.RecordRetries(1))...))
 		r.Wake()
 
 		recs := co.waitAll(t, rows, 20*time.Second)
-		dups := checkRecords(t, recs, rows, false)
+		dups := checkRecords(t, k, recs, rows, false)
 		t.Logf("%d produce requests to broker 0, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
 		if dups == 0 {
 			t.Errorf("no duplicates: the failed ProduceSync was not published again, or the fault did not split the batch")
@@ -672,7 +795,7 @@ func TestRelay(t *testing.T) {
 
 	t.Run("one of two relays leads and publishes each event once", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newKafka(t)
 		schema := storagetest.New(t)
 		dbB, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
 		if err != nil {
@@ -686,7 +809,7 @@ func TestRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dbA.Close() })
-		co := startConsumer(t, c)
+		co := startConsumer(t, k)
 		const n = 300
 		rows := insertRows(t, schema.DB, "oneleader", n)
 
@@ -713,14 +836,14 @@ func TestRelay(t *testing.T) {
 		}()
 		t.Cleanup(func() { stopSampling(); <-sampled })
 
-		prodA, prodB := newProducer(t, c), newProducer(t, c)
-		ra, _ := startRelay(t, dbA, prodA)
-		rb, _ := startRelay(t, dbB, prodB)
+		prodA, prodB := newProducer(t, k), newProducer(t, k)
+		ra, _ := startRelay(t, k, dbA, prodA)
+		rb, _ := startRelay(t, k, dbB, prodB)
 		ra.Wake()
 		rb.Wake()
 
 		recs := co.waitAll(t, rows, 20*time.Second)
-		if dups := checkRecords(t, recs, rows, true); dups != 0 {
+		if dups := checkRecords(t, k, recs, rows, true); dups != 0 {
 			t.Errorf("%d duplicates with two relays, want 0: only the leader may publish", dups)
 		}
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
@@ -751,20 +874,20 @@ func TestRelay(t *testing.T) {
 
 	t.Run("a standby relay takes over when the leader stops", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newKafka(t)
 		schema := storagetest.New(t)
 		dbB, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dbB.Close() })
-		co := startConsumer(t, c)
-		prodA, prodB := newProducer(t, c), newProducer(t, c)
+		co := startConsumer(t, k)
+		prodA, prodB := newProducer(t, k), newProducer(t, k)
 		idA, idB := producerID(t, prodA), producerID(t, prodB)
 
-		ra, stopA := startRelay(t, schema.DB, prodA)
+		ra, stopA := startRelay(t, k, schema.DB, prodA)
 		pidA := waitLeader(t, schema.DB, schema.Name, 2*time.Second)
-		rb, _ := startRelay(t, dbB, prodB)
+		rb, _ := startRelay(t, k, dbB, prodB)
 
 		first := insertRows(t, schema.DB, "before", 60)
 		ra.Wake()
@@ -783,7 +906,7 @@ func TestRelay(t *testing.T) {
 		rb.Wake()
 		recs = co.waitAll(t, append(first, second...), 5*time.Second)
 		t.Logf("standby published %d new events %v after the leader stopped", len(second), time.Since(start))
-		if dups := checkRecords(t, recs, append(first, second...), true); dups != 0 {
+		if dups := checkRecords(t, k, recs, append(first, second...), true); dups != 0 {
 			t.Errorf("%d duplicates across the handover, want 0", dups)
 		}
 		for _, rec := range recs[len(first):] {
@@ -799,10 +922,10 @@ func TestRelay(t *testing.T) {
 
 	t.Run("rows committed after start are published quickly on Wake", func(t *testing.T) {
 		t.Parallel()
-		c := newKafka(t)
+		k := newKafka(t)
 		schema := storagetest.New(t)
-		co := startConsumer(t, c)
-		r, _ := startRelay(t, schema.DB, newProducer(t, c))
+		co := startConsumer(t, k)
+		r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 		waitLeader(t, schema.DB, schema.Name, 2*time.Second)
 		// The leader is in its loop and idle on an empty outbox: it has published
 		// events nothing woke it for, and nothing is left.
@@ -819,7 +942,7 @@ func TestRelay(t *testing.T) {
 				t.Errorf("round %d: events took %v to arrive after Wake, want < 2s", round, d)
 			}
 		}
-		if dups := checkRecords(t, co.snapshot(), all, true); dups != 0 {
+		if dups := checkRecords(t, k, co.snapshot(), all, true); dups != 0 {
 			t.Errorf("%d duplicates without any fault, want 0", dups)
 		}
 		waitOutboxEmpty(t, schema.DB, 5*time.Second)
@@ -831,24 +954,24 @@ func TestRelay(t *testing.T) {
 // outbox_dead and the rest flow.
 func TestRelay_DeadLetter(t *testing.T) {
 	t.Parallel()
-	c := newKafka(t)
+	k := newKafka(t)
 	schema := storagetest.New(t)
-	co := startConsumer(t, c)
+	co := startConsumer(t, k)
 	before := insertRows(t, schema.DB, "dl-before", 10)
 	if _, err := schema.DB.Exec(`INSERT INTO outbox (event_id, topic, record_key, merchant_id, body) VALUES ('huge', $1, 'k', 'm', $2)`,
 		eventTopic, make([]byte, 1_100_000)); err != nil {
 		t.Fatal(err)
 	}
 	after := insertRows(t, schema.DB, "dl-after", 10)
-	r, _ := startRelay(t, schema.DB, newProducer(t, c))
+	r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 	r.Wake()
 	recs := co.waitAll(t, append(before, after...), 20*time.Second)
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
 	publishedPast(t, schema.DB, co, "dl") // past any retry: nothing is republished
-	if got := inKafka(t, c); got != 20+2 {
+	if got := inKafka(t, k); got != 20+2 {
 		t.Fatalf("Kafka holds %d records for 20 normal events and 2 more, want 22 (republished, or the huge one got through)", got)
 	}
-	checkRecords(t, recs, append(before, after...), true)
+	checkRecords(t, k, recs, append(before, after...), true)
 	var dead struct {
 		EventID string `db:"event_id"`
 		Error   string `db:"error"`
@@ -866,21 +989,21 @@ func TestRelay_DeadLetter(t *testing.T) {
 // row's other events and the rows after it are published once, and the row goes.
 func TestRelay_DeadLetterInACommitRow(t *testing.T) {
 	t.Parallel()
-	c := newKafka(t)
+	k := newKafka(t)
 	schema := storagetest.New(t)
-	co := startConsumer(t, c)
+	co := startConsumer(t, k)
 	row := insertCommitRow(t, schema.DB, "dlc", 11, 5)
 	after := insertRows(t, schema.DB, "dlc-after", 5)
 	good := append(append(append([]outboxRow(nil), row[:5]...), row[6:]...), after...)
-	r, _ := startRelay(t, schema.DB, newProducer(t, c))
+	r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 	r.Wake()
 	recs := co.waitAll(t, good, 20*time.Second)
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
 	publishedPast(t, schema.DB, co, "dlc") // past any retry: nothing is republished
-	if got := inKafka(t, c); got != int64(len(good))+2 {
+	if got := inKafka(t, k); got != int64(len(good))+2 {
 		t.Fatalf("Kafka holds %d records for %d normal events and 2 more, want %d (republished, or the huge one got through)", got, len(good), len(good)+2)
 	}
-	checkRecords(t, recs, good, true)
+	checkRecords(t, k, recs, good, true)
 	var dead []struct {
 		OutboxID int64  `db:"outbox_id"`
 		EventID  string `db:"event_id"`
@@ -902,9 +1025,9 @@ func TestRelay_DeadLetterInACommitRow(t *testing.T) {
 // batch whole and every event in it was dead-lettered.
 func TestRelay_EventsOverTheTopicLimitTogether(t *testing.T) {
 	t.Parallel()
-	c := newKafka(t)
+	k := newKafka(t)
 	schema := storagetest.New(t)
-	co := startConsumer(t, c)
+	co := startConsumer(t, k)
 	const n, size = 24, 60_000 // 1.44 MB in all
 	rows := make([]outboxRow, n)
 	var ids, keys, merchants, bodies, topicsOf pq.StringArray
@@ -926,11 +1049,11 @@ func TestRelay_EventsOverTheTopicLimitTogether(t *testing.T) {
 	for i := range rows {
 		rows[i].OutboxID = id
 	}
-	r, _ := startRelay(t, schema.DB, newProducer(t, c))
+	r, _ := startRelay(t, k, schema.DB, newProducer(t, k))
 	r.Wake()
 	recs := co.waitAll(t, rows, 20*time.Second)
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
-	checkRecords(t, recs, rows, true)
+	checkRecords(t, k, recs, rows, true)
 	var dead int
 	if err := schema.DB.Get(&dead, `SELECT count(*) FROM outbox_dead`); err != nil {
 		t.Fatal(err)
