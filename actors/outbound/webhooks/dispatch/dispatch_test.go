@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/outbound/webhooks/dispatch"
@@ -24,6 +27,7 @@ import (
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
+	"paysvc/topics/kafkatest"
 )
 
 const secret = "hook-secret-1"
@@ -108,28 +112,41 @@ type bundle struct {
 	stop     func() // stops setup's dispatcher
 }
 
-// setup starts Postgres (a schema), kfake with the event topics (in
-// cfg.Namespace), one merchant with a webhook on wallet_transfer_event pointing at
-// a receiver, and a dispatcher.
+// setup starts Postgres (a schema), the test's Kafka (kafkatest.Cluster: the
+// shared real cluster in a fresh namespace, which becomes cfg.Namespace, or a
+// kfake of its own) with paysvc's topics, one merchant with a webhook on
+// wallet_transfer_event pointing at a receiver, and a dispatcher.
 func setup(t *testing.T, cfg dispatch.Config) *bundle {
 	t.Helper()
-	schema := storagetest.New(t)
-	var seed []string
-	for _, tp := range topics.EventTopics {
-		seed = append(seed, cfg.Namespace.Topic(tp))
-	}
-	c, err := kfake.NewCluster(kfake.SeedTopics(4, seed...), kfake.GroupMinSessionTimeout(time.Second))
+	brokers, ns := kafkatest.Cluster(t, kfake.GroupMinSessionTimeout(time.Second))
+	cfg.Namespace = ns
+	return setupOn(t, brokers, cfg)
+}
+
+// newFakeKafka is a kfake cluster of the test's own whatever kafkatest.Real
+// says, for a test that needs a cluster to itself (each caller says why).
+func newFakeKafka(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	producer, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0))
+	return c.ListenAddrs()
+}
+
+// setupOn is setup on these brokers, with the topics in cfg.Namespace.
+func setupOn(t *testing.T, brokers []string, cfg dispatch.Config) *bundle {
+	t.Helper()
+	schema := storagetest.New(t)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(producer.Close)
+	ensureTopics(t, producer, cfg.Namespace)
 	ctx := context.Background()
-	b := &bundle{t: t, db: schema, brokers: c.ListenAddrs(), producer: producer, recv: newReceiver(t),
+	b := &bundle{t: t, db: schema, brokers: brokers, producer: producer, recv: newReceiver(t),
 		merchant: "MER" + ids.Alias(9), webhook: "WH" + ids.Alias(9)}
 	if err := storage.InsertMerchant(ctx, schema.DB, storage.Merchant{MerchantID: b.merchant, Name: "Hooks", Environment: "sandbox", Enabled: true}); err != nil {
 		t.Fatal(err)
@@ -150,6 +167,74 @@ func setup(t *testing.T, cfg dispatch.Config) *bundle {
 	b.stop = b.run()
 	t.Cleanup(b.stop)
 	return b
+}
+
+// ensureTopics creates paysvc's topics in namespace ns (the event topics have 4
+// partitions each) and waits until every broker knows them
+// (knownToEveryBroker). The bound is generous: a busy machine's KRaft
+// controller can take tens of seconds to create a dozen topics.
+func ensureTopics(t *testing.T, cl *kgo.Client, ns topics.Namespace) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := topics.EnsureTopics(ctx, cl, ns, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := knownToEveryBroker(ctx, cl, ns.Topics(topics.AllTopics()...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// knownToEveryBroker waits until every broker of the cluster knows the topics
+// and a leader for each of their partitions. EnsureTopics returns once the
+// broker that answered knows them; on a real cluster the others learn of them a
+// moment later (seconds, on a busy machine), and a produce meanwhile fails with
+// UNKNOWN_TOPIC_OR_PARTITION once kgo's UnknownTopicRetries (4) are spent: the
+// test's ProduceSync would fail the test. kfake knows them at once.
+func knownToEveryBroker(ctx context.Context, cl *kgo.Client, names []string) error {
+	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers {
+		err := topics.UntilVisible(ctx, func() error {
+			req := kmsg.NewPtrMetadataRequest()
+			for _, name := range names {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+			}
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err != nil {
+				return err
+			}
+			for _, rt := range resp.Topics {
+				name := ""
+				if rt.Topic != nil {
+					name = *rt.Topic
+				}
+				if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				if len(rt.Partitions) == 0 {
+					return fmt.Errorf("%s: no partitions: %w", name, kerr.UnknownTopicOrPartition)
+				}
+				for _, p := range rt.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						return fmt.Errorf("%s/%d: %w", name, p.Partition, err)
+					}
+					if p.Leader < 0 {
+						return fmt.Errorf("%s/%d: %w", name, p.Partition, kerr.LeaderNotAvailable)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+	}
+	return nil
 }
 
 // run starts a dispatcher of the bundle; the function returned stops it (shutdown,

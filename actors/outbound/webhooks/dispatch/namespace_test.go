@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"paysvc/actors/outbound/webhooks/dispatch"
 	"paysvc/topics"
+	"paysvc/topics/kafkatest"
 )
 
 // A dispatcher of a namespace reads its namespace's event topics only, as a
@@ -18,17 +20,38 @@ import (
 // the webhook topic.
 func TestNamespace(t *testing.T) {
 	t.Parallel()
-	ns := topics.Namespace("dsp-ns.")
-	b := setup(t, dispatch.Config{Namespace: ns})
+	// On a kfake of its own: the other deployment is the empty namespace, and the
+	// test lists every group on the cluster.
+	t.Run("kfake", func(t *testing.T) {
+		t.Parallel()
+		testNamespace(t, newFakeKafka(t), "dsp-ns.", "", nil)
+	})
+	// On the real cluster too, when the tests have it: two fresh namespaces, and
+	// the groups of those two are listed (the cluster is shared).
+	t.Run("real", func(t *testing.T) {
+		if !kafkatest.Real() {
+			t.Skip("the tests run on kfake (topics/kafkatest)")
+		}
+		t.Parallel()
+		brokers := kafkatest.Brokers(t)
+		mine, other := kafkatest.NewNamespace(t, brokers), kafkatest.NewNamespace(t, brokers)
+		testNamespace(t, brokers, mine, other, func(g string) bool {
+			return strings.HasPrefix(g, string(mine)) || strings.HasPrefix(g, string(other))
+		})
+	})
+}
+
+// testNamespace runs a dispatcher of ns on brokers beside the topics of another
+// deployment of namespace other; listed (nil: all) picks the groups looked at.
+func testNamespace(t *testing.T, brokers []string, ns, other topics.Namespace, listed func(group string) bool) {
+	b := setupOn(t, brokers, dispatch.Config{Namespace: ns})
+	ensureTopics(t, b.producer, other) // the other deployment's
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := topics.EnsureTopics(ctx, b.producer, "", 1); err != nil { // the other deployment's
-		t.Fatal(err)
-	}
 	foreign := newIDs(2)
-	b.sendOn(topics.EventTopics[topics.WalletTransferEvent], b.merchant, "W-1", true, foreign[0])
+	b.sendOn(other.Topic(topics.EventTopics[topics.WalletTransferEvent]), b.merchant, "W-1", true, foreign[0])
 	mine := b.publish("W-1", 3)
-	b.sendOn(topics.EventTopics[topics.WalletTransferEvent], b.merchant, "W-1", true, foreign[1])
+	b.sendOn(other.Topic(topics.EventTopics[topics.WalletTransferEvent]), b.merchant, "W-1", true, foreign[1])
 	mine = append(mine, b.publish("W-1", 1)...) // after the second foreign one in time
 	b.waitDelivered(len(mine))
 
@@ -50,7 +73,11 @@ func TestNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := groups.Groups(); !slices.Equal(g, []string{ns.Group("paysvc-dispatcher")}) {
+	g := groups.Groups()
+	if listed != nil {
+		g = slices.DeleteFunc(g, func(g string) bool { return !listed(g) })
+	}
+	if !slices.Equal(g, []string{ns.Group("paysvc-dispatcher")}) {
 		t.Errorf("groups on the cluster %q, want only %q", g, ns.Group("paysvc-dispatcher"))
 	}
 }
