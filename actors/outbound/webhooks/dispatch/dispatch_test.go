@@ -118,9 +118,9 @@ type bundle struct {
 // wallet_transfer_event pointing at a receiver, and a dispatcher.
 func setup(t *testing.T, cfg dispatch.Config) *bundle {
 	t.Helper()
-	brokers, ns := kafkatest.Cluster(t, kfake.GroupMinSessionTimeout(time.Second))
-	cfg.Namespace = ns
-	return setupOn(t, brokers, cfg)
+	b := setupIdle(t, cfg)
+	b.start()
+	return b
 }
 
 // newFakeKafka is a kfake cluster of the test's own whatever kafkatest.Real
@@ -137,6 +137,14 @@ func newFakeKafka(t *testing.T) []string {
 
 // setupOn is setup on these brokers, with the topics in cfg.Namespace.
 func setupOn(t *testing.T, brokers []string, cfg dispatch.Config) *bundle {
+	t.Helper()
+	b := newBundle(t, brokers, cfg)
+	b.start()
+	return b
+}
+
+// newBundle is setupOn but for the dispatcher, which start starts.
+func newBundle(t *testing.T, brokers []string, cfg dispatch.Config) *bundle {
 	t.Helper()
 	schema := storagetest.New(t)
 	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
@@ -164,9 +172,29 @@ func setupOn(t *testing.T, brokers []string, cfg dispatch.Config) *bundle {
 		cfg.Poll = 20 * time.Millisecond
 	}
 	b.cfg = cfg
-	b.stop = b.run()
-	t.Cleanup(b.stop)
 	return b
+}
+
+// setupIdle is setup without starting the dispatcher: the test publishes first,
+// then calls start, so the dispatcher finds every event in Kafka at its first
+// fetch. A test whose assertion compares deliveries with a timer (a retry's
+// backoff, a slow receiver's answers) publishes this way: on the real cluster
+// each ProduceSync (acks=all, three replicas) takes from tens of milliseconds to
+// more than a second on a busy machine, so events published one by one while the
+// dispatcher runs arrive spread over more time than those timers allow.
+func setupIdle(t *testing.T, cfg dispatch.Config) *bundle {
+	t.Helper()
+	brokers, ns := kafkatest.Cluster(t, kfake.GroupMinSessionTimeout(time.Second))
+	cfg.Namespace = ns
+	b := newBundle(t, brokers, cfg)
+	b.stop = func() {}
+	return b
+}
+
+// start starts the bundle's dispatcher (setup's, stopped by stop and at cleanup).
+func (b *bundle) start() {
+	b.stop = b.run()
+	b.t.Cleanup(b.stop)
 }
 
 // ensureTopics creates paysvc's topics in namespace ns (the event topics have 4
@@ -393,12 +421,15 @@ func TestOrderPerAggregate(t *testing.T) {
 	// of its aggregate to the same webhook; another aggregate's event is not held back.
 	t.Run("RetriedDeliveryNotOvertaken", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, dispatch.Config{RetryBase: 400 * time.Millisecond})
+		// Every event in Kafka before the dispatcher starts (setupIdle): the other
+		// aggregate's must be delivered within the retry's backoff (400-800 ms).
+		b := setupIdle(t, dispatch.Config{RetryBase: 400 * time.Millisecond})
 		first := newIDs(1)[0]
 		b.recv.answer(first, 500) // then 200
 		b.send("WALLET-A", first)
 		later := b.publish("WALLET-A", 2)
 		other := b.publish("WALLET-B", 1)[0]
+		b.start()
 		b.waitDelivered(4)
 
 		as := b.recv.arrivals()
@@ -711,7 +742,10 @@ func TestDatabaseConnectionsKilled(t *testing.T) {
 // slow receiver is still on its first requests.
 func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, dispatch.Config{Workers: 4}) // PerWebhook: 1
+	// Every event in Kafka before the dispatcher starts (setupIdle): the fast
+	// merchant's must all be delivered within the slow receiver's first two
+	// answers (3 s).
+	b := setupIdle(t, dispatch.Config{Workers: 4}) // PerWebhook: 1
 	b.recv.mu.Lock()
 	b.recv.delay = 1500 * time.Millisecond // a window wide enough for a busy CI machine
 	b.recv.mu.Unlock()
@@ -734,6 +768,7 @@ func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
 	for i, id := range fastIDs {
 		b.sendAs(other, fmt.Sprintf("FAST-%d", i%3), id)
 	}
+	b.start()
 	deadline := time.Now().Add(30 * time.Second)
 	for len(fast.delivered()) < len(fastIDs) {
 		if time.Now().After(deadline) {
