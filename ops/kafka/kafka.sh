@@ -347,20 +347,6 @@ running_nodes() {
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# wait_gone SECONDS PID...: wait until none of the PIDs is alive; fail on timeout.
-wait_gone() {
-	local t=$1 p left
-	shift
-	local deadline=$((SECONDS + t))
-	while :; do
-		left=''
-		for p in "$@"; do pid_alive "$p" && left+=" $p"; done
-		[[ -z $left ]] && return 0
-		((SECONDS < deadline)) || return 1
-		sleep 0.2
-	done
-}
-
 # ------------------------------------------------------------------ locking ---
 
 LOCK_FD=''
@@ -699,8 +685,11 @@ signal_and_wait() {
 	local -a left_pids left_ids
 	while :; do
 		left_pids=() left_ids=()
+		# The node's identity, not only its pid: a node that exited frees its pid,
+		# which the kernel may give to any other process meanwhile (it gave one to
+		# a PostgreSQL backend, which the SIGKILL below then killed).
 		for k in "${!pids[@]}"; do
-			pid_alive "${pids[k]}" && left_pids+=("${pids[k]}") left_ids+=("${ids[k]}")
+			is_node_pid "${pids[k]}" "${ids[k]}" && left_pids+=("${pids[k]}") left_ids+=("${ids[k]}")
 		done
 		((${#left_pids[@]})) || break
 		if ((others + ${#left_pids[@]} < majority)); then
@@ -718,8 +707,16 @@ signal_and_wait() {
 	done
 	if [[ -n $why ]]; then
 		note "node(s) ${left_ids[*]} $why; sending SIGKILL"
-		kill -KILL "${left_pids[@]}" 2>/dev/null || true
-		wait_gone 10 "${left_pids[@]}" || die "node(s) ${left_ids[*]} survived SIGKILL"
+		for k in "${!left_pids[@]}"; do
+			is_node_pid "${left_pids[k]}" "${left_ids[k]}" && kill -KILL "${left_pids[k]}" 2>/dev/null || true
+		done
+		local deadline_kill=$((SECONDS + 10))
+		for k in "${!left_pids[@]}"; do
+			while is_node_pid "${left_pids[k]}" "${left_ids[k]}"; do
+				((SECONDS < deadline_kill)) || die "node(s) ${left_ids[*]} survived SIGKILL"
+				sleep 0.2
+			done
+		done
 	fi
 	for i in "${ids[@]}"; do rm -f -- "$(node_dir "$i")/pid"; done
 }
