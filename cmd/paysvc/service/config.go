@@ -482,7 +482,7 @@ func (c Config) Redacted() map[string]any {
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
 		"kafka_namespace": string(c.KafkaNamespace), "command_retention": c.CommandRetention.String(),
 		"event_retention": c.EventRetention.String(),
-		"rate_limit": c.API.RateLimit, "rate_burst": c.API.RateBurst, "rate_limit_ip": c.API.AddrRateLimit,
+		"rate_limit":      c.API.RateLimit, "rate_burst": c.API.RateBurst, "rate_limit_ip": c.API.AddrRateLimit,
 		"rate_burst_ip": c.API.AddrRateBurst, "rate_limit_callbacks": c.API.CallbackRateLimit,
 		"rate_burst_callbacks": c.API.CallbackRateBurst, "trusted_proxies": c.API.TrustedProxies,
 		"daraja_configured": c.Daraja.ConsumerKey != "", "daraja_callback_url": mpesa.MaskToken(c.Daraja.CallbackURL),
