@@ -238,7 +238,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			case errors.Is(err, kerr.OffsetOutOfRange):
 				// Once a minute per partition: the fetch fails the same way until
-				// an operator acts, and the lag alert says it meanwhile.
+				// an operator acts, and the requests of its merchants time out meanwhile.
 				if time.Since(e.outOfRange[p]) > time.Minute {
 					e.outOfRange[p] = time.Now()
 					e.log.Error("partition stopped: its next command is no longer in the log (deleted by retention before "+
