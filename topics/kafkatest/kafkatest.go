@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -25,8 +26,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"paysvc/topics"
 )
@@ -145,4 +148,57 @@ func deleteNamespace(t testing.TB, brokers []string, ns topics.Namespace) {
 	if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
 		t.Logf("kafkatest: delete topics of %s: %v", ns, err)
 	}
+}
+
+// KnownToEveryBroker waits until every broker of the cluster knows the topics
+// and a leader for each of their partitions. EnsureTopics returns once the
+// broker that answered knows them; on a real cluster the others learn of them a
+// moment later (seconds, on a busy machine), and a produce meanwhile fails with
+// UNKNOWN_TOPIC_OR_PARTITION once kgo's UnknownTopicRetries (4) are spent, which
+// makes a relay give up its lead (Relay.Run) and another take it. kfake knows
+// them at once.
+func KnownToEveryBroker(ctx context.Context, cl *kgo.Client, names []string) error {
+	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers {
+		err := topics.UntilVisible(ctx, func() error {
+			req := kmsg.NewPtrMetadataRequest()
+			for _, name := range names {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+			}
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err != nil {
+				return err
+			}
+			for _, rt := range resp.Topics {
+				name := ""
+				if rt.Topic != nil {
+					name = *rt.Topic
+				}
+				if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				if len(rt.Partitions) == 0 {
+					return fmt.Errorf("%s: no partitions: %w", name, kerr.UnknownTopicOrPartition)
+				}
+				for _, p := range rt.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						return fmt.Errorf("%s/%d: %w", name, p.Partition, err)
+					}
+					if p.Leader < 0 {
+						return fmt.Errorf("%s/%d: %w", name, p.Partition, kerr.LeaderNotAvailable)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+	}
+	return nil
 }

@@ -77,7 +77,7 @@ func newFakeKafka(t *testing.T, opts ...kfake.Opt) *kafka {
 }
 
 // ensureTopics creates every paysvc topic in the namespace (2 command
-// partitions) and waits until every broker knows them (knownToEveryBroker). The
+// partitions) and waits until every broker knows them (kafkatest.KnownToEveryBroker). The
 // bound is generous: a busy machine's KRaft controller can take tens of seconds
 // to create a dozen topics.
 func (k *kafka) ensureTopics(t *testing.T) {
@@ -92,62 +92,9 @@ func (k *kafka) ensureTopics(t *testing.T) {
 	if err := topics.EnsureTopics(ctx, adm, k.ns, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := knownToEveryBroker(ctx, adm, k.ns.Topics(topics.AllTopics()...)); err != nil {
+	if err := kafkatest.KnownToEveryBroker(ctx, adm, k.ns.Topics(topics.AllTopics()...)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// knownToEveryBroker waits until every broker of the cluster knows the topics
-// and a leader for each of their partitions. EnsureTopics returns once the
-// broker that answered knows them; on a real cluster the others learn of them a
-// moment later (seconds, on a busy machine), and a produce meanwhile fails with
-// UNKNOWN_TOPIC_OR_PARTITION once kgo's UnknownTopicRetries (4) are spent, which
-// makes a relay give up its lead (Relay.Run) and another take it. kfake knows
-// them at once.
-func knownToEveryBroker(ctx context.Context, cl *kgo.Client, names []string) error {
-	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
-	if err != nil {
-		return err
-	}
-	for _, b := range brokers {
-		err := topics.UntilVisible(ctx, func() error {
-			req := kmsg.NewPtrMetadataRequest()
-			for _, name := range names {
-				rt := kmsg.NewMetadataRequestTopic()
-				rt.Topic = kmsg.StringPtr(name)
-				req.Topics = append(req.Topics, rt)
-			}
-			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
-			if err != nil {
-				return err
-			}
-			for _, rt := range resp.Topics {
-				name := ""
-				if rt.Topic != nil {
-					name = *rt.Topic
-				}
-				if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				if len(rt.Partitions) == 0 {
-					return fmt.Errorf("%s: no partitions: %w", name, kerr.UnknownTopicOrPartition)
-				}
-				for _, p := range rt.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						return fmt.Errorf("%s/%d: %w", name, p.Partition, err)
-					}
-					if p.Leader < 0 {
-						return fmt.Errorf("%s/%d: %w", name, p.Partition, kerr.LeaderNotAvailable)
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("broker %d: %w", b.NodeID, err)
-		}
-	}
-	return nil
 }
 
 // eventTopic is the name on the cluster of the topic every test row goes to.

@@ -14,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/outbound/webhooks/dispatch"
@@ -199,7 +196,7 @@ func (b *bundle) start() {
 
 // ensureTopics creates paysvc's topics in namespace ns (the event topics have 4
 // partitions each) and waits until every broker knows them
-// (knownToEveryBroker). The bound is generous: a busy machine's KRaft
+// (kafkatest.KnownToEveryBroker). The bound is generous: a busy machine's KRaft
 // controller can take tens of seconds to create a dozen topics.
 func ensureTopics(t *testing.T, cl *kgo.Client, ns topics.Namespace) {
 	t.Helper()
@@ -208,61 +205,9 @@ func ensureTopics(t *testing.T, cl *kgo.Client, ns topics.Namespace) {
 	if err := topics.EnsureTopics(ctx, cl, ns, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := knownToEveryBroker(ctx, cl, ns.Topics(topics.AllTopics()...)); err != nil {
+	if err := kafkatest.KnownToEveryBroker(ctx, cl, ns.Topics(topics.AllTopics()...)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// knownToEveryBroker waits until every broker of the cluster knows the topics
-// and a leader for each of their partitions. EnsureTopics returns once the
-// broker that answered knows them; on a real cluster the others learn of them a
-// moment later (seconds, on a busy machine), and a produce meanwhile fails with
-// UNKNOWN_TOPIC_OR_PARTITION once kgo's UnknownTopicRetries (4) are spent: the
-// test's ProduceSync would fail the test. kfake knows them at once.
-func knownToEveryBroker(ctx context.Context, cl *kgo.Client, names []string) error {
-	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
-	if err != nil {
-		return err
-	}
-	for _, b := range brokers {
-		err := topics.UntilVisible(ctx, func() error {
-			req := kmsg.NewPtrMetadataRequest()
-			for _, name := range names {
-				rt := kmsg.NewMetadataRequestTopic()
-				rt.Topic = kmsg.StringPtr(name)
-				req.Topics = append(req.Topics, rt)
-			}
-			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
-			if err != nil {
-				return err
-			}
-			for _, rt := range resp.Topics {
-				name := ""
-				if rt.Topic != nil {
-					name = *rt.Topic
-				}
-				if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				if len(rt.Partitions) == 0 {
-					return fmt.Errorf("%s: no partitions: %w", name, kerr.UnknownTopicOrPartition)
-				}
-				for _, p := range rt.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						return fmt.Errorf("%s/%d: %w", name, p.Partition, err)
-					}
-					if p.Leader < 0 {
-						return fmt.Errorf("%s/%d: %w", name, p.Partition, kerr.LeaderNotAvailable)
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("broker %d: %w", b.NodeID, err)
-		}
-	}
-	return nil
 }
 
 // run starts a dispatcher of the bundle; the function returned stops it (shutdown,
