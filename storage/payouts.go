@@ -162,7 +162,9 @@ type StalePayout struct {
 // files being paid that have been waiting for their outcome since before, in
 // file order.
 //
-// Only merchants of environment are read, and fairly: each merchant's turn
+// Only enabled merchants of environment are read, and files no operator holds:
+// their transactions wait, and are recovered once the merchant is enabled or the
+// file released. Fairly: each merchant's turn
 // holds 100 of its transactions (a rail chunk), and every merchant's turn comes
 // before any merchant's next one (fairTurn).
 func StalePayouts(ctx context.Context, q sqlx.QueryerContext, environment string, before time.Time, limit int) ([]StalePayout, error) {
@@ -172,7 +174,7 @@ func StalePayouts(ctx context.Context, q sqlx.QueryerContext, environment string
 		  FROM payout_transactions t JOIN payout_files f ON f.file_id = t.file_id
 		  JOIN merchants m ON m.merchant_id = t.merchant_id
 		 WHERE t.status IN ('PENDING', 'PROCESSING') AND f.status = 'PROCESSING' AND t.provider <> 'P2P'
-		   AND t.updated_at < $1 AND m.environment = $3) x
+		   AND t.updated_at < $1 AND m.environment = $3 AND m.enabled AND NOT `+payoutFileHeld+`) x
 		 ORDER BY (turn - 1) / 100, file_id, seq LIMIT $2`, before, limit, environment)
 	if err != nil {
 		return nil, fmt.Errorf("stale payouts: %w", err)
@@ -193,6 +195,36 @@ func StalePayouts(ctx context.Context, q sqlx.QueryerContext, environment string
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// PayoutFileOperatorState is what an operator did to a file: whether it is held,
+// whether its unsent transactions were failed, and the last action.
+type PayoutFileOperatorState struct {
+	OnHold           bool       `db:"on_hold"`
+	FailedByOperator bool       `db:"failed_by_operator"`
+	LastAction       string     `db:"last_action"`
+	LastReason       string     `db:"last_reason"`
+	LastAt           *time.Time `db:"last_at"`
+}
+
+// PayoutFileOperator reads the operator's marks on one of the merchant's files
+// from its stored header (payoutfile.Header); another merchant's file is
+// ErrNotFound.
+func PayoutFileOperator(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (PayoutFileOperatorState, error) {
+	var s PayoutFileOperatorState
+	err := sqlx.GetContext(ctx, q, &s, `SELECT coalesce((f.data ->> 'on_hold')::boolean, false) AS on_hold,
+			coalesce((f.data ->> 'failed_by_operator')::boolean, false) AS failed_by_operator,
+			coalesce(f.data -> 'operator_actions' -> -1 ->> 'action', '') AS last_action,
+			coalesce(f.data -> 'operator_actions' -> -1 ->> 'reason', '') AS last_reason,
+			(f.data -> 'operator_actions' -> -1 ->> 'at')::timestamptz AS last_at
+		  FROM payout_files f WHERE f.merchant_id = $1 AND f.file_id = $2`, merchantID, fileID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, ErrNotFound
+	}
+	if err != nil {
+		return s, fmt.Errorf("payment file operator state: %w", err)
+	}
+	return s, nil
 }
 
 // PayoutRef locates a payout transaction by its id alone (a provider's result

@@ -113,21 +113,32 @@ func GetPayoutSend(ctx context.Context, q sqlx.QueryerContext, transactionID str
 	return s, nil
 }
 
-// DuePayoutTxns returns which of the given transactions are still waiting to be
-// paid: PENDING or PROCESSING in a file being paid. The rails role asks just before
-// each send, so a transaction that a result finished meanwhile (its hold released
-// or paid out) is never sent.
-func DuePayoutTxns(ctx context.Context, q sqlx.QueryerContext, transactionIDs []string) (map[string]bool, error) {
-	var due []string
-	if err := sqlx.SelectContext(ctx, q, &due, `SELECT t.transaction_id
+// DuePayoutTxns returns which of the given transactions may be sent now, with
+// their status: PENDING (never handed to a rail) or PROCESSING (a rail has it), in
+// a file being paid that no operator holds, of an enabled merchant of
+// environment. The rails ask just before each send, so a transaction that a result
+// finished meanwhile (its hold released or paid out) is never sent, nor one whose
+// merchant an operator disabled, or whose file an operator held, after approval.
+func DuePayoutTxns(ctx context.Context, q sqlx.QueryerContext, environment string, transactionIDs []string) (map[string]string, error) {
+	var due []struct {
+		ID     string `db:"transaction_id"`
+		Status string `db:"status"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &due, `SELECT t.transaction_id, t.status
 		  FROM payout_transactions t JOIN payout_files f ON f.file_id = t.file_id
-		 WHERE t.transaction_id = ANY($1) AND t.status IN ('PENDING', 'PROCESSING') AND f.status = 'PROCESSING'`,
-		pq.StringArray(transactionIDs)); err != nil {
+		  JOIN merchants m ON m.merchant_id = f.merchant_id
+		 WHERE t.transaction_id = ANY($1) AND t.status IN ('PENDING', 'PROCESSING') AND f.status = 'PROCESSING'
+		   AND NOT `+payoutFileHeld+` AND m.enabled AND m.environment = $2`,
+		pq.StringArray(transactionIDs), environment); err != nil {
 		return nil, fmt.Errorf("due payout transactions: %w", err)
 	}
-	out := make(map[string]bool, len(due))
-	for _, id := range due {
-		out[id] = true
+	out := make(map[string]string, len(due))
+	for _, d := range due {
+		out[d.ID] = d.Status
 	}
 	return out, nil
 }
+
+// payoutFileHeld is true for a file f an operator holds (paysvc payout hold):
+// payoutfile.Header.OnHold, in the file's stored header.
+const payoutFileHeld = `coalesce((f.data ->> 'on_hold')::boolean, false)`

@@ -23,7 +23,25 @@ const (
 	// payout. It is keyed by the recipient merchant, so it runs in the recipient's
 	// partition; its outcome returns to the payer's file as a payout.results.
 	CmdPayoutP2PCredit = "payout.p2p_credit"
+	// CmdPayoutHold, CmdPayoutRelease and CmdPayoutFail are an operator's
+	// commands on a file being paid (paysvc payout hold|release|fail): hold its
+	// unsent transactions, send them again, or fail them and release their hold.
+	// Payload PayoutOperator.
+	CmdPayoutHold    = "payout.hold"
+	CmdPayoutRelease = "payout.release"
+	CmdPayoutFail    = "payout.fail"
 )
+
+// PayoutOperator is the payload of CmdPayoutHold, CmdPayoutRelease and
+// CmdPayoutFail. By and Reason go into the file's audit; Reason is required to
+// fail, and is shown to the merchant then.
+type PayoutOperator struct {
+	FileID string `json:"file_id"`
+	// By names the operator who gave the command (the CLI's --by, default the
+	// operating-system user).
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+}
 
 // RailsPayoutTopic carries payout requests from the engine's outbox to the rails
 // role: one record per chunk of a file's transactions (at most PayoutChunk), keyed
@@ -166,20 +184,37 @@ type SendMoney struct {
 	State string `json:"state"`
 	// Status and StatusCode are the status endpoint's words for the same moment
 	// (PROCESSING, COMPLETE, ...; BP109, BC100, ...).
-	Status            string    `json:"status"`
-	StatusCode        string    `json:"status_code"`
-	Provider          string    `json:"provider"`
-	Currency          string    `json:"currency"`
-	TotalAmount       string    `json:"total_amount"`
-	ChargeEstimate    string    `json:"charge_estimate"`
-	PaidAmount        string    `json:"paid_amount"`
-	FailedAmount      string    `json:"failed_amount"`
-	ActualCharges     string    `json:"actual_charges"`
-	TransactionsCount int       `json:"transactions_count"`
-	BatchReference    *string   `json:"batch_reference"`
-	FailedReason      *string   `json:"failed_reason"`
-	CreatedAt         time.Time `json:"created_at"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	Status            string  `json:"status"`
+	StatusCode        string  `json:"status_code"`
+	Provider          string  `json:"provider"`
+	Currency          string  `json:"currency"`
+	TotalAmount       string  `json:"total_amount"`
+	ChargeEstimate    string  `json:"charge_estimate"`
+	PaidAmount        string  `json:"paid_amount"`
+	FailedAmount      string  `json:"failed_amount"`
+	ActualCharges     string  `json:"actual_charges"`
+	TransactionsCount int     `json:"transactions_count"`
+	BatchReference    *string `json:"batch_reference"`
+	FailedReason      *string `json:"failed_reason"`
+	// OnHold: an operator holds the file (its unsent transactions wait).
+	OnHold bool `json:"on_hold"`
+	// Operator is the operator's action this event reports (hold, release or
+	// fail), null for any other change of the file.
+	Operator  *SendMoneyOperator `json:"operator"`
+	CreatedAt time.Time          `json:"created_at"`
+	UpdatedAt time.Time          `json:"updated_at"`
+}
+
+// SendMoneyOperator is an operator's hold, release or fail of a file, as a
+// send_money_event reports it: what was done, why, and when. Who did it stays
+// in the file's audit, not in the merchant's event.
+type SendMoneyOperator struct {
+	// Action is HOLD, RELEASE or FAIL.
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	// Failed is how many transactions a FAIL failed (0 otherwise).
+	Failed int       `json:"failed"`
+	At     time.Time `json:"at"`
 }
 
 // SendMoneyState is a file status in the vocabulary of send_money_event: a file being

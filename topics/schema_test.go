@@ -47,6 +47,7 @@ var schemaFiles = []struct {
 	{"send_money_event.schema.json", topics.SendMoney{}},
 	{"payout_initiate_command.schema.json", topics.PayoutInitiate{}},
 	{"payout_results_command.schema.json", topics.PayoutResults{}},
+	{"payout_operator_command.schema.json", topics.PayoutOperator{}},
 	{"payout_rail_request.schema.json", topics.PayoutRailRequest{}},
 	{"payout_callback.schema.json", topics.Callback{}},
 	{"reversal_event.schema.json", refund.Reversal{}},

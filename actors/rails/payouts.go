@@ -83,7 +83,7 @@ func RunPayouts(ctx context.Context, brokers []string, db *sqlx.DB, scope *Scope
 			return // the other environment's rails role pays it
 		}
 		for attempt := 0; ctx.Err() == nil; attempt++ {
-			req, err := stillDue(ctx, db, all, log)
+			req, err := stillDue(ctx, db, scope.Environment, all, log)
 			if err == nil && len(req.Transactions) == 0 {
 				return // every transaction has its outcome already
 			}
@@ -144,10 +144,14 @@ func (u Unconfigured) Submit(ctx context.Context, req topics.PayoutRailRequest) 
 	return u.Sink(ctx, res)
 }
 
-// stillDue keeps the transactions of req that are still waiting to be paid
+// stillDue keeps the transactions of req that may be sent now
 // (storage.DuePayoutTxns), read just before the chunk goes to its rail: a
-// redelivered or resubmitted chunk never sends again what a result finished.
-func stillDue(ctx context.Context, db *sqlx.DB, req topics.PayoutRailRequest, log *slog.Logger) (topics.PayoutRailRequest, error) {
+// redelivered or resubmitted chunk never sends again what a result finished, and
+// nothing is handed to a rail for a merchant an operator disabled, or of a file an
+// operator holds, whenever the file was approved. What is skipped so waits in
+// PostgreSQL: RecoverPayouts sends it once the merchant is enabled again, and an
+// operator's release queues it again at once.
+func stillDue(ctx context.Context, db *sqlx.DB, environment string, req topics.PayoutRailRequest, log *slog.Logger) (topics.PayoutRailRequest, error) {
 	if db == nil || len(req.Transactions) == 0 {
 		return req, nil
 	}
@@ -155,19 +159,20 @@ func stillDue(ctx context.Context, db *sqlx.DB, req topics.PayoutRailRequest, lo
 	for i, t := range req.Transactions {
 		idsOf[i] = t.TransactionID
 	}
-	due, err := storage.DuePayoutTxns(ctx, db, idsOf)
+	due, err := storage.DuePayoutTxns(ctx, db, environment, idsOf)
 	if err != nil {
 		return req, err
 	}
 	kept := req
 	kept.Transactions = nil
 	for _, t := range req.Transactions {
-		if due[t.TransactionID] {
+		if due[t.TransactionID] != "" {
 			kept.Transactions = append(kept.Transactions, t)
 		}
 	}
 	if n := len(req.Transactions) - len(kept.Transactions); n > 0 {
-		log.Info("payout transactions no longer due: not submitted", "file_id", req.FileID, "chunk", req.Chunk, "skipped", n)
+		log.Info("payout transactions not due (outcome known, file held or not being paid, or merchant disabled): not submitted",
+			"file_id", req.FileID, "chunk", req.Chunk, "skipped", n)
 	}
 	return kept, nil
 }
@@ -208,7 +213,7 @@ func RecoverPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, rail PayoutR
 				req.Transactions = append(req.Transactions, x.Txn)
 			}
 			n++
-			req, err := stillDue(ctx, db, req, log)
+			req, err := stillDue(ctx, db, scope.Environment, req, log)
 			if err == nil && len(req.Transactions) == 0 {
 				i = j
 				continue

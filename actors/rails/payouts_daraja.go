@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,10 +29,15 @@ type B2CPayer interface {
 // it into the transaction's FINAL outcome.
 //
 // Only a transaction still due is sent: just before each send its status is read
-// again from PostgreSQL, and one that has its outcome (or whose file is not being
-// paid) is skipped. Then its submission is reported (SUBMITTED, the transaction is
-// PROCESSING), before the request leaves, so Daraja's result always follows it in
-// the command log, and a result for a transaction never submitted finishes nothing.
+// again from PostgreSQL, and one that has its outcome, whose file is not being paid
+// or is held by an operator, or whose merchant is disabled or not of Environment,
+// is skipped. Then its submission is reported (SUBMITTED, the transaction is
+// PROCESSING), and the request leaves only once the engine applied it: Daraja's
+// result always follows it in the command log, a result for a transaction never
+// submitted finishes nothing, and the engine has the last word. It refuses the
+// submission of a disabled merchant or a held file, and an operator's fail of the
+// file's unsent transactions, applied first, leaves nothing to submit: a
+// transaction an operator failed (its hold released) is never paid as well.
 //
 // No transaction is ever sent twice. Before a request leaves, the transaction is
 // claimed in payout_sends (one row per transaction, in Postgres, so the claim
@@ -61,7 +67,13 @@ type DarajaB2C struct {
 	Others PayoutRail
 	// Pause is how long nothing is sent after an unknown outcome. Default 30s.
 	Pause time.Duration
-	Log   *slog.Logger
+	// Environment is the rails process's (Scope.Environment): only its
+	// merchants' transactions are sent.
+	Environment string
+	// SubmitWait bounds the wait for the engine to apply a submission before the
+	// request is sent; past it the chunk stops and is tried again. Default 10s.
+	SubmitWait time.Duration
+	Log        *slog.Logger
 
 	mu          sync.Mutex
 	pausedUntil time.Time
@@ -93,23 +105,33 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 			break
 		}
 		// Just before the send: a transaction a result finished meanwhile (a forged
-		// or early failure that released its hold, an operator's finish) is not paid.
-		due, err := storage.DuePayoutTxns(ctx, r.DB, []string{t.TransactionID})
+		// or early failure that released its hold, an operator's finish or fail) is
+		// not paid, nor one of a held file or a disabled merchant.
+		status, err := r.due(ctx, t.TransactionID)
 		if err != nil {
 			stop = err
 			break
 		}
-		if !due[t.TransactionID] {
-			log.Warn("B2C payout no longer due (it has its outcome, or its file is not being paid): not sent",
+		if status == "PENDING" {
+			// The file records the submission before the request leaves, so a result
+			// Daraja sends for it always comes after it in the command log; a result
+			// for a transaction not yet submitted is ignored (payoutfile.Results).
+			// Each attempt is its own command: a submission the engine refused (the
+			// merchant was disabled) is not the stored answer of the next attempt.
+			salt := strconv.FormatInt(time.Now().UnixNano(), 36)
+			if err := r.report(ctx, req, topics.PayoutStageSubmitted, "b2c-sub-", []topics.PayoutTxnResult{{TransactionID: t.TransactionID}}, salt); err != nil {
+				stop = err
+				break
+			}
+			if status, err = r.awaitSubmitted(ctx, t.TransactionID); err != nil {
+				stop = err
+				break
+			}
+		}
+		if status != "PROCESSING" {
+			log.Warn("B2C payout not due (it has its outcome, its file is held or not being paid, or its merchant is disabled): not sent",
 				"transaction_id", t.TransactionID)
 			continue
-		}
-		// The file records the submission before the request leaves, so a result
-		// Daraja sends for it always comes after it in the command log; a result
-		// for a transaction not yet submitted is ignored (payoutfile.Results).
-		if err := r.report(ctx, req, topics.PayoutStageSubmitted, "b2c-sub-", []topics.PayoutTxnResult{{TransactionID: t.TransactionID}}); err != nil {
-			stop = err
-			break
 		}
 		prior, claimed, err := storage.ClaimPayoutSend(ctx, r.DB, t.TransactionID, req.Provider)
 		if err != nil {
@@ -163,7 +185,7 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 			break
 		}
 	}
-	if err := r.report(ctx, req, topics.PayoutStageFinal, "b2c-ref-", refused); err != nil {
+	if err := r.report(ctx, req, topics.PayoutStageFinal, "b2c-ref-", refused, ""); err != nil {
 		// Submitted again, the chunk sends nothing twice and reports the same.
 		return fmt.Errorf("rails: report b2c outcomes: %w", err)
 	}
@@ -174,18 +196,59 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 }
 
 // report sends a group of outcomes of req's file. The labels derive from the
-// transactions they carry, so a chunk submitted again with the same outcomes is
-// the same commands, and different groups differ.
-func (r *DarajaB2C) report(ctx context.Context, req topics.PayoutRailRequest, stage, prefix string, results []topics.PayoutTxnResult) error {
+// transactions they carry (and salt, if any), so a chunk submitted again with the
+// same outcomes is the same commands, and different groups differ.
+func (r *DarajaB2C) report(ctx context.Context, req topics.PayoutRailRequest, stage, prefix string, results []topics.PayoutTxnResult, salt string) error {
 	if len(results) == 0 {
 		return nil
 	}
-	idsOf := make([]string, len(results))
+	idsOf := make([]string, len(results), len(results)+1)
 	for i, x := range results {
 		idsOf[i] = x.TransactionID
 	}
+	if salt != "" {
+		idsOf = append(idsOf, "attempt:"+salt)
+	}
 	return r.Sink(ctx, topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: stage,
 		Batch: prefix + ids.Derive(16, idsOf...), Results: results})
+}
+
+// due is the transaction's status if it may be sent now (PENDING or
+// PROCESSING), else "" (storage.DuePayoutTxns).
+func (r *DarajaB2C) due(ctx context.Context, transactionID string) (string, error) {
+	due, err := storage.DuePayoutTxns(ctx, r.DB, r.Environment, []string{transactionID})
+	if err != nil {
+		return "", err
+	}
+	return due[transactionID], nil
+}
+
+// errNotSubmitted: the engine did not apply a submission in time; nothing was sent.
+var errNotSubmitted = errors.New("rails: b2c submission not applied in time")
+
+// awaitSubmitted waits until the engine applied the transaction's submission
+// (PROCESSING), or it stopped being due (the engine refused it: the merchant is
+// disabled, the file held; or an operator failed it first): "".
+func (r *DarajaB2C) awaitSubmitted(ctx context.Context, transactionID string) (string, error) {
+	wait := r.SubmitWait
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for delay := 2 * time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		status, err := r.due(ctx, transactionID)
+		if err != nil || status != "PENDING" {
+			return status, err
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%w: %s", errNotSubmitted, transactionID)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(delay):
+		}
+	}
 }
 
 // ready returns an error when nothing may be sent now.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/money"
@@ -17,16 +19,26 @@ import (
 	"paysvc/topics"
 )
 
-// sink records what a rail reports.
+// sink records what a rail reports and, as the engine would, applies a
+// submission (PENDING -> PROCESSING) unless refuse says the engine refuses it.
 type sink struct {
-	mu  sync.Mutex
-	got []topics.PayoutResults
+	mu     sync.Mutex
+	got    []topics.PayoutResults
+	db     *sqlx.DB
+	refuse func() bool
 }
 
-func (s *sink) put(_ context.Context, r topics.PayoutResults) error {
+func (s *sink) put(ctx context.Context, r topics.PayoutResults) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, r)
+	if r.Stage == topics.PayoutStageSubmitted && s.db != nil && (s.refuse == nil || !s.refuse()) {
+		for _, x := range r.Results {
+			if _, err := s.db.ExecContext(ctx, `UPDATE payout_transactions SET status = 'PROCESSING' WHERE transaction_id = $1 AND status = 'PENDING'`, x.TransactionID); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -53,14 +65,14 @@ func setupB2C(t *testing.T) *b2cBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sink{}
 	db := storagetest.New(t)
+	s := &sink{db: db.DB}
 	// The rail sends only transactions still due in PostgreSQL: file F1 is being paid.
 	db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Payer', 'live')`)
 	db.DB.MustExec(`INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at)
 		VALUES ('F1', 'M1', gen_random_uuid(), 'PROCESSING', 2, '{}', now(), now())`)
 	return &b2cBundle{fake: fake, sink: s, db: db,
-		rail: &rails.DarajaB2C{Payer: payer, DB: db.DB, Sink: s.put, Pause: time.Millisecond}}
+		rail: &rails.DarajaB2C{Payer: payer, DB: db.DB, Sink: s.put, Pause: time.Millisecond, Environment: "live"}}
 }
 
 // chunk is a request for transactions of F1, each recorded PENDING (once).
@@ -128,9 +140,9 @@ func TestDarajaB2C(t *testing.T) {
 		if err := b.rail.Submit(ctx, req); err != nil { // redelivered, or resubmitted by recovery
 			t.Fatal(err)
 		}
-		again := b.sink.take()
-		if len(again) != 2 || again[0].Batch != first[0].Batch || again[1].Batch != first[1].Batch {
-			t.Fatalf("a resubmission reports differently: %+v vs %+v", again, first)
+		// Both are PROCESSING (submitted, and sent): nothing is reported or sent again.
+		if again := b.sink.take(); len(again) != 0 {
+			t.Fatalf("a resubmission of submitted transactions reported %+v", again)
 		}
 		if n := b.sent(); n["T1"] != 1 || n["T2"] != 1 || len(n) != 2 {
 			t.Fatalf("sent %v, want each once", n)
@@ -281,6 +293,84 @@ func TestDarajaB2C(t *testing.T) {
 		var n int
 		if err := b.db.DB.Get(&n, `SELECT count(*) FROM payout_sends WHERE transaction_id IN ('T1', 'T3')`); err != nil || n != 0 {
 			t.Fatalf("finished transactions claimed: %d, %v", n, err)
+		}
+	})
+
+	// The kill switches (docs/security.md): the rail reads the merchant and the file
+	// at the moment it sends, not at approval, and sends only once the engine took
+	// the submission.
+	t.Run("DisabledMerchantOrHeldFileNotSent", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		req := b.chunk(t, "MPESA-B2C", "T1", "T2")
+		b.db.DB.MustExec(`UPDATE merchants SET enabled = false WHERE merchant_id = 'M1'`)
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if n, got := b.sent(), b.sink.take(); len(n) != 0 || len(got) != 0 {
+			t.Fatalf("disabled merchant: sent %v, reported %+v", n, got)
+		}
+		b.db.DB.MustExec(`UPDATE merchants SET enabled = true WHERE merchant_id = 'M1'`)
+		b.db.DB.MustExec(`UPDATE payout_files SET data = '{"on_hold": true}' WHERE file_id = 'F1'`)
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.sent(); len(n) != 0 {
+			t.Fatalf("held file: sent %v", n)
+		}
+		b.db.DB.MustExec(`UPDATE payout_files SET data = '{"on_hold": false}' WHERE file_id = 'F1'`)
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.sent(); n["T1"] != 1 || n["T2"] != 1 {
+			t.Fatalf("enabled and released: sent %v, want each once", n)
+		}
+	})
+
+	// The engine refuses the submission (its merchant was disabled after the rail
+	// read it): the request never leaves, and a later attempt is a new command.
+	t.Run("RefusedSubmissionNotSent", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		b.rail.SubmitWait = 50 * time.Millisecond
+		refuse := true
+		b.sink.refuse = func() bool { return refuse }
+		req := b.chunk(t, "MPESA-B2C", "T1")
+		if err := b.rail.Submit(ctx, req); err == nil {
+			t.Fatal("a submission the engine never applied did not stop the chunk")
+		}
+		if n := b.sent(); len(n) != 0 {
+			t.Fatalf("sent %v though the engine refused the submission", n)
+		}
+		first := b.sink.take()
+		refuse = false
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		again := b.sink.take()
+		if len(first) != 1 || len(again) != 1 || first[0].Batch == again[0].Batch {
+			t.Fatalf("attempts %+v then %+v: each must be its own command", first, again)
+		}
+		if n := b.sent(); n["T1"] != 1 {
+			t.Fatalf("sent %v", n)
+		}
+	})
+
+	// An operator's fail applied before the submission: the transaction is FAILED
+	// (its hold released) when the rail looks again, and is never paid.
+	t.Run("FailedFirstNotSent", func(t *testing.T) {
+		t.Parallel()
+		b := setupB2C(t)
+		req := b.chunk(t, "MPESA-B2C", "T1")
+		b.sink.refuse = func() bool {
+			b.db.DB.MustExec(`UPDATE payout_transactions SET status = 'FAILED' WHERE transaction_id = 'T1'`)
+			return true
+		}
+		if err := b.rail.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.sent(); len(n) != 0 {
+			t.Fatalf("sent %v", n)
 		}
 	})
 

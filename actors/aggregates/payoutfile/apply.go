@@ -19,6 +19,8 @@ func Apply(s State, cmd any) (State, Delta, error) {
 		return applyCancel(s, c)
 	case Results:
 		return applyResults(s, c)
+	case Operator:
+		return applyOperator(s, c)
 	default:
 		return s, Delta{}, fmt.Errorf("payoutfile: unknown command %T", cmd)
 	}
@@ -139,6 +141,11 @@ func applyResults(s State, c Results) (State, Delta, error) {
 	default:
 		return s, Delta{}, ErrNotProcessing
 	}
+	if !c.Final && s.OnHold {
+		// The rails report a submission before the request leaves and send only
+		// once it applied: refusing it keeps a held file's transactions unsent.
+		return s, Delta{}, ErrOnHold
+	}
 	idx := s.Index()
 	n := s
 	n.Txns = slices.Clone(s.Txns)
@@ -200,8 +207,78 @@ func applyResults(s State, c Results) (State, Delta, error) {
 			return s, Delta{}, fmt.Errorf("%w: %s complete with %s still held", ErrHoldMismatch, s.FileID, n.Held)
 		}
 		n.Status, n.StatusCode = StatusComplete, CodeCompleted
+		n.OnHold = false // nothing is left to hold back
 		d.Moved = true
 	}
+	n.Version++
+	n.UpdatedAt = c.At
+	return n, d, nil
+}
+
+// applyOperator applies an operator's hold, release or fail of a file being paid.
+// Only a PROCESSING file has transactions a rail may still be sent; any other is
+// ErrNotProcessing. A command that would change nothing is ErrNoChange, and the
+// file stays as it is (no audit line either: the audit lists changes).
+func applyOperator(s State, c Operator) (State, Delta, error) {
+	if !s.Exists() {
+		return s, Delta{}, ErrNotFound
+	}
+	if s.Status != StatusProcessing {
+		return s, Delta{}, ErrNotProcessing
+	}
+	n := s
+	d := Delta{Release: money.Zero()}
+	action := OperatorAction{Action: c.Action, By: c.By, Reason: c.Reason, CommandID: c.CommandID, At: c.At}
+	switch c.Action {
+	case ActionHold:
+		if s.OnHold {
+			return s, Delta{}, ErrNoChange
+		}
+		n.OnHold = true
+	case ActionRelease:
+		if !s.OnHold {
+			return s, Delta{}, ErrNoChange
+		}
+		n.OnHold = false
+	case ActionFail:
+		if c.Reason == "" {
+			return s, Delta{}, ErrInvalid
+		}
+		n.Txns = slices.Clone(s.Txns)
+		for i := range n.Txns {
+			t := &n.Txns[i]
+			if !t.Unsent() {
+				continue // a rail has it (or it has its outcome): left to that outcome
+			}
+			out := t.Amount.Add(t.Charge)
+			if n.Held.Cmp(out) < 0 {
+				return s, Delta{}, fmt.Errorf("%w: %s holds %s, transaction %s needs %s", ErrHoldMismatch, s.FileID, n.Held, t.TransactionID, out)
+			}
+			n.Held = n.Held.Sub(out)
+			t.Status, t.StatusCode, t.UpdatedAt = TxnFailed, TxnCodeFailed, c.At
+			t.StatusDescription = "Failed by the operator: " + c.Reason
+			n.FailedAmount = n.FailedAmount.Add(t.Amount)
+			d.Release = d.Release.Add(out)
+			n.Finished++
+			d.Changed = append(d.Changed, i)
+		}
+		if len(d.Changed) == 0 {
+			return s, Delta{}, ErrNoChange
+		}
+		action.Failed = len(d.Changed)
+		n.FailedByOperator, n.OnHold = true, false
+		n.FailedReason = "Failed by the operator: " + c.Reason
+		if n.Finished == n.Count {
+			if n.Held.Sign() != 0 {
+				return s, Delta{}, fmt.Errorf("%w: %s complete with %s still held", ErrHoldMismatch, s.FileID, n.Held)
+			}
+			n.Status, n.StatusCode = StatusComplete, CodeCompleted
+			d.Moved = true
+		}
+	default:
+		return s, Delta{}, ErrInvalid
+	}
+	n.OperatorActions = append(slices.Clone(s.OperatorActions), action)
 	n.Version++
 	n.UpdatedAt = c.At
 	return n, d, nil

@@ -49,6 +49,19 @@ type Results struct {
 	At       time.Time
 }
 
+// Operator is an operator's command on a file being paid (paysvc payout
+// hold|release|fail): Action is ActionHold (its unsent transactions wait),
+// ActionRelease (they are sent again) or ActionFail (they fail, and their hold is
+// released; transactions a rail has are left to their outcome). By, Reason and
+// CommandID go into the file's audit (Header.OperatorActions).
+type Operator struct {
+	Action    string
+	By        string
+	Reason    string
+	CommandID string
+	At        time.Time
+}
+
 // Payment is a transaction completed by a command: its amount and charge leave the
 // wallet's hold for good.
 type Payment struct {
@@ -81,4 +94,15 @@ var (
 	ErrNotCancellable      = errors.New("the file can only be cancelled while it awaits approval")
 	ErrNotProcessing       = errors.New("the file is not being paid")
 	ErrHoldMismatch        = errors.New("payment file: hold does not reconcile")
+	// ErrOnHold refuses a submission (SUBMITTED) of a held file's transactions:
+	// nothing is sent until an operator releases it.
+	ErrOnHold = errors.New("the file is on hold: nothing is sent until an operator releases it")
+	// ErrNoChange answers an operator command that would change nothing (hold of
+	// a held file, release of a file not held, fail of a file with nothing
+	// unsent): the file is as asked already.
+	ErrNoChange = errors.New("nothing to change")
 )
+
+// Unsent reports whether a transaction was never handed to a rail: still
+// PENDING in a file being paid.
+func (t Txn) Unsent() bool { return t.Status == TxnPending }

@@ -121,6 +121,32 @@ type Txn struct {
 	UpdatedAt           time.Time    `json:"updated_at"`
 }
 
+// Operator actions on a file being paid.
+const (
+	ActionHold    = "HOLD"
+	ActionRelease = "RELEASE"
+	ActionFail    = "FAIL"
+)
+
+// OperatorAction is one operator command that changed a file, as its audit keeps it.
+type OperatorAction struct {
+	Action    string    `json:"action"`
+	By        string    `json:"by"`
+	Reason    string    `json:"reason,omitempty"`
+	CommandID string    `json:"command_id,omitempty"`
+	Failed    int       `json:"failed,omitempty"` // FAIL: how many transactions it failed
+	At        time.Time `json:"at"`
+}
+
+// LastAction is the file's latest operator action, or nil.
+func (h Header) LastAction() *OperatorAction {
+	if len(h.OperatorActions) == 0 {
+		return nil
+	}
+	a := h.OperatorActions[len(h.OperatorActions)-1]
+	return &a
+}
+
 // Final reports whether the transaction has its outcome.
 func (t Txn) Final() bool { return t.Status == TxnComplete || t.Status == TxnFailed }
 
@@ -128,22 +154,32 @@ func (t Txn) Final() bool { return t.Status == TxnComplete || t.Status == TxnFai
 // (transactions are rows of their own, so a result touching 500 of 10,000
 // transactions writes 500 rows, not the whole file).
 type Header struct {
-	FileID           string       `json:"file_id"`
-	TrackingID       string       `json:"tracking_id"`
-	Nonce            string       `json:"nonce"`
-	MerchantID       string       `json:"merchant_id"`
-	WalletID         string       `json:"wallet_id"`
-	Provider         string       `json:"provider"`
-	Currency         string       `json:"currency"`
-	Status           string       `json:"status"`
-	StatusCode       string       `json:"status_code"`
-	RequiresApproval bool         `json:"requires_approval"`
-	BatchReference   string       `json:"batch_reference,omitempty"`
-	DeviceID         string       `json:"device_id,omitempty"`
-	CallbackURL      string       `json:"callback_url,omitempty"`
-	FailedReason     string       `json:"failed_reason,omitempty"`
-	TotalAmount      money.Amount `json:"total_amount"`
-	ChargeEstimate   money.Amount `json:"charge_estimate"`
+	FileID           string `json:"file_id"`
+	TrackingID       string `json:"tracking_id"`
+	Nonce            string `json:"nonce"`
+	MerchantID       string `json:"merchant_id"`
+	WalletID         string `json:"wallet_id"`
+	Provider         string `json:"provider"`
+	Currency         string `json:"currency"`
+	Status           string `json:"status"`
+	StatusCode       string `json:"status_code"`
+	RequiresApproval bool   `json:"requires_approval"`
+	BatchReference   string `json:"batch_reference,omitempty"`
+	DeviceID         string `json:"device_id,omitempty"`
+	CallbackURL      string `json:"callback_url,omitempty"`
+	FailedReason     string `json:"failed_reason,omitempty"`
+	// OnHold: an operator held the file (paysvc payout hold): its unsent
+	// transactions are not sent until it is released. Transactions a rail has
+	// (PROCESSING) still take their outcome.
+	OnHold bool `json:"on_hold,omitempty"`
+	// FailedByOperator: an operator failed the file's unsent transactions
+	// (paysvc payout fail); FailedReason says why.
+	FailedByOperator bool `json:"failed_by_operator,omitempty"`
+	// OperatorActions is the file's audit of operator commands, oldest first:
+	// who held, released or failed it, when, why, and by which command.
+	OperatorActions []OperatorAction `json:"operator_actions,omitempty"`
+	TotalAmount     money.Amount     `json:"total_amount"`
+	ChargeEstimate  money.Amount     `json:"charge_estimate"`
 	// Held is what the file still holds in its wallet: total plus charges at
 	// approval, down by each outcome, zero at COMPLETE.
 	Held          money.Amount `json:"held"`

@@ -64,7 +64,7 @@ func (st *starter) startPayoutRails(scope *rails.Scope, sandbox bool) error {
 			return fmt.Errorf("PAYSVC_DARAJA_B2C_*: %w", err)
 		}
 		payoutRail = &rails.DarajaB2C{Payer: b2c, DB: s.DB, Sink: truthful, Others: payoutRail,
-			Pause: cfg.DarajaB2CPause, Log: log}
+			Pause: cfg.DarajaB2CPause, Environment: scope.Environment, Log: log}
 		log.Info("rails role: MPESA-B2C payouts through Daraja", "daraja", b2c.String())
 		if d.B2CStatusURL != "" { // ask Daraja about the payouts whose outcome did not come
 			s.goRun(func() error {

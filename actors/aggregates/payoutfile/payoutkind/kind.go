@@ -43,6 +43,11 @@ const (
 	// requires_approval NO) that the paying wallet's available balance cannot
 	// cover. Nothing changes: the file, if it exists, still awaits approval.
 	CodeInsufficientBalance = "insufficient_balance"
+	// CodeNotProcessing refuses an operator's hold, release or fail of a file
+	// that is not being paid (awaiting approval, complete, cancelled).
+	CodeNotProcessing = "not_processing"
+	// CodeFileOnHold refuses a rail's submission of a held file's transactions.
+	CodeFileOnHold = "file_on_hold"
 )
 
 var payoutTxns = promauto.NewCounterVec(prometheus.CounterOpts{
@@ -67,6 +72,9 @@ func Kind() engine.Kind {
 			topics.CmdPayoutCancel:    func() any { return &topics.PayoutCancel{} },
 			topics.CmdPayoutResults:   func() any { return &topics.PayoutResults{} },
 			topics.CmdPayoutP2PCredit: func() any { return &topics.PayoutP2PCredit{} },
+			topics.CmdPayoutHold:      func() any { return &topics.PayoutOperator{} },
+			topics.CmdPayoutRelease:   func() any { return &topics.PayoutOperator{} },
+			topics.CmdPayoutFail:      func() any { return &topics.PayoutOperator{} },
 		},
 		// A rail's results complete money in motion; a P2P credit, in the
 		// recipient's partition, is checked against its payer (p2pCredit checks
@@ -75,7 +83,14 @@ func Kind() engine.Kind {
 			topics.CmdPayoutInitiate: {},
 			topics.CmdPayoutApprove:  {},
 			topics.CmdPayoutCancel:   {},
-			topics.CmdPayoutResults:  {WhileDisabled: true},
+			// The SUBMITTED stage of a disabled merchant is refused by results,
+			// not here: a FINAL outcome must still land.
+			topics.CmdPayoutResults: {WhileDisabled: true},
+			// An operator's kill switch of one file must work on a disabled
+			// merchant above all (disable, then fail the file a stolen key approved).
+			topics.CmdPayoutHold:    {WhileDisabled: true},
+			topics.CmdPayoutRelease: {WhileDisabled: true},
+			topics.CmdPayoutFail:    {WhileDisabled: true},
 			topics.CmdPayoutP2PCredit: {WhileDisabled: true, Subject: func(payload any) string {
 				if p, ok := payload.(*topics.PayoutP2PCredit); ok {
 					return p.PayerMerchantID
@@ -104,6 +119,8 @@ func idsOf(payload any) []string {
 	case *topics.PayoutCancel:
 		return []string{p.FileID}
 	case *topics.PayoutResults:
+		return []string{p.FileID}
+	case *topics.PayoutOperator:
 		return []string{p.FileID}
 	}
 	return nil
@@ -258,6 +275,8 @@ func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) 
 		return results(tx, c, *in)
 	case *topics.PayoutP2PCredit:
 		return p2pCredit(tx, c, *in)
+	case *topics.PayoutOperator:
+		return operate(tx, c, *in)
 	}
 	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
 }
@@ -530,9 +549,7 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payoutfile.State, rejected
 		if _, no := rejected[t.TransactionID]; no {
 			continue
 		}
-		chunk = append(chunk, topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount,
-			Name: t.Name, IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType,
-			AccountReference: t.AccountReference, BankCode: t.BankCode})
+		chunk = append(chunk, railTxn(t))
 		if len(chunk) == topics.PayoutChunk {
 			flush()
 		}
@@ -573,6 +590,12 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 	if _, ok := tx.Find(Name, in.FileID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
+	if in.Stage != topics.PayoutStageFinal && !tx.MerchantOf(c.MerchantID).Enabled {
+		// A disabled merchant's money stops: the rails send a transaction only once
+		// its submission applied, so refusing it keeps the transaction unsent (and
+		// held). A FINAL outcome still applies: that money is already in motion.
+		return engine.Refuse(engine.CodeMerchantDisabled, "This merchant account is disabled: no payout is sent.", ""), nil
+	}
 	outs := make([]payoutfile.Outcome, len(in.Results))
 	for i, r := range in.Results {
 		outs[i] = payoutfile.Outcome{TransactionID: r.TransactionID, Success: r.Success, Description: r.Description,
@@ -582,6 +605,9 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 	r, err := tx.Ask(Name, in.FileID, payoutfile.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
+	}
+	if errors.Is(r.Err, payoutfile.ErrOnHold) {
+		return engine.Refuse(CodeFileOnHold, "The payment file is on hold: nothing is sent until an operator releases it.", "file_id"), nil
 	}
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), "file_id"), nil
@@ -616,6 +642,128 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 	}
 	callback(tx, c, f, d.Changed)
 	return reply, nil
+}
+
+// operatorActions maps the operator's command types to the file's actions.
+var operatorActions = map[string]string{topics.CmdPayoutHold: payoutfile.ActionHold,
+	topics.CmdPayoutRelease: payoutfile.ActionRelease, topics.CmdPayoutFail: payoutfile.ActionFail}
+
+// OperatorResult is the reply of an operator's hold, release or fail.
+type OperatorResult struct {
+	FileID   string `json:"file_id"`
+	Action   string `json:"action"`
+	Status   string `json:"status"`
+	OnHold   bool   `json:"on_hold"`
+	Changed  bool   `json:"changed"`
+	Failed   int    `json:"failed"`   // FAIL: transactions failed now
+	Released string `json:"released"` // FAIL: hold released to available
+	Message  string `json:"message"`
+}
+
+// operate applies an operator's hold, release or fail of a file being paid. Hold
+// and release move no money; fail releases the hold of every unsent transaction
+// (PENDING: no rail has it) in the same transaction. A release queues the file's
+// unsent transactions to their rail again, so sending resumes at once where it
+// stopped (the rails send only what is still due, and never a transaction twice).
+func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics.Reply, error) {
+	action := operatorActions[c.Type]
+	cur, ok := tx.Find(Name, in.FileID)
+	if !ok || cur.(payoutfile.State).MerchantID != c.MerchantID {
+		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
+	}
+	if in.By == "" {
+		return engine.Refuse(engine.CodeInvalid, "An operator command names its operator (by).", "by"), nil
+	}
+	if action == payoutfile.ActionFail && in.Reason == "" {
+		return engine.Refuse(engine.CodeInvalid, "Failing a file needs a reason, which the merchant is shown.", "reason"), nil
+	}
+	r, err := tx.Ask(Name, in.FileID, payoutfile.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	before := r.Before.(payoutfile.State)
+	res := OperatorResult{FileID: in.FileID, Action: action, Status: before.Status, OnHold: before.OnHold, Released: "0.00"}
+	switch {
+	case errors.Is(r.Err, payoutfile.ErrNotProcessing):
+		return engine.Refuse(CodeNotProcessing, "The payment file is "+before.Status+": only a file being paid (PROCESSING) can be held, released or failed.", "file_id"), nil
+	case errors.Is(r.Err, payoutfile.ErrNoChange):
+		res.Message = map[string]string{
+			payoutfile.ActionHold:    "The file is on hold already: nothing changed.",
+			payoutfile.ActionRelease: "The file is not on hold: nothing changed.",
+			payoutfile.ActionFail:    "The file has no unsent transaction to fail (each was handed to its rail or has its outcome): nothing changed.",
+		}[action]
+		return topics.Reply{Result: mustJSON(res)}, nil
+	case r.Err != nil:
+		return topics.Reply{}, fmt.Errorf("engine: %s of payment file %s: %w", c.Type, in.FileID, r.Err)
+	}
+	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	if d.Release.Sign() > 0 {
+		if err := settle(tx, f, d); err != nil {
+			return topics.Reply{}, err
+		}
+		counted(tx, f.Provider, 0, len(d.Changed))
+	}
+	if action == payoutfile.ActionRelease {
+		queueUnsent(tx, c, f)
+	}
+	tx.Log().Info("payment file changed by an operator", "file_id", f.FileID, "action", action, "by", in.By,
+		"reason", in.Reason, "command_id", c.ID, "failed", len(d.Changed))
+	a := f.LastAction()
+	sendMoneyEventBy(tx, f, &topics.SendMoneyOperator{Action: a.Action, Reason: a.Reason, Failed: a.Failed, At: a.At})
+	if len(d.Changed) > 0 { // the callback shows transactions; a hold or release changes none
+		callback(tx, c, f, d.Changed)
+	}
+	res.Status, res.OnHold, res.Changed, res.Failed, res.Released = f.Status, f.OnHold, true, len(d.Changed), d.Release.String()
+	res.Message = map[string]string{
+		payoutfile.ActionHold:    "The file is on hold: its unsent transactions are not sent until it is released.",
+		payoutfile.ActionRelease: "The file is released: its unsent transactions are sent again.",
+		payoutfile.ActionFail:    fmt.Sprintf("%d unsent transactions failed and their hold was released.", len(d.Changed)),
+	}[action]
+	return topics.Reply{Result: mustJSON(res)}, nil
+}
+
+// queueUnsent queues a released file's unsent (PENDING) transactions to their
+// rail again: their first requests may have been read while the file was held,
+// and skipped. Chunk numbers start above any the approval or the recovery use
+// (from the file's version), so their outcomes are new commands.
+func queueUnsent(tx *engine.Tx, c *topics.Command, f payoutfile.State) {
+	if f.Provider == payoutfile.ProviderP2P {
+		return // credited at approval: nothing waits for a rail
+	}
+	var chunk []topics.PayoutRailTxn
+	base := releaseChunkBase + int(f.Version)*10_000
+	n := 0
+	flush := func() {
+		if len(chunk) == 0 {
+			return
+		}
+		req := topics.PayoutRailRequest{FileID: f.FileID, MerchantID: f.MerchantID, Provider: f.Provider, Currency: f.Currency,
+			Chunk: base + n, Transactions: chunk}
+		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "payout-rail-release", fmt.Sprint(n)),
+			Topic: topics.RailsPayoutTopic, Key: f.FileID, MerchantID: f.MerchantID, Body: mustJSON(req)})
+		chunk = nil
+		n++
+	}
+	for _, t := range f.Txns {
+		if !t.Unsent() {
+			continue
+		}
+		chunk = append(chunk, railTxn(t))
+		if len(chunk) == topics.PayoutChunk {
+			flush()
+		}
+	}
+	flush()
+}
+
+// releaseChunkBase is above every chunk number an approval (0, 1, ...) or the
+// recovery (below 10^9) gives a request.
+const releaseChunkBase = 1 << 40
+
+func railTxn(t payoutfile.Txn) topics.PayoutRailTxn {
+	return topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount,
+		Name: t.Name, IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType,
+		AccountReference: t.AccountReference, BankCode: t.BankCode}
 }
 
 // settle moves a result's money in the wallet: payments out of the hold (ledger
@@ -717,7 +865,11 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 	return topics.Reply{Result: mustJSON(result)}, nil
 }
 
-func sendMoneyEvent(tx *engine.Tx, f payoutfile.State) {
+func sendMoneyEvent(tx *engine.Tx, f payoutfile.State) { sendMoneyEventBy(tx, f, nil) }
+
+// sendMoneyEventBy reports a change of f; op is the operator's action that made
+// it, if any.
+func sendMoneyEventBy(tx *engine.Tx, f payoutfile.State, op *topics.SendMoneyOperator) {
 	opt := func(v string) *string {
 		if v == "" {
 			return nil
@@ -733,7 +885,7 @@ func sendMoneyEvent(tx *engine.Tx, f payoutfile.State) {
 		Provider: f.Provider, Currency: f.Currency, TotalAmount: f.TotalAmount.String(), ChargeEstimate: f.ChargeEstimate.String(),
 		PaidAmount: f.PaidAmount.String(), FailedAmount: f.FailedAmount.String(), ActualCharges: f.ActualCharges.String(),
 		TransactionsCount: f.Count, BatchReference: opt(f.BatchReference), FailedReason: opt(f.FailedReason),
-		CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt})
+		OnHold: f.OnHold, Operator: op, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt})
 }
 
 // callback queues the merchant's callback_url notification of a change: the file
