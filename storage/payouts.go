@@ -39,6 +39,20 @@ func PayoutFileID(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID
 	return id, nil
 }
 
+// PayoutFileMerchant returns the merchant of a payment file (an operator names a
+// file by its id alone), or ErrNotFound.
+func PayoutFileMerchant(ctx context.Context, q sqlx.QueryerContext, fileID string) (string, error) {
+	var id string
+	err := sqlx.GetContext(ctx, q, &id, `SELECT merchant_id FROM payout_files WHERE file_id = $1`, fileID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("find payment file: %w", err)
+	}
+	return id, nil
+}
+
 // PayoutIDsTaken reports whether a file id or any of the transaction ids is in
 // use by any merchant (ids come from the API; a clash must be a refusal, not a
 // primary-key failure of the engine's batch).

@@ -57,6 +57,8 @@ commands:
   trigger TOPIC                            send a sample event of a topic (sandbox)
   replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
   payout finish TXN --status COMPLETE|FAILED  finish a payout whose outcome the rail never reported
+  payout hold|release FILE [--reason TEXT]  pause or resume sending a payment file (kill switch)
+  payout fail FILE --reason TEXT           fail a file's unsent payouts, releasing their hold
   quarantine list [--merchant ID]          commands the engine set aside (refused; see ops/runbooks.md)
   probe [--addr ADDR] [PATH...]            exit 0 when the operator listener answers 200 on each path
                                            (default /livez /readyz; for container healthchecks)
