@@ -2,6 +2,7 @@ package rails
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -119,11 +120,13 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 			// Each attempt is its own command: a submission the engine refused (the
 			// merchant was disabled) is not the stored answer of the next attempt.
 			salt := strconv.FormatInt(time.Now().UnixNano(), 36)
-			if err := r.report(ctx, req, topics.PayoutStageSubmitted, "b2c-sub-", []topics.PayoutTxnResult{{TransactionID: t.TransactionID}}, salt); err != nil {
+			batch, err := r.report(ctx, req, topics.PayoutStageSubmitted, "b2c-sub-", []topics.PayoutTxnResult{{TransactionID: t.TransactionID}}, salt)
+			if err != nil {
 				stop = err
 				break
 			}
-			if status, err = r.awaitSubmitted(ctx, t.TransactionID); err != nil {
+			cmdID := topics.PayoutResultCommandID(req.FileID, topics.PayoutStageSubmitted, batch)
+			if status, err = r.awaitSubmitted(ctx, req.MerchantID, cmdID, t.TransactionID); err != nil {
 				stop = err
 				break
 			}
@@ -185,7 +188,7 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 			break
 		}
 	}
-	if err := r.report(ctx, req, topics.PayoutStageFinal, "b2c-ref-", refused, ""); err != nil {
+	if _, err := r.report(ctx, req, topics.PayoutStageFinal, "b2c-ref-", refused, ""); err != nil {
 		// Submitted again, the chunk sends nothing twice and reports the same.
 		return fmt.Errorf("rails: report b2c outcomes: %w", err)
 	}
@@ -198,9 +201,9 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 // report sends a group of outcomes of req's file. The labels derive from the
 // transactions they carry (and salt, if any), so a chunk submitted again with the
 // same outcomes is the same commands, and different groups differ.
-func (r *DarajaB2C) report(ctx context.Context, req topics.PayoutRailRequest, stage, prefix string, results []topics.PayoutTxnResult, salt string) error {
+func (r *DarajaB2C) report(ctx context.Context, req topics.PayoutRailRequest, stage, prefix string, results []topics.PayoutTxnResult, salt string) (batch string, err error) {
 	if len(results) == 0 {
-		return nil
+		return "", nil
 	}
 	idsOf := make([]string, len(results), len(results)+1)
 	for i, x := range results {
@@ -209,8 +212,9 @@ func (r *DarajaB2C) report(ctx context.Context, req topics.PayoutRailRequest, st
 	if salt != "" {
 		idsOf = append(idsOf, "attempt:"+salt)
 	}
-	return r.Sink(ctx, topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: stage,
-		Batch: prefix + ids.Derive(16, idsOf...), Results: results})
+	batch = prefix + ids.Derive(16, idsOf...)
+	return batch, r.Sink(ctx, topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: stage,
+		Batch: batch, Results: results})
 }
 
 // due is the transaction's status if it may be sent now (PENDING or
@@ -227,9 +231,10 @@ func (r *DarajaB2C) due(ctx context.Context, transactionID string) (string, erro
 var errNotSubmitted = errors.New("rails: b2c submission not applied in time")
 
 // awaitSubmitted waits until the engine applied the transaction's submission
-// (PROCESSING), or it stopped being due (the engine refused it: the merchant is
-// disabled, the file held; or an operator failed it first): "".
-func (r *DarajaB2C) awaitSubmitted(ctx context.Context, transactionID string) (string, error) {
+// (command cmdID): PROCESSING; or "" when it stopped being due or the engine
+// refused the submission (the merchant is disabled, the file held; or an
+// operator failed it first). Nothing is sent then; a later pass tries again.
+func (r *DarajaB2C) awaitSubmitted(ctx context.Context, merchantID, cmdID, transactionID string) (string, error) {
 	wait := r.SubmitWait
 	if wait <= 0 {
 		wait = 10 * time.Second
@@ -239,6 +244,18 @@ func (r *DarajaB2C) awaitSubmitted(ctx context.Context, transactionID string) (s
 		status, err := r.due(ctx, transactionID)
 		if err != nil || status != "PENDING" {
 			return status, err
+		}
+		raw, done, err := storage.ProcessedReply(ctx, r.DB, merchantID, cmdID)
+		if err != nil {
+			return "", err
+		}
+		var reply topics.Reply
+		if done && json.Unmarshal(raw, &reply) == nil && reply.Error != nil {
+			if r.Log != nil {
+				r.Log.Info("B2C payout submission refused by the engine: not sent", "transaction_id", transactionID,
+					"code", reply.Error.Code)
+			}
+			return "", nil
 		}
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("%w: %s", errNotSubmitted, transactionID)
