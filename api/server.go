@@ -139,6 +139,10 @@ type Deps struct {
 	// Namespace prefixes the topics on the cluster (topics.Namespace): those of
 	// the commands the API produces and of the events listen streams read.
 	Namespace topics.Namespace
+	// STKQuery asks Daraja for a prompt's outcome: the second proof of an STK
+	// callback that lacks a valid per-prompt MAC (callbacks.go). nil: such a
+	// callback changes nothing (the rails role's status query finds the outcome).
+	STKQuery STKQuerier
 }
 
 // Server is the HTTP API.
@@ -168,6 +172,9 @@ type Server struct {
 	openapi *openapi.Document
 	// setupKey signs subscription setup tokens (subscriptions.go).
 	setupKey setupKey
+	// stkQuery and stkKey prove STK callbacks (callbacks.go).
+	stkQuery STKQuerier
+	stkKey   setupKey
 	// kinds are the aggregates' own routes (kindroutes.go).
 	kinds []KindRoutes
 }
@@ -189,6 +196,7 @@ func New(cfg Config, d Deps) *Server {
 		sink:     d.Sink,
 		listen:   newListenHub(d.Brokers),
 		kinds:    d.Kinds,
+		stkQuery: d.STKQuery,
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
 		RootCAs: cfg.WebhookRootCAs})
@@ -264,6 +272,8 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})
+	// ... and carries the prompt's MAC (callbacks.go, provenSTK).
+	r(POST, v1+"/payment/mpesa/callback/:token/:invoice/:mac", s.mpesaCallback, access{kind: kindCallback})
 
 	// Subscription plans and customers, at the spec's paths and the public service's
 	// hyphenated aliases (COMPAT.md). Not money state: written directly (plans.go,
