@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"net/http"
@@ -92,6 +93,15 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 		s.log.Warn("M-Pesa callback for an unknown CheckoutRequestID", "checkout_request_id", res.CheckoutRequestID)
 		return accepted()
 	}
+	// The path token says only that the caller knows the token. The outcome applies
+	// once it is proven to be Daraja's answer to our prompt: the prompt's own MAC in
+	// the URL, or else Daraja's status query agreeing (docs/security.md, "STK
+	// callbacks prove themselves").
+	if proven, err := s.provenSTK(ctx, named, c.Param("mac"), inv, res); err != nil {
+		return unavailable() // the query could not be asked: Daraja retries, nothing applied
+	} else if !proven {
+		return accepted()
+	}
 	open := inv.State == invoice.StatePending || inv.State == invoice.StateProcessing
 	if res.Success() && open && !inv.Held && !res.Amount.Equal(inv.Value) {
 		amountMismatches.Inc()
@@ -109,4 +119,83 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 		return unavailable() // Daraja retries a callback that is not acknowledged
 	}
 	return accepted()
+}
+
+// STKQuerier asks Daraja for a prompt's outcome (mpesa.Daraja.Query).
+type STKQuerier interface {
+	Query(ctx context.Context, checkoutRequestID string) (mpesa.Result, bool, error)
+}
+
+// stkCallbackProofs counts STK callbacks by how their outcome was proven.
+var stkCallbackProofs = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "paysvc_mpesa_callback_proofs_total",
+	Help: "M-Pesa STK callbacks with a valid path token, by proof: mac (the prompt's MAC), query_agreed (no valid MAC, Daraja's status query agreed), " +
+		"refused (no valid MAC and the query did not agree: nothing applied), query_failed (the query could not be asked: answered 503, nothing applied).",
+}, []string{"proof"})
+
+func init() {
+	for _, p := range []string{"mac", "query_agreed", "refused", "query_failed"} {
+		stkCallbackProofs.WithLabelValues(p)
+	}
+}
+
+// provenSTK reports whether a callback's outcome may apply to inv. The prompt's
+// callback URL carries a MAC of its invoice (mpesa.CallbackMAC) that only the
+// rails role, holding the service secret, can make: with it, the callback is the
+// answer to the URL we gave Daraja. Without it (a prompt sent before MACs, a
+// callback to the bare token URL, or a forgery by someone who learned the token),
+// Daraja's STK query decides: the outcome applies only when Daraja reports the
+// same final outcome (both a success or both a failure) for the callback's
+// CheckoutRequestID, which the caller already checked is not another invoice's.
+// A pending, refused or disagreeing answer applies nothing; a query that could not
+// be asked is an error (Daraja retries the callback). Fail closed: no querier,
+// no proof.
+func (s *Server) provenSTK(ctx context.Context, named, mac string, inv invoice.State, res mpesa.Result) (bool, error) {
+	if named != "" && mac != "" {
+		key, err := s.stkMACKey(ctx)
+		if err != nil {
+			return false, err
+		}
+		if mpesa.ValidCallbackMAC(key, inv.InvoiceID, mac) {
+			stkCallbackProofs.WithLabelValues("mac").Inc()
+			return true, nil
+		}
+	}
+	if s.stkQuery == nil {
+		stkCallbackProofs.WithLabelValues("refused").Inc()
+		s.log.Warn("M-Pesa callback without a valid MAC and no status query configured: ignored",
+			"invoice_id", inv.InvoiceID, "checkout_request_id", res.CheckoutRequestID)
+		return false, nil
+	}
+	q, pending, err := s.stkQuery.Query(ctx, res.CheckoutRequestID)
+	switch {
+	case err != nil && !errors.Is(err, mpesa.ErrRejected) && !errors.Is(err, mpesa.ErrInvalidRequest):
+		stkCallbackProofs.WithLabelValues("query_failed").Inc()
+		s.log.Warn("M-Pesa callback without a valid MAC: the status query failed; nothing applied",
+			"invoice_id", inv.InvoiceID, "checkout_request_id", res.CheckoutRequestID, "err", err)
+		return false, err
+	case err == nil && !pending && q.Stage == mpesa.StageFinal && q.Success() == res.Success():
+		stkCallbackProofs.WithLabelValues("query_agreed").Inc()
+		return true, nil
+	}
+	stkCallbackProofs.WithLabelValues("refused").Inc()
+	s.log.Warn("M-Pesa callback without a valid MAC that Daraja's status query does not confirm: ignored",
+		"invoice_id", inv.InvoiceID, "checkout_request_id", res.CheckoutRequestID, "callback_code", res.Code,
+		"query_pending", pending, "query_code", q.Code, "err", err)
+	return false, nil
+}
+
+// stkMACKey is the key of the prompts' callback MACs, read once from the database.
+func (s *Server) stkMACKey(ctx context.Context) ([]byte, error) {
+	k := &s.stkKey
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.key == nil {
+		key, err := storage.ServiceSecret(ctx, s.db, mpesa.CallbackMACSecret)
+		if err != nil {
+			return nil, err
+		}
+		k.key = key
+	}
+	return k.key, nil
 }

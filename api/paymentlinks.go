@@ -224,7 +224,8 @@ func (s *Server) changeLink(c echo.Context, change func(*storage.PaymentLink) er
 }
 
 // linkRefusal says why a link takes no payment now, nil when it does. Payments in
-// flight count against the limit: they may still complete.
+// flight (within their storage.LinkHolds) count against the limit: they may still
+// complete.
 func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *Error {
 	if !l.IsActive {
 		return clientError(http.StatusBadRequest, "payment_link_inactive", "This payment link is not accepting payments.")
@@ -299,16 +300,19 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 }
 
 // paymentLinkSession opens the checkout session one customer pays a link through
-// (POST /pay/{id}/session/, no credential: the link's id is the capability, and
-// the address rate limit bounds how many a client opens). The session carries the
-// link's terms; the answer is what the page needs to pay it.
+// (POST /pay/{id}/session/, no credential: the link's id is the capability; the
+// link's session budgets bound how many a client and everyone open, linklimits.go).
+// The session carries the link's terms; the answer is what the page needs to pay it.
 func (s *Server) paymentLinkSession(c echo.Context) error {
 	ctx := c.Request().Context()
 	l, err := s.publicLink(c)
 	if err != nil {
 		return err
 	}
-	u, err := storage.PaymentLinkUsage(ctx, s.db, l.LinkID)
+	if err := s.linkSession(c, l.LinkID); err != nil {
+		return err
+	}
+	u, err := storage.PaymentLinkUsageWithin(ctx, s.db, l.LinkID, s.cfg.LinkHolds)
 	if err != nil {
 		return err
 	}
@@ -358,11 +362,16 @@ type linkUse struct {
 }
 
 // reserveLinkUse holds a use of the link a payment goes through, under the link's
-// row lock, refusing when the link is inactive, its limit is taken, or the session
-// was opened with terms the link no longer has. nil without a link.
+// row lock, refusing when the link's prompt budgets are spent (429), the link is
+// inactive, its limit is taken, or the session was opened with terms the link no
+// longer has. nil without a link. The use holds for the bounded times of
+// Config.LinkHolds: until the rail accepts the prompt, and then until its outcome.
 func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*linkUse, error) {
 	if cmd.PaymentLinkID == "" {
 		return nil, nil
+	}
+	if err := s.linkPrompt(c, cmd.PaymentLinkID); err != nil {
+		return nil, err
 	}
 	ctx := c.Request().Context()
 	co, err := storage.GetCheckout(ctx, s.db, principal(c).MerchantID, cmd.CheckoutID)
@@ -376,7 +385,7 @@ func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*lin
 		id = ids.UUID()
 		c.Set(ctxCommandID, id)
 	}
-	err = storage.ReserveLinkUse(ctx, s.db, cmd.PaymentLinkID, id, cmd.InvoiceID, func(l storage.PaymentLink, u storage.LinkUsage) error {
+	err = storage.ReserveLinkUse(ctx, s.db, cmd.PaymentLinkID, id, cmd.InvoiceID, s.cfg.LinkHolds, func(l storage.PaymentLink, u storage.LinkUsage) error {
 		if e := linkRefusal(l, u); e != nil {
 			return e
 		}
@@ -402,7 +411,7 @@ func (u *linkUse) settled(inv invoice.State) {
 		return
 	}
 	if err := storage.SettleLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID, inv.InvoiceID); err != nil {
-		// The use stays on the generated id: it counts as in flight for LinkUseHold.
+		// The use stays on the generated id: it counts as in flight for LinkHolds.Send.
 		u.s.log.Error("settle payment link use", "request_id", requestID(u.c), "err", err)
 	}
 }

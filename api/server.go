@@ -20,6 +20,7 @@ import (
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/actors/values/ids"
 	"paysvc/api/openapi"
+	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (empty: the
 	// socket peer is the client).
 	TrustedProxies []netip.Prefix
+	// LinkHolds bound how long an unfinished payment holds a use of a payment
+	// link (zero fields: storage.DefaultLinkHolds). LinkLimits budget sessions and
+	// prompts per link and per client address (zero fields: defaultLinkLimits;
+	// RateLimit 0 disables them with every other limit). paymentlinks.go.
+	LinkHolds  storage.LinkHolds
+	LinkLimits LinkLimits
 	// ConsoleIdle and ConsoleMaxAge end a merchant console session after that long
 	// without a request, and that long after sign-in whatever happens.
 	ConsoleIdle   time.Duration
@@ -115,6 +122,13 @@ func (c *Config) defaults() {
 	if c.ConsoleMaxAge <= 0 {
 		c.ConsoleMaxAge = 12 * time.Hour
 	}
+	if c.LinkHolds.Send <= 0 {
+		c.LinkHolds.Send = storage.DefaultLinkHolds.Send
+	}
+	if c.LinkHolds.Accepted <= 0 {
+		c.LinkHolds.Accepted = storage.DefaultLinkHolds.Accepted
+	}
+	c.LinkLimits.defaults()
 	if c.MailFrom == "" {
 		c.MailFrom = "payments@paysvc.local"
 	}
@@ -139,6 +153,10 @@ type Deps struct {
 	// Namespace prefixes the topics on the cluster (topics.Namespace): those of
 	// the commands the API produces and of the events listen streams read.
 	Namespace topics.Namespace
+	// STKQuery asks Daraja for a prompt's outcome: the second proof of an STK
+	// callback that lacks a valid per-prompt MAC (callbacks.go). nil: such a
+	// callback changes nothing (the rails role's status query finds the outcome).
+	STKQuery STKQuerier
 }
 
 // Server is the HTTP API.
@@ -152,6 +170,7 @@ type Server struct {
 	log      *slog.Logger
 	auth     *authenticator
 	limits   *limits
+	links    *linkLimiters // sessions and prompts of payment links (linklimits.go)
 	inflight chan struct{}
 	echo     *echo.Echo
 	ready    func() bool
@@ -168,6 +187,9 @@ type Server struct {
 	openapi *openapi.Document
 	// setupKey signs subscription setup tokens (subscriptions.go).
 	setupKey setupKey
+	// stkQuery and stkKey prove STK callbacks (callbacks.go).
+	stkQuery STKQuerier
+	stkKey   setupKey
 	// kinds are the aggregates' own routes (kindroutes.go).
 	kinds []KindRoutes
 }
@@ -182,6 +204,7 @@ func New(cfg Config, d Deps) *Server {
 		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, ns: d.Namespace, hub: d.Hub, log: d.Log.With("component", "api"),
 		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL),
 		limits:   newLimits(cfg),
+		links:    newLinkLimiters(cfg),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		ready:    d.Ready,
 		sig:      &signer{db: d.DB, env: cfg.Environment},
@@ -189,6 +212,7 @@ func New(cfg Config, d Deps) *Server {
 		sink:     d.Sink,
 		listen:   newListenHub(d.Brokers),
 		kinds:    d.Kinds,
+		stkQuery: d.STKQuery,
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
 		RootCAs: cfg.WebhookRootCAs})
@@ -264,6 +288,8 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})
+	// ... and carries the prompt's MAC (callbacks.go, provenSTK).
+	r(POST, v1+"/payment/mpesa/callback/:token/:invoice/:mac", s.mpesaCallback, access{kind: kindCallback})
 
 	// Subscription plans and customers, at the spec's paths and the public service's
 	// hyphenated aliases (COMPAT.md). Not money state: written directly (plans.go,

@@ -157,7 +157,7 @@ func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (invoice
 	}
 	r, err := s.issue(c, topics.CmdInvoiceSTKPush, cmd)
 	if err != nil {
-		// Outcome unknown: the use stays held (storage.LinkUseHold).
+		// Outcome unknown: the use stays held (Config.LinkHolds.Send).
 		return invoice.State{}, "", err
 	}
 	if r.Error != nil {

@@ -31,11 +31,24 @@ type PaymentLink struct {
 const paymentLinkColumns = `link_id, merchant_id, title, is_active, redirect_url, amount, usage_limit, currency,
 	mobile_tarrif, card_tarrif, created_at, updated_at`
 
-// LinkUseHold is how long a use reserved for a payment whose invoice does not
-// exist yet keeps counting against usage_limit: the command was produced but its
-// outcome is unknown (a reply timeout). An invoice that appears later counts by its
-// own state again.
-const LinkUseHold = 15 * time.Minute
+// LinkHolds bound how long an unfinished payment holds a use of its link's
+// usage_limit (docs/api-decisions.md, "Payment links"). Without a bound, anyone
+// holding a link's id could keep it busy with prompts nobody answers.
+type LinkHolds struct {
+	// Send: a use whose prompt no rail has accepted yet (no invoice yet, or a
+	// PENDING one: queued for the rail, or on a sandbox phone) holds for this
+	// long after it was reserved. Long enough for the rails role to send it;
+	// it keeps two payers racing for a link's last use from both being prompted.
+	Send time.Duration
+	// Accepted: a use whose prompt the rail accepted (PROCESSING: Daraja answered
+	// ResponseCode 0), or whose sending ended with an unknown outcome, holds for
+	// this long after that. An STK prompt lapses on the phone in about a minute,
+	// so its outcome is nearly always known well before.
+	Accepted time.Duration
+}
+
+// DefaultLinkHolds are the holds of a server that configures none.
+var DefaultLinkHolds = LinkHolds{Send: 2 * time.Minute, Accepted: 5 * time.Minute}
 
 // InsertPaymentLink stores a new link.
 func InsertPaymentLink(ctx context.Context, ext sqlx.ExtContext, l PaymentLink) error {
@@ -133,26 +146,40 @@ type LinkUsage struct {
 	InFlight  int64 `db:"in_flight"`
 }
 
+// linkUsageQuery counts a link's uses: completed, and in flight under the holds
+// ($2 Send and $3 Accepted, in seconds). A held invoice (paid another amount than
+// asked, waiting for an operator) is money received: it holds its use without
+// bound. An invoice that completes after its hold ran out counts as completed like
+// any other: the payment is never refused or lost for it, and the link may then
+// have more completed payments than its limit.
 const linkUsageQuery = `SELECT count(*) FILTER (WHERE i.state = 'COMPLETE') AS completed,
-	count(*) FILTER (WHERE i.state IN ('PENDING', 'PROCESSING')
-		OR (i.invoice_id IS NULL AND u.created_at > now() - $2 * interval '1 second')) AS in_flight
+	count(*) FILTER (WHERE (i.state = 'PROCESSING' AND (i.data->>'held') = 'true')
+		OR (i.state = 'PROCESSING' AND i.updated_at > now() - $3 * interval '1 second')
+		OR ((i.invoice_id IS NULL OR i.state = 'PENDING') AND u.created_at > now() - $2 * interval '1 second')) AS in_flight
 	FROM payment_link_uses u LEFT JOIN invoices i ON i.invoice_id = u.invoice_id
 	WHERE u.link_id = $1::uuid`
 
-// PaymentLinkUsage counts a link's completed and in-flight payments.
+// PaymentLinkUsage counts a link's completed and in-flight payments under the
+// default holds.
 func PaymentLinkUsage(ctx context.Context, q sqlx.QueryerContext, linkID string) (LinkUsage, error) {
+	return PaymentLinkUsageWithin(ctx, q, linkID, DefaultLinkHolds)
+}
+
+// PaymentLinkUsageWithin counts a link's completed and in-flight payments under h.
+func PaymentLinkUsageWithin(ctx context.Context, q sqlx.QueryerContext, linkID string, h LinkHolds) (LinkUsage, error) {
 	var u LinkUsage
-	err := sqlx.GetContext(ctx, q, &u, linkUsageQuery, linkID, LinkUseHold.Seconds())
+	err := sqlx.GetContext(ctx, q, &u, linkUsageQuery, linkID, h.Send.Seconds(), h.Accepted.Seconds())
 	return u, err
 }
 
 // ReserveLinkUse records that a payment (commandID, invoiceID) starts through the
-// link, under the link row's lock: check gets the locked link and its usage and
+// link, under the link row's lock: check gets the locked link and its usage (under
+// h) and
 // refuses with an error (nothing is recorded). Concurrent reservations of one link
 // queue on the lock and each counts the ones committed before it, so no more
 // payments than the limit are ever in flight or complete together. A command id
 // already recorded (a retried request) holds its use and is accepted as is.
-func ReserveLinkUse(ctx context.Context, db *sqlx.DB, linkID, commandID, invoiceID string,
+func ReserveLinkUse(ctx context.Context, db *sqlx.DB, linkID, commandID, invoiceID string, h LinkHolds,
 	check func(PaymentLink, LinkUsage) error) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -176,7 +203,7 @@ func ReserveLinkUse(ctx context.Context, db *sqlx.DB, linkID, commandID, invoice
 		return nil
 	}
 	var u LinkUsage
-	if err := sqlx.GetContext(ctx, tx, &u, linkUsageQuery, linkID, LinkUseHold.Seconds()); err != nil {
+	if err := sqlx.GetContext(ctx, tx, &u, linkUsageQuery, linkID, h.Send.Seconds(), h.Accepted.Seconds()); err != nil {
 		return err
 	}
 	if err := check(l, u); err != nil {

@@ -145,6 +145,10 @@ const StageUnknown = "UNKNOWN"
 // committed after the rail took each request (at least once: a redelivered request
 // is sent again, and its outcome still applies once).
 //
+// The merchant's enabled flag is read at the moment of each send: a prompt of a
+// merchant disabled since it was queued is not sent, and its invoice fails
+// (FINAL, code -1, DescMerchantDisabled).
+//
 // What a live rail's answer means decides what happens (docs/security.md):
 //   - taken: the invoice moves to PROCESSING with the reference (ACCEPTED); the
 //     callback or the query finishes it;
@@ -190,6 +194,19 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 			}
 		}
 		for attempt := 0; ctx.Err() == nil; attempt++ {
+			if !opt.Scope.promptAllowed(ctx, req.MerchantID) {
+				if ctx.Err() != nil {
+					return // stopping: the request is redelivered, and checked again
+				}
+				// Disabled (or gone) since the prompt was queued: not sent, and the invoice
+				// fails at once rather than wait for a prompt that will never come. The
+				// engine applies a rail's outcome to a disabled merchant (it moves no money
+				// here: a failure credits nothing).
+				promptsOfDisabled.Inc()
+				log.Warn("prompt of a disabled merchant not sent; its invoice fails", "invoice_id", req.InvoiceID, "merchant_id", req.MerchantID)
+				record(mpesa.Result{Stage: mpesa.StageFinal, Code: -1, Description: DescMerchantDisabled})
+				return
+			}
 			ref, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: req.InvoiceID, MerchantID: req.MerchantID,
 				Phone: req.Phone, Amount: req.Amount, AccountRef: req.AccountRef, Description: "Payment"})
 			unsent := errors.Is(err, mpesa.ErrNotSent) || errors.Is(err, mpesa.ErrAuth)
@@ -308,6 +325,9 @@ func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpe
 	for _, inv := range stale {
 		if _, ok := resent[inv.InvoiceID]; ok {
 			continue
+		}
+		if !scope.promptAllowed(ctx, inv.MerchantID) {
+			continue // a disabled merchant's prompt is not sent again
 		}
 		if _, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: inv.InvoiceID, MerchantID: inv.MerchantID, Phone: inv.Account,
 			Amount: inv.Value, AccountRef: inv.APIRef, Description: "Payment"}); err != nil {

@@ -51,6 +51,10 @@ type DarajaConfig struct {
 	// CallbackURL receives Daraja's result callbacks (decode them with
 	// ParseCallback). Daraja requires a public https URL.
 	CallbackURL string
+	// CallbackKey keys the per-prompt MAC (CallbackMAC) appended to each
+	// prompt's callback URL after its invoice id; a secret. Empty: prompts carry
+	// no MAC, and the API proves their outcomes with the STK query instead.
+	CallbackKey []byte
 	// TransactionType defaults to CustomerPayBillOnline; PartyB defaults to
 	// ShortCode (set it to the till number for CustomerBuyGoodsOnline).
 	TransactionType, PartyB string
@@ -70,9 +74,9 @@ type DarajaConfig struct {
 
 // String masks the secrets so a logged config leaks nothing.
 func (c DarajaConfig) String() string {
-	return fmt.Sprintf("DarajaConfig{BaseURL:%s ConsumerKey:%s ConsumerSecret:%s ShortCode:%s Passkey:%s CallbackURL:%s TransactionType:%s PartyB:%s"+
+	return fmt.Sprintf("DarajaConfig{BaseURL:%s ConsumerKey:%s ConsumerSecret:%s ShortCode:%s Passkey:%s CallbackURL:%s CallbackKey:%s TransactionType:%s PartyB:%s"+
 		" B2CInitiatorName:%s B2CSecurityCredential:%s B2CShortcode:%s B2CResultURL:%s B2CTimeoutURL:%s B2CStatusURL:%s}",
-		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), MaskToken(c.CallbackURL), c.TransactionType, c.PartyB,
+		c.BaseURL, mask(c.ConsumerKey), mask(c.ConsumerSecret), c.ShortCode, mask(c.Passkey), MaskToken(c.CallbackURL), mask(string(c.CallbackKey)), c.TransactionType, c.PartyB,
 		mask(c.B2CInitiatorName), mask(c.B2CSecurityCredential), c.B2CShortcode, MaskToken(c.B2CResultURL), MaskToken(c.B2CTimeoutURL), MaskToken(c.B2CStatusURL))
 }
 
@@ -425,9 +429,10 @@ type stkPushAnswer struct {
 }
 
 // Push sends the STK prompt and returns Daraja's CheckoutRequestID. The
-// outcome arrives at the prompt's callback URL (CallbackURL/<InvoiceID>, so a
-// callback names its invoice even when the answer to Push was lost;
-// ParseCallback) or through Query.
+// outcome arrives at the prompt's callback URL (CallbackURL/<InvoiceID>/<MAC>,
+// so a callback names its invoice even when the answer to Push was lost, and
+// proves it is the answer to our prompt: CallbackMAC; ParseCallback) or
+// through Query.
 //
 // Errors: ErrInvalidRequest (nothing sent), ErrAuth (no token; nothing
 // sent), *APIError wrapping ErrRejected (Daraja refused, or answered 4xx; no
@@ -438,14 +443,29 @@ type stkPushAnswer struct {
 // prompt may have been sent). With an unknown outcome the returned reference is
 // not empty when the unusable answer still named the prompt's
 // CheckoutRequestID: Query can then learn its outcome.
-func (d *Daraja) Push(ctx context.Context, req STKRequest) (string, error) {
+func (d *Daraja) Push(ctx context.Context, req STKRequest) (ref string, err error) {
 	p, err := prepare(req)
 	if err != nil {
 		return "", err
 	}
-	cbURL, err := url.JoinPath(d.cfg.CallbackURL, p.InvoiceID)
+	segments := []string{p.InvoiceID}
+	var mac string
+	if len(d.cfg.CallbackKey) > 0 {
+		mac = CallbackMAC(d.cfg.CallbackKey, p.InvoiceID)
+		segments = append(segments, mac)
+	}
+	cbURL, err := url.JoinPath(d.cfg.CallbackURL, segments...)
 	if err != nil {
 		return "", fmt.Errorf("%w: callback URL of invoice %s", ErrInvalidRequest, clip(p.InvoiceID))
+	}
+	if mac != "" {
+		// Daraja's error texts may quote the URL we sent: the MAC must not reach a log.
+		defer func() {
+			var ae *APIError
+			if errors.As(err, &ae) {
+				ae.Message = strings.ReplaceAll(ae.Message, mac, "[redacted]")
+			}
+		}()
 	}
 	ts := Timestamp(d.cfg.Now())
 	status, body, err := d.call(ctx, "push", PathSTKPush, stkPushBody{

@@ -2,9 +2,11 @@ package service
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"paysvc/actors/engine/replies"
+	"paysvc/actors/rails/mpesa"
 	"paysvc/api"
 	"paysvc/storage"
 )
@@ -32,8 +34,19 @@ func (st *starter) startAPI(ctx context.Context) (err error) {
 	s.goRun(func() error {
 		return pruneIdempotency(st.run, s.idemDB, cfg.Retention.Interval, cfg.API.IdempotencyTTL, log)
 	})
-	a := api.New(cfg.API, api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Namespace: cfg.KafkaNamespace, Hub: s.hub, Log: log,
-		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink, Kinds: st.routes})
+	deps := api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Namespace: cfg.KafkaNamespace, Hub: s.hub, Log: log,
+		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink, Kinds: st.routes}
+	if cfg.Daraja.ConsumerKey != "" {
+		// The second proof of an STK callback without a valid MAC (callbacks.go).
+		// A process without the rails role may lack the callback base URL, which the
+		// query does not use: then it cannot confirm, and such callbacks change nothing.
+		if d, err := mpesa.NewDaraja(cfg.Daraja, &http.Client{Timeout: 15 * time.Second}); err != nil {
+			log.Error("api role: no Daraja status query; STK callbacks without a valid MAC will change nothing", "err", err)
+		} else {
+			deps.STKQuery = d
+		}
+	}
+	a := api.New(cfg.API, deps)
 	s.goRun(func() error { return a.RunReminders(st.run, cfg.ReminderInterval) })
 	st.app = a.Handler()
 	return nil

@@ -12,6 +12,7 @@ import (
 	"paysvc/actors/rails/card"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/payout"
+	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -105,7 +106,15 @@ func (st *starter) startMpesa(scope *rails.Scope, sandbox bool) error {
 	s, cfg, log := st.Service, st.cfg, st.Log
 	switch {
 	case cfg.Daraja.ConsumerKey != "":
-		d, err := mpesa.NewDaraja(cfg.Daraja, &http.Client{Timeout: 30 * time.Second})
+		// Every prompt's callback URL carries its MAC (mpesa.CallbackMAC), keyed by
+		// a secret the API reads from the same database.
+		key, err := storage.ServiceSecret(st.run, s.DB, mpesa.CallbackMACSecret)
+		if err != nil {
+			return err
+		}
+		dc := cfg.Daraja
+		dc.CallbackKey = key
+		d, err := mpesa.NewDaraja(dc, &http.Client{Timeout: 30 * time.Second})
 		if err != nil {
 			return fmt.Errorf("PAYSVC_DARAJA_*: %w", err)
 		}
