@@ -12,7 +12,6 @@ import (
 
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/values/ids"
 	"paysvc/topics"
 )
 
@@ -153,7 +152,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 		return err
 	}
 	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
-		InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, Value: q.Value, Charges: q.Charges,
+		WalletID: target.sessionWallet(walletID), Phone: phone, Value: q.Value, Charges: q.Charges,
 		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
 		Provider: "CARD", CardLast4: pan[len(pan)-4:], CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
 		Customer: withSession(cust, target.checkout), Host: host, PaymentLinkID: target.paymentLinkID(),

@@ -10,7 +10,6 @@ import (
 
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
@@ -93,7 +92,7 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := topics.InvoiceSTKPush{InvoiceID: ids.Alias(8), WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
+	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
 		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {

@@ -106,7 +106,7 @@ func (s *Server) stkPush(c echo.Context) error {
 		return err
 	}
 	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
-		InvoiceID: ids.Alias(8), WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
+		WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
 		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, Email: email, Customer: cust,
 		Host: host, Narrative: narrative,
 	})

@@ -11,22 +11,20 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 
 // Limits of a customer (the spec's Limits table where it has one; the others are
 // ours, docs/api-decisions.md "Subscriptions: plans and customers").
 const (
-	customerIDLength = 10
-	emailMax         = 254
-	customerNameMax  = 45
-	phoneMax         = 20
-	referenceMax     = 45
-	addressMax       = 50
-	cityMax          = 100
-	stateMax         = 100
-	zipcodeMax       = 10
+	emailMax        = 254
+	customerNameMax = 45
+	phoneMax        = 20
+	referenceMax    = 45
+	addressMax      = 50
+	cityMax         = 100
+	stateMax        = 100
+	zipcodeMax      = 10
 )
 
 var (
@@ -84,7 +82,7 @@ func renderCustomer(c storage.Customer) customerRecordJSON {
 // email alone), but are never blanked. Every other field: absent or null keeps the
 // stored value, "" clears it, anything else replaces it.
 func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.CustomerUpsert, error) {
-	u := storage.CustomerUpsert{MerchantID: principal(c).MerchantID, NewID: ids.Alias(customerIDLength), Fields: map[string]*string{}}
+	u := storage.CustomerUpsert{MerchantID: principal(c).MerchantID, Fields: map[string]*string{}}
 	email, err := b.str("email", true, emailMax, nil)
 	if err != nil {
 		return u, err
@@ -156,7 +154,14 @@ func (s *Server) saveCustomer(c echo.Context, requireNames bool) error {
 	if err != nil {
 		return err
 	}
-	saved, created, err := storage.UpsertCustomer(c.Request().Context(), s.db, u)
+	var saved storage.Customer
+	var created bool
+	err = s.redraw(c, "", func(id string) error {
+		u.NewID = id
+		var err error
+		saved, created, err = storage.UpsertCustomer(c.Request().Context(), s.db, u)
+		return err
+	})
 	if errors.Is(err, storage.ErrZipcodeRequired) {
 		return errZipcodeRequired
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -45,14 +44,20 @@ func (s *Server) linkPayer(c echo.Context, cmd topics.InvoiceSTKPush) (string, e
 			set("zipcode", cmd.Customer.Zipcode)
 		}
 	}
-	u := storage.CustomerUpsert{MerchantID: p.MerchantID, Email: cmd.Email, NewID: ids.Alias(customerIDLength), Fields: fields}
+	u := storage.CustomerUpsert{MerchantID: p.MerchantID, Email: cmd.Email, Fields: fields}
 	write := storage.UpsertCustomer
 	if p.Kind != "secret" {
 		// One statement that never updates: a check-then-upsert would let a public
 		// caller overwrite a record created between its check and its write.
 		write = storage.CreateCustomerIfAbsent
 	}
-	rec, _, err := write(ctx, s.db, u)
+	var rec storage.Customer
+	err := s.redraw(c, "", func(id string) error {
+		u.NewID = id
+		var err error
+		rec, _, err = write(ctx, s.db, u)
+		return err
+	})
 	if errors.Is(err, storage.ErrZipcodeRequired) {
 		// The stored record is in US, CA or GB with no zipcode of its own and this
 		// payer clears nothing: link it as it is.

@@ -81,7 +81,18 @@ func (s *Server) initiatePayoutFile(status int) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		r, err := s.issue(c, topics.CmdPayoutInitiate, in)
+		// The file's and its transactions' ids are the payout tables' primary
+		// keys: drawn here, again for each draw the engine finds taken.
+		var r topics.Reply
+		err = s.freshIDs(c, func() error {
+			in.FileID = s.newID()
+			for i := range in.Transactions {
+				in.Transactions[i].TransactionID = s.newID()
+			}
+			var err error
+			r, err = s.issue(c, topics.CmdPayoutInitiate, in)
+			return takenAsError(r, err)
+		})
 		if err != nil {
 			return err
 		}
@@ -184,7 +195,7 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 	if len(txns) > MaxFileTransactions {
 		return in, invalid("transactions", fmt.Sprintf("A payment file carries at most %d transactions; split it.", MaxFileTransactions))
 	}
-	in.FileID, in.TrackingID, in.Nonce = ids.Alias(8), ids.UUID(), strings.ToLower(ids.Alias(8))
+	in.TrackingID, in.Nonce = ids.UUID(), strings.ToLower(ids.Alias(8)) // the ids: drawIDs
 	in.Transactions = make([]topics.PayoutTxnIn, len(txns))
 	recipients := map[string]storage.Recipient{} // P2P wallets seen in this file
 	for i, rawTxn := range txns {
@@ -301,7 +312,7 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 	if t.Charge, err = s.payoutFee(f.Provider, amount); err != nil {
 		return t, err
 	}
-	t.TransactionID, t.RequestReferenceID = ids.Alias(10), ids.UUID()
+	t.RequestReferenceID = ids.UUID()
 	return t, nil
 }
 

@@ -140,7 +140,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	if hasAmount {
 		co.Amount = &amount
 	}
-	pr := storage.PayRequest{RequestID: "PR" + ids.Alias(10), MerchantID: p.MerchantID, CheckoutID: co.CheckoutID,
+	pr := storage.PayRequest{MerchantID: p.MerchantID, CheckoutID: co.CheckoutID,
 		FirstName: first, LastName: last, Email: email, Reason: reason, AutosendReminder: days, SentStatus: "PENDING",
 		CreatedAt: now, UpdatedAt: now}
 	if days > 0 {
@@ -148,7 +148,10 @@ func (s *Server) createPayRequest(c echo.Context) error {
 		pr.ReminderDueAt = &due
 	}
 	ctx := c.Request().Context()
-	if err := storage.InsertPayRequest(ctx, s.db, co, pr); err != nil {
+	if err := s.redraw(c, "PR", func(id string) error {
+		pr.RequestID = id
+		return storage.InsertPayRequest(ctx, s.db, co, pr)
+	}); err != nil {
 		return err
 	}
 	url := s.checkoutURL(co.CheckoutID)

@@ -13,7 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/wallet"
-	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
 )
@@ -27,7 +26,6 @@ const (
 	defaultCycles     = 11  // the spec's default billing_cycles
 	maxBillingCycles  = 1000
 	defaultFreqUnit   = "M"
-	planIDLength      = 12 // 60 random bits: the id is part of the public plan_url
 	subscribePagePath = "/subscribe/"
 )
 
@@ -76,7 +74,7 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := storage.Plan{PlanID: ids.Alias(planIDLength), MerchantID: principal(c).MerchantID}
+	p := storage.Plan{MerchantID: principal(c).MerchantID}
 	if p.Name, err = b.str("name", true, planNameMax, nil); err != nil {
 		return err
 	}
@@ -147,7 +145,14 @@ func (s *Server) upsertPlan(c echo.Context) error {
 		}
 		p.RedirectURL, given = optional(u), append(given, "redirect_url")
 	}
-	saved, created, err := storage.UpsertPlan(c.Request().Context(), s.db, p, given)
+	var saved storage.Plan
+	var created bool
+	err = s.redraw(c, "", func(id string) error {
+		p.PlanID = id
+		var err error
+		saved, created, err = storage.UpsertPlan(c.Request().Context(), s.db, p, given)
+		return err
+	})
 	if errors.Is(err, storage.ErrFrequencyBound) {
 		// The body left the unit out and the stored plan's unit is shorter than the
 		// frequency asked (the database checks it against the unit the row will have).

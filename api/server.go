@@ -43,8 +43,11 @@ type Config struct {
 	MaxInFlight    int           // commands waiting for replies, per instance
 	IdempotencyTTL time.Duration // how long Idempotency-Key records are kept
 	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
-	Fees           *tariff.Schedule
-	Rates          *tariff.Rates // converts collections in other currencies to KES
+	// NewID, nil in a service (ids.Alias), draws the alias ids of new resources
+	// (newids.go): a test sets it to draw an id already in use.
+	NewID func(n int) string
+	Fees  *tariff.Schedule
+	Rates *tariff.Rates // converts collections in other currencies to KES
 	// ReminderDay is how long a "day" of autosend_reminder is (24h; shorter only to
 	// exercise reminders in tests and sandbox demos).
 	ReminderDay time.Duration

@@ -141,7 +141,18 @@ func (s *Server) signInvoice(ctx context.Context, inv invoice.State) (string, er
 
 // openInvoice issues an invoice-opening command and returns the opened invoice with
 // its status token.
-func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, string, error) {
+func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (inv invoice.State, sig string, err error) {
+	// The invoice id is drawn here, again for each draw the engine finds taken.
+	err = s.freshIDs(c, func() error {
+		cmd.InvoiceID = s.newID()
+		var err error
+		inv, sig, err = s.openInvoiceOnce(c, cmd)
+		return err
+	})
+	return inv, sig, err
+}
+
+func (s *Server) openInvoiceOnce(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, string, error) {
 	// A payment through a payment link holds one of its uses first (paymentlinks.go).
 	use, err := s.reserveLinkUse(c, cmd)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription"
-	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 
@@ -187,7 +186,7 @@ func (s *Server) planSubscribe(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	u := storage.CustomerUpsert{MerchantID: m.MerchantID, NewID: ids.Alias(customerIDLength), Fields: map[string]*string{}}
+	u := storage.CustomerUpsert{MerchantID: m.MerchantID, Fields: map[string]*string{}}
 	if u.Email, err = b.str("email", true, emailMax, nil); err != nil {
 		return err
 	}
@@ -222,7 +221,13 @@ func (s *Server) planSubscribe(c echo.Context) error {
 	if zipcode != "" {
 		u.Fields["zipcode"] = &zipcode
 	}
-	cu, _, err := storage.CreateCustomerIfAbsent(ctx, s.db, u)
+	var cu storage.Customer
+	err = s.redraw(c, "", func(id string) error {
+		u.NewID = id
+		var err error
+		cu, _, err = storage.CreateCustomerIfAbsent(ctx, s.db, u)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -33,8 +33,7 @@ import (
 // (actors/aggregates/subscription/scheduler), never by a request.
 
 const (
-	subscriptionIDLength = 12
-	setupPagePath        = "/subscriptions/setup/"
+	setupPagePath = "/subscriptions/setup/"
 	// SandboxChallengeCode completes the sandbox card that asks for a challenge
 	// step at setup (docs/sandbox.md).
 	SandboxChallengeCode = "123456"
@@ -303,16 +302,23 @@ func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newS
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	id := "SUB" + ids.Alias(subscriptionIDLength)
-	tok, err := s.setupToken(ctx, id)
-	if err != nil {
-		return topics.Reply{}, err
-	}
-	cu := n.customer
-	return s.issue(c, topics.CmdSubscriptionCreate, topics.SubscriptionCreate{SubscriptionID: id, CustomerID: cu.CustomerID,
-		Plan: subPlan(n.plan), StartDate: n.start, Reference: n.reference, RedirectURL: n.redirect, TestClockID: n.clockID,
-		SetupTokenHash: tokenHash(tok), WalletID: w.WalletID, Terms: subTerms(n.plan),
-		Customer: topics.SubscriptionCustomer{Email: cu.Email, FirstName: deref(cu.FirstName), LastName: deref(cu.LastName)}})
+	// The id is the subscriptions' primary key: drawn again for each draw the
+	// engine finds taken.
+	var r topics.Reply
+	err = s.freshIDs(c, func() error {
+		id := "SUB" + s.newID()
+		tok, err := s.setupToken(ctx, id)
+		if err != nil {
+			return err
+		}
+		cu := n.customer
+		r, err = s.issue(c, topics.CmdSubscriptionCreate, topics.SubscriptionCreate{SubscriptionID: id, CustomerID: cu.CustomerID,
+			Plan: subPlan(n.plan), StartDate: n.start, Reference: n.reference, RedirectURL: n.redirect, TestClockID: n.clockID,
+			SetupTokenHash: tokenHash(tok), WalletID: w.WalletID, Terms: subTerms(n.plan),
+			Customer: topics.SubscriptionCustomer{Email: cu.Email, FirstName: deref(cu.FirstName), LastName: deref(cu.LastName)}})
+		return takenAsError(r, err)
+	})
+	return r, err
 }
 
 // pathSubscription reads the merchant's subscription named by the path: another

@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 
@@ -93,9 +92,12 @@ func (s *Server) createTestClock(c echo.Context) error {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	tc := storage.TestClock{ClockID: "TC" + ids.Alias(12), MerchantID: principal(c).MerchantID, Name: name, FrozenTime: at,
+	tc := storage.TestClock{MerchantID: principal(c).MerchantID, Name: name, FrozenTime: at,
 		CreatedAt: now, UpdatedAt: now}
-	if err := storage.CreateTestClock(c.Request().Context(), s.db, tc); err != nil {
+	if err := s.redraw(c, "TC", func(id string) error {
+		tc.ClockID = id
+		return storage.CreateTestClock(c.Request().Context(), s.db, tc)
+	}); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, renderTestClock(tc))

@@ -12,7 +12,6 @@ import (
 
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletstore"
-	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -136,8 +135,13 @@ func (s *Server) createWallet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.issue(c, topics.CmdWalletCreate, topics.WalletCreate{
-		WalletID: ids.Alias(10), Currency: currency, WalletType: typ, Label: label, CanDisburse: canDisburse,
+	var r topics.Reply
+	err = s.freshIDs(c, func() error {
+		var err error
+		r, err = s.issue(c, topics.CmdWalletCreate, topics.WalletCreate{
+			WalletID: s.newID(), Currency: currency, WalletType: typ, Label: label, CanDisburse: canDisburse,
+		})
+		return takenAsError(r, err)
 	})
 	if err != nil {
 		return err

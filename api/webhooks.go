@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/outbound/webhooks"
-	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
 
@@ -115,14 +114,17 @@ func (s *Server) createWebhook(c echo.Context) error {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	w := storage.Webhook{WebhookID: "WH" + ids.Alias(10), MerchantID: principal(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
+	w := storage.Webhook{MerchantID: principal(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
 	if err := s.applyWebhookFields(b, &w, true); err != nil {
 		return err
 	}
 	if w.SigningSecret, err = webhooks.NewSigningSecret(); err != nil {
 		return err
 	}
-	if err := storage.InsertWebhook(c.Request().Context(), s.db, w); err != nil {
+	if err := s.redraw(c, "WH", func(id string) error {
+		w.WebhookID = id
+		return storage.InsertWebhook(c.Request().Context(), s.db, w)
+	}); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, renderSignedWebhook(w))

@@ -104,7 +104,7 @@ func UpsertCustomer(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert
 		return Customer{}, false, ErrZipcodeRequired
 	}
 	if err != nil {
-		return Customer{}, false, fmt.Errorf("upsert customer: %w", err)
+		return Customer{}, false, fmt.Errorf("upsert customer: %w", idTaken(err, "customers"))
 	}
 	return row.Customer, row.Created, nil
 }
@@ -148,7 +148,7 @@ func CreateCustomerIfAbsent(ctx context.Context, q sqlx.QueryerContext, u Custom
 		return c, false, err
 	}
 	if err != nil {
-		return Customer{}, false, fmt.Errorf("create customer: %w", err)
+		return Customer{}, false, fmt.Errorf("create customer: %w", idTaken(err, "customers"))
 	}
 	return c, true, nil
 }

@@ -45,7 +45,7 @@ func InsertPayRequest(ctx context.Context, db *sqlx.DB, co Checkout, pr PayReque
 	if _, err := sqlx.NamedExecContext(ctx, tx, `INSERT INTO pay_requests (`+payRequestColumns+`) VALUES (
 		:request_id, :merchant_id, :checkout_id, :first_name, :last_name, :email, :reason, :autosend_reminder,
 		:reminder_due_at, :reminder_sent, :sent_status, :failed_details, :archived, :created_at, :updated_at)`, pr); err != nil {
-		return fmt.Errorf("insert pay request: %w", err)
+		return fmt.Errorf("insert pay request: %w", idTaken(err, "pay_requests"))
 	}
 	return tx.Commit()
 }

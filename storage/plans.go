@@ -91,7 +91,7 @@ func UpsertPlan(ctx context.Context, q sqlx.QueryerContext, p Plan, given []stri
 		return Plan{}, false, ErrFrequencyBound
 	}
 	if err != nil {
-		return Plan{}, false, fmt.Errorf("upsert plan: %w", err)
+		return Plan{}, false, fmt.Errorf("upsert plan: %w", idTaken(err, "plans"))
 	}
 	return row.Plan, row.Created, nil
 }

@@ -134,7 +134,7 @@ func CreateTestClock(ctx context.Context, q sqlx.ExecerContext, c TestClock) err
 	_, err := q.ExecContext(ctx, `INSERT INTO subscription_test_clocks (clock_id, merchant_id, name, frozen_time, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $5)`, c.ClockID, c.MerchantID, c.Name, c.FrozenTime.UTC(), c.CreatedAt.UTC())
 	if err != nil {
-		return fmt.Errorf("create test clock: %w", err)
+		return fmt.Errorf("create test clock: %w", idTaken(err, "subscription_test_clocks"))
 	}
 	return nil
 }

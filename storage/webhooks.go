@@ -44,7 +44,7 @@ func InsertWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 		:endpoint, :challenge, :is_active, :collection_event, :send_money_event, :reversal_event, :wallet_transfer_event,
 		:subscription_event, :failures_count, :created_at, :updated_at, :include_challenge, :signing_secret)`, w)
 	if err != nil {
-		return fmt.Errorf("insert webhook: %w", err)
+		return fmt.Errorf("insert webhook: %w", idTaken(err, "webhooks"))
 	}
 	return nil
 }

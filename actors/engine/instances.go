@@ -265,6 +265,9 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 		}
 	}
 	liveActors.Set(float64(e.live.Load()))
+	if facts, err = e.readTaken(ctx, cmds, payloads, done); err != nil {
+		return nil, err
+	}
 	for i, c := range cmds {
 		if c == nil || payloads[i] == nil {
 			continue
@@ -295,6 +298,64 @@ func (e *Engine) hydrate(ctx context.Context, p *partition, cmds []*topics.Comma
 		}
 		for key, v := range fs {
 			facts[fk][key] = v
+		}
+	}
+	return facts, nil
+}
+
+// takenFact is the fact key under which readTaken records, for a command's kind
+// and merchant, that another merchant holds an id (Tx.TakenElsewhere).
+const takenFact = "\x00taken\x00"
+
+// readTaken asks each kind with Taken, once, which of the ids its commands of the
+// batch open (Creates) belong to another merchant, and records them as facts of the
+// command's kind and merchant.
+func (e *Engine) readTaken(ctx context.Context, cmds []*topics.Command, payloads []any, done map[string][]byte) (map[string]map[string]any, error) {
+	want := map[*Kind]*storage.Owned{}
+	var order []*Kind
+	for i, c := range cmds {
+		if c == nil || payloads[i] == nil {
+			continue
+		}
+		k := e.kinds.byCmd[c.Type]
+		if k == nil || k.Taken == nil {
+			continue
+		}
+		if _, applied := done[c.ID]; applied {
+			continue
+		}
+		o := want[k]
+		if o == nil {
+			o = &storage.Owned{}
+			want[k] = o
+			order = append(order, k)
+		}
+		for _, id := range k.Creates(payloads[i]) {
+			o.Add(c.MerchantID, id)
+		}
+	}
+	var facts map[string]map[string]any
+	for _, k := range order {
+		if len(want[k].IDs) == 0 {
+			continue
+		}
+		taken, err := k.Taken(ctx, e.db, *want[k])
+		if err != nil {
+			return nil, fmt.Errorf("taken ids of %s: %w", k.Name, err)
+		}
+		o := want[k]
+		for i, id := range o.IDs {
+			if !taken[InstanceKey(o.Merchants[i], id)] {
+				continue
+			}
+			if facts == nil {
+				facts = map[string]map[string]any{}
+			}
+			fk := k.Name + "\x00" + o.Merchants[i]
+			if facts[fk] == nil {
+				facts[fk] = map[string]any{}
+			}
+			facts[fk][takenFact+id] = true
 		}
 	}
 	return facts, nil

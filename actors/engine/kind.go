@@ -85,6 +85,17 @@ type Kind struct {
 	// command of the kind in the batch (Tx.Fact). find reads the instances the
 	// batch holds.
 	Prepare func(ctx context.Context, q sqlx.QueryerContext, find func(kind, id string) (any, bool), c *topics.Command, payload any) (map[string]any, error)
+	// Creates and Taken, optional, are for a kind whose ids are its table's
+	// primary key across merchants (an invoice id). Creates lists the ids a
+	// payload opens; Taken reads which of the (merchant, id) pairs the batch's
+	// commands open are held by another merchant's row, returned by
+	// InstanceKey. The kind's Apply refuses to create such an id (Tx.TakenElsewhere)
+	// instead of letting the commit fail on the key and the command be
+	// quarantined. One query per kind and batch, before the batch applies; a
+	// clash that commits between that read and the batch's commit fails the
+	// batch, which is read again, and then refused.
+	Creates func(payload any) []string
+	Taken   func(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]bool, error)
 	// Actor, optional, makes an instance's actor from its state (Hosted): its
 	// Step runs the kind's transitions (Tx.Ask). Without it an instance holds
 	// whole states, set by Tx.Put.
@@ -146,7 +157,7 @@ func register(kinds []Kind) (registered, error) {
 	r := registered{byCmd: map[string]*Kind{}, byName: map[string]*Kind{}}
 	for _, k := range kinds {
 		if !kindName.MatchString(k.Name) || k.IDs == nil || (k.Load == nil && k.LoadOwned == nil) || k.Apply == nil || len(k.Commands) == 0 ||
-			(k.LoadKeys != nil && k.Index == nil) {
+			(k.LoadKeys != nil && k.Index == nil) || (k.Taken == nil) != (k.Creates == nil) {
 			return registered{}, fmt.Errorf("engine: incomplete or badly named kind %q", k.Name)
 		}
 		if _, taken := r.byName[k.Name]; taken {
@@ -222,6 +233,10 @@ const (
 	CodeNotFound       = "not_found"
 	CodeUnknownCommand = "unknown_command"
 	CodeInternal       = "internal"
+	// CodeIDTaken refuses a command that creates an instance under an id another
+	// instance holds (any merchant's): nothing changed, and the same request with
+	// a freshly drawn id will do (the API draws one and sends it again).
+	CodeIDTaken = "id_taken"
 )
 
 // genericRow is one instance's row for paysvc_apply_<kind>.

@@ -205,6 +205,13 @@ func (tx *Tx) Fact(key string) (any, bool) {
 	return v, ok
 }
 
+// TakenElsewhere reports that another merchant holds id of the command's kind
+// (Kind.Taken): creating it would fail the commit on the primary key.
+func (tx *Tx) TakenElsewhere(id string) bool {
+	v, _ := tx.facts[takenFact+id]
+	return v == true
+}
+
 // MerchantInfo is what the engine knows of a merchant the batch's commands name
 // (the command's own, and its guard's subject).
 type MerchantInfo struct {

@@ -988,6 +988,12 @@ func TestBadConfiguration(t *testing.T) {
 		// Daraja would take requests whose results could never come back.
 		{name: "daraja_without_callback_token_refused", env: []string{"PAYSVC_DARAJA_CONSUMER_KEY", "ck", "PAYSVC_DARAJA_CALLBACK_BASE_URL", "https://pay.example.com"},
 			args: []string{"serve"}, variable: "PAYSVC_DARAJA_CALLBACK_TOKEN"},
+		// A live server has no default Daraja root: Safaricom's sandbox would have
+		// answered, and its outcomes counted as live payments.
+		{name: "live_daraja_without_base_url_refused_for_serve", env: liveDarajaEnv(),
+			args: []string{"serve"}, variable: "PAYSVC_DARAJA_BASE_URL"},
+		{name: "live_daraja_on_the_sandbox_refused_for_serve", env: append(liveDarajaEnv(), "PAYSVC_DARAJA_BASE_URL", "https://sandbox.safaricom.co.ke"),
+			args: []string{"serve"}, variable: "PAYSVC_DARAJA_BASE_URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1007,6 +1013,14 @@ func TestBadConfiguration(t *testing.T) {
 			}
 		})
 	}
+}
+
+// liveDarajaEnv is a live serve's environment with Daraja credentials and
+// nothing else missing (the Kafka address is never reached: the start is refused first).
+func liveDarajaEnv() []string {
+	return []string{"PAYSVC_ENVIRONMENT", "live", "PAYSVC_KAFKA_BROKERS", "127.0.0.1:1", "PAYSVC_SMTP_URL", "smtp://127.0.0.1:1",
+		"PAYSVC_DARAJA_CONSUMER_KEY", "ck", "PAYSVC_DARAJA_CONSUMER_SECRET", "cs", "PAYSVC_DARAJA_CALLBACK_BASE_URL", "https://pay.example.com",
+		"PAYSVC_DARAJA_CALLBACK_TOKEN", "0123456789abcdef0123456789abcdef", "PAYSVC_HTTP_ADDR", "127.0.0.1:0", "PAYSVC_ADMIN_ADDR", "off"}
 }
 
 // The merchant's operational address: set at creation or later, cleared with "",

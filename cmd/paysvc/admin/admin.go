@@ -60,7 +60,7 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 		return Created{}, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	m := storage.Merchant{MerchantID: "MER" + ids.Alias(9), Name: name, Environment: env, Enabled: true}
+	m := storage.Merchant{MerchantID: "MER" + ids.Alias(12), Name: name, Environment: env, Enabled: true}
 	if err := storage.InsertMerchant(ctx, tx, m); err != nil {
 		return Created{}, err
 	}
@@ -76,7 +76,7 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 	}
 	now := time.Now().UTC()
 	if err := walletstore.Insert(ctx, tx, wallet.State{
-		WalletID: ids.Alias(10), MerchantID: m.MerchantID, Currency: "KES", WalletType: wallet.TypeSettlement,
+		WalletID: ids.Alias(12), MerchantID: m.MerchantID, Currency: "KES", WalletType: wallet.TypeSettlement,
 		Label: "SETTLEMENT KES", CanDisburse: true, CurrentBalance: money.Zero(), AvailableBalance: money.Zero(), Version: 1,
 		CreatedAt: now, UpdatedAt: now,
 	}); err != nil {

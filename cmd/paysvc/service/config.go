@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,6 +85,12 @@ type Config struct {
 	// forgotten PAYSVC_KAFKA_BROKERS or PAYSVC_SMTP_URL must not silently keep
 	// the command log on one disk or send customers' mail nowhere.
 	AllowEmbeddedKafka, AllowSMTPSink bool
+	// AllowDarajaNonProduction lets a live server send through a Daraja host
+	// other than DarajaProductionHost (Safaricom's sandbox, a proxy, a test
+	// double). Without it a live server with Daraja credentials refuses to start
+	// on any other host: the sandbox's outcomes would be stamped as real
+	// payments. It is warned at every start.
+	AllowDarajaNonProduction bool
 	// AcceptCommandLogReset lets an engine start on a command log that is behind the
 	// stored offsets (a deliberately wiped Kafka), moving the offsets to its end.
 	AcceptCommandLogReset bool
@@ -235,8 +242,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("PAYSVC_LOG_LEVEL: %w", err))
 	}
 	c.API.Environment = c.Environment
+	// A live server has no default Daraja root: the one a sandbox server uses is
+	// Safaricom's sandbox, whose outcomes must never count as live payments
+	// (CheckStandIns refuses a live start without one).
+	darajaDefault := DarajaSandboxURL
+	if c.Environment == "live" {
+		darajaDefault = ""
+	}
+	c.AllowDarajaNonProduction = get("PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE", "false") == "true"
 	c.Daraja = mpesa.DarajaConfig{
-		BaseURL: get("PAYSVC_DARAJA_BASE_URL", "https://sandbox.safaricom.co.ke"), ConsumerKey: get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
+		BaseURL: get("PAYSVC_DARAJA_BASE_URL", darajaDefault), ConsumerKey: get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
 		ConsumerSecret: get("PAYSVC_DARAJA_CONSUMER_SECRET", ""), ShortCode: get("PAYSVC_DARAJA_SHORTCODE", ""),
 		Passkey: get("PAYSVC_DARAJA_PASSKEY", ""), B2CInitiatorName: get("PAYSVC_DARAJA_B2C_INITIATOR", ""),
 		B2CSecurityCredential: get("PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", ""), B2CShortcode: get("PAYSVC_DARAJA_B2C_SHORTCODE", ""),
@@ -444,10 +459,49 @@ func (c Config) validateDarajaToken() error {
 	return nil
 }
 
+// DarajaSandboxURL is a sandbox server's Daraja root (PAYSVC_DARAJA_BASE_URL's
+// default there); DarajaProductionHost is the only host a live server sends to
+// without PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE.
+const (
+	DarajaSandboxURL     = "https://sandbox.safaricom.co.ke"
+	DarajaProductionHost = "api.safaricom.co.ke"
+)
+
+// checkLiveDaraja refuses a live server with Daraja credentials whose Daraja
+// root is not set, or is not Safaricom's production API over https, unless the
+// operator opted in by name. Any other host is refused, not just the sandbox's:
+// a typo, a test double or a proxy left from staging would equally stamp
+// outcomes that are not live ones as real payments. A process without a
+// consumer key sends nothing to Daraja and is not checked.
+func (c Config) checkLiveDaraja() error {
+	if c.Environment != "live" || c.Daraja.ConsumerKey == "" {
+		return nil
+	}
+	if strings.TrimSpace(c.Daraja.BaseURL) == "" {
+		return errors.New("PAYSVC_DARAJA_BASE_URL: a live server with Daraja credentials needs it set explicitly (https://" +
+			DarajaProductionHost + "); there is no default in live, the sandbox's outcomes are not payments")
+	}
+	if c.AllowDarajaNonProduction || c.DarajaIsProduction() {
+		return nil
+	}
+	return fmt.Errorf("PAYSVC_DARAJA_BASE_URL: a live server sends only to https://%s, not %q "+
+		"(set PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE=true to run live on another Daraja host all the same)",
+		DarajaProductionHost, c.Daraja.BaseURL)
+}
+
+// DarajaIsProduction reports whether the Daraja root is Safaricom's production
+// API over https.
+func (c Config) DarajaIsProduction() bool {
+	u, err := url.Parse(strings.TrimSpace(c.Daraja.BaseURL))
+	return err == nil && u.Scheme == "https" && strings.EqualFold(u.Hostname(), DarajaProductionHost) &&
+		(u.Port() == "" || u.Port() == "443") && u.User == nil
+}
+
 // Has reports whether the process runs a role.
 func (c Config) Has(role string) bool { return slices.Contains(c.Roles, role) }
 
-// CheckStandIns refuses a live server on the development stand-ins unless the
+// CheckStandIns refuses a live server on the development stand-ins (the
+// embedded broker, the SMTP sink, a Daraja that is not production's) unless the
 // operator opted in by name. Start checks it, not Validate: admin commands
 // (merchant create, migrate) of a live configuration need neither Kafka nor mail.
 func (c Config) CheckStandIns() error {
@@ -462,7 +516,7 @@ func (c Config) CheckStandIns() error {
 		return errors.New("PAYSVC_SMTP_URL: a live server with the api or dispatcher role needs a mail server; the embedded " +
 			"SMTP sink delivers nothing (set PAYSVC_ALLOW_SMTP_SINK=true to run live on it all the same)")
 	}
-	return nil
+	return c.checkLiveDaraja()
 }
 
 // SendsMail reports whether the process sends mail (pay requests, webhook
@@ -479,6 +533,7 @@ func (c Config) Redacted() map[string]any {
 		"http_addr": c.HTTPAddr, "admin_addr": c.AdminAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
 		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
 		"allow_embedded_kafka": c.AllowEmbeddedKafka, "allow_smtp_sink": c.AllowSMTPSink,
+		"daraja_base_url": c.Daraja.BaseURL, "daraja_allow_sandbox_in_live": c.AllowDarajaNonProduction,
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
 		"kafka_namespace": string(c.KafkaNamespace), "command_retention": c.CommandRetention.String(),
 		"event_retention": c.EventRetention.String(),

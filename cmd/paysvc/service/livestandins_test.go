@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"paysvc/actors/rails/mpesa"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -37,6 +38,18 @@ func TestLiveServerRefusesStandIns(t *testing.T) {
 		{"LiveOptedIn", map[string]string{"PAYSVC_ENVIRONMENT": "live", "PAYSVC_ALLOW_EMBEDDED_KAFKA": "true",
 			"PAYSVC_ALLOW_SMTP_SINK": "true"}, ""},
 		{"SandboxDefaults", map[string]string{}, ""},
+		// A live server with Daraja credentials and no Daraja root would have sent to
+		// Safaricom's sandbox and recorded its outcomes as live payments.
+		{"LiveDarajaNoBaseURL", liveDaraja(nil), "PAYSVC_DARAJA_BASE_URL"},
+		{"LiveDarajaSandboxHost", liveDaraja(map[string]string{"PAYSVC_DARAJA_BASE_URL": "https://sandbox.safaricom.co.ke"}), "PAYSVC_DARAJA_BASE_URL"},
+		{"LiveDarajaOtherHost", liveDaraja(map[string]string{"PAYSVC_DARAJA_BASE_URL": "https://daraja.proxy.internal"}), "PAYSVC_DARAJA_BASE_URL"},
+		{"LiveDarajaProductionOverHTTP", liveDaraja(map[string]string{"PAYSVC_DARAJA_BASE_URL": "http://api.safaricom.co.ke"}), "PAYSVC_DARAJA_BASE_URL"},
+		{"LiveDarajaProduction", liveDaraja(map[string]string{"PAYSVC_DARAJA_BASE_URL": "https://api.safaricom.co.ke/"}), ""},
+		{"LiveDarajaSandboxOptedIn", liveDaraja(map[string]string{"PAYSVC_DARAJA_BASE_URL": "https://sandbox.safaricom.co.ke",
+			"PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE": "true"}), ""},
+		// The override does not stand for the variable: a live root is always named.
+		{"LiveDarajaOptedInNoBaseURL", liveDaraja(map[string]string{"PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE": "true"}), "PAYSVC_DARAJA_BASE_URL"},
+		{"LiveWithoutDaraja", map[string]string{"PAYSVC_ENVIRONMENT": "live", "PAYSVC_KAFKA_BROKERS": "k:9092", "PAYSVC_SMTP_URL": "smtp://mail:25"}, ""},
 	} {
 		err := fromEnv(tc.vars)
 		switch {
@@ -46,6 +59,39 @@ func TestLiveServerRefusesStandIns(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
 		}
 	}
+
+	t.Run("SandboxKeepsTheSandboxDefault", func(t *testing.T) {
+		vars := liveDaraja(nil)
+		delete(vars, "PAYSVC_ENVIRONMENT")
+		c, err := service.FromEnv(func(k string) string { return vars[k] })
+		if err != nil || c.Daraja.BaseURL != service.DarajaSandboxURL {
+			t.Errorf("sandbox Daraja root %q (%v), want %s", c.Daraja.BaseURL, err, service.DarajaSandboxURL)
+		}
+		if err := c.CheckStandIns(); err != nil {
+			t.Errorf("sandbox server on Daraja's sandbox refused: %v", err)
+		}
+	})
+
+	t.Run("LiveDarajaOptedInWarns", func(t *testing.T) {
+		// A live server on the fake Daraja (not production's host) starts only opted
+		// in, and says so at start.
+		fake := mpesa.NewFakeDaraja()
+		defer fake.Close()
+		env := servicetest.Start(t, func(c *service.Config) {
+			c.Environment, c.API.Environment = "live", "live"
+			c.Daraja = fake.Config("http://127.0.0.1:1/api/v1/payment/mpesa/callback/" + strings.Repeat("t", 32))
+			c.API.DarajaCallbackToken = strings.Repeat("t", 32)
+		})
+		if out := env.Logs.String(); !strings.Contains(out, "PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE=true") {
+			t.Errorf("a live start on a non-production Daraja logged no warning naming PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE")
+		}
+		cfg := env.Config
+		cfg.AllowDarajaNonProduction = false
+		if _, err := service.Start(context.Background(), cfg, servicetest.Logger()); err == nil ||
+			!strings.HasPrefix(err.Error(), "PAYSVC_DARAJA_BASE_URL") {
+			t.Errorf("live start on a non-production Daraja without opting in: %v", err)
+		}
+	})
 
 	t.Run("WarnsWhenOptedIn", func(t *testing.T) {
 		// servicetest opts in to both stand-ins, as an operator would have to.
@@ -72,4 +118,16 @@ func TestLiveServerRefusesStandIns(t *testing.T) {
 			t.Errorf("live start on the SMTP sink without opting in: %v", err)
 		}
 	})
+}
+
+// liveDaraja is a live configuration with real Kafka and mail and Daraja
+// credentials, plus vars.
+func liveDaraja(vars map[string]string) map[string]string {
+	out := map[string]string{"PAYSVC_ENVIRONMENT": "live", "PAYSVC_KAFKA_BROKERS": "k:9092", "PAYSVC_SMTP_URL": "smtp://mail:25",
+		"PAYSVC_DARAJA_CONSUMER_KEY": "ck", "PAYSVC_DARAJA_CONSUMER_SECRET": "cs",
+		"PAYSVC_DARAJA_CALLBACK_BASE_URL": "https://pay.example.com", "PAYSVC_DARAJA_CALLBACK_TOKEN": strings.Repeat("a", 32)}
+	for k, v := range vars {
+		out[k] = v
+	}
+	return out
 }

@@ -63,6 +63,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	}
 	// Log lines written with a request's or a command's context carry its trace id.
 	log = slog.New(tracing.LogHandler(log.Handler()))
+	if cfg.Environment == "live" && cfg.Daraja.ConsumerKey != "" && !cfg.DarajaIsProduction() {
+		// Only with PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE (CheckStandIns).
+		log.Warn("live server sending to a Daraja host that is not Safaricom's production API (PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE=true): "+
+			"its outcomes are recorded as live payments", "daraja_base_url", cfg.Daraja.BaseURL)
+	}
 	s := &Service{Config: cfg, Log: log}
 	run, stop := context.WithCancel(context.Background())
 	s.cancel = stop

@@ -114,6 +114,8 @@ func Kind() engine.Kind {
 		Refs:      refs,
 		Load:      load,
 		LoadOwned: loadOwned,
+		Creates:   creates,
+		Taken:     invoicestore.TakenElsewhere,
 		Actor:     engine.Hosted(Name, invoice.Step),
 		New:       func(id string) any { return invoice.State{InvoiceID: id} },
 		Rows:      func() engine.Rows { return rows{storage.NewInvoiceWrites()} },
@@ -129,6 +131,14 @@ func idsOf(payload any) []string {
 	case *topics.ProviderResult:
 		return []string{p.InvoiceID}
 	case *topics.InvoiceClear:
+		return []string{p.InvoiceID}
+	}
+	return nil
+}
+
+// creates: a push opens its invoice, under an id drawn at the edge.
+func creates(payload any) []string {
+	if p, ok := payload.(*topics.InvoiceSTKPush); ok {
 		return []string{p.InvoiceID}
 	}
 	return nil
@@ -268,8 +278,11 @@ func clearInvoice(tx *engine.Tx, c *topics.Command, in topics.InvoiceClear) (top
 // stkPush opens a PENDING invoice, and in the same command queues the prompt for
 // the rails role and emits the collection_event.
 func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics.Reply, error) {
-	if tx.Live(Name, in.InvoiceID) {
-		return engine.Refuse(engine.CodeInvalid, "Invoice id is already in use; retry the request.", ""), nil
+	// Invoice ids are drawn at the edge and are the invoices' primary key across
+	// merchants: an id in use (this merchant's or another's) is refused before
+	// anything is written, so the edge draws another (docs/api-decisions.md, "Ids").
+	if tx.Live(Name, in.InvoiceID) || tx.TakenElsewhere(in.InvoiceID) {
+		return engine.Refuse(engine.CodeIDTaken, "Invoice id is already in use; retry the request.", ""), nil
 	}
 	walletID := in.WalletID
 	if walletID == "" {

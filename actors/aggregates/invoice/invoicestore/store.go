@@ -79,6 +79,13 @@ func LoadOwned(ctx context.Context, q sqlx.QueryerContext, o storage.Owned) (map
 	return out, nil
 }
 
+// TakenElsewhere reports which of the (merchant, id) pairs name an invoice id that
+// another merchant's invoice holds (storage.TakenElsewhere): the invoice id is
+// the table's primary key.
+func TakenElsewhere(ctx context.Context, q sqlx.QueryerContext, o storage.Owned) (map[string]bool, error) {
+	return storage.TakenElsewhere(ctx, q, "invoices", "invoice_id", o)
+}
+
 // ForCallback reads an invoice by id alone, for a rail's callback: the rail
 // is not a merchant, its URL (with a secret token) names the invoice. Never for a
 // merchant's request, which must go through Get.

@@ -318,10 +318,10 @@ func counted(tx *engine.Tx, provider string, complete, failed int) {
 // command (and so the same transaction).
 func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topics.Reply, error) {
 	if tx.Live(Name, in.FileID) {
-		return engine.Refuse(engine.CodeInvalid, "File id is already in use; retry the request.", ""), nil
+		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
 	}
 	if taken, _ := tx.Fact(idsTakenFact + in.FileID); taken == true {
-		return engine.Refuse(engine.CodeInvalid, "File or transaction id is already in use; retry the request.", ""), nil
+		return engine.Refuse(engine.CodeIDTaken, "File or transaction id is already in use; retry the request.", ""), nil
 	}
 	walletID := in.WalletID
 	if walletID == "" {

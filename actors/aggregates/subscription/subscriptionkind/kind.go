@@ -68,10 +68,12 @@ func Kind() engine.Kind {
 			topics.CmdSubscriptionUnsubscribe: func() any { return &topics.SubscriptionUnsubscribe{} },
 			topics.CmdSubscriptionUpdate:      func() any { return &topics.SubscriptionUpdate{} },
 		},
-		IDs:   idsOf,
-		Refs:  refs,
-		Load:  load,
-		Apply: apply,
+		IDs:     idsOf,
+		Refs:    refs,
+		Load:    load,
+		Creates: creates,
+		Taken:   taken,
+		Apply:   apply,
 		// The engine's guards (docs/security.md): a card set up or charged
 		// through the sandbox's test cards is sandbox only (no live acquirer is
 		// connected: a live activation or cycle would invent money); an
@@ -104,6 +106,19 @@ func idsOf(payload any) []string {
 		return nil
 	}
 	return []string{id}
+}
+
+// creates: a create opens its subscription, under an id drawn at the edge.
+func creates(payload any) []string {
+	if p, ok := payload.(*topics.SubscriptionCreate); ok {
+		return []string{p.SubscriptionID}
+	}
+	return nil
+}
+
+// taken: subscription ids are the subscriptions table's primary key across merchants.
+func taken(ctx context.Context, q sqlx.QueryerContext, o storage.Owned) (map[string]bool, error) {
+	return storage.TakenElsewhere(ctx, q, "subscriptions", "subscription_id", o)
 }
 
 // refs: a subscription's payments go to its wallet.
@@ -173,8 +188,8 @@ func put(tx *engine.Tx, n subscription.State) topics.Reply {
 func current(s subscription.State) topics.Reply { return topics.Reply{Result: mustJSON(s)} }
 
 func create(tx *engine.Tx, in topics.SubscriptionCreate) (topics.Reply, error) {
-	if _, ok := tx.Get(in.SubscriptionID); ok {
-		return engine.Refuse(engine.CodeInvalid, "The subscription already exists.", "subscription_id"), nil
+	if _, ok := tx.Get(in.SubscriptionID); ok || tx.TakenElsewhere(in.SubscriptionID) {
+		return engine.Refuse(engine.CodeIDTaken, "Subscription id is already in use; retry the request.", ""), nil
 	}
 	if in.WalletID == "" {
 		return engine.Refuse(engine.CodeInvalid, "The merchant has no KES settlement wallet to receive the payments.", ""), nil

@@ -200,7 +200,7 @@ func create(tx *engine.Tx, c *topics.Command, in topics.WalletCreate) (topics.Re
 		return engine.Refuse(wallet.CodeLabelTaken, "A wallet with this label already exists for this currency.", "label"), nil
 	}
 	if taken, _ := tx.Fact(idTakenFact + "\x00" + in.WalletID); taken == true && !tx.Live(Name, in.WalletID) {
-		return engine.Refuse(engine.CodeInvalid, "Wallet id is already in use; retry the request.", "wallet_id"), nil
+		return engine.Refuse(engine.CodeIDTaken, "Wallet id is already in use; retry the request.", ""), nil
 	}
 	r, err := tx.Create(Name, in.WalletID, wallet.Open{
 		WalletID: in.WalletID, MerchantID: c.MerchantID, Currency: in.Currency, WalletType: in.WalletType,
@@ -224,7 +224,7 @@ func ensureSettlement(tx *engine.Tx, c *topics.Command, currency string) error {
 	if _, ok := tx.Lookup(Name, SettlementKey(currency)); ok {
 		return nil
 	}
-	id := ids.Derive(10, c.ID, "settlement", currency)
+	id := ids.Derive(12, c.ID, "settlement", currency) // 60 bits, as drawn ids (api.IDLength)
 	r, err := tx.Create(Name, id, wallet.Open{
 		WalletID: id, MerchantID: c.MerchantID, Currency: currency, WalletType: wallet.TypeSettlement,
 		Label: SettlementLabel(currency), CanDisburse: true, At: tx.At(),

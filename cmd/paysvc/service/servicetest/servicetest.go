@@ -72,6 +72,8 @@ func Config(t testing.TB, schema storagetest.Schema) service.Config {
 	// A test may make this process live; it runs on the in-process stand-ins by
 	// name, as an operator would have to.
 	cfg.AllowEmbeddedKafka, cfg.AllowSMTPSink = true, true
+	// The fake Daraja of a live test is not Safaricom's production host.
+	cfg.AllowDarajaNonProduction = true
 	return cfg
 }
 
