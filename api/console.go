@@ -25,7 +25,7 @@ import (
 // reply are the API's. Pages read what they list straight from storage, scoped by
 // the session's merchant, after the console checks the permission the matching
 // API read needs. The pages need no script: plain forms, one stylesheet from
-// /static/, the hosted pages' strict CSP.
+// /static/, and a CSP that allows no script at all (consoleCSP).
 
 //go:embed console/*.html
 var consoleFiles embed.FS
@@ -176,16 +176,27 @@ func (s *Server) renderConsole(c echo.Context, status int, name string, v consol
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-// consoleHeaders are the hosted pages' security headers with two changes. Referrer
+// consoleHeaders are the hosted pages' security headers with three changes. The
+// policy allows no script (consoleCSP). Referrer
 // same-origin instead of none: under no-referrer a browser sends "Origin: null" with
 // a form, and the console's forms must name their origin (sameOrigin); console
 // addresses hold only ids, and other sites still get no referrer. And no-store:
 // secrets shown once, balances and form tokens must not be cached.
 func consoleHeaders(h http.Header) {
 	pageHeaders(h)
+	h.Set("Content-Security-Policy", consoleCSP)
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 }
+
+// consoleCSP is the hosted pages' policy without script: the console's pages are
+// plain forms and links (the charts are laid out on the server), so no script may
+// run on them at all, not even one of paysvc's own files. A console page holds
+// payers' data and forms that move money; an injection that got past the
+// templates' escaping would find nothing to execute. Images are the QR codes and
+// the icon; no connect-src: the pages fetch nothing.
+const consoleCSP = "default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 // consoleNotices are the outcomes a redirect after an action names (?done=): a fixed
 // set, so the address cannot put words on the page.
