@@ -370,6 +370,7 @@ func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 			c.Set(ctxPrincipal, &Principal{MerchantID: claims.Merchant, Kind: "signature"})
+			c.Set(ctxSignature, claims) // which checkout it opens (prefilledPhone)
 			return next(c)
 		}
 		return either(c)

@@ -161,6 +161,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 		return err
 	}
 	sess := renderSession(inv)
+	hidePayer(c, &sess)
 	link, err := s.sessionLink(c, inv)
 	if err != nil {
 		return err

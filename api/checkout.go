@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -275,14 +274,14 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	phone := ""
 	if co.PhoneNumber != nil {
 		// The merchant's own record of its customer's number, masked the same way.
-		phone = maskPhone(*co.PhoneNumber)
+		phone = mask(*co.PhoneNumber)
 	} else if co.Email != nil {
 		prev, err := storage.PreviousPayer(ctx, s.db, co.MerchantID, *co.Email)
 		if err != nil {
 			return err
 		}
 		if prev != "" {
-			phone = maskPhone(prev)
+			phone = mask(prev)
 		}
 	}
 	data := checkoutView{ID: co.CheckoutID, Reason: reason, Currency: co.Currency, Paid: co.Paid, Signature: view.Signature, Phone: phone,
@@ -378,27 +377,25 @@ func (t paymentTarget) sessionWallet(requested string) string {
 	return ""
 }
 
-// maskPhone hides all but the first and last four characters of a phone number
-// (2547****5678): enough for the payer to recognise their own number, too little
-// to learn someone else's.
-func maskPhone(p string) string {
-	if len(p) <= 8 {
-		return strings.Repeat("*", len(p))
-	}
-	return p[:4] + strings.Repeat("*", len(p)-8) + p[len(p)-4:]
-}
-
 // prefilledPhone resolves a masked phone number sent back by the hosted page: the
 // checkout's own returning payer (by the session's stored email, never by one the
 // request names), whose masked form must be exactly what was sent.
+//
+// Only the signature of that very checkout resolves a mask: it is the page's own
+// flow, and its answers mask the number again (hidePayer). A public or secret key
+// can name any checkout of the merchant, and one that could create a session
+// with any email and pay it with the mask would learn which phone that email
+// paid from (docs/security.md, "Payer data by principal"). Whoever else sends a
+// mask gets the refusal of any malformed number.
 func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) (string, error) {
 	bad := invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
-	if t.checkout == nil {
+	claims, bySig := c.Get(ctxSignature).(signatureClaims)
+	if t.checkout == nil || !bySignature(c) || !bySig || claims.Checkout == "" || claims.Checkout != t.checkout.CheckoutID {
 		return "", bad
 	}
 	if t.checkout.PhoneNumber != nil {
 		// The page offered the session's own number (checkoutPage).
-		if maskPhone(*t.checkout.PhoneNumber) != masked {
+		if mask(*t.checkout.PhoneNumber) != masked {
 			return "", bad
 		}
 		return *t.checkout.PhoneNumber, nil
@@ -410,28 +407,10 @@ func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) 
 	if err != nil {
 		return "", err
 	}
-	if prev == "" || maskPhone(prev) != masked {
+	if prev == "" || mask(prev) != masked {
 		return "", bad
 	}
 	return prev, nil
-}
-
-// forBrowser masks the payer's number in a session answered to a signature (the
-// hosted page; anyone holding the page's link has its signature): a payer who kept
-// the masked prefill must not get the full number back in the reply. The rest of
-// the customer is the session's own payer, whom the merchant named when it made
-// the session, and the official SDKs read it through status(invoice, checkout,
-// signature), so it stays. The payment link's configuration is left out
-// (sessionLink).
-func forBrowser(c echo.Context, sess *sessionJSON) {
-	if !bySignature(c) {
-		return
-	}
-	for _, v := range []*string{sess.Invoice.Account, sess.Customer.PhoneNumber} {
-		if v != nil {
-			*v = maskPhone(*v)
-		}
-	}
 }
 
 // bySignature reports whether the request authenticated with a signature (a

@@ -128,7 +128,7 @@ func (s *Server) collection(c echo.Context) error {
 		return err
 	}
 	sess := renderSession(inv)
-	forBrowser(c, &sess)
+	hidePayer(c, &sess)
 	link, err := s.sessionLink(c, inv)
 	if err != nil {
 		return err

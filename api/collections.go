@@ -113,11 +113,13 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	sess := renderSession(inv)
+	hidePayer(c, &sess)
 	// signature (beyond the Payment session's fields) lets a browser poll /payment/status.
 	return c.JSON(http.StatusOK, struct {
 		sessionJSON
 		Signature string `json:"signature"`
-	}{renderSession(inv), sig})
+	}{sess, sig})
 }
 
 func tarOrDefault(t string) string {
@@ -181,7 +183,7 @@ func (s *Server) paymentStatus(c echo.Context) error {
 		return notFound("Invoice not found for this checkout.")
 	}
 	sess := renderSession(inv)
-	forBrowser(c, &sess)
+	hidePayer(c, &sess)
 	if sess.PaymentLink, err = s.sessionLink(c, inv); err != nil {
 		return err
 	}
@@ -217,7 +219,7 @@ type invoiceJSON struct {
 // rest of the billing address (address, city, state) is kept on the invoice but
 // not shown, as the resource has no field for it.
 type customerJSON struct {
-	CustomerID  string    `json:"customer_id"`
+	CustomerID  *string   `json:"customer_id"` // null where the payer is not shown (hidePayer)
 	PhoneNumber *string   `json:"phone_number"`
 	Email       *string   `json:"email"`
 	FirstName   *string   `json:"first_name"`
@@ -281,7 +283,7 @@ func renderSession(s invoice.State) sessionJSON {
 	return sessionJSON{
 		ID:      ids.DeriveUUID("session", s.InvoiceID),
 		Invoice: inv,
-		Customer: customerJSON{CustomerID: customerID, PhoneNumber: optional(s.Account),
+		Customer: customerJSON{CustomerID: &customerID, PhoneNumber: optional(s.Account),
 			Email: optional(s.Email), FirstName: optional(s.Customer.FirstName), LastName: optional(s.Customer.LastName),
 			Country: optional(s.Customer.Country), Zipcode: optional(s.Customer.Zipcode),
 			Provider: s.Provider, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt},

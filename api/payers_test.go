@@ -10,13 +10,25 @@ import (
 func TestPayersAreCustomers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	// stk pushes with a public key and returns the session's customer as the
+	// merchant reads it (secret key): the public key's own answer names no customer
+	// id (TestPayerDataByPrincipal), else it would tell anyone whether an email is
+	// the merchant's customer.
 	stk := func(t *testing.T, body map[string]any, headers ...string) map[string]any {
 		t.Helper()
 		r := b.env.Do("POST", "/api/v1/payment/mpesa-stk-push/", body, headers...)
 		if r.Status != 200 {
 			t.Fatalf("stk push: %d %s", r.Status, r.Body)
 		}
-		return r.Map(t)["customer"].(map[string]any)
+		if id := r.Map(t)["customer"].(map[string]any)["customer_id"]; id != nil {
+			t.Fatalf("a public-key answer names customer %v", id)
+		}
+		inv := r.Map(t)["invoice"].(map[string]any)["invoice_id"]
+		st := b.post("/api/v1/payment/status/", map[string]any{"invoice_id": inv})
+		if st.Status != 200 {
+			t.Fatalf("status: %d %s", st.Status, st.Body)
+		}
+		return st.Map(t)["meta"].(map[string]any)["customer"].(map[string]any)
 	}
 	record := func(t *testing.T, id string) map[string]any {
 		t.Helper()

@@ -429,10 +429,12 @@ func (u *linkUse) refused() {
 }
 
 // sessionLink is the Payment session's payment_link of an invoice (nil: none).
-// An answer to a signature (the hosted page) has none: the link's configuration
-// (usage limit, tariffs, state) is the merchant's, and the page does not use it.
+// Only a principal that may read payment links (a secret key with
+// view_collections) gets it: the link's configuration (usage limit, tariffs,
+// state) is the merchant's, and neither the hosted page (a signature) nor a
+// public-key caller uses it.
 func (s *Server) sessionLink(c echo.Context, inv invoice.State) (*paymentLinkJSON, error) {
-	if inv.PaymentLinkID == "" || bySignature(c) {
+	if inv.PaymentLinkID == "" || !seesPayers(c) {
 		return nil, nil
 	}
 	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, inv.MerchantID, inv.PaymentLinkID)

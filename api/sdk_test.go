@@ -696,8 +696,17 @@ func TestNodeSDK_FundCheckout(t *testing.T) {
 	if st["invoice"].(map[string]any)["state"] != "COMPLETE" {
 		t.Fatalf("status: %v", st)
 	}
-	if c := st["meta"].(map[string]any)["customer"].(map[string]any); c["first_name"] != "Node" || c["email"] != "fund@example.com" {
-		t.Fatalf("customer: %v", c)
+	// The signature (whoever holds the page) reads the payer masked, in the same
+	// shape; the merchant's own key reads the payer the session described.
+	if c := st["meta"].(map[string]any)["customer"].(map[string]any); c["first_name"] != nil || c["email"] != nil ||
+		c["phone_number"] != "2547****4149" {
+		t.Fatalf("customer by signature: %v", c)
+	}
+	inv = st["invoice"].(map[string]any)
+	own := f.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv["invoice_id"]}, servicetest.Bearer(f.secret)...)
+	if c := own.Map(t)["meta"].(map[string]any)["customer"].(map[string]any); c["first_name"] != "Node" || c["email"] != "fund@example.com" ||
+		c["phone_number"] != "254708374149" {
+		t.Fatalf("customer by the secret key: %s", own.Body)
 	}
 	for id, want := range map[string]string{working: "1000.00", f.settlement: "1.00"} {
 		r := f.env.Do("GET", "/api/v1/wallets/"+id+"/", nil, servicetest.Bearer(f.secret)...)

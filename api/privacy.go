@@ -1,0 +1,64 @@
+package api
+
+import (
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Payer data by principal (docs/security.md, "Payer data by principal").
+//
+// The public key is published in the merchant's pages and a checkout's signature
+// is held by whoever has its page's link, so neither proves its holder is the
+// payer. Only a secret key with view_collections reads a payer's phone, email,
+// names, address or receipt in full; every other answer carries them masked (the
+// hosted page's own mask) or not at all. The rule is applied where an answer is
+// rendered (hidePayer), so a route added later that renders a payment session
+// inherits it by calling the same function.
+
+// seesPayers reports whether the request's principal may read payers' personal
+// data in full: a secret key holding view_collections.
+func seesPayers(c echo.Context) bool {
+	p := principal(c)
+	return p != nil && p.Kind == "secret" && p.Can(PermViewCollections)
+}
+
+// mask hides the middle of a payer's value, keeping at most four characters, and
+// at most a third of the value, at each end: 254712345678 becomes 2547****5678,
+// enough for the payers to recognise their own number or receipt (NLJ****Y6Q),
+// too little to learn someone else's. It is the one mask of payer data: the
+// hosted page's prefilled phone, and every answer to a principal that does not
+// see payers (hidePayer). prefilledPhone compares with it, so a mask is resolved
+// only when it is exactly the stored value's.
+func mask(v string) string {
+	keep := min(4, len(v)/3)
+	return v[:keep] + strings.Repeat("*", len(v)-2*keep) + v[len(v)-keep:]
+}
+
+// maskPtr masks a value in place (nil stays nil).
+func maskPtr(v *string) *string {
+	if v == nil {
+		return nil
+	}
+	m := mask(*v)
+	return &m
+}
+
+// hidePayer applies the rule to a payment session about to be answered: for a
+// principal that does not see payers, the phone (customer.phone_number and
+// invoice.account) and the M-Pesa receipt are masked; the email, names, country,
+// zipcode, the session's comment and the customer id are left out (null). The
+// customer id is left out because it is stable per payer: comparing it with the
+// id of a payment the caller made itself to a guessed number or email would
+// confirm the guess. The shape stays the spec's, so the SDKs parse it as before.
+func hidePayer(c echo.Context, sess *sessionJSON) {
+	if seesPayers(c) {
+		return
+	}
+	sess.Invoice.Account = maskPtr(sess.Invoice.Account)
+	sess.Invoice.MpesaReference = maskPtr(sess.Invoice.MpesaReference)
+	cu := &sess.Customer
+	cu.PhoneNumber = maskPtr(cu.PhoneNumber)
+	cu.CustomerID, cu.Email, cu.FirstName, cu.LastName, cu.Country, cu.Zipcode = nil, nil, nil, nil, nil, nil
+	sess.CustomerComment = nil
+}
