@@ -301,6 +301,13 @@ func (s *Server) consoleFile(c echo.Context) error {
 		return s.consoleProblem(c, r.Status, "Payment file", r.detail())
 	}
 	f := decodeRow(r.Body)
+	// What an operator did to the file (paysvc payout hold|release|fail) is not in
+	// the status answer (the spec's shape): the page reads it from the file.
+	if op, err := storage.PayoutFileOperator(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, c.Param("file_id")); err == nil {
+		f["operator"] = op
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
 	// A file holds up to 10,000 transactions: the page lists the first ones; the
 	// totals above them cover the whole file.
 	if txns, ok := f["transactions"].([]any); ok && len(txns) > consoleFileRows {

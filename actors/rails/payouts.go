@@ -85,7 +85,7 @@ func RunPayouts(ctx context.Context, brokers []string, db *sqlx.DB, scope *Scope
 		for attempt := 0; ctx.Err() == nil; attempt++ {
 			req, err := stillDue(ctx, db, scope.Environment, all, log)
 			if err == nil && len(req.Transactions) == 0 {
-				return // every transaction has its outcome already
+				return // nothing may be sent now: each has its outcome, or waits (disabled merchant, held file)
 			}
 			if err == nil {
 				err = rail.Submit(ctx, req)

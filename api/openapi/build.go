@@ -500,7 +500,7 @@ var tags = []map[string]any{
 var EventSchemas = []struct{ File, Topic, Describes string }{
 	{"event.schema.json", "paysvc.events.*.v1", "the envelope {id, type, version, occurred_at, payload} of every event"},
 	{"collection_event.schema.json", "paysvc.events.collection.v1", "collection_event: an invoice was created or changed state"},
-	{"send_money_event.schema.json", "paysvc.events.send_money.v1", "send_money_event: a payment file was created or changed state"},
+	{"send_money_event.schema.json", "paysvc.events.send_money.v1", "send_money_event: a payment file was created or changed state, or an operator held, released or failed it"},
 	{"reversal_event.schema.json", "paysvc.events.reversal.v1", "reversal_event: a refund (chargeback) was created or changed status"},
 	{"subscription_event.schema.json", "paysvc.events.subscription.v1", "subscription_event: a subscription was created, activated, billed, failed, changed, cancelled or completed"},
 	{"wallet_transfer_event.schema.json", "paysvc.events.wallet_transfer.v1", "wallet_transfer_event: a transfer between the merchant's wallets"},
@@ -512,6 +512,7 @@ var EventSchemas = []struct{ File, Topic, Describes string }{
 	{"wallet_transfer_command.schema.json", "paysvc.commands.v1", "internal: payload of wallet.transfer"},
 	{"payout_initiate_command.schema.json", "paysvc.commands.v1", "internal: payload of payout.initiate"},
 	{"payout_results_command.schema.json", "paysvc.commands.v1", "internal: payload of payout.results"},
+	{"payout_operator_command.schema.json", "paysvc.commands.v1", "internal: payload of payout.hold, payout.release and payout.fail (an operator's kill switch of one file)"},
 	{"payout_rail_request.schema.json", "paysvc.rails.payout.v1", "internal: a batch of a payment file sent to the payout rail"},
 	{"refund_create_command.schema.json", "paysvc.commands.v1", "internal: payload of refund.create"},
 	{"refund_cancel_command.schema.json", "paysvc.commands.v1", "internal: payload of refund.cancel"},

@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +101,17 @@ func TestPayoutHoldReleaseFail(t *testing.T) {
 		t.Fatalf("failed file: %v", sb)
 	}
 
+	// The merchant's console shows both, with the operator's reason.
+	console := signInConsole(t, svc.BaseURL, m.SecretKey)
+	if page := console("/console/payment-files/" + aID); !strings.Contains(page, `id="file-held"`) ||
+		!strings.Contains(page, "On hold by the operator: Key reported stolen.") {
+		t.Fatalf("held file's page:\n%s", page)
+	}
+	if page := console("/console/payment-files/" + bID); !strings.Contains(page, `id="file-failed-by-operator"`) ||
+		!strings.Contains(page, "Failed by the operator: Paid to numbers the merchant never gave.") {
+		t.Fatalf("failed file's page:\n%s", page)
+	}
+
 	// The rails start: a held file's transactions are not sent, nor the failed ones.
 	rails := servicetest.StartPeer(t, svc, "sandbox", service.RoleRails)
 	waitRailsTook(t, svc, 2) // both files' requests
@@ -118,6 +134,9 @@ func TestPayoutHoldReleaseFail(t *testing.T) {
 	}
 	if cur, av := balance(); cur != "9670.00" || av != "9670.00" {
 		t.Fatalf("after release: %s / %s, want 9670.00 both (no hold left)", cur, av)
+	}
+	if page := console("/console/payment-files/" + aID); strings.Contains(page, `id="file-held"`) {
+		t.Fatalf("released file's page still says held:\n%s", page)
 	}
 	rep, err := storage.CheckLedger(context.Background(), svc.Schema.DB)
 	if err != nil || !rep.OK {
@@ -237,4 +256,51 @@ func committed(t *testing.T, cl *kgo.Client, group, topic string) int64 {
 		}
 	})
 	return n
+}
+
+var consoleCSRF = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// signInConsole signs in to the merchant console with a secret key, as a browser
+// does (its cookies in a jar), and returns a getter of its pages.
+func signInConsole(t *testing.T, base, key string) func(path string) string {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d\n%s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	m := consoleCSRF.FindStringSubmatch(get("/console/sign-in"))
+	if m == nil {
+		t.Fatal("no csrf field on the sign-in page")
+	}
+	req, err := http.NewRequest("POST", base+"/console/sign-in", strings.NewReader(url.Values{"csrf": {m[1]}, "key": {key}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("console sign-in: %d", resp.StatusCode)
+	}
+	return get
 }

@@ -72,8 +72,9 @@ var fileTransitions = map[string][]string{
 
 // txnTransitions is the transaction state machine.
 var txnTransitions = map[string][]string{
-	// PENDING -> FAILED only by approval (refused) or Fail: a rail's outcome needs
-	// the transaction submitted (PROCESSING) first.
+	// PENDING -> FAILED only by approval (refused) or an operator's fail
+	// (Operator, ActionFail): a rail's outcome needs the transaction submitted
+	// (PROCESSING) first.
 	TxnPending:    {TxnProcessing, TxnFailed},
 	TxnProcessing: {TxnComplete, TxnFailed},
 	TxnComplete:   {},

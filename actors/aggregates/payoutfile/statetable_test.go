@@ -16,13 +16,15 @@ import (
 // "Every command in every state".
 type row struct{ state, command, principal, result, money string }
 
-// Principals of the rail's results. A FINAL outcome is the same command
+// Principals of the rail's results (and operatorBy, of the operator's hold,
+// release and fail: paysvc payout hold|release|fail). A FINAL outcome is the same command
 // (payout.results, stage FINAL) whoever sends it: the rails role (simulator or live
 // adapter), the operator (`paysvc payout finish`) or the engine (a P2P credit's
 // follow-up), so it is one row, tried once.
 const (
 	finalBy     = "rail, operator, engine (P2P)"
 	submittedBy = "rail"
+	operatorBy  = "operator"
 	perTxn      = "per transaction (next table)"
 )
 
@@ -39,6 +41,9 @@ var fileTable = []row{
 	{"none", "SUBMITTED", submittedBy, "refused: not found", "nothing"},
 	{"none", "FINAL success", finalBy, "refused: not found", "nothing"},
 	{"none", "FINAL failure", finalBy, "refused: not found", "nothing"},
+	{"none", "hold", operatorBy, "refused: not found", "nothing"},
+	{"none", "release", operatorBy, "refused: not found", "nothing"},
+	{"none", "fail", operatorBy, "refused: not found", "nothing"},
 
 	{"PREVIEW-AND-APPROVE", "create", "merchant", "refused: already exists", "nothing"},
 	{"PREVIEW-AND-APPROVE", "approve", "merchant", "PROCESSING, transactions PENDING TP101", "hold: amounts + charges"},
@@ -48,6 +53,9 @@ var fileTable = []row{
 	{"PREVIEW-AND-APPROVE", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
 	{"PREVIEW-AND-APPROVE", "FINAL success", finalBy, "refused: not being paid", "nothing"},
 	{"PREVIEW-AND-APPROVE", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
+	{"PREVIEW-AND-APPROVE", "hold", operatorBy, "refused: not being paid", "nothing"},
+	{"PREVIEW-AND-APPROVE", "release", operatorBy, "refused: not being paid", "nothing"},
+	{"PREVIEW-AND-APPROVE", "fail", operatorBy, "refused: not being paid", "nothing"},
 
 	{"PROCESSING", "create", "merchant", "refused: already exists", "nothing"},
 	{"PROCESSING", "approve", "merchant", "refused: not awaiting approval", "nothing"},
@@ -57,6 +65,21 @@ var fileTable = []row{
 	{"PROCESSING", "SUBMITTED", submittedBy, perTxn, perTxn},
 	{"PROCESSING", "FINAL success", finalBy, perTxn, perTxn},
 	{"PROCESSING", "FINAL failure", finalBy, perTxn, perTxn},
+	{"PROCESSING", "hold", operatorBy, "PROCESSING, on hold, transactions PENDING TP101", "nothing"},
+	{"PROCESSING", "release", operatorBy, "refused: nothing to change", "nothing"},
+	{"PROCESSING", "fail", operatorBy, "COMPLETE, transactions FAILED TF106", "release: unsent amounts + charges to available"},
+
+	{"PROCESSING, on hold", "create", "merchant", "refused: already exists", "nothing"},
+	{"PROCESSING, on hold", "approve", "merchant", "refused: not awaiting approval", "nothing"},
+	{"PROCESSING, on hold", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
+	{"PROCESSING, on hold", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
+	{"PROCESSING, on hold", "cancel", "merchant", "refused: not cancellable", "nothing"},
+	{"PROCESSING, on hold", "SUBMITTED", submittedBy, "refused: on hold", "nothing"},
+	{"PROCESSING, on hold", "FINAL success", finalBy, perTxn, perTxn},
+	{"PROCESSING, on hold", "FINAL failure", finalBy, perTxn, perTxn},
+	{"PROCESSING, on hold", "hold", operatorBy, "refused: nothing to change", "nothing"},
+	{"PROCESSING, on hold", "release", operatorBy, "PROCESSING, transactions PENDING TP101", "nothing"},
+	{"PROCESSING, on hold", "fail", operatorBy, "COMPLETE, transactions FAILED TF106", "release: unsent amounts + charges to available"},
 
 	{"COMPLETE", "create", "merchant", "refused: already exists", "nothing"},
 	{"COMPLETE", "approve", "merchant", "refused: not awaiting approval", "nothing"},
@@ -66,6 +89,9 @@ var fileTable = []row{
 	{"COMPLETE", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
 	{"COMPLETE", "FINAL success", finalBy, "ignored: no change", "nothing"},
 	{"COMPLETE", "FINAL failure", finalBy, "ignored: no change", "nothing"},
+	{"COMPLETE", "hold", operatorBy, "refused: not being paid", "nothing"},
+	{"COMPLETE", "release", operatorBy, "refused: not being paid", "nothing"},
+	{"COMPLETE", "fail", operatorBy, "refused: not being paid", "nothing"},
 
 	{"CANCELLED", "create", "merchant", "refused: already exists", "nothing"},
 	{"CANCELLED", "approve", "merchant", "refused: not awaiting approval", "nothing"},
@@ -75,6 +101,9 @@ var fileTable = []row{
 	{"CANCELLED", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
 	{"CANCELLED", "FINAL success", finalBy, "refused: not being paid", "nothing"},
 	{"CANCELLED", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
+	{"CANCELLED", "hold", operatorBy, "refused: not being paid", "nothing"},
+	{"CANCELLED", "release", operatorBy, "refused: not being paid", "nothing"},
+	{"CANCELLED", "fail", operatorBy, "refused: not being paid", "nothing"},
 
 	{"FAILED", "create", "merchant", "refused: already exists", "nothing"},
 	{"FAILED", "approve", "merchant", "refused: not awaiting approval", "nothing"},
@@ -84,6 +113,9 @@ var fileTable = []row{
 	{"FAILED", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
 	{"FAILED", "FINAL success", finalBy, "refused: not being paid", "nothing"},
 	{"FAILED", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
+	{"FAILED", "hold", operatorBy, "refused: not being paid", "nothing"},
+	{"FAILED", "release", operatorBy, "refused: not being paid", "nothing"},
+	{"FAILED", "fail", operatorBy, "refused: not being paid", "nothing"},
 }
 
 // txnTable is the transaction table: one outcome for transaction T1 of a file
@@ -141,6 +173,10 @@ func tableFileStates() []builder {
 			return s
 		}},
 		{"CANCELLED", func(t *testing.T) pf.State { s, _ := mustApply(t, created(t), pf.Cancel{At: at}); return s }},
+		{"PROCESSING, on hold", func(t *testing.T) pf.State {
+			s, _ := mustApply(t, processing(t, false), pf.Operator{Action: pf.ActionHold, By: "ops", Reason: "stolen key", At: at})
+			return s
+		}},
 		{"FAILED", legacyFailed}, // stored by earlier versions; no command makes one now
 	}
 }
@@ -180,6 +216,9 @@ func tableFileCommands() []tableCommand {
 		{"SUBMITTED", submittedBy, func(s pf.State) any { return submitted(outcomes(s, true)...) }},
 		{"FINAL success", finalBy, func(s pf.State) any { return final(outcomes(s, true)...) }},
 		{"FINAL failure", finalBy, func(s pf.State) any { return final(outcomes(s, false)...) }},
+		{"hold", operatorBy, func(pf.State) any { return pf.Operator{Action: pf.ActionHold, By: "ops", Reason: "why", At: later} }},
+		{"release", operatorBy, func(pf.State) any { return pf.Operator{Action: pf.ActionRelease, By: "ops", At: later} }},
+		{"fail", operatorBy, func(pf.State) any { return pf.Operator{Action: pf.ActionFail, By: "ops", Reason: "why", At: later} }},
 	}
 }
 
@@ -192,6 +231,7 @@ func refusal(err error) string {
 		{pf.ErrNotFound, "not found"}, {pf.ErrExists, "already exists"},
 		{pf.ErrNotAwaitingApproval, "not awaiting approval"}, {pf.ErrNotCancellable, "not cancellable"},
 		{pf.ErrNotProcessing, "not being paid"}, {pf.ErrHoldMismatch, "hold does not reconcile"},
+		{pf.ErrOnHold, "on hold"}, {pf.ErrNoChange, "nothing to change"},
 	} {
 		if errors.Is(err, e.err) {
 			return "refused: " + e.name
@@ -216,6 +256,19 @@ func txnLabels(s pf.State) string {
 // amounts: a hold is every payable transaction's amount plus charge.
 func fileMoney(t *testing.T, s, n pf.State, cmd any, d pf.Delta) string {
 	t.Helper()
+	if o, ok := cmd.(pf.Operator); ok && o.Action == pf.ActionFail && d.Release.Sign() != 0 {
+		// An operator's fail releases what the unsent transactions hold.
+		want := money.Zero()
+		for _, x := range s.Txns {
+			if x.Unsent() {
+				want = want.Add(x.Amount).Add(x.Charge)
+			}
+		}
+		if len(d.Paid) > 0 || !d.Release.Equal(want) || !n.Held.Equal(s.Held.Sub(want)) {
+			t.Fatalf("fail released %s (hold %s -> %s), want %s", d.Release, s.Held, n.Held, want)
+		}
+		return "release: unsent amounts + charges to available"
+	}
 	if len(d.Paid) > 0 || d.Release.Sign() != 0 {
 		t.Fatalf("%T paid %v / released %s", cmd, d.Paid, d.Release)
 	}
@@ -275,8 +328,8 @@ func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
 			case reflect.DeepEqual(n, before):
 				res, moved = "ignored: no change", fileMoney(t, s, n, cmd, d)
 			default:
-				res, moved = n.Status+", transactions "+txnLabels(n), fileMoney(t, s, n, cmd, d)
-				if !d.Moved || n.Version != s.Version+1 && s.Exists() {
+				res, moved = fileLabel(n)+", transactions "+txnLabels(n), fileMoney(t, s, n, cmd, d)
+				if d.Moved != (n.Status != s.Status) || n.Version != s.Version+1 && s.Exists() {
 					t.Errorf("(%s, %s): Moved %v, version %d -> %d", st.label, c.name, d.Moved, s.Version, n.Version)
 				}
 			}
@@ -291,6 +344,9 @@ func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
 func fileLabel(s pf.State) string {
 	if !s.Exists() {
 		return "none"
+	}
+	if s.OnHold {
+		return s.Status + ", on hold"
 	}
 	return s.Status
 }

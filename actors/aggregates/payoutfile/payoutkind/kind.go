@@ -614,7 +614,9 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 	}
 	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
 	if len(d.Unsubmitted) > 0 {
-		// Only a forged or misrouted result names a transaction no rail has yet.
+		// Only a forged or misrouted result names a transaction no rail has yet, or
+		// a simulator's whose submission was refused (merchant disabled, file held
+		// meanwhile): the transaction stays unsent and held, and is sent later.
 		tx.Log().Warn("payout results for transactions never submitted: ignored", "file_id", in.FileID,
 			"command_id", c.ID, "transactions", d.Unsubmitted)
 	}
