@@ -52,7 +52,8 @@ func TestDarajaPushCallbackMAC(t *testing.T) {
 	f.FailNextPush(http.StatusBadRequest, "400.002.02", "Bad Request - Invalid CallBackURL "+got.CallBackURL)
 	_, err = d.Push(context.Background(), req)
 	var ae *APIError
-	if !errors.As(err, &ae) || strings.Contains(err.Error(), mac) || strings.Contains(err.Error(), "tok-0123456789abcdef") {
+	if !errors.As(err, &ae) || strings.Contains(ae.Message, mac) || strings.Contains(ae.Message, "tok-0123456789abcdef") ||
+		strings.Contains(err.Error(), mac) {
 		t.Fatalf("err %v: want an APIError without the MAC or the token", err)
 	}
 }
