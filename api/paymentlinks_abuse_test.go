@@ -143,11 +143,7 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 	if err := fake.Complete(late.CheckoutRequestID, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	lateInv, err := storage.InvoiceByCheckoutRequest(ctx, env.Schema.DB, late.CheckoutRequestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if final := b.waitInvoice(t, lateInv.InvoiceID); final["state"] != "COMPLETE" {
+	if final := b.waitInvoice(t, invoiceOfPrompt(t, late)); final["state"] != "COMPLETE" {
 		t.Fatalf("late success: %v", final)
 	}
 	if u, err := storage.PaymentLinkUsageWithin(ctx, env.Schema.DB, id, holds); err != nil || u.Completed != 2 {
@@ -176,11 +172,7 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 		if err := fake.Complete(p.CheckoutRequestID, 0, ""); err != nil {
 			t.Fatal(err)
 		}
-		ref, err := storage.InvoiceByCheckoutRequest(ctx, env.Schema.DB, p.CheckoutRequestID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if final := b.waitInvoice(t, ref.InvoiceID); final["state"] != "COMPLETE" {
+		if final := b.waitInvoice(t, invoiceOfPrompt(t, p)); final["state"] != "COMPLETE" {
 			t.Fatalf("payment on the 1-use link: %v", final)
 		}
 	}
@@ -191,6 +183,17 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 		t.Errorf("page of the over-used link: %s", page.Body)
 	}
 	ledgerOK(t, b)
+}
+
+// invoiceOfPrompt is the invoice a prompt was sent for: the segment its callback
+// URL names (its CheckoutRequestID may not be recorded yet).
+func invoiceOfPrompt(t *testing.T, p mpesa.FakeSTKRequest) string {
+	t.Helper()
+	parts := strings.Split(p.CallBackURL, "/")
+	if len(parts) < 2 {
+		t.Fatalf("callback URL %q names no invoice", p.CallBackURL)
+	}
+	return parts[len(parts)-2] // .../<token>/<invoice>/<MAC>
 }
 
 // firstFailure is the first of the two answers that is not 200.
