@@ -127,6 +127,13 @@ func TestHostedCheckoutInBrowser(t *testing.T) {
 		if inv["state"] != "COMPLETE" || inv["value"] != "250.00" || inv["api_ref"] != "order-77" || inv["account"] != "254708374149" {
 			t.Fatalf("invoice seen by the merchant: %v", inv)
 		}
+		// The page holds only the signature: it shows the receipt masked, as the
+		// payer can match it with their SMS (docs/security.md, "Payer data by principal").
+		receipt, _ := inv["mpesa_reference"].(string)
+		if receipt == "" || strings.Contains(r.FinalText, receipt) ||
+			!strings.Contains(r.FinalText, "M-Pesa reference: "+payerMask(receipt)) {
+			t.Errorf("final screen should show the receipt %s masked: %q", receipt, r.FinalText)
+		}
 		paid = append(paid, inv["net_amount"].(string))
 	})
 

@@ -172,7 +172,18 @@ func (s *Server) saveCustomer(c echo.Context, requireNames bool) error {
 	if created {
 		status = http.StatusCreated
 	}
-	return c.JSON(status, renderCustomer(saved))
+	out := renderCustomer(saved)
+	// The form of each route reads its records with its own permission: a key
+	// that may write customers but not read them must not read, through an upsert
+	// naming an email, what the record already held.
+	read := PermViewCollections
+	if requireNames {
+		read = PermViewSubscriptions
+	}
+	if p := principal(c); !p.Can(read) {
+		hideStoredCustomer(&out, u.Fields)
+	}
+	return c.JSON(status, out)
 }
 
 // upsertSubscriptionCustomer is POST /subscriptions/customers/ (names required).

@@ -37,7 +37,7 @@ var Permissions = []struct{ Name, Grants string }{
 	{PermViewWallets, "list and read wallets and their transactions"},
 	{PermAddWallets, "create wallets"},
 	{PermAddTransfers, "move money between the merchant's own wallets (intra_transfer)"},
-	{PermViewCollections, "read collection status, pay requests, customers and their payments, payment links"},
+	{PermViewCollections, "read collection status, pay requests, customers and their payments, payment links; see payers' personal data in full"},
 	{PermAddCollections, "start collections with the secret key: STK push, collection, card, pay requests; create and update customers (/customers/); create and change payment links"},
 	{PermViewFiles, "read payment files and frequently used beneficiaries"},
 	{PermAddFiles, "create payment files (awaiting approval) and validate recipient accounts"},

@@ -62,3 +62,24 @@ func hidePayer(c echo.Context, sess *sessionJSON) {
 	cu.CustomerID, cu.Email, cu.FirstName, cu.LastName, cu.Country, cu.Zipcode = nil, nil, nil, nil, nil, nil
 	sess.CustomerComment = nil
 }
+
+// hideStoredCustomer applies the rule to a customer record answered to a key that
+// may write customers but not read them (POST /customers/ with add_collections
+// alone): what the request itself set is echoed, the stored phone is masked and
+// every other stored field is left out (null). The email is the request's own key.
+func hideStoredCustomer(out *customerRecordJSON, sent map[string]*string) {
+	keep := func(name string, v *string) *string {
+		if _, ok := sent[name]; ok {
+			return v
+		}
+		return nil
+	}
+	phone := out.PhoneNumber
+	out.FirstName, out.LastName = keep("first_name", out.FirstName), keep("last_name", out.LastName)
+	out.Reference, out.Address = keep("reference", out.Reference), keep("address", out.Address)
+	out.City, out.State = keep("city", out.City), keep("state", out.State)
+	out.Zipcode, out.Country = keep("zipcode", out.Zipcode), keep("country", out.Country)
+	if out.PhoneNumber = keep("phone_number", phone); out.PhoneNumber == nil {
+		out.PhoneNumber = maskPtr(phone)
+	}
+}
