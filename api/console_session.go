@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -16,7 +17,8 @@ import (
 
 // Console sessions (docs/security.md, "Console sessions"). A secret key entered once
 // at sign-in becomes a session: a random token in an HttpOnly, SameSite=Strict
-// cookie (Secure on a live server and over TLS), stored server-side only as its
+// cookie (__Host- and Secure whenever the console is served over https, behind a
+// TLS proxy too: consoleHTTPS), stored server-side only as its
 // SHA-256. The session names the key; every request reads the key's permissions,
 // revocation and its merchant's status afresh, so revoking the key or disabling the
 // merchant ends the session at once. Unsafe methods need the session's
@@ -52,24 +54,39 @@ func consoleOf(c echo.Context) *consoleSession {
 	return cs
 }
 
+// consoleHTTPS reports whether browsers reach this console over https: always on a
+// live server, and on a sandbox whose public base URL is https. It is decided by
+// configuration, not by the request: behind a TLS-terminating proxy the request
+// paysvc sees is plain http (r.TLS is nil) though the browser's is https, and a
+// session cookie set without Secure there would also be sent, and could be
+// planted, over plain http to that host.
+func (s *Server) consoleHTTPS() bool {
+	return s.cfg.Environment == "live" || strings.HasPrefix(strings.ToLower(s.cfg.PublicBaseURL), "https://")
+}
+
 // consoleCookieName differs by environment, so a browser holding both a sandbox and
-// a live session never sends one to the other's server under the expected name. The
-// live name has the __Host- prefix: the browser keeps it only if Secure, for this
-// host exactly, at path /.
+// a live session never sends one to the other's server under the expected name.
+// Over https the name has the __Host- prefix: the browser keeps it only if Secure,
+// for this host exactly, at path /, so neither a sibling subdomain nor a plain-http
+// answer can set or replace it. Only a sandbox reached over plain http (local
+// development) keeps the unprefixed name, which a browser would not accept there.
 func (s *Server) consoleCookieName() string {
-	if s.cfg.Environment == "live" {
+	switch {
+	case s.cfg.Environment == "live":
 		return "__Host-console_session"
+	case s.consoleHTTPS():
+		return "__Host-console_sandbox_session"
 	}
 	return "console_session"
 }
 
 func (s *Server) consoleCookie(c echo.Context, name, value string, maxAge int) *http.Cookie {
 	path := "/console"
-	secure := s.cfg.Environment == "live" || c.Request().TLS != nil
-	if s.cfg.Environment == "live" {
+	https := s.consoleHTTPS()
+	if https {
 		path = "/" // required by __Host-
 	}
-	return &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true, Secure: secure,
+	return &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true, Secure: https || c.Request().TLS != nil,
 		SameSite: http.SameSiteStrictMode}
 }
 
