@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -243,11 +244,27 @@ func searchPhone(q string) string {
 	return ""
 }
 
-func (s *Server) consoleCollections(c echo.Context) error {
-	q := strings.TrimSpace(c.QueryParam("q"))
-	if len(q) > 200 {
-		q = q[:200]
+// searchMax is how many bytes of a search term are looked up.
+const searchMax = 200
+
+// searchTerm is the search box's text cut to searchMax bytes at a character
+// boundary: cut inside a character's bytes, the term is not UTF-8, which the
+// database refuses (a 400 instead of the page). The edge has refused a query that
+// was not UTF-8 text before the console sees it.
+func searchTerm(raw string) string {
+	q := strings.TrimSpace(raw)
+	if len(q) > searchMax {
+		n := searchMax
+		for n > 0 && !utf8.RuneStart(q[n]) {
+			n--
+		}
+		q = strings.TrimSpace(q[:n])
 	}
+	return q
+}
+
+func (s *Server) consoleCollections(c echo.Context) error {
+	q := searchTerm(c.QueryParam("q"))
 	rows, more, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, q, searchPhone(q),
 		cursorOf(c), consolePageSize)
 	if err != nil {
@@ -310,11 +327,13 @@ func (s *Server) consoleRefunds(c echo.Context) error {
 }
 
 // consoleRefundForm asks for a refund of one collection, showing the collection
-// (read as the collections page does, scoped by the merchant).
+// (read as the collections page does, scoped by the merchant) only to a key that
+// may read collections: the collection names its payer (phone, email), which
+// add_refunds alone does not grant (docs/security.md, "Console sessions").
 func (s *Server) consoleRefundForm(c echo.Context) error {
-	inv := strings.TrimSpace(c.QueryParam("invoice"))
+	inv := searchTerm(c.QueryParam("invoice"))
 	var invoice map[string]any
-	if inv != "" && len(inv) <= 40 {
+	if inv != "" && len(inv) <= 40 && consoleOf(c).may(PermViewCollections) {
 		rows, _, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, inv, "", nil, 1)
 		if err != nil {
 			return err
@@ -476,21 +495,34 @@ func (s *Server) consoleKeys(c echo.Context) error {
 	return s.renderKeys(c, http.StatusOK, "", nil, "")
 }
 
+// keyFormPurpose names the one-time tokens of the new-key form.
+const keyFormPurpose = "create-key"
+
 func (s *Server) renderKeys(c echo.Context, status int, newSecret string, newPerms []string, problem string) error {
-	keys, err := storage.MerchantKeys(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID)
+	cs := consoleOf(c)
+	keys, err := storage.MerchantKeys(c.Request().Context(), s.db, cs.principal.MerchantID)
 	if err != nil {
 		return err
 	}
 	return s.renderConsole(c, status, "keys", consoleView{Title: "API keys", Data: map[string]any{"Keys": keys,
-		"Permissions": Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem}})
+		"Permissions": Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem,
+		"Once": formOnce(cs, keyFormPurpose)}})
 }
 
 // consoleCreateKey issues a restricted secret key with the ticked permissions and
-// shows it once; only its hash is stored (as `paysvc key create`).
+// shows it once; only its hash is stored (as `paysvc key create`). The form must
+// carry its one-time token (a second submit of the same form creates nothing and
+// says which key the first made) and the signed-in key typed again
+// (consoleReauth).
 func (s *Server) consoleCreateKey(c echo.Context) error {
 	form, err := c.FormParams()
 	if err != nil {
 		return s.consoleProblem(c, http.StatusBadRequest, "Not done", "The form could not be read.")
+	}
+	cs := consoleOf(c)
+	once := checkOnce(cs, keyFormPurpose, form.Get("once"))
+	if once == nil {
+		return s.renderKeys(c, http.StatusBadRequest, "", nil, "This form is out of date. Fill it in again below. No key was created.")
 	}
 	var perms []string
 	for _, p := range form["permission"] {
@@ -504,11 +536,24 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 	if len(perms) == 0 {
 		return s.renderKeys(c, http.StatusBadRequest, "", nil, "Tick at least one permission: a key without any would be unrestricted.")
 	}
-	cs := consoleOf(c)
+	if e := s.consoleReauth(c, cs); e != nil {
+		if e.Status >= 500 {
+			return e
+		}
+		return s.renderKeys(c, e.Status, "", nil, e.Detail)
+	}
 	key, id := NewKey("secret", s.cfg.Environment)
-	if err := storage.InsertAPIKey(c.Request().Context(), s.db, storage.APIKey{KeyID: id, MerchantID: cs.principal.MerchantID,
-		Kind: "secret", Environment: s.cfg.Environment, Permissions: perms}, sha256Of(key)); err != nil {
+	made, created, err := storage.InsertKeyOnce(c.Request().Context(), s.db, once, storage.APIKey{KeyID: id,
+		MerchantID: cs.principal.MerchantID, Kind: "secret", Environment: s.cfg.Environment, Permissions: perms}, sha256Of(key))
+	if err != nil {
 		return err
+	}
+	if !created {
+		msg := "This form was already submitted. No second key was created."
+		if made != "" {
+			msg = "This form was already submitted and created key " + made + ". No second key was created; its secret was shown once, after the first submit."
+		}
+		return s.renderKeys(c, http.StatusConflict, "", nil, msg)
 	}
 	return s.renderKeys(c, http.StatusCreated, key, perms, "")
 }

@@ -246,6 +246,9 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 	if err := storage.DeleteExpiredConsoleSessions(ctx, s.db, s.cfg.ConsoleIdle, s.cfg.ConsoleMaxAge); err != nil {
 		return err
 	}
+	if err := storage.DeleteOldConsoleFormUses(ctx, s.db, s.cfg.ConsoleMaxAge); err != nil {
+		return err
+	}
 	token := ids.Secret()
 	if err := storage.InsertConsoleSession(ctx, s.db, sha256Of(token), p.MerchantID, p.KeyID, s.cfg.Environment, ids.Secret()); err != nil {
 		return err

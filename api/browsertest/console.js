@@ -101,6 +101,7 @@ async function visit(page, path, name) {
     // A restricted key, its secret shown once.
     await visit(page, '/console/keys', 'keys');
     for (const p of s.grant) await page.check('#perm-' + p);
+    await page.getByLabel('Your secret key, to confirm').fill(s.key);
     await page.getByRole('button', { name: 'Create key' }).click();
     await page.locator('#new-secret').waitFor();
     out.newSecret = await text(page, '#new-secret');
