@@ -69,8 +69,9 @@ func (s *Server) renderError(c echo.Context, e *Error) error {
 	return c.JSON(e.Status, errorBody{Type: e.Type, Detail: e.Detail, Errors: []errorItem{item}, RequestID: requestID(c)})
 }
 
-// handleError is Echo's error handler: every error leaves as the JSON shape above;
-// an error we did not make is logged in full and shown only as "internal error".
+// handleError is Echo's error handler: every error leaves as the JSON shape above
+// (to a browser on a customer's page, as a page: customerErrorPage); an error we
+// did not make is logged in full and shown only as "internal error".
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -97,6 +98,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if ae.Status >= 500 && ae != errInternal {
 		s.log.Warn("server refusal", "request_id", requestID(c), "route", c.Path(), "code", ae.Code)
+	}
+	if s.customerErrorPage(c, ae) {
+		return // a customer's browser on a hosted page reads a page (custpages.go)
 	}
 	if err := s.renderError(c, ae); err != nil {
 		s.log.Warn("write error response", "err", err)

@@ -95,7 +95,10 @@ type hostedPage struct {
 	Title    string
 	Merchant string // merchants.name: the customer must see whom they pay
 	Sandbox  bool   // a test-mode banner: no real money moves
-	Data     any
+	// Static pages (a closed link, an error) take no payment: they load no script
+	// and do not ask for one.
+	Static bool
+	Data   any
 }
 
 // pageCSP allows the page's own script, stylesheet and images and its calls to paysvc,
@@ -120,6 +123,12 @@ func pageHeaders(h http.Header) {
 // renderPage writes a hosted page. It renders into a buffer first, so a template
 // error is the generic 500, never half a page.
 func (s *Server) renderPage(c echo.Context, name string, p hostedPage) error {
+	return s.renderPageStatus(c, http.StatusOK, name, p)
+}
+
+// renderPageStatus is renderPage with the status a page that refuses (a closed
+// link, an error page) answers with.
+func (s *Server) renderPageStatus(c echo.Context, status int, name string, p hostedPage) error {
 	t, ok := pageTemplates[name]
 	if !ok {
 		return errInternal
@@ -133,7 +142,7 @@ func (s *Server) renderPage(c echo.Context, name string, p hostedPage) error {
 	pageHeaders(h)
 	// A page carries a fresh signature and the session's live state: never cached.
 	h.Set("Cache-Control", "no-store")
-	return c.HTMLBlob(http.StatusOK, buf.Bytes())
+	return c.HTMLBlob(status, buf.Bytes())
 }
 
 // serveStatic serves the pages' stylesheet, script and images from the binary. An

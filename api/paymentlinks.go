@@ -280,7 +280,9 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 		if e.Code == "payment_link_limit_reached" {
 			heading = "This link has reached its limit"
 		}
-		return s.renderPage(c, "paylink_closed", hostedPage{Title: heading, Merchant: merchant.Name,
+		// 410: this address takes no payment now (custpages.go gives the same
+		// status to the session a browser would open here).
+		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", hostedPage{Title: heading, Merchant: merchant.Name, Static: true,
 			Data: closedView{Heading: heading, Detail: e.Detail + " Please contact " + merchant.Name + "."}})
 	}
 	data := checkoutView{Link: l.LinkID, Currency: l.Currency, Reason: l.Title, APIRef: l.Title,

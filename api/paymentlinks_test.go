@@ -197,7 +197,7 @@ func TestPaymentLinksPythonSDK(t *testing.T) {
 			t.Fatalf("deactivate: %d %s", r.Status, r.Body)
 		}
 		page := b.env.Do("GET", "/pay/"+id+"/", nil)
-		if page.Status != 200 || !strings.Contains(string(page.Body), "not accepting payments") || strings.Contains(string(page.Body), "pay-form") {
+		if page.Status != 410 || !strings.Contains(string(page.Body), "not accepting payments") || strings.Contains(string(page.Body), "pay-form") {
 			t.Errorf("inactive link's page: %d %s", page.Status, page.Body)
 		}
 		if st, m, _, err := payLink(b.env, id, 5000, "254708374149"); err != nil || st != 400 {
