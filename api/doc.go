@@ -10,6 +10,8 @@
 //     in pages/): the hosted checkout page, a payment link's page, a plan's subscribe
 //     page and a subscription's card setup page, each opened by the capability its
 //     path names (capability.go) and rendered under a strict Content-Security-Policy;
+//     a browser's request there that is refused gets a page, not the JSON error
+//     (custpages.go);
 //   - their stylesheet, script and icon under /static/ (embedded, pages/static), so
 //     a page loads nothing from another host;
 //   - in the sandbox, a server-sent event stream of the merchant's events
@@ -33,5 +35,6 @@
 // Wire compatibility (../shared/COMPAT.md) is a property of the whole package:
 // both trailing-slash forms of every path and no redirects, Connection: close on
 // GET/HEAD/DELETE, success only as 200/201 with JSON, and every error a non-empty
-// JSON body carrying detail, errors[] and request_id.
+// JSON body carrying detail, errors[] and request_id (to an API client: a browser
+// on a customer's page reads its error as a page).
 package api
