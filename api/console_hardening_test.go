@@ -1,9 +1,10 @@
 package api_test
 
-// The console's defences of issue 31 (docs/security.md, "Console sessions"): payer
-// data only with view_collections, a new key only with the signed-in key typed
-// again and once per form, the session cookie __Host- and Secure behind a TLS
-// proxy, a search cut at a character boundary, and a CSP without script.
+// The console's defences of payers' data and of its own writes (docs/security.md,
+// "Console sessions"): payer data only with view_collections, a new key only with
+// the signed-in key typed again and once per form, the session cookie __Host- and
+// Secure behind a TLS proxy, a search cut at a character boundary, and a CSP
+// without script.
 
 import (
 	"net/http"
