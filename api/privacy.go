@@ -1,9 +1,14 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/actors/aggregates/refund"
+	"paysvc/topics"
 )
 
 // Payer data by principal (docs/security.md, "Payer data by principal").
@@ -82,4 +87,30 @@ func hideStoredCustomer(out *customerRecordJSON, sent map[string]*string) {
 	if out.PhoneNumber = keep("phone_number", phone); out.PhoneNumber == nil {
 		out.PhoneNumber = maskPtr(phone)
 	}
+}
+
+// hideRefundPayer applies the rule to a refund (chargeback) about to be
+// answered: the refund's invoice carries the payer's phone as its account, and
+// the refund permissions (add_refunds, view_refunds) are not view_collections, so
+// a key made to file or follow refunds reads the phone masked, like every other
+// answer to a principal that does not see payers.
+func hideRefundPayer(c echo.Context, v *refund.View) {
+	if seesPayers(c) {
+		return
+	}
+	v.Transaction.Invoice.Account = mask(v.Transaction.Invoice.Account)
+}
+
+// refundReply answers the engine's refund reply (a refund.View) with the payer
+// hidden as hideRefundPayer says; refusals pass through as walletReply's.
+func (s *Server) refundReply(c echo.Context, r topics.Reply, status int) error {
+	if r.Error != nil || seesPayers(c) {
+		return s.walletReply(c, r, status)
+	}
+	var v refund.View
+	if err := json.Unmarshal(r.Result, &v); err != nil {
+		return fmt.Errorf("refund reply: %w", err)
+	}
+	hideRefundPayer(c, &v)
+	return c.JSON(status, v)
 }

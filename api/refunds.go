@@ -40,6 +40,7 @@ func (s *Server) listRefunds(c echo.Context) error {
 	out := make([]refund.View, len(rows))
 	for i, r := range rows {
 		out[i] = r.View()
+		hideRefundPayer(c, &out[i])
 	}
 	return c.JSON(http.StatusOK, pg.list(c, total, out))
 }
@@ -67,7 +68,9 @@ func (s *Server) getRefund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, r.View())
+	v := r.View()
+	hideRefundPayer(c, &v)
+	return c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) createRefund(c echo.Context) error {
@@ -105,7 +108,7 @@ func (s *Server) createRefund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.walletReply(c, r, http.StatusCreated)
+	return s.refundReply(c, r, http.StatusCreated)
 }
 
 // cancelRefund withdraws a refund the rail has not taken (PENDING, untaken): its
@@ -121,5 +124,5 @@ func (s *Server) cancelRefund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.walletReply(c, r, http.StatusOK)
+	return s.refundReply(c, r, http.StatusOK)
 }
