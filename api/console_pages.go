@@ -502,12 +502,12 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 		}
 	}
 	if len(perms) == 0 {
-		return s.renderKeys(c, http.StatusBadRequest, "", nil, "Tick at least one permission: a key without any would be unrestricted.")
+		return s.renderKeys(c, http.StatusBadRequest, "", nil, "Tick at least one permission: a key without any could do nothing.")
 	}
 	cs := consoleOf(c)
 	key, id := NewKey("secret", s.cfg.Environment)
 	if err := storage.InsertAPIKey(c.Request().Context(), s.db, storage.APIKey{KeyID: id, MerchantID: cs.principal.MerchantID,
-		Kind: "secret", Environment: s.cfg.Environment, Permissions: perms}, sha256Of(key)); err != nil {
+		Kind: "secret", Environment: s.cfg.Environment, Permissions: perms, Unrestricted: false}, sha256Of(key)); err != nil {
 		return err
 	}
 	return s.renderKeys(c, http.StatusCreated, key, perms, "")
