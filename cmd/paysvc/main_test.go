@@ -360,8 +360,8 @@ func TestKeyCreate(t *testing.T) {
 		// the flag (and no list); every other key is stored without it.
 		unrestricted bool
 		errSubstr    string
-		usage     bool
-		sec       *regexp.Regexp
+		usage        bool
+		sec          *regexp.Regexp
 	}{
 		{
 			name:      "issues_key_with_given_permissions",
@@ -431,8 +431,10 @@ func TestKeyCreate(t *testing.T) {
 			wantPerms: []string{}, unrestricted: true, sec: sandboxSecret,
 		},
 		{
-			name:  "unrestricted_with_permissions_is_usage_error",
-			args:  func(id string) []string { return []string{"--merchant", id, "--unrestricted", "--permissions", "view_wallets"} },
+			name: "unrestricted_with_permissions_is_usage_error",
+			args: func(id string) []string {
+				return []string{"--merchant", id, "--unrestricted", "--permissions", "view_wallets"}
+			},
 			usage: true,
 		},
 		{
