@@ -182,7 +182,7 @@ func createKey(t *testing.T, s storagetest.Schema, merchantID, perms string) iss
 	if r.err != nil {
 		t.Fatalf("key create: %v", r)
 	}
-	decodeOne(t, r.stdout, "key_id", "secret_key", "permissions")
+	decodeOne(t, r.stdout, "key_id", "secret_key", "permissions", "unrestricted")
 	var k issued
 	if err := json.Unmarshal([]byte(r.stdout), &k); err != nil {
 		t.Fatal(err)
