@@ -52,3 +52,31 @@ func TestInvoiceIDClashInOneBatchIsRefusedNotQuarantined(t *testing.T) {
 		t.Errorf("B has %d invoices", n)
 	}
 }
+
+// The same for a wallet id: two merchants' creates of one id produced together.
+func TestWalletIDClashInOneBatchIsRefusedNotQuarantined(t *testing.T) {
+	b := setup(t)
+	stop := b.startEngine(t, "t1")
+	defer stop()
+	other, err := admin.CreateMerchant(b.ctx, b.db, "Merchant B", "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ids.Alias(12)
+	cmds := []topics.Command{createCmd(b, t, b.merchant, id, "mine"), createCmd(b, t, other.MerchantID, id, "theirs")}
+	waits := make([]<-chan topics.Reply, len(cmds))
+	for i, c := range cmds {
+		ch, cancel := b.hub.Register(c.ID)
+		defer cancel()
+		waits[i] = ch
+	}
+	b.produce(t, 0, cmds...)
+	ok(t, await(t, waits[0], "A's wallet"))
+	wantCode(t, await(t, waits[1], "B's wallet"), "id_taken")
+	if n := b.count(t, `SELECT count(*) FROM command_quarantine`); n != 0 {
+		t.Errorf("%d commands quarantined", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM wallets WHERE wallet_id = $1 AND merchant_id = $2`, id, b.merchant); n != 1 {
+		t.Errorf("A's wallet: %d rows", n)
+	}
+}
