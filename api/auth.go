@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,20 +38,15 @@ type Principal struct {
 	KeyID       string
 	Kind        string // public or secret
 	Permissions []string
+	// Unrestricted is the key's own flag (storage.APIKey.Unrestricted): it
+	// alone grants every permission. An empty list grants nothing.
+	Unrestricted bool
 }
 
-// Can reports whether the key holds a permission; a key without restrictions
-// (the merchant's main secret key) holds them all.
+// Can reports whether the key holds a permission: an unrestricted key (the
+// merchant's main secret key) holds them all, any other only those it lists.
 func (p *Principal) Can(perm string) bool {
-	if len(p.Permissions) == 0 {
-		return true
-	}
-	for _, x := range p.Permissions {
-		if x == perm {
-			return true
-		}
-	}
-	return false
+	return p.Unrestricted || slices.Contains(p.Permissions, perm)
 }
 
 // keyCache keeps recent key lookups so a busy merchant does not cost a query per
@@ -232,7 +228,8 @@ func (a *authenticator) verify(ctx context.Context, key, kind string) (*Principa
 	if !k.MerchantEnabled {
 		return nil, clientError(http.StatusForbidden, "permission_denied", msgCannotTransact)
 	}
-	return &Principal{MerchantID: k.MerchantID, KeyID: k.KeyID, Kind: k.Kind, Permissions: k.Permissions}, nil
+	return &Principal{MerchantID: k.MerchantID, KeyID: k.KeyID, Kind: k.Kind, Permissions: k.Permissions,
+		Unrestricted: k.Unrestricted && k.Kind == "secret"}, nil
 }
 
 // authSecret requires a secret key (Bearer).

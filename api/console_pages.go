@@ -541,7 +541,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 		}
 	}
 	if len(perms) == 0 {
-		return s.renderKeys(c, http.StatusBadRequest, "", nil, "Tick at least one permission: a key without any would be unrestricted.")
+		return s.renderKeys(c, http.StatusBadRequest, "", nil, "Tick at least one permission: a key without any could do nothing.")
 	}
 	if e := s.consoleReauth(c, cs); e != nil {
 		if e.Status >= 500 {
@@ -551,7 +551,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 	}
 	key, id := NewKey("secret", s.cfg.Environment)
 	made, created, err := storage.InsertKeyOnce(c.Request().Context(), s.db, once, storage.APIKey{KeyID: id,
-		MerchantID: cs.principal.MerchantID, Kind: "secret", Environment: s.cfg.Environment, Permissions: perms}, sha256Of(key))
+		MerchantID: cs.principal.MerchantID, Kind: "secret", Environment: s.cfg.Environment, Permissions: perms, Unrestricted: false}, sha256Of(key))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ type consoleSession struct {
 }
 
 // full reports whether the session's key is the merchant's unrestricted key.
-func (cs *consoleSession) full() bool { return len(cs.principal.Permissions) == 0 }
+func (cs *consoleSession) full() bool { return cs.principal.Unrestricted }
 
 func consoleOf(c echo.Context) *consoleSession {
 	cs, _ := c.Get(ctxConsole).(*consoleSession)
@@ -178,7 +178,8 @@ func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
 				return errCSRF
 			}
 		}
-		p := &Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions}
+		p := &Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions,
+			Unrestricted: sess.Unrestricted}
 		c.Set(ctxPrincipal, p)
 		c.Set(ctxConsole, &consoleSession{principal: p, merchant: sess.MerchantName, csrf: sess.CSRFToken, tokenHash: h})
 		consoleHeaders(c.Response().Header())

@@ -198,7 +198,7 @@ func (s *Server) permit(a access) echo.MiddlewareFunc {
 				return next(c)
 			}
 			if a.kind == kindSandbox {
-				if len(p.Permissions) > 0 {
+				if !p.Unrestricted {
 					return clientError(http.StatusForbidden, "permission_denied",
 						"Sandbox tools need the merchant's unrestricted secret key; this API key is restricted.")
 				}
@@ -207,7 +207,7 @@ func (s *Server) permit(a access) echo.MiddlewareFunc {
 			if !p.Can(a.perm) {
 				return permissionDenied(a.perm, a.what)
 			}
-			if a.extra != nil && len(p.Permissions) > 0 { // a full key holds every extra too: skip the body parse
+			if a.extra != nil && !p.Unrestricted { // a full key holds every extra too: skip the body parse
 				if perm, what := a.extra(c); perm != "" && !p.Can(perm) {
 					return permissionDenied(perm, what)
 				}

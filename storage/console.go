@@ -26,6 +26,7 @@ type ConsoleSession struct {
 	CSRFToken           string         `db:"csrf_token"`
 	CreatedAt           time.Time      `db:"created_at"`
 	Permissions         pq.StringArray `db:"permissions"`
+	Unrestricted        bool           `db:"unrestricted"`
 	KeyKind             string         `db:"kind"`
 	KeyEnvironment      string         `db:"key_environment"`
 	RevokedAt           *time.Time     `db:"revoked_at"`
@@ -53,7 +54,7 @@ func TouchConsoleSession(ctx context.Context, db *sqlx.DB, tokenHash []byte, idl
 		 WHERE s.token_hash = $1 AND k.key_id = s.key_id AND m.merchant_id = s.merchant_id
 		   AND s.last_seen_at > now() - make_interval(secs => $2) AND s.created_at > now() - make_interval(secs => $3)
 		RETURNING s.merchant_id, m.name AS merchant_name, s.key_id, s.environment, s.csrf_token, s.created_at,
-		          k.permissions, k.kind, k.environment AS key_environment, k.revoked_at,
+		          k.permissions, k.unrestricted, k.kind, k.environment AS key_environment, k.revoked_at,
 		          m.enabled AS merchant_enabled, m.environment AS merchant_environment`,
 		tokenHash, idle.Seconds(), maxAge.Seconds())
 	if errors.Is(err, sql.ErrNoRows) {
@@ -91,7 +92,7 @@ func DeleteExpiredConsoleSessions(ctx context.Context, ext sqlx.ExecerContext, i
 // MerchantKeys lists the merchant's keys, newest first (never their hashes).
 func MerchantKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string) ([]APIKey, error) {
 	var ks []APIKey
-	err := sqlx.SelectContext(ctx, q, &ks, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions,
+	err := sqlx.SelectContext(ctx, q, &ks, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
 		k.created_at, k.revoked_at, m.enabled AS merchant_enabled, m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.merchant_id = $1 ORDER BY k.created_at DESC, k.key_id`, merchantID)
 	if err != nil {

@@ -23,14 +23,18 @@ type Merchant struct {
 
 // APIKey is a key's stored record; the key itself is never stored, only its hash.
 type APIKey struct {
-	KeyID           string         `db:"key_id"`
-	MerchantID      string         `db:"merchant_id"`
-	Kind            string         `db:"kind"`
-	Environment     string         `db:"environment"`
-	Permissions     pq.StringArray `db:"permissions"`
-	CreatedAt       time.Time      `db:"created_at"`
-	RevokedAt       *time.Time     `db:"revoked_at"`
-	MerchantEnabled bool           `db:"merchant_enabled"`
+	KeyID       string         `db:"key_id"`
+	MerchantID  string         `db:"merchant_id"`
+	Kind        string         `db:"kind"`
+	Environment string         `db:"environment"`
+	Permissions pq.StringArray `db:"permissions"`
+	// Unrestricted grants every permission (a merchant's main secret key);
+	// without it the key may do only what Permissions lists, and nothing when
+	// the list is empty (migration 0061).
+	Unrestricted    bool       `db:"unrestricted"`
+	CreatedAt       time.Time  `db:"created_at"`
+	RevokedAt       *time.Time `db:"revoked_at"`
+	MerchantEnabled bool       `db:"merchant_enabled"`
 	// MerchantEnvironment is the key's merchant's environment: a key is honoured
 	// only where both agree (api's authenticator).
 	MerchantEnvironment string `db:"merchant_environment"`
@@ -82,8 +86,12 @@ func SetMerchantEnabled(ctx context.Context, ext sqlx.ExtContext, merchantID str
 
 // InsertAPIKey stores a key's hash and metadata.
 func InsertAPIKey(ctx context.Context, ext sqlx.ExtContext, k APIKey, hash []byte) error {
-	_, err := ext.ExecContext(ctx, `INSERT INTO api_keys (key_id, merchant_id, kind, environment, key_hash, permissions)
-		VALUES ($1, $2, $3, $4, $5, $6)`, k.KeyID, k.MerchantID, k.Kind, k.Environment, hash, k.Permissions)
+	perms := k.Permissions
+	if perms == nil {
+		perms = pq.StringArray{} // the column is NOT NULL: no list is an empty one
+	}
+	_, err := ext.ExecContext(ctx, `INSERT INTO api_keys (key_id, merchant_id, kind, environment, key_hash, permissions, unrestricted)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, k.KeyID, k.MerchantID, k.Kind, k.Environment, hash, perms, k.Unrestricted)
 	if err != nil {
 		return fmt.Errorf("insert api key: %w", err)
 	}
@@ -93,7 +101,7 @@ func InsertAPIKey(ctx context.Context, ext sqlx.ExtContext, k APIKey, hash []byt
 // KeyByHash finds a key by the hash of its full text, with its merchant's status.
 func KeyByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (APIKey, error) {
 	var k APIKey
-	err := sqlx.GetContext(ctx, q, &k, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions,
+	err := sqlx.GetContext(ctx, q, &k, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
 		k.created_at, k.revoked_at, m.enabled AS merchant_enabled,
 		m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.key_hash = $1`, hash)

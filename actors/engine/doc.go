@@ -11,8 +11,9 @@
 //     commands"); a refusal is answered and not recorded;
 //   - hydration (instances.go) makes live, before any command of the batch
 //     applies, every aggregate instance its commands name or need, and those
-//     these refer to, and reads the facts the kinds' Prepare asks for: no command
-//     reads the database while it applies;
+//     these refer to, reads which new ids another merchant holds (Kind.Taken:
+//     such a command is refused, never failed on the primary key) and the facts
+//     the kinds' Prepare asks for: no command reads the database while it applies;
 //   - its kind's Apply (a Kind, kind.go; the aggregates live in their own
 //     packages, and the engine is given them as a value, Config.Kinds, built by
 //     one list, cmd/paysvc/service's Aggregates; there is no process-wide

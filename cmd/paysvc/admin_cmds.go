@@ -122,8 +122,12 @@ func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stde
 		fs.SetOutput(stderr)
 		merchant := fs.String("merchant", "", "merchant id")
 		perms := fs.String("permissions", "", "comma-separated, from docs/security.md: view_wallets, add_transfers, add_files, approve_files, ...")
+		unrestricted := fs.Bool("unrestricted", false, "a key that may do everything, like the one made with the merchant (instead of --permissions)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return usageError{err.Error()}
+		}
+		if *unrestricted && strings.TrimSpace(*perms) != "" {
+			return usageError{"key create: --unrestricted or --permissions, not both"}
 		}
 		var list []string
 		for _, p := range strings.Split(*perms, ",") {
@@ -136,7 +140,11 @@ func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stde
 			return err
 		}
 		defer db.Close()
-		k, err := admin.CreateKey(ctx, db, *merchant, list)
+		create := func() (admin.Key, error) { return admin.CreateKey(ctx, db, *merchant, list) }
+		if *unrestricted {
+			create = func() (admin.Key, error) { return admin.CreateUnrestrictedKey(ctx, db, *merchant) }
+		}
+		k, err := create()
 		if err != nil {
 			return err
 		}

@@ -50,6 +50,7 @@ commands:
   merchant email MERCHANT_ID ADDRESS       where webhook failure warnings go ("" clears)
   key create --merchant ID --permissions view_wallets,add_files,...
                                            a restricted secret key (docs/security.md lists them)
+  key create --merchant ID --unrestricted  another secret key that may do everything
   key revoke KEYPREFIX
   ledger check                             verify the ledger balances and wallet snapshots
   bench [flags]                            run the load generator (see paysvc bench -h)

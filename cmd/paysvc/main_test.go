@@ -182,7 +182,7 @@ func createKey(t *testing.T, s storagetest.Schema, merchantID, perms string) iss
 	if r.err != nil {
 		t.Fatalf("key create: %v", r)
 	}
-	decodeOne(t, r.stdout, "key_id", "secret_key", "permissions")
+	decodeOne(t, r.stdout, "key_id", "secret_key", "permissions", "unrestricted")
 	var k issued
 	if err := json.Unmarshal([]byte(r.stdout), &k); err != nil {
 		t.Fatal(err)
@@ -285,6 +285,10 @@ func TestMerchantCreate(t *testing.T) {
 			}
 			checkStoredKey(t, s.DB, id, pub, "public", tc.wantEnv)
 			checkStoredKey(t, s.DB, id, sec, "secret", tc.wantEnv)
+			// The merchant's main key is unrestricted by its flag, not by an empty list.
+			if n := count(t, s.DB, `SELECT count(*) FROM api_keys WHERE merchant_id = $1 AND unrestricted = (kind = 'secret')`, id); n != 2 {
+				t.Errorf("%d of the 2 keys have unrestricted set exactly for the secret key", n)
+			}
 
 			var wallets []struct {
 				MerchantID string `db:"merchant_id"`
@@ -352,9 +356,12 @@ func TestKeyCreate(t *testing.T) {
 		merchant  []string // merchant create flags
 		args      func(merchantID string) []string
 		wantPerms []string // nil: the command fails
-		errSubstr string
-		usage     bool
-		sec       *regexp.Regexp
+		// unrestricted: the key is asked for with --unrestricted and stored with
+		// the flag (and no list); every other key is stored without it.
+		unrestricted bool
+		errSubstr    string
+		usage        bool
+		sec          *regexp.Regexp
 	}{
 		{
 			name:      "issues_key_with_given_permissions",
@@ -419,6 +426,23 @@ func TestKeyCreate(t *testing.T) {
 			errSubstr: "--permissions",
 		},
 		{
+			name:      "unrestricted_key_is_asked_for_by_name",
+			args:      func(id string) []string { return []string{"--merchant", id, "--unrestricted"} },
+			wantPerms: []string{}, unrestricted: true, sec: sandboxSecret,
+		},
+		{
+			name: "unrestricted_with_permissions_is_usage_error",
+			args: func(id string) []string {
+				return []string{"--merchant", id, "--unrestricted", "--permissions", "view_wallets"}
+			},
+			usage: true,
+		},
+		{
+			name:      "unrestricted_for_unknown_merchant_is_error",
+			args:      func(string) []string { return []string{"--merchant", "MERNOSUCH01", "--unrestricted"} },
+			errSubstr: "MERNOSUCH01",
+		},
+		{
 			name: "unknown_flag_is_usage_error",
 			args: func(id string) []string {
 				return []string{"--merchant", id, "--permissions", "add_files", "--ttl", "1h"}
@@ -447,7 +471,7 @@ func TestKeyCreate(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("key create: %v", r)
 			}
-			obj := decodeOne(t, r.stdout, "key_id", "secret_key", "permissions")
+			obj := decodeOne(t, r.stdout, "key_id", "secret_key", "permissions", "unrestricted")
 			keyID, key := str(t, obj, "key_id"), str(t, obj, "secret_key")
 			var perms []string
 			if err := json.Unmarshal(obj["permissions"], &perms); err != nil {
@@ -466,12 +490,19 @@ func TestKeyCreate(t *testing.T) {
 			if stored := checkStoredKey(t, s.DB, m.MerchantID, key, "secret", env); stored != keyID {
 				t.Errorf("printed key_id %q, stored %q", keyID, stored)
 			}
-			var stored pq.StringArray
-			if err := s.DB.GetContext(t.Context(), &stored, `SELECT permissions FROM api_keys WHERE key_id = $1`, keyID); err != nil {
+			var row struct {
+				Perms        pq.StringArray `db:"permissions"`
+				Unrestricted bool           `db:"unrestricted"`
+			}
+			if err := s.DB.GetContext(t.Context(), &row, `SELECT permissions, unrestricted FROM api_keys WHERE key_id = $1`, keyID); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(stored, tc.wantPerms) {
-				t.Errorf("stored permissions %v, want %v", stored, tc.wantPerms)
+			if !slices.Equal(row.Perms, tc.wantPerms) || row.Unrestricted != tc.unrestricted {
+				t.Errorf("stored permissions %v unrestricted %v, want %v %v", row.Perms, row.Unrestricted, tc.wantPerms, tc.unrestricted)
+			}
+			var printed bool
+			if err := json.Unmarshal(obj["unrestricted"], &printed); err != nil || printed != tc.unrestricted {
+				t.Errorf("printed unrestricted %s, want %v", obj["unrestricted"], tc.unrestricted)
 			}
 			if after := count(t, s.DB, `SELECT count(*) FROM api_keys`); after != before+1 {
 				t.Errorf("key create stored %d keys, want 1", after-before)

@@ -24,7 +24,7 @@ func TestServeNeverPrintsTheCallbackToken(t *testing.T) {
 	env := envFor(s, "PAYSVC_HTTP_ADDR", "127.0.0.1:0", "PAYSVC_ADMIN_ADDR", "127.0.0.1:0", "PAYSVC_KAFKA_PORT", "0", "PAYSVC_DATA_DIR", t.TempDir(),
 		"PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:0", "PAYSVC_LOG_LEVEL", "debug", "PAYSVC_LOG_FORMAT", "json",
 		"PAYSVC_ENVIRONMENT", "live", "PAYSVC_PUBLIC_BASE_URL", "https://pay.example.com",
-		"PAYSVC_ALLOW_EMBEDDED_KAFKA", "true", "PAYSVC_ALLOW_SMTP_SINK", "true",
+		"PAYSVC_ALLOW_EMBEDDED_KAFKA", "true", "PAYSVC_ALLOW_SMTP_SINK", "true", "PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE", "true",
 		"PAYSVC_DARAJA_BASE_URL", fake.URL(), "PAYSVC_DARAJA_CONSUMER_KEY", mpesa.FakeConsumerKey,
 		"PAYSVC_DARAJA_CONSUMER_SECRET", mpesa.FakeConsumerSecret, "PAYSVC_DARAJA_SHORTCODE", mpesa.FakeShortCode,
 		"PAYSVC_DARAJA_PASSKEY", mpesa.FakePasskey, "PAYSVC_DARAJA_B2C_INITIATOR", mpesa.FakeB2CInitiator,

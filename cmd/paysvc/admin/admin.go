@@ -35,6 +35,8 @@ type Key struct {
 	KeyID       string   `json:"key_id"`
 	Key         string   `json:"secret_key"`
 	Permissions []string `json:"permissions"`
+	// Unrestricted: the key may do everything (its permissions list is empty).
+	Unrestricted bool `json:"unrestricted"`
 }
 
 // newKey makes a key of a kind (api.NewKey: the console makes keys the same way).
@@ -71,7 +73,7 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 		return Created{}, err
 	}
 	if err := storage.InsertAPIKey(ctx, tx, storage.APIKey{KeyID: secID, MerchantID: m.MerchantID, Kind: "secret",
-		Environment: env, Permissions: pq.StringArray{}}, hash(sec)); err != nil {
+		Environment: env, Permissions: pq.StringArray{}, Unrestricted: true}, hash(sec)); err != nil {
 		return Created{}, err
 	}
 	now := time.Now().UTC()
@@ -88,10 +90,11 @@ func CreateMerchant(ctx context.Context, db *sqlx.DB, name, env string) (Created
 	return Created{MerchantID: m.MerchantID, PublicKey: pub, SecretKey: sec}, nil
 }
 
-// CreateKey issues a secret key restricted to the given permissions.
+// CreateKey issues a secret key restricted to the given permissions (at least
+// one: a key with none could do nothing).
 func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []string) (Key, error) {
 	if len(perms) == 0 {
-		return Key{}, fmt.Errorf("--permissions: at least one of %s", knownPermissions())
+		return Key{}, fmt.Errorf("--permissions: at least one of %s (or --unrestricted for a key that may do everything)", knownPermissions())
 	}
 	seen := map[string]bool{}
 	unique := perms[:0:0]
@@ -112,12 +115,33 @@ func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []stri
 	if err != nil {
 		return Key{}, err
 	}
-	sec, id := newKey("secret", m.Environment)
-	if err := storage.InsertAPIKey(ctx, db, storage.APIKey{KeyID: id, MerchantID: m.MerchantID, Kind: "secret",
-		Environment: m.Environment, Permissions: perms}, hash(sec)); err != nil {
+	return insertKey(ctx, db, m, perms, false)
+}
+
+// CreateUnrestrictedKey issues another unrestricted secret key of the merchant,
+// as the one made with it (to replace it: create, deploy, revoke the old one).
+// It is asked for by name (--unrestricted), never the result of a missing list.
+func CreateUnrestrictedKey(ctx context.Context, db *sqlx.DB, merchantID string) (Key, error) {
+	m, err := storage.GetMerchant(ctx, db, merchantID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Key{}, fmt.Errorf("merchant %q not found", merchantID)
+	}
+	if err != nil {
 		return Key{}, err
 	}
-	return Key{KeyID: id, Key: sec, Permissions: perms}, nil
+	return insertKey(ctx, db, m, nil, true)
+}
+
+func insertKey(ctx context.Context, db *sqlx.DB, m storage.Merchant, perms []string, unrestricted bool) (Key, error) {
+	sec, id := newKey("secret", m.Environment)
+	if err := storage.InsertAPIKey(ctx, db, storage.APIKey{KeyID: id, MerchantID: m.MerchantID, Kind: "secret",
+		Environment: m.Environment, Permissions: perms, Unrestricted: unrestricted}, hash(sec)); err != nil {
+		return Key{}, err
+	}
+	if perms == nil {
+		perms = []string{}
+	}
+	return Key{KeyID: id, Key: sec, Permissions: perms, Unrestricted: unrestricted}, nil
 }
 
 // knownPermissions lists the catalogue (api.Permissions, docs/security.md) for messages.

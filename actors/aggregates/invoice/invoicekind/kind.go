@@ -317,6 +317,11 @@ func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics
 	if err != nil {
 		return topics.Reply{}, err
 	}
+	if errors.Is(r.Err, invoice.ErrExists) {
+		// Another command of this batch opened the id first (another merchant's
+		// too: the engine names actors by id within a partition).
+		return engine.Refuse(engine.CodeIDTaken, "Invoice id is already in use; retry the request.", ""), nil
+	}
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, "Invalid invoice: "+r.Err.Error(), ""), nil
 	}

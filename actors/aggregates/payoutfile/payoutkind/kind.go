@@ -360,6 +360,11 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 	if err != nil {
 		return topics.Reply{}, err
 	}
+	if errors.Is(r.Err, payoutfile.ErrExists) {
+		// Another command of this batch opened the id first (any merchant's: the
+		// engine names a partition's actors by id).
+		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
+	}
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, "Invalid payment file: "+r.Err.Error(), ""), nil
 	}

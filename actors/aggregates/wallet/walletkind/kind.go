@@ -209,6 +209,11 @@ func create(tx *engine.Tx, c *topics.Command, in topics.WalletCreate) (topics.Re
 	if err != nil {
 		return topics.Reply{}, err
 	}
+	if errors.Is(r.Err, wallet.ErrExists) {
+		// Another command of this batch opened the id first (any merchant's: the
+		// engine names a partition's actors by id).
+		return engine.Refuse(engine.CodeIDTaken, "Wallet id is already in use; retry the request.", ""), nil
+	}
 	if r.Err != nil {
 		return Refusal(r.Err), nil
 	}
