@@ -43,10 +43,13 @@ import (
 // three Kafka JVMs included.
 const (
 	clusterFaultPhase = 60 * time.Second // at least; on Apache Kafka until every broker fault is done
-	// At most: the broker faults that did not fit are reported. The five faults
-	// take about two minutes; a node's restart can take a minute on a machine
-	// loaded by other tests, and the phase ends as soon as they are done.
+	// The fault phase ends at clusterFaultMax once the broker faults' plan is
+	// done, else when it is (the plan is what the test proves), at most at
+	// clusterFaultHardMax; the process kills go on meanwhile.
+	// The five faults take about two minutes; a node's restart took over a minute
+	// on a host loaded to 38 by other tests, and then only four fit in five.
 	clusterFaultMax     = 300 * time.Second
+	clusterFaultHardMax = 600 * time.Second
 	clusterKillEvery    = 3 * time.Second // on average (uniform 2-4 s)
 	clusterSettle       = 2 * time.Minute // at most, after the faults, for the backlog to drain
 	clusterTermDeadline = 20 * time.Second
@@ -231,7 +234,8 @@ func TestClusterUnderKills(t *testing.T) {
 		close(planDone)
 	}
 	// The fault phase: at least clusterFaultPhase, until every broker fault is
-	// done and every process was killed, at most clusterFaultMax.
+	// done and every process was killed; at clusterFaultMax if the broker faults
+	// are done, else when they are, at most clusterFaultHardMax.
 	for {
 		elapsed := time.Since(faultStart)
 		done := false
@@ -240,7 +244,8 @@ func TestClusterUnderKills(t *testing.T) {
 			done = true
 		default:
 		}
-		if elapsed >= clusterFaultMax || elapsed >= clusterFaultPhase && done && len(cl.neverKilled()) == 0 {
+		if elapsed >= clusterFaultHardMax || elapsed >= clusterFaultMax && done ||
+			elapsed >= clusterFaultPhase && done && len(cl.neverKilled()) == 0 {
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -1119,7 +1124,7 @@ func checkBrokerFaults(t *testing.T, k *kafkaNodes, faults []brokerFault) {
 	}
 	for _, want := range []string{"leader SIGKILL", "leader SIGTERM", "coordinator SIGKILL", "coordinator SIGTERM", "minority"} {
 		if !kinds[want] {
-			t.Errorf("kafka: no %s fault in %s (%d faults): the test proved less than it says", want, clusterFaultMax, len(faults))
+			t.Errorf("kafka: no %s fault in %s (%d faults): the test proved less than it says", want, clusterFaultHardMax, len(faults))
 		}
 	}
 	for n := 1; n <= k.nodes; n++ {
