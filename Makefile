@@ -8,6 +8,7 @@ GO          ?= go
 PG          := ops/pg/pg.sh
 KAFKA       := ops/kafka/kafka.sh
 BIN         := bin/paysvc
+BENCH_BIN   := bin/paysvc-bench
 PKGS        ?= ./...
 GOTESTFLAGS ?= -race -count=1 -timeout 20m
 BENCHFLAGS  ?=
@@ -111,11 +112,14 @@ test-cluster: pg build ## The production shape under process and Kafka-node kill
 test-short: pg kafka kcat sdk browser prometheus ## Like test, without -race
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
 
-bench: pg build ## Run paysvc bench (BENCHFLAGS=...) against the private cluster
-	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench $(BENCHFLAGS)
+# The load generator is its own binary; it starts bin/paysvc as the service it measures.
+bench: pg build ## Build bin/paysvc-bench and run it (BENCHFLAGS=...) against the private cluster
+	$(GO) build -o $(BENCH_BIN) ./cmd/paysvc-bench
+	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BENCH_BIN) --paysvc ./$(BIN) $(BENCHFLAGS)
 
-bench-memory: pg build ## Service RSS with 1,000,000 wallets, 10,000 active (paysvc bench --scenario wallets-1m; BENCHFLAGS=...)
-	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BIN) bench --scenario wallets-1m $(BENCHFLAGS)
+bench-memory: pg build ## Service RSS with 1,000,000 wallets, 10,000 active (paysvc-bench --scenario wallets-1m; BENCHFLAGS=...)
+	$(GO) build -o $(BENCH_BIN) ./cmd/paysvc-bench
+	PAYSVC_DATABASE_URL="$$($(PG) url)" ./$(BENCH_BIN) --paysvc ./$(BIN) --scenario wallets-1m $(BENCHFLAGS)
 
 fuzz: ## Fuzz the money parser (FuzzParse) and the request-text check (FuzzCheckJSONText), each for FUZZTIME (30s)
 	$(GO) test ./actors/values/money -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,7 +36,11 @@ var layers = []struct {
 	{"actors/outbound", "outbound", []string{"storage", "topics", "values"}},
 	{"actors", "actors", nil},
 	{"api", "api", []string{"aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
-	{"cmd", "cmd", []string{"*"}},
+	// Commands wire everything, except that none links the load generator: it is
+	// its own command (cmd/paysvc-bench), so the service binary carries no bench
+	// code (TestLayers also checks paysvc's whole dependency list).
+	{"cmd", "cmd", []string{"aggregates", "engine", "rails", "outbound", "actors", "api", "storage", "topics", "values"}},
+	{"cmd/paysvc-bench", "bench", []string{"*"}},
 	{"ops", "ops", []string{"*"}},
 }
 
@@ -102,6 +108,20 @@ func TestLayers(t *testing.T) {
 	if files < 100 {
 		t.Fatalf("read only %d Go files: is the walk rooted at the repository?", files)
 	}
+	// The import rule above sees direct imports only; the service binary must not
+	// link the bench through any path, so its whole dependency list is checked.
+	out, err := osexec.Command("go", "list", "-deps", "paysvc/cmd/paysvc").Output()
+	if err != nil {
+		t.Fatalf("go list -deps paysvc/cmd/paysvc: %v", err)
+	}
+	if len(bytes.TrimSpace(out)) == 0 {
+		t.Fatal("go list -deps paysvc/cmd/paysvc listed nothing")
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.Contains(p, "bench") {
+			t.Errorf("the service binary links %s: the load generator belongs to cmd/paysvc-bench only", p)
+		}
+	}
 }
 
 // The layer table itself: a package is put in the group of its longest prefix.
@@ -110,6 +130,7 @@ func TestLayerOf(t *testing.T) {
 		"actors/values/money": "values", "actors/engine/aggregate": "engine", "actors/engine": "engine",
 		"actors/aggregates/wallet/walletkind": "aggregates", "actors": "actors", "topics/tracing": "topics",
 		"actors/outbound/relay": "outbound", "cmd/paysvc/service": "cmd", "storage/storagetest": "storage",
+		"cmd/paysvc-bench": "bench", "cmd/paysvc-bench/bench": "bench",
 	} {
 		if got, _, ok := layerOf(dir); !ok || got != want {
 			t.Errorf("layerOf(%q) = %q, %v; want %q", dir, got, ok, want)

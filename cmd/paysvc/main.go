@@ -53,7 +53,6 @@ commands:
   key create --merchant ID --unrestricted  another secret key that may do everything
   key revoke KEYPREFIX
   ledger check                             verify the ledger balances and wallet snapshots
-  bench [flags]                            run the load generator (see paysvc bench -h)
   listen --forward-to URL [--events T,...] stream the sandbox's events to a local URL, signed
   trigger TOPIC                            send a sample event of a topic (sandbox)
   replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
@@ -114,7 +113,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return ledgerCheck(ctx, cfg, stdout)
 	case "bench":
-		return benchCmd(ctx, cfg, log, rest, stdout)
+		// The load generator is its own command, so this binary carries none of it.
+		return usageError{"paysvc bench is now its own command: paysvc-bench (make bench builds bin/paysvc-bench; see docs/benchmarks.md)"}
 	case "listen":
 		return listenCmd(ctx, cfg, rest, getenv, stdout, stderr)
 	case "trigger":
@@ -161,7 +161,7 @@ func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []str
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	tuneGC()
+	service.TuneGC()
 	log.Info("configuration", "config", cfg.Redacted())
 	svc, err := service.Start(ctx, cfg, log)
 	if err != nil {

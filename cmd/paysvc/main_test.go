@@ -925,6 +925,8 @@ func TestUsage(t *testing.T) {
 		{name: "dash_dash_help_prints_usage", args: []string{"--help"}, wantStdout: "key revoke KEYPREFIX"},
 		{name: "merchant_without_subcommand_is_usage_error", args: []string{"merchant"}, wantUsage: true},
 		{name: "key_without_subcommand_is_usage_error", args: []string{"key"}, wantUsage: true},
+		// The load generator left this binary: the old command says where it went.
+		{name: "bench_points_at_paysvc_bench", args: []string{"bench", "--scenario", "transfer-hot"}, wantUsage: true, errSubstr: "paysvc-bench"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

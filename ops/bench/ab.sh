@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ops/bench/ab.sh -- interleaved A/B runs of `paysvc bench` for two or more binaries.
+# ops/bench/ab.sh -- interleaved A/B runs of `paysvc-bench` for two or more paysvc binaries.
 #
 # Usage: ops/bench/ab.sh ROUNDS SCENARIOS BINARY[,VAR=VALUE...]...
+#   BINARY is a paysvc (service) binary; one load generator drives them all:
+#   BENCH (default bin/paysvc-bench, `go build -o bin/paysvc-bench ./cmd/paysvc-bench`).
 #   e.g. git stash; go build -o /tmp/paysvc-a ./cmd/paysvc; git stash pop
 #        go build -o /tmp/paysvc-b ./cmd/paysvc
 #        ops/bench/ab.sh 3 transfer-spread,transfer-hot /tmp/paysvc-a /tmp/paysvc-b
@@ -17,7 +19,9 @@
 # scenario's measured time. PAYSVC_DATABASE_URL defaults to the private cluster of
 # `make pg`.
 set -euo pipefail
-[[ $# -ge 3 ]] || { sed -n '2,18p' "$0"; exit 2; }
+[[ $# -ge 3 ]] || { sed -n '2,20p' "$0"; exit 2; }
+bench=${BENCH:-bin/paysvc-bench}
+[[ -x $bench ]] || { echo "ab.sh: $bench is not there: go build -o bin/paysvc-bench ./cmd/paysvc-bench (or set BENCH)" >&2; exit 2; }
 rounds=$1 scenarios=$2
 shift 2
 url=${PAYSVC_DATABASE_URL:-$(bash "$(dirname -- "$0")/../pg/pg.sh" url)}
@@ -25,7 +29,7 @@ for ((i = 1; i <= rounds; i++)); do
 	for arg in "$@"; do
 		IFS=, read -r -a parts <<<"$arg"
 		bin=${parts[0]}
-		out=$(env "${parts[@]:1}" PAYSVC_DATABASE_URL="$url" "$bin" bench --scenario "$scenarios" --baseline=false \
+		out=$(env "${parts[@]:1}" PAYSVC_DATABASE_URL="$url" "$bench" --paysvc "$bin" --scenario "$scenarios" --baseline=false \
 			--half-rate-duration 0 --duration "${DUR:-8s}" --warmup 2s 2>&1) || true
 		rate=$(awk '/^  transfers\/s/ {printf "%s ", $2}' <<<"$out")
 		stk=$(awk '/^  completed\/s/ {printf "%s ", $2}' <<<"$out")

@@ -1,21 +1,78 @@
+// Command paysvc-bench is the load generator behind `make bench`, `make
+// bench-memory` and the figures in docs/benchmarks.md (package bench). It is a
+// command of its own so that the service binary, paysvc, carries none of it: the
+// bench runs that binary as its child, as it ships.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
-	"paysvc/cmd/paysvc/bench"
+	"paysvc/cmd/paysvc-bench/bench"
 	"paysvc/cmd/paysvc/service"
 )
 
-const benchUsage = `usage: paysvc bench [flags]
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "paysvc-bench:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
 
-Starts paysvc serve as a child process on a fresh database (paysvc_bench_<unix time>
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// run reads the service's configuration as paysvc does (the bench database's
+// server, and the profiled child's settings) and runs the bench.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := service.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	return benchCmd(ctx, cfg, log, args, stdout)
+}
+
+// newLogger writes JSON unless stderr is a terminal (then text for people), as
+// paysvc's does.
+func newLogger(cfg service.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+const benchUsage = `usage: paysvc-bench [flags]
+
+Starts paysvc serve (the binary of --paysvc, by default bin/paysvc next to this one)
+as a child process on a fresh database (paysvc_bench_<unix time>
 on the server of PAYSVC_DATABASE_URL, dropped at the end unless --keep), sets up
 merchants, wallets and deposits, drives intra-wallet transfers over HTTP, checks
 conservation (exit status 1 if it fails), and compares with a plain Postgres loop.
@@ -29,22 +86,22 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 		fs := flag.NewFlagSet("bench serve-profiled", flag.ContinueOnError)
 		profile := fs.String("cpuprofile", "", "write the CPU profile here")
 		if err := fs.Parse(args[1:]); err != nil || *profile == "" {
-			return usageError{"usage: paysvc bench serve-profiled --cpuprofile FILE (started by paysvc bench --server-cpuprofile)"}
+			return usageError{"usage: paysvc-bench serve-profiled --cpuprofile FILE (started by paysvc-bench --server-cpuprofile)"}
 		}
-		tuneGC()
+		service.TuneGC()
 		return bench.ServeProfiled(ctx, cfg, log, *profile)
 	}
 	if bench.IsBaselineServerCommand(args) {
-		fs := flag.NewFlagSet("bench "+bench.BaselineServerCommand, flag.ContinueOnError)
+		fs := flag.NewFlagSet(bench.BaselineServerCommand, flag.ContinueOnError)
 		addr := fs.String("addr", "", "listen address")
 		conns := fs.Int("conns", 16, "database connections")
 		if err := fs.Parse(args[1:]); err != nil || *addr == "" || *conns < 1 {
-			return usageError{"usage: paysvc bench " + bench.BaselineServerCommand + " --addr HOST:PORT [--conns N] (started by paysvc bench)"}
+			return usageError{"usage: paysvc-bench " + bench.BaselineServerCommand + " --addr HOST:PORT [--conns N] (started by paysvc-bench)"}
 		}
 		return bench.ServeBaseline(ctx, cfg.DatabaseURL, *addr, *conns, log)
 	}
 	o := bench.Options{DatabaseURL: cfg.DatabaseURL, Out: stdout, Log: log}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("paysvc-bench", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
 		fmt.Fprint(stdout, benchUsage)
@@ -67,6 +124,7 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.StringVar(&o.Deposit, "deposit", "1000000.00", "amount deposited in each funded wallet")
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key with every transfer (measures that path; lets unknown outcomes be resolved)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the bench database, the service's data dir and log")
+	fs.StringVar(&o.Service, "paysvc", "", "the paysvc binary the bench starts as its service (default: paysvc in this binary's directory, bin/paysvc under make bench)")
 	fs.StringVar(&o.URL, "url", "", "bench an already running service at this base URL instead (PAYSVC_DATABASE_URL must be its database)")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "http://"+service.DefaultAdminAddr, "with --url: the service's operator listener (PAYSVC_ADMIN_ADDR), where /metrics is scraped")
 	fs.StringVar(&o.ServerCPUProfile, "server-cpuprofile", "", "write a CPU profile of the service process to this file")
@@ -85,7 +143,7 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("bench: unexpected argument %q", fs.Arg(0))}
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -95,5 +153,33 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	if err := o.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
+	if o.URL == "" {
+		var err error
+		if o.Service, err = servicePath(o.Service); err != nil {
+			return err
+		}
+	}
 	return bench.Run(ctx, o)
+}
+
+// servicePath is the paysvc binary to start: flag, else the paysvc beside this
+// binary (make build and make bench put both in bin/). It must exist now, so a
+// missing build is named before a database is created.
+func servicePath(flagValue string) (string, error) {
+	p := flagValue
+	if p == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find own binary: %w", err)
+		}
+		p = filepath.Join(filepath.Dir(self), "paysvc")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(abs); err != nil || st.IsDir() {
+		return "", fmt.Errorf("the service binary %s is not there (make build, or --paysvc PATH)", abs)
+	}
+	return abs, nil
 }

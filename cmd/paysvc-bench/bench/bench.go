@@ -70,7 +70,7 @@ const (
 	merchantWallets     = 100
 )
 
-// Options is the whole configuration of a run; `paysvc bench` fills it from flags.
+// Options is the whole configuration of a run; `paysvc-bench` fills it from flags.
 type Options struct {
 	Scenarios        []string
 	Merchants        int // transfer-spread merchants
@@ -94,6 +94,7 @@ type Options struct {
 	URL                      string // an already running service; DatabaseURL is then its database
 	MetricsURL               string // with URL: that service's operator listener (its /metrics)
 	DatabaseURL              string // the server the bench database is created on (or, with URL, the database)
+	Service                  string // the paysvc binary the child service runs (not with URL)
 	ServerCPUProfile         string // write a CPU profile of the child service here
 	Seed                     uint64
 	Progress                 bool    // print each second's successful transfers
@@ -204,7 +205,7 @@ type runner struct {
 
 func (r *runner) printf(format string, a ...any) { fmt.Fprintf(r.out, format, a...) }
 
-// Run is `paysvc bench`. It returns an error when the run could not be completed
+// Run is `paysvc-bench`. It returns an error when the run could not be completed
 // or a conservation check failed; missed performance targets are reported, not
 // errors.
 func Run(ctx context.Context, o Options) (err error) {
@@ -262,7 +263,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		started := time.Now()
-		cc := childConfig{DatabaseURL: dbURL, CPUProfile: o.ServerCPUProfile, Dir: dir}
+		cc := childConfig{Service: o.Service, DatabaseURL: dbURL, CPUProfile: o.ServerCPUProfile, Dir: dir}
 		if slices.Contains(o.Scenarios, ScenarioSTK) {
 			cc.Env = stkChildEnv(os.Getenv)
 		}

@@ -27,11 +27,11 @@ import (
 // would be: net/http, the same route and body as paysvc's intra-wallet transfer,
 // and one PostgreSQL transaction per transfer that locks both wallets with
 // SELECT ... FOR UPDATE, moves the money and writes two ledger rows. It runs as
-// its own child process (`paysvc bench baseline-server`), so its CPU time is read
+// its own child process (`paysvc-bench baseline-server`), so its CPU time is read
 // from /proc like the service's, and it is driven by the same HTTP client, loop
 // and concurrency as the paysvc scenarios, in the same run, on the same wallet ids.
 
-// BaselineServerCommand is the hidden `paysvc bench` subcommand of the child.
+// BaselineServerCommand is the hidden `paysvc-bench` subcommand of the child.
 const BaselineServerCommand = "baseline-server"
 
 // IsBaselineServerCommand tells the flag parser that args are the baseline child's.
@@ -231,7 +231,7 @@ func (r *runner) setupPlainHTTP(ctx context.Context) error {
 	return nil
 }
 
-// startBaselineChild runs `paysvc bench baseline-server` on a free loopback port.
+// startBaselineChild runs `paysvc-bench baseline-server` on a free loopback port.
 func (r *runner) startBaselineChild(ctx context.Context, conns int) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -248,7 +248,7 @@ func (r *runner) startBaselineChild(ctx context.Context, conns int) (*child, err
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(exe, "bench", BaselineServerCommand, "--addr", addr, "--conns", strconv.Itoa(conns))
+	cmd := exec.Command(exe, BaselineServerCommand, "--addr", addr, "--conns", strconv.Itoa(conns))
 	cmd.Env = withEnv(os.Environ(), map[string]string{"PAYSVC_DATABASE_URL": r.dbURL, "PAYSVC_LOG_LEVEL": "warn", "PAYSVC_LOG_FORMAT": "text"})
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -290,7 +290,7 @@ func (r *runner) runWebhooks(ctx context.Context, s *scenarioSetup) (phaseResult
 		env["PAYSVC_KAFKA_BROKERS"] = r.child.kafka
 	}
 	start := time.Now()
-	cc := childConfig{DatabaseURL: r.dbURL, Dir: dir, Env: env}
+	cc := childConfig{Service: r.o.Service, DatabaseURL: r.dbURL, Dir: dir, Env: env}
 	if r.o.ServerCPUProfile != "" {
 		cc.CPUProfile = r.o.ServerCPUProfile + ".dispatcher"
 	}

@@ -1,10 +1,11 @@
-// Package bench is `paysvc bench`, the load generator behind `make bench`,
-// `make bench-memory` and the figures in docs/benchmarks.md.
+// Package bench is `paysvc-bench`, the load generator behind `make bench`,
+// `make bench-memory` and the figures in docs/benchmarks.md. It is its own command
+// so that the service binary links none of it.
 //
 // It measures the real thing: by default it creates a fresh database on the given
-// Postgres server, starts `paysvc serve` as a child process of the same binary
-// pointed at it (or, with --url and --metrics-url, drives a service already
-// running), provisions merchants through the admin package and wallets and deposits
+// Postgres server, starts `paysvc serve` of the service's binary (Options.Service,
+// bin/paysvc under make bench) as a child process pointed at it (or, with --url
+// and --metrics-url, drives a service already running), provisions merchants through the admin package and wallets and deposits
 // through the HTTP API, then drives the scenarios over HTTP with keep-alive
 // connections.
 //

@@ -72,8 +72,9 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// child is the service under test, a `paysvc serve` process of this same binary,
-// so the bench measures exactly what ships (its own process, GC and scheduler).
+// child is the service under test, a `paysvc serve` process of the service's own
+// binary (Options.Service), so the bench measures exactly what ships (its own
+// process, GC and scheduler).
 type child struct {
 	cmd     *exec.Cmd
 	base    string // http://127.0.0.1:PORT
@@ -86,16 +87,24 @@ type child struct {
 }
 
 type childConfig struct {
+	Service     string // the paysvc binary that serves
 	DatabaseURL string
-	CPUProfile  string // when set, the child is the profiling wrapper instead of plain serve
+	CPUProfile  string // when set, the child is this binary's profiling wrapper instead of paysvc serve
 	Dir         string
 	Env         map[string]string // more variables for the child (a scenario's service settings)
 }
 
 func startChild(ctx context.Context, cc childConfig) (*child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own binary: %w", err)
+	exe := cc.Service
+	args := []string{"serve"}
+	if cc.CPUProfile != "" {
+		// The profiling wrapper links the same service package as paysvc and
+		// serves it in-process; only this binary carries it, so the service's does not.
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own binary: %w", err)
+		}
+		exe, args = self, []string{childCommand, "--cpuprofile", cc.CPUProfile}
 	}
 	httpPort, err := freePort()
 	if err != nil {
@@ -108,10 +117,6 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	adminPort, err := freePort()
 	if err != nil {
 		return nil, err
-	}
-	args := []string{"serve"}
-	if cc.CPUProfile != "" {
-		args = []string{"bench", childCommand, "--cpuprofile", cc.CPUProfile}
 	}
 	logPath := filepath.Join(cc.Dir, "server.log")
 	logFile, err := os.Create(logPath)
@@ -235,7 +240,7 @@ func (c *child) logLines() int {
 	return bytes.Count(b, []byte("\n"))
 }
 
-// childCommand is the hidden `paysvc bench` subcommand that runs the service like
+// childCommand is the hidden `paysvc-bench` subcommand that runs the service like
 // `serve` does, under a CPU profile. The service code cannot be changed for the
 // benchmark, and pprof over HTTP is not exposed, so this wrapper is how the
 // service's own CPU time is attributed (--server-cpuprofile).

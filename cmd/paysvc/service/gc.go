@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"os"
@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// tuneGC sets serve's collector, unless the operator set GOGC (then GOGC and
-// GOMEMLIMIT are the runtime's as usual). The profiled service of `paysvc bench
+// TuneGC sets serve's collector, unless the operator set GOGC (then GOGC and
+// GOMEMLIMIT are the runtime's as usual). The profiled service of `paysvc-bench
 // --server-cpuprofile` runs with it too, so that its profile shows the collection
 // serve does.
 //
@@ -22,7 +22,7 @@ import (
 // GOGC=300 again. The limit follows the live heap (governGC), so a large active set
 // (hundreds of thousands of live actors) never pins the heap at a fixed limit,
 // where the collector would run back to back.
-func tuneGC() {
+func TuneGC() {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
