@@ -28,9 +28,7 @@ var layers = []struct {
 	// The engine's generic money API (Tx.Hold, Release, Debit, Credit) is the
 	// wallet aggregate's own commands: the one aggregate it may name.
 	{"actors/engine", "engine", []string{"storage", "topics", "values", "paysvc/actors/aggregates/wallet"}},
-	// api/mount is declarations only (no machinery): an aggregate's kind package
-	// may declare its HTTP routes with it, as the service's list takes them.
-	{"actors/aggregates", "aggregates", []string{"engine", "storage", "topics", "values", "paysvc/api/mount"}},
+	{"actors/aggregates", "aggregates", []string{"engine", "storage", "topics", "values"}},
 	{"actors/rails", "rails", []string{"storage", "topics", "values"}},
 	{"actors/outbound", "outbound", []string{"storage", "topics", "values"}},
 	{"actors", "actors", nil},
