@@ -99,13 +99,13 @@ func NewFakeDaraja() *FakeDaraja {
 	return f
 }
 
-// URL is the server's base URL (DarajaConfig.BaseURL).
+// URL is the server's base URL (mpesa.DarajaConfig.BaseURL).
 func (f *FakeDaraja) URL() string { return f.srv.URL }
 
 // Close stops the server.
 func (f *FakeDaraja) Close() { f.srv.Close() }
 
-// Config returns a DarajaConfig for this server with the fake credentials.
+// Config returns an mpesa.DarajaConfig for this server with the fake credentials.
 func (f *FakeDaraja) Config(callbackURL string) mpesa.DarajaConfig {
 	return mpesa.DarajaConfig{
 		BaseURL:        f.URL(),
