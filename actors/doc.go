@@ -19,6 +19,5 @@
 //     the outbox relay to the event topics, webhook delivery and payment-file
 //     callbacks, email. It imports no aggregate and no engine.
 //
-// Nothing here imports api or cmd, except api/mount (declarations only), with which
-// a kind package may declare its HTTP routes.
+// Nothing here imports api or cmd.
 package actors

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -18,7 +18,7 @@ import (
 // callback URL, and recovers a lost callback with the status query.
 func TestSTKPush_LiveDaraja(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	const token = "cb-secret-123"
@@ -145,7 +145,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 // PesaLink collections get their outcomes.
 func TestSandboxWithDaraja_CardAndPesaLinkComplete(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	env := servicetest.Start(t, func(c *service.Config) {

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -20,13 +20,13 @@ import (
 // liveDaraja is a live server whose M-Pesa rail is the fake Daraja.
 type liveDaraja struct {
 	*bundle
-	fake    *mpesa.FakeDaraja
+	fake    *mpesatest.FakeDaraja
 	markers int
 }
 
 func setupLiveDaraja(t *testing.T) *liveDaraja {
 	t.Helper()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	t.Cleanup(fake.Close)
 	addr := freeAddr(t)
 	const token = "cb-secret-unknown-outcomes-0123456789"
@@ -42,7 +42,7 @@ func setupLiveDaraja(t *testing.T) *liveDaraja {
 
 // push asks for 1000 from phone and returns the invoice and the prompt Daraja
 // took (found by phone: its reference may never have been recorded).
-func (l *liveDaraja) push(t *testing.T, phone string) (invoiceID string, prompt mpesa.FakeSTKRequest) {
+func (l *liveDaraja) push(t *testing.T, phone string) (invoiceID string, prompt mpesatest.FakeSTKRequest) {
 	t.Helper()
 	r := l.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": phone, "amount": "1000"})
 	if r.Status != 200 {
@@ -59,7 +59,7 @@ func (l *liveDaraja) push(t *testing.T, phone string) (invoiceID string, prompt 
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("the prompt for %s never reached Daraja", invoiceID)
-	return "", mpesa.FakeSTKRequest{}
+	return "", mpesatest.FakeSTKRequest{}
 }
 
 // waitState polls the invoice until it is in state.
@@ -105,11 +105,11 @@ func TestSTKPush_LiveDaraja_UnknownOutcome(t *testing.T) {
 
 	for i, c := range []struct {
 		name  string
-		fault mpesa.PushFault
+		fault mpesatest.PushFault
 	}{
-		{"TimeoutAfterSend_CallbackCompletes", mpesa.FaultDropAnswer},
-		{"GarbageAnswer_CallbackCompletes", mpesa.FaultGarbage},
-		{"NoCheckoutRequestID_CallbackCompletes", mpesa.FaultNoCheckoutID},
+		{"TimeoutAfterSend_CallbackCompletes", mpesatest.FaultDropAnswer},
+		{"GarbageAnswer_CallbackCompletes", mpesatest.FaultGarbage},
+		{"NoCheckoutRequestID_CallbackCompletes", mpesatest.FaultNoCheckoutID},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := l.current(t)
@@ -139,7 +139,7 @@ func TestSTKPush_LiveDaraja_UnknownOutcome(t *testing.T) {
 	}
 	t.Run("CutAnswerNamingThePrompt_QueryCompletes", func(t *testing.T) {
 		before := l.current(t)
-		l.fake.FaultNextPush(mpesa.FaultCutAnswer)
+		l.fake.FaultNextPush(mpesatest.FaultCutAnswer)
 		inv, prompt := l.push(t, "254713000009")
 		l.waitState(t, inv, "PROCESSING")
 		if err := l.fake.Lose(prompt.CheckoutRequestID, 0, "RKU0000009"); err != nil { // no callback: only the query can tell

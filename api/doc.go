@@ -28,9 +28,7 @@
 //     cross-site form) are the JSON error shape.
 //
 // Every route declares who may call it in routes() (server.go): docs/security.md's
-// route table lists them, and a test keeps the two in step. An aggregate may bring
-// its own routes through the service's list (api/mount); mountKinds
-// (kindroutes.go) registers them through the same table, so they need nothing here.
+// route table lists them, and a test keeps the two in step.
 //
 // Wire compatibility (../shared/COMPAT.md) is a property of the whole package:
 // both trailing-slash forms of every path and no redirects, Connection: close on

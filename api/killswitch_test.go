@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -26,7 +26,7 @@ import (
 // skipped, the ledger balanced and no hold left.
 func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	const token = "cb-secret-kill"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/api"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -40,7 +40,7 @@ func linkPay(env *servicetest.Env, linkID, xff, phone string, amount any) (sess,
 }
 
 // promptOf waits for the fake Daraja to have taken a prompt to phone.
-func promptOf(t *testing.T, fake *mpesa.FakeDaraja, phone string) mpesa.FakeSTKRequest {
+func promptOf(t *testing.T, fake *mpesatest.FakeDaraja, phone string) mpesatest.FakeSTKRequest {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for _, r := range fake.Requests() {
@@ -50,7 +50,7 @@ func promptOf(t *testing.T, fake *mpesa.FakeDaraja, phone string) mpesa.FakeSTKR
 		}
 	}
 	t.Fatalf("no prompt to %s reached Daraja", phone)
-	return mpesa.FakeSTKRequest{}
+	return mpesatest.FakeSTKRequest{}
 }
 
 // 100 abusive customers each open a session of a 100-use link and start a prompt
@@ -60,7 +60,7 @@ func promptOf(t *testing.T, fake *mpesa.FakeDaraja, phone string) mpesa.FakeSTKR
 // then over its limit, as docs/api-decisions.md says.
 func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	const token = "cb-secret-links-abuse-0123456789abcd"
@@ -168,7 +168,7 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 		t.Fatalf("second payer after the hold: %d %s / %d %s", sess.Status, sess.Body, pay2.Status, pay2.Body)
 	}
 	second := promptOf(t, fake, "254713800003")
-	for _, p := range []mpesa.FakeSTKRequest{second, first} {
+	for _, p := range []mpesatest.FakeSTKRequest{second, first} {
 		if err := fake.Complete(p.CheckoutRequestID, 0, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 
 // invoiceOfPrompt is the invoice a prompt was sent for: the segment its callback
 // URL names (its CheckoutRequestID may not be recorded yet).
-func invoiceOfPrompt(t *testing.T, p mpesa.FakeSTKRequest) string {
+func invoiceOfPrompt(t *testing.T, p mpesatest.FakeSTKRequest) string {
 	t.Helper()
 	parts := strings.Split(p.CallBackURL, "/")
 	if len(parts) < 2 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -20,7 +21,7 @@ import (
 // rails role resubmits it, and Daraja's result callbacks finish the file.
 func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	const token = "cb-secret-b2c"
@@ -78,8 +79,8 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	for _, req := range fake.B2CRequests() {
 		want := map[string]string{paid: "254712000011", refused: "254712000012"}[req.OriginatorConversationID]
 		if req.PartyB != want || req.Amount != "100" || req.CommandID != "BusinessPayment" ||
-			req.InitiatorName != mpesa.FakeB2CInitiator || req.SecurityCredential != mpesa.FakeB2CSecurityCredential ||
-			req.PartyA != mpesa.FakeB2CShortcode || req.ResultURL != base+"/api/v1/send-money/mpesa/result/"+token ||
+			req.InitiatorName != mpesatest.FakeB2CInitiator || req.SecurityCredential != mpesatest.FakeB2CSecurityCredential ||
+			req.PartyA != mpesatest.FakeB2CShortcode || req.ResultURL != base+"/api/v1/send-money/mpesa/result/"+token ||
 			req.QueueTimeOutURL != base+"/api/v1/send-money/mpesa/timeout/"+token {
 			t.Fatalf("B2C request %+v", req)
 		}
@@ -131,7 +132,7 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 		tx := x.(map[string]any)
 		switch tx["transaction_id"] {
 		case paid:
-			if tx["status"] != "COMPLETE" || tx["provider_reference"] != receipt || tx["provider_account_name"] != mpesa.FakeB2CRecipientName {
+			if tx["status"] != "COMPLETE" || tx["provider_reference"] != receipt || tx["provider_account_name"] != mpesatest.FakeB2CRecipientName {
 				t.Fatalf("paid: %v", tx)
 			}
 		case refused:
@@ -172,7 +173,7 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 
 // successBody is the success result of txn with its OriginatorConversationID
 // replaced by as (a forged result).
-func successBody(t *testing.T, fake *mpesa.FakeDaraja, txn, as string) []byte {
+func successBody(t *testing.T, fake *mpesatest.FakeDaraja, txn, as string) []byte {
 	t.Helper()
 	body, err := fake.B2CResultBody(txn, 0)
 	if err != nil {
@@ -181,7 +182,7 @@ func successBody(t *testing.T, fake *mpesa.FakeDaraja, txn, as string) []byte {
 	return bytes.ReplaceAll(body, []byte(`"`+txn+`"`), []byte(`"`+as+`"`))
 }
 
-func resultOf(t *testing.T, fake *mpesa.FakeDaraja, txn string) mpesa.B2CResult {
+func resultOf(t *testing.T, fake *mpesatest.FakeDaraja, txn string) mpesa.B2CResult {
 	t.Helper()
 	body, err := fake.B2CResultBody(txn, 0)
 	if err != nil {
@@ -196,7 +197,7 @@ func resultOf(t *testing.T, fake *mpesa.FakeDaraja, txn string) mpesa.B2CResult 
 
 // fundByDaraja collects amount into the merchant's settlement wallet with an STK
 // push through the fake Daraja (a live server has no sandbox deposits).
-func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesa.FakeDaraja, phone, amount string) {
+func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesatest.FakeDaraja, phone, amount string) {
 	t.Helper()
 	r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": phone, "amount": amount})
 	if r.Status != 200 {
@@ -236,7 +237,7 @@ func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesa.Fak
 // they are the same FINAL command.
 func TestPayoutB2C_StatusQuery(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	const token = "cb-secret-tsq"
@@ -268,7 +269,7 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 	}
 
 	// The sweeper asks Daraja about it; the transaction is PROCESSING meanwhile.
-	var q mpesa.FakeStatusQuery
+	var q mpesatest.FakeStatusQuery
 	deadline := time.Now().Add(30 * time.Second)
 	for found := false; !found; {
 		for _, x := range fake.StatusQueries() {
@@ -281,8 +282,8 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if q.CommandID != "TransactionStatusQuery" || q.OriginatorConversationID != txn || q.Initiator != mpesa.FakeB2CInitiator ||
-		q.SecurityCredential != mpesa.FakeB2CSecurityCredential || q.PartyA != mpesa.FakeB2CShortcode || q.IdentifierType != "4" ||
+	if q.CommandID != "TransactionStatusQuery" || q.OriginatorConversationID != txn || q.Initiator != mpesatest.FakeB2CInitiator ||
+		q.SecurityCredential != mpesatest.FakeB2CSecurityCredential || q.PartyA != mpesatest.FakeB2CShortcode || q.IdentifierType != "4" ||
 		q.ResultURL != statusURL || q.QueueTimeOutURL != base+"/api/v1/send-money/mpesa/timeout/"+token {
 		t.Fatalf("status query %+v", q)
 	}
@@ -345,7 +346,7 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 	}
 	receipt := resultOf(t, fake, txn).Receipt
 	if tx := done["transactions"].([]any)[0].(map[string]any); tx["status"] != "COMPLETE" ||
-		tx["provider_reference"] != receipt || tx["provider_account_name"] != mpesa.FakeB2CRecipientName {
+		tx["provider_reference"] != receipt || tx["provider_account_name"] != mpesatest.FakeB2CRecipientName {
 		t.Fatalf("paid: %v", tx)
 	}
 	if cur, av := b.balance(t, b.settlement); cur != "875.00" || av != "875.00" {

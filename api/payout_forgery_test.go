@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -33,7 +33,7 @@ func forgedB2CFailure(t *testing.T, txn, conversationID string) []byte {
 // and the money reconciles to the cent.
 func TestPayoutB2C_ForgedResultsChangeNothing(t *testing.T) {
 	t.Parallel()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	addr := freeAddr(t)
 	const token = "cb-forgery-0123456789abcdef0123456789"

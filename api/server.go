@@ -151,8 +151,6 @@ type Deps struct {
 	Sink          *mail.Sink  // the embedded SMTP sink, when the service runs one
 	Log           *slog.Logger
 	Ready         func() bool
-	// Kinds are the aggregates' own routes (kindroutes.go), from the service's list.
-	Kinds []KindRoutes
 	// Namespace prefixes the topics on the cluster (topics.Namespace): those of
 	// the commands the API produces and of the events listen streams read.
 	Namespace topics.Namespace
@@ -193,8 +191,6 @@ type Server struct {
 	// stkQuery and stkKey prove STK callbacks (callbacks.go).
 	stkQuery STKQuerier
 	stkKey   setupKey
-	// kinds are the aggregates' own routes (kindroutes.go).
-	kinds []KindRoutes
 }
 
 // New builds the API.
@@ -214,7 +210,6 @@ func New(cfg Config, d Deps) *Server {
 		mailer:   d.Mailer,
 		sink:     d.Sink,
 		listen:   newListenHub(d.Brokers),
-		kinds:    d.Kinds,
 		stkQuery: d.STKQuery,
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
@@ -371,9 +366,6 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
 	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
 	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
-
-	// The aggregates' own routes (kindroutes.go), after the built-in ones.
-	s.mountKinds(e)
 
 	// The merchant console (console.go): its own pages and forms behind a session;
 	// every action it takes calls one of the routes above.

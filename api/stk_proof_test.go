@@ -9,6 +9,7 @@ import (
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -17,13 +18,13 @@ import (
 // stkLive is a live server whose M-Pesa is the wire-level fake Daraja.
 type stkLive struct {
 	*bundle
-	fake  *mpesa.FakeDaraja
+	fake  *mpesatest.FakeDaraja
 	token string
 }
 
 func startSTKLive(t *testing.T, mutate func(*service.Config)) *stkLive {
 	t.Helper()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	t.Cleanup(fake.Close)
 	addr := freeAddr(t)
 	const token = "cb-secret-proof-0123456789abcdef0123"
@@ -44,7 +45,7 @@ func startSTKLive(t *testing.T, mutate func(*service.Config)) *stkLive {
 
 // push asks for 1000 from phone and returns the invoice and its prompt once Daraja
 // took it and the invoice records it (PROCESSING).
-func (l *stkLive) push(t *testing.T, phone string) (string, mpesa.FakeSTKRequest) {
+func (l *stkLive) push(t *testing.T, phone string) (string, mpesatest.FakeSTKRequest) {
 	t.Helper()
 	r := l.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": phone, "amount": "1000"})
 	if r.Status != 200 {
@@ -64,7 +65,7 @@ func (l *stkLive) push(t *testing.T, phone string) (string, mpesa.FakeSTKRequest
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("the prompt of %s never reached Daraja or was never recorded", id)
-	return "", mpesa.FakeSTKRequest{}
+	return "", mpesatest.FakeSTKRequest{}
 }
 
 // settled waits until every command the merchant had issued is applied (a later

@@ -6,9 +6,7 @@
 // they and the API's quotes share.
 //
 // An aggregate imports values, topics, storage and the engine (its kind package);
-// it never imports api, rails or outbound, except api/mount: a kind package may
-// declare the kind's HTTP routes with it (types only, no machinery), which the
-// service's list hands to the API. What may import an aggregate: api and
+// it never imports api, rails or outbound. What may import an aggregate: api and
 // cmd, other aggregates, and the engine's generic money API (the wallet's
 // commands). Storage never does: it owns the schema, the SQL functions and the
 // batch commit, and each aggregate's <name>store package maps that aggregate's

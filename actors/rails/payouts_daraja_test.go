@@ -13,6 +13,7 @@ import (
 
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
@@ -51,7 +52,7 @@ func (s *sink) take() []topics.PayoutResults {
 }
 
 type b2cBundle struct {
-	fake *mpesa.FakeDaraja
+	fake *mpesatest.FakeDaraja
 	rail *rails.DarajaB2C
 	sink *sink
 	db   storagetest.Schema
@@ -59,7 +60,7 @@ type b2cBundle struct {
 
 func setupB2C(t *testing.T) *b2cBundle {
 	t.Helper()
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	t.Cleanup(fake.Close)
 	payer, err := mpesa.NewB2C(fake.B2CConfig("", "https://pay.example/r/tok", "https://pay.example/t/tok"), nil)
 	if err != nil {
@@ -218,7 +219,7 @@ func TestDarajaB2C(t *testing.T) {
 	t.Run("Unreachable_ReleasedAndSentLater", func(t *testing.T) {
 		t.Parallel()
 		b := setupB2C(t)
-		dead := mpesa.NewFakeDaraja()
+		dead := mpesatest.NewFakeDaraja()
 		dead.Close()
 		payer, err := mpesa.NewB2C(dead.B2CConfig("", "https://pay.example/r/tok", "https://pay.example/t/tok"), nil)
 		if err != nil {

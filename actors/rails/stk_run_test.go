@@ -21,6 +21,7 @@ import (
 
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -29,7 +30,7 @@ import (
 // stkBundle runs the rails role (Run) against the fake Daraja over an in-process
 // Kafka: STK requests go in on their topic, outcomes come out as commands.
 type stkBundle struct {
-	fake    *mpesa.FakeDaraja
+	fake    *mpesatest.FakeDaraja
 	prod    *kgo.Client
 	brokers []string
 	ns      topics.Namespace // of the topics the rails role reads and writes
@@ -58,7 +59,7 @@ func setupSTKIn(t *testing.T, opt rails.Options, ns topics.Namespace) *stkBundle
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &stkBundle{fake: mpesa.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}, cmds: map[string][]topics.Command{},
+	b := &stkBundle{fake: mpesatest.NewFakeDaraja(), results: map[string][]topics.ProviderResult{}, cmds: map[string][]topics.Command{},
 		brokers: cluster.ListenAddrs(), ns: ns}
 	if opt.Scope == nil {
 		// A live rails role: M1 is its merchant, M9 the sandbox's.
@@ -175,7 +176,7 @@ func TestRunSTK_Daraja(t *testing.T) {
 	t.Run("UnknownOutcomeIsNeitherFailedNorResent", func(t *testing.T) {
 		t.Parallel()
 		b := setupSTK(t, rails.Options{RecordAccepted: true, Backoff: time.Millisecond})
-		for i, fault := range []mpesa.PushFault{mpesa.FaultDropAnswer, mpesa.FaultCutAnswer, mpesa.FaultGarbage, mpesa.FaultNoCheckoutID} {
+		for i, fault := range []mpesatest.PushFault{mpesatest.FaultDropAnswer, mpesatest.FaultCutAnswer, mpesatest.FaultGarbage, mpesatest.FaultNoCheckoutID} {
 			inv, phone := "INVU"+strconv.Itoa(i), "25471100000"+strconv.Itoa(i)
 			b.fake.FaultNextPush(fault)
 			b.push(t, inv, phone)
@@ -184,10 +185,10 @@ func TestRunSTK_Daraja(t *testing.T) {
 			if got.Stage != rails.StageUnknown || n != 1 {
 				t.Fatalf("fault %d: outcome %+v after %d prompts, want UNKNOWN after 1", fault, got, n)
 			}
-			if fault == mpesa.FaultCutAnswer && got.CheckoutRequestID != ref {
+			if fault == mpesatest.FaultCutAnswer && got.CheckoutRequestID != ref {
 				t.Fatalf("cut answer: reference %q, want the named %q", got.CheckoutRequestID, ref)
 			}
-			if fault != mpesa.FaultCutAnswer && got.CheckoutRequestID != "" {
+			if fault != mpesatest.FaultCutAnswer && got.CheckoutRequestID != "" {
 				t.Fatalf("fault %d: reference %q from nowhere", fault, got.CheckoutRequestID)
 			}
 		}

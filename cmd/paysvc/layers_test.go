@@ -29,9 +29,7 @@ var layers = []struct {
 	// The engine's generic money API (Tx.Hold, Release, Debit, Credit) is the
 	// wallet aggregate's own commands: the one aggregate it may name.
 	{"actors/engine", "engine", []string{"storage", "topics", "values", "paysvc/actors/aggregates/wallet"}},
-	// api/mount is declarations only (no machinery): an aggregate's kind package
-	// may declare its HTTP routes with it, as the service's list takes them.
-	{"actors/aggregates", "aggregates", []string{"engine", "storage", "topics", "values", "paysvc/api/mount"}},
+	{"actors/aggregates", "aggregates", []string{"engine", "storage", "topics", "values"}},
 	{"actors/rails", "rails", []string{"storage", "topics", "values"}},
 	{"actors/outbound", "outbound", []string{"storage", "topics", "values"}},
 	{"actors", "actors", nil},
@@ -58,8 +56,17 @@ func layerOf(dir string) (group string, allowed []string, ok bool) {
 	return layers[best].group, layers[best].imports, true
 }
 
+// isTestSupport reports whether an import path is a test-support package
+// (storagetest, kafkatest, mpesatest, servicetest...): as net/http/httptest is
+// to net/http, a package whose name ends in "test" exists for tests, and only
+// tests and other test-support packages may import it.
+func isTestSupport(importPath string) bool {
+	return strings.HasSuffix(importPath[strings.LastIndex(importPath, "/")+1:], "test")
+}
+
 // TestLayers reads the imports of every non-test Go file and fails on an import
-// its layer may not make. Tests may import more (fixtures).
+// its layer may not make, or on a test-support package imported outside tests.
+// Tests may import more (fixtures).
 func TestLayers(t *testing.T) {
 	t.Parallel()
 	files := 0
@@ -87,6 +94,11 @@ func TestLayers(t *testing.T) {
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
 			if !strings.HasPrefix(p, "paysvc/") {
+				continue
+			}
+			if isTestSupport(p) && !isTestSupport("paysvc/"+rel) {
+				t.Errorf("%s/%s imports %s: a test-support package (name ending in \"test\") is for tests only, never the product",
+					rel, filepath.Base(path), p)
 				continue
 			}
 			to, _, ok := layerOf(strings.TrimPrefix(p, "paysvc/"))
@@ -138,5 +150,32 @@ func TestLayerOf(t *testing.T) {
 	}
 	if _, _, ok := layerOf("tracing"); ok {
 		t.Error("a top-level directory outside the fixed layout has a layer")
+	}
+}
+
+// The service binary carries no test double: none of its dependencies is a
+// test-support package (the Daraja fake, the database and broker fixtures).
+// TestLayers forbids the import file by file; this asks the go tool for the
+// whole build, as `go list -deps ./cmd/paysvc` shows it.
+func TestProductHasNoTestSupport(t *testing.T) {
+	t.Parallel()
+	goTool, err := osexec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH; TestLayers still checks each import")
+	}
+	cmd := osexec.Command(goTool, "list", "-deps", "./cmd/paysvc")
+	cmd.Dir = repoRoot
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/paysvc: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "paysvc/actors/rails/mpesa") {
+		t.Fatalf("go list -deps ./cmd/paysvc lists %d packages without paysvc/actors/rails/mpesa: not the service's build", len(deps))
+	}
+	for _, p := range deps {
+		if strings.HasPrefix(p, "paysvc/") && isTestSupport(p) || p == "net/http/httptest" {
+			t.Errorf("the service binary depends on %s, a test-support package", p)
+		}
 	}
 }

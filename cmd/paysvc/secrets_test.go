@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/storage/storagetest"
 )
 
@@ -18,17 +18,17 @@ import (
 func TestServeNeverPrintsTheCallbackToken(t *testing.T) {
 	t.Parallel()
 	s := storagetest.New(t)
-	fake := mpesa.NewFakeDaraja()
+	fake := mpesatest.NewFakeDaraja()
 	defer fake.Close()
 	const token = "tok3n-0123456789abcdef0123456789abcdef"
 	env := envFor(s, "PAYSVC_HTTP_ADDR", "127.0.0.1:0", "PAYSVC_ADMIN_ADDR", "127.0.0.1:0", "PAYSVC_KAFKA_PORT", "0", "PAYSVC_DATA_DIR", t.TempDir(),
 		"PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:0", "PAYSVC_LOG_LEVEL", "debug", "PAYSVC_LOG_FORMAT", "json",
 		"PAYSVC_ENVIRONMENT", "live", "PAYSVC_PUBLIC_BASE_URL", "https://pay.example.com",
 		"PAYSVC_ALLOW_EMBEDDED_KAFKA", "true", "PAYSVC_ALLOW_SMTP_SINK", "true", "PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE", "true",
-		"PAYSVC_DARAJA_BASE_URL", fake.URL(), "PAYSVC_DARAJA_CONSUMER_KEY", mpesa.FakeConsumerKey,
-		"PAYSVC_DARAJA_CONSUMER_SECRET", mpesa.FakeConsumerSecret, "PAYSVC_DARAJA_SHORTCODE", mpesa.FakeShortCode,
-		"PAYSVC_DARAJA_PASSKEY", mpesa.FakePasskey, "PAYSVC_DARAJA_B2C_INITIATOR", mpesa.FakeB2CInitiator,
-		"PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", mpesa.FakeB2CSecurityCredential, "PAYSVC_DARAJA_B2C_SHORTCODE", mpesa.FakeB2CShortcode,
+		"PAYSVC_DARAJA_BASE_URL", fake.URL(), "PAYSVC_DARAJA_CONSUMER_KEY", mpesatest.FakeConsumerKey,
+		"PAYSVC_DARAJA_CONSUMER_SECRET", mpesatest.FakeConsumerSecret, "PAYSVC_DARAJA_SHORTCODE", mpesatest.FakeShortCode,
+		"PAYSVC_DARAJA_PASSKEY", mpesatest.FakePasskey, "PAYSVC_DARAJA_B2C_INITIATOR", mpesatest.FakeB2CInitiator,
+		"PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", mpesatest.FakeB2CSecurityCredential, "PAYSVC_DARAJA_B2C_SHORTCODE", mpesatest.FakeB2CShortcode,
 		"PAYSVC_DARAJA_CALLBACK_BASE_URL", "https://pay.example.com/", "PAYSVC_DARAJA_CALLBACK_TOKEN", token)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -1,4 +1,4 @@
-package mpesa
+package mpesa_test
 
 import (
 	"context"
@@ -11,27 +11,30 @@ import (
 	"testing"
 
 	"paysvc/actors/values/money"
+
+	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 )
 
-func newB2C(t *testing.T, cfg DarajaConfig) *B2C {
+func newB2C(t *testing.T, cfg mpesa.DarajaConfig) *mpesa.B2C {
 	t.Helper()
-	b, err := NewB2C(cfg, nil)
+	b, err := mpesa.NewB2C(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func b2cReq(id, phone, amount string) B2CRequest {
-	return B2CRequest{TransactionID: id, Phone: phone, Amount: money.MustParse(amount), Remarks: "Salary", Occasion: id}
+func b2cReq(id, phone, amount string) mpesa.B2CRequest {
+	return mpesa.B2CRequest{TransactionID: id, Phone: phone, Amount: money.MustParse(amount), Remarks: "Salary", Occasion: id}
 }
 
 // resultReceiver decodes B2C results POSTed by FakeDaraja with ParseB2CResult.
-func resultReceiver(t *testing.T) (string, chan B2CResult) {
-	ch := make(chan B2CResult, 8)
+func resultReceiver(t *testing.T) (string, chan mpesa.B2CResult) {
+	ch := make(chan mpesa.B2CResult, 8)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		res, err := ParseB2CResult(body)
+		res, err := mpesa.ParseB2CResult(body)
 		if err != nil {
 			t.Errorf("result rejected: %v: %s", err, body)
 			http.Error(w, "bad", http.StatusBadRequest)
@@ -59,11 +62,11 @@ func TestB2CRequestShapeAndResult(t *testing.T) {
 	got := reqs[0]
 	checks := []struct{ name, got, want string }{
 		{"OriginatorConversationID", got.OriginatorConversationID, "TXN0000001"},
-		{"InitiatorName", got.InitiatorName, FakeB2CInitiator},
-		{"SecurityCredential", got.SecurityCredential, FakeB2CSecurityCredential},
+		{"InitiatorName", got.InitiatorName, mpesatest.FakeB2CInitiator},
+		{"SecurityCredential", got.SecurityCredential, mpesatest.FakeB2CSecurityCredential},
 		{"CommandID", got.CommandID, "BusinessPayment"},
 		{"Amount", got.Amount, "1500"},
-		{"PartyA", got.PartyA, FakeB2CShortcode},
+		{"PartyA", got.PartyA, mpesatest.FakeB2CShortcode},
 		{"PartyB", got.PartyB, "254712345678"},
 		{"Remarks", got.Remarks, "Salary"},
 		{"Occassion", got.Occassion, "TXN0000001"},
@@ -86,8 +89,8 @@ func TestB2CRequestShapeAndResult(t *testing.T) {
 	}
 	r := <-results
 	if !r.Success() || r.OriginatorConversationID != "TXN0000001" || r.ConversationID != acc.ConversationID ||
-		r.Receipt == "" || !r.Amount.Equal(money.MustParse("1500")) || r.ReceiverName != FakeB2CRecipientName ||
-		r.ReceiverPhone != "254712345678" || r.Description != ResultDesc(0) {
+		r.Receipt == "" || !r.Amount.Equal(money.MustParse("1500")) || r.ReceiverName != mpesatest.FakeB2CRecipientName ||
+		r.ReceiverPhone != "254712345678" || r.Description != mpesa.ResultDesc(0) {
 		t.Errorf("parsed %+v", r)
 	}
 	// Daraja may deliver the same result twice: it parses the same.
@@ -97,7 +100,7 @@ func TestB2CRequestShapeAndResult(t *testing.T) {
 	if r2 := <-results; r2.Receipt != r.Receipt || r2.ConversationID != r.ConversationID || !r2.Amount.Equal(r.Amount) {
 		t.Errorf("repeat parsed %+v, want %+v", r2, r)
 	}
-	if err := f.CompleteB2C("TXN0000001", CodeWrongPIN); err == nil {
+	if err := f.CompleteB2C("TXN0000001", mpesa.CodeWrongPIN); err == nil {
 		t.Error("fake accepted a second, different outcome")
 	}
 }
@@ -106,12 +109,12 @@ func TestB2CErrorsSayWhetherMoneyMayMove(t *testing.T) {
 	f := newFake(t)
 	b := newB2C(t, f.B2CConfig("", "https://example.test/r/t", "https://example.test/t/t"))
 	ctx := context.Background()
-	var apiErr *APIError
+	var apiErr *mpesa.APIError
 
-	if _, err := b.Pay(ctx, b2cReq("T1", "0712345678", "100")); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := b.Pay(ctx, b2cReq("T1", "0712345678", "100")); !errors.Is(err, mpesa.ErrInvalidRequest) {
 		t.Errorf("local phone: %v", err)
 	}
-	if _, err := b.Pay(ctx, b2cReq("T1", "254712345678", "100.50")); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := b.Pay(ctx, b2cReq("T1", "254712345678", "100.50")); !errors.Is(err, mpesa.ErrInvalidRequest) {
 		t.Errorf("cents: %v", err)
 	}
 	if len(f.B2CRequests()) != 0 {
@@ -120,12 +123,12 @@ func TestB2CErrorsSayWhetherMoneyMayMove(t *testing.T) {
 
 	f.FailNextB2C(http.StatusBadRequest, "400.002.02", "Bad Request - Invalid PartyB")
 	_, err := b.Pay(ctx, b2cReq("T2", "254712345678", "100"))
-	if !errors.Is(err, ErrRejected) || !errors.As(err, &apiErr) || apiErr.Code != "400.002.02" || apiErr.Message != "Bad Request - Invalid PartyB" {
+	if !errors.Is(err, mpesa.ErrRejected) || !errors.As(err, &apiErr) || apiErr.Code != "400.002.02" || apiErr.Message != "Bad Request - Invalid PartyB" {
 		t.Errorf("4xx refusal: %v", err)
 	}
 	f.FailNextB2C(http.StatusOK, "2001", "The initiator information is invalid.")
 	_, err = b.Pay(ctx, b2cReq("T3", "254712345678", "100"))
-	if !errors.Is(err, ErrRejected) || !errors.As(err, &apiErr) || apiErr.Code != "2001" {
+	if !errors.Is(err, mpesa.ErrRejected) || !errors.As(err, &apiErr) || apiErr.Code != "2001" {
 		t.Errorf("non-zero ResponseCode: %v", err)
 	}
 
@@ -135,7 +138,7 @@ func TestB2CErrorsSayWhetherMoneyMayMove(t *testing.T) {
 	f.FailNextB2C(0, "", "") // taken, answer lost
 	for i, what := range []string{"5xx with a Daraja error", "gateway page", "dropped connection"} {
 		_, err := b.Pay(ctx, b2cReq(fmt.Sprintf("U%d", i), "254712345678", "100"))
-		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRejected) || errors.Is(err, ErrNotSent) {
+		if !errors.Is(err, mpesa.ErrUnavailable) || errors.Is(err, mpesa.ErrRejected) || errors.Is(err, mpesa.ErrNotSent) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
@@ -144,22 +147,22 @@ func TestB2CErrorsSayWhetherMoneyMayMove(t *testing.T) {
 	}
 
 	// Unreachable: not sent at all.
-	dead := NewFakeDaraja()
+	dead := mpesatest.NewFakeDaraja()
 	cfg := dead.B2CConfig("", "https://example.test/r/t", "https://example.test/t/t")
 	dead.Close()
 	cfg.BaseURL = dead.URL()
 	bd := newB2C(t, cfg)
-	bd.d.token, bd.d.expiry = "tok", bd.d.cfg.Now().Add(3600e9) // skip the token fetch: the B2C call itself fails
-	if _, err := bd.Pay(ctx, b2cReq("T4", "254712345678", "100")); !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrUnavailable) {
+	mpesa.PrimeB2CToken(bd, "tok") // skip the token fetch: the B2C call itself fails
+	if _, err := bd.Pay(ctx, b2cReq("T4", "254712345678", "100")); !errors.Is(err, mpesa.ErrNotSent) || !errors.Is(err, mpesa.ErrUnavailable) {
 		t.Errorf("unreachable: %v", err)
 	}
 }
 
 func TestB2CConfigCheckedAndMasked(t *testing.T) {
-	good := DarajaConfig{BaseURL: "https://sandbox.safaricom.co.ke", ConsumerKey: "k", ConsumerSecret: "s",
+	good := mpesa.DarajaConfig{BaseURL: "https://sandbox.safaricom.co.ke", ConsumerKey: "k", ConsumerSecret: "s",
 		B2CInitiatorName: "apiop", B2CSecurityCredential: "Zm9vYmFyYmF6c2VjcmV0", B2CShortcode: "600998",
 		B2CResultURL: "https://pay.example/api/v1/send-money/mpesa/result/cbsecret42", B2CTimeoutURL: "https://pay.example/api/v1/send-money/mpesa/timeout/cbsecret42"}
-	b, err := NewB2C(good, nil)
+	b, err := mpesa.NewB2C(good, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,19 +173,19 @@ func TestB2CConfigCheckedAndMasked(t *testing.T) {
 			}
 		}
 	}
-	for name, mut := range map[string]func(*DarajaConfig){
-		"no key":        func(c *DarajaConfig) { c.ConsumerKey = "" },
-		"no initiator":  func(c *DarajaConfig) { c.B2CInitiatorName = "" },
-		"no credential": func(c *DarajaConfig) { c.B2CSecurityCredential = "" },
-		"bad shortcode": func(c *DarajaConfig) { c.B2CShortcode = "60099a" },
-		"no result url": func(c *DarajaConfig) { c.B2CResultURL = "" },
-		"relative timeout url": func(c *DarajaConfig) {
+	for name, mut := range map[string]func(*mpesa.DarajaConfig){
+		"no key":        func(c *mpesa.DarajaConfig) { c.ConsumerKey = "" },
+		"no initiator":  func(c *mpesa.DarajaConfig) { c.B2CInitiatorName = "" },
+		"no credential": func(c *mpesa.DarajaConfig) { c.B2CSecurityCredential = "" },
+		"bad shortcode": func(c *mpesa.DarajaConfig) { c.B2CShortcode = "60099a" },
+		"no result url": func(c *mpesa.DarajaConfig) { c.B2CResultURL = "" },
+		"relative timeout url": func(c *mpesa.DarajaConfig) {
 			c.B2CTimeoutURL = "/timeout"
 		},
 	} {
 		c := good
 		mut(&c)
-		if _, err := NewB2C(c, nil); err == nil {
+		if _, err := mpesa.NewB2C(c, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -191,9 +194,9 @@ func TestB2CConfigCheckedAndMasked(t *testing.T) {
 func TestB2CErrorsNeverLeakTheCredential(t *testing.T) {
 	f := newFake(t)
 	b := newB2C(t, f.B2CConfig("", "https://example.test/r/t", "https://example.test/t/t"))
-	f.FailNextB2C(http.StatusBadRequest, "400.002.02", "bad credential "+FakeB2CSecurityCredential)
+	f.FailNextB2C(http.StatusBadRequest, "400.002.02", "bad credential "+mpesatest.FakeB2CSecurityCredential)
 	_, err := b.Pay(context.Background(), b2cReq("T1", "254712345678", "100"))
-	if err == nil || strings.Contains(err.Error(), FakeB2CSecurityCredential) || !strings.Contains(err.Error(), "[redacted]") {
+	if err == nil || strings.Contains(err.Error(), mpesatest.FakeB2CSecurityCredential) || !strings.Contains(err.Error(), "[redacted]") {
 		t.Errorf("echoed credential: %v", err)
 	}
 }
@@ -216,7 +219,7 @@ func TestParseB2CResultAcceptsVariants(t *testing.T) {
 			0, "X1", "Jane", ""},
 	}
 	for name, c := range cases {
-		r, err := ParseB2CResult([]byte(c.body))
+		r, err := mpesa.ParseB2CResult([]byte(c.body))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -228,7 +231,7 @@ func TestParseB2CResultAcceptsVariants(t *testing.T) {
 			t.Errorf("%s: amount %s, want %s", name, r.Amount, c.amount)
 		}
 	}
-	r, _ := ParseB2CResult([]byte(documentedB2CSuccess))
+	r, _ := mpesa.ParseB2CResult([]byte(documentedB2CSuccess))
 	if r.ReceiverPhone != "254708374149" || r.ConversationID != "AG_20191219_00004e48cf7e3533f581" {
 		t.Errorf("documented success: %+v", r)
 	}
@@ -261,8 +264,8 @@ func TestParseB2CResultRejectsMalformed(t *testing.T) {
 		"too large":               res(`"X":"` + strings.Repeat("a", 70<<10) + `"`),
 	}
 	for name, body := range cases {
-		r, err := ParseB2CResult([]byte(body))
-		if !errors.Is(err, ErrBadB2CResult) {
+		r, err := mpesa.ParseB2CResult([]byte(body))
+		if !errors.Is(err, mpesa.ErrBadB2CResult) {
 			t.Errorf("%s: got %+v, %v; want ErrBadB2CResult", name, r, err)
 			continue
 		}
@@ -277,9 +280,9 @@ func FuzzParseB2CResult(f *testing.F) {
 	f.Add([]byte(`{"Result":{"ResultCode":2001,"ResultDesc":"x","OriginatorConversationID":"T1"}}`))
 	f.Add([]byte(`{"Result":{"ResultCode":"0","ResultParameters":{"ResultParameter":{"Key":"TransactionReceipt"}}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseB2CResult(body)
+		r, err := mpesa.ParseB2CResult(body)
 		if err != nil {
-			if !errors.Is(err, ErrBadB2CResult) {
+			if !errors.Is(err, mpesa.ErrBadB2CResult) {
 				t.Fatalf("error %v does not wrap ErrBadB2CResult", err)
 			}
 			return

@@ -13,8 +13,9 @@
 // B2C (b2c.go) is the live payout side: Daraja's B2C payment request, one per
 // payout transaction, whose result the API decodes with ParseB2CResult.
 //
-// FakeDaraja is a local server speaking Daraja's wire format, used to test
-// the Daraja adapter (here and in other packages) with real HTTP.
+// Tests drive the Daraja adapter with real HTTP against mpesatest.FakeDaraja,
+// a local server speaking Daraja's wire format (package mpesatest, which only
+// tests import).
 package mpesa
 
 import (

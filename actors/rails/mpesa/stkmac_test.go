@@ -1,4 +1,4 @@
-package mpesa
+package mpesa_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/money"
 )
 
@@ -20,7 +21,7 @@ func TestDarajaPushCallbackMAC(t *testing.T) {
 	cfg := f.Config("https://example.test/mpesa/callback/tok-0123456789abcdef0123456789abcdef")
 	cfg.CallbackKey = key
 	d := newDaraja(t, cfg)
-	req := STKRequest{InvoiceID: "INV1", MerchantID: "M1", Phone: "254708374149", Amount: money.MustParse("10")}
+	req := mpesa.STKRequest{InvoiceID: "INV1", MerchantID: "M1", Phone: "254708374149", Amount: money.MustParse("10")}
 	id, err := d.Push(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +32,7 @@ func TestDarajaPushCallbackMAC(t *testing.T) {
 	if !strings.HasPrefix(got.CallBackURL, prefix) || strings.Contains(mac, "/") {
 		t.Fatalf("CallBackURL %q, want %s<MAC>", got.CallBackURL, prefix)
 	}
-	if !ValidCallbackMAC(key, "INV1", mac) {
+	if !mpesa.ValidCallbackMAC(key, "INV1", mac) {
 		t.Fatal("the prompt's MAC does not verify")
 	}
 	for _, c := range []struct {
@@ -39,7 +40,7 @@ func TestDarajaPushCallbackMAC(t *testing.T) {
 		inv, mac string
 	}{{[]byte("another key of thirty-two bytes!"), "INV1", mac}, {key, "INV2", mac}, {key, "INV1", ""},
 		{nil, "INV1", mac}, {key, "INV1", mac[:len(mac)-1] + "A"}, {key, "INV1", mac + "A"}} {
-		if ValidCallbackMAC(c.key, c.inv, c.mac) {
+		if mpesa.ValidCallbackMAC(c.key, c.inv, c.mac) {
 			t.Errorf("MAC %q verifies for invoice %q under key %q", c.mac, c.inv, c.key)
 		}
 	}
@@ -51,7 +52,7 @@ func TestDarajaPushCallbackMAC(t *testing.T) {
 	// Daraja refuses and quotes the URL: the error has neither token nor MAC.
 	f.FailNextPush(http.StatusBadRequest, "400.002.02", "Bad Request - Invalid CallBackURL "+got.CallBackURL)
 	_, err = d.Push(context.Background(), req)
-	var ae *APIError
+	var ae *mpesa.APIError
 	if !errors.As(err, &ae) || strings.Contains(ae.Message, mac) || strings.Contains(ae.Message, "tok-0123456789abcdef") ||
 		strings.Contains(err.Error(), mac) {
 		t.Fatalf("err %v: want an APIError without the MAC or the token", err)

@@ -1,4 +1,4 @@
-package mpesa
+package mpesa_test
 
 import (
 	"context"
@@ -8,14 +8,17 @@ import (
 	"testing"
 
 	"paysvc/actors/values/money"
+
+	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 )
 
 func TestQueryStatusShape(t *testing.T) {
-	f := NewFakeDaraja()
+	f := mpesatest.NewFakeDaraja()
 	defer f.Close()
 	cfg := f.B2CConfig("https://pay.example/cb", "https://pay.example/result/x", "https://pay.example/timeout/x")
 	b := newB2C(t, cfg)
-	if err := b.QueryStatus(context.Background(), "TXN0000009"); !errors.Is(err, ErrInvalidRequest) {
+	if err := b.QueryStatus(context.Background(), "TXN0000009"); !errors.Is(err, mpesa.ErrInvalidRequest) {
 		t.Fatalf("without B2CStatusURL: %v", err)
 	}
 	cfg.B2CStatusURL = "https://pay.example/status/x"
@@ -31,9 +34,9 @@ func TestQueryStatusShape(t *testing.T) {
 		t.Fatalf("queries: %d", len(qs))
 	}
 	q := qs[0]
-	if q.CommandID != CommandTransactionStatus || q.OriginatorConversationID != "TXN0000009" || q.Occasion != "TXN0000009" ||
-		q.TransactionID != "" || q.PartyA != FakeB2CShortcode || q.IdentifierType != "4" || q.Initiator != FakeB2CInitiator ||
-		q.SecurityCredential != FakeB2CSecurityCredential || q.ResultURL != cfg.B2CStatusURL || q.QueueTimeOutURL != cfg.B2CTimeoutURL {
+	if q.CommandID != mpesa.CommandTransactionStatus || q.OriginatorConversationID != "TXN0000009" || q.Occasion != "TXN0000009" ||
+		q.TransactionID != "" || q.PartyA != mpesatest.FakeB2CShortcode || q.IdentifierType != "4" || q.Initiator != mpesatest.FakeB2CInitiator ||
+		q.SecurityCredential != mpesatest.FakeB2CSecurityCredential || q.ResultURL != cfg.B2CStatusURL || q.QueueTimeOutURL != cfg.B2CTimeoutURL {
 		t.Fatalf("query %+v", q)
 	}
 	var raw map[string]any
@@ -45,18 +48,18 @@ func TestQueryStatusShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ParseStatusResult(body)
+	r, err := mpesa.ParseStatusResult(body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	paid, _ := f.B2CResultBody("TXN0000009", 0)
-	b2c, _ := ParseB2CResult(paid)
-	if r.TransactionID != "TXN0000009" || !r.Final || !r.Paid || r.Receipt != b2c.Receipt || r.PartyName != FakeB2CRecipientName ||
+	b2c, _ := mpesa.ParseB2CResult(paid)
+	if r.TransactionID != "TXN0000009" || !r.Final || !r.Paid || r.Receipt != b2c.Receipt || r.PartyName != mpesatest.FakeB2CRecipientName ||
 		!r.Amount.Equal(money.MustParse("100")) || r.Status != "Completed" {
 		t.Fatalf("completed: %+v", r)
 	}
 	body, _ = f.StatusResultBody("TXN0000009", "Pending")
-	if r, err := ParseStatusResult(body); err != nil || r.Final || r.Paid || r.TransactionID != "TXN0000009" {
+	if r, err := mpesa.ParseStatusResult(body); err != nil || r.Final || r.Paid || r.TransactionID != "TXN0000009" {
 		t.Fatalf("pending: %+v %v", r, err)
 	}
 }
@@ -92,9 +95,9 @@ func TestParseStatusResultVariants(t *testing.T) {
 		"no result":      {`{}`, "", false, false, true},
 		"trailing data":  {env("0", "", occ) + "x", "", false, false, true},
 	} {
-		r, err := ParseStatusResult([]byte(c.body))
+		r, err := mpesa.ParseStatusResult([]byte(c.body))
 		if c.fail {
-			if !errors.Is(err, ErrBadStatusResult) {
+			if !errors.Is(err, mpesa.ErrBadStatusResult) {
 				t.Errorf("%s: want an error, got %+v %v", name, r, err)
 			}
 			continue

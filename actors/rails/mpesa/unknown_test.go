@@ -1,4 +1,4 @@
-package mpesa
+package mpesa_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"paysvc/actors/values/money"
+
+	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 )
 
 // When the answer to a push that Daraja took is lost or unusable, Push says the
@@ -22,27 +25,27 @@ import (
 func TestDarajaPushOutcomeUnknown(t *testing.T) {
 	cases := []struct {
 		name    string
-		fault   PushFault
+		fault   mpesatest.PushFault
 		wantRef bool
 	}{
-		{"DropAnswer", FaultDropAnswer, false},
-		{"Hang", FaultHang, false},
-		{"CutAnswer", FaultCutAnswer, true},
-		{"Garbage", FaultGarbage, false},
-		{"NoCheckoutID", FaultNoCheckoutID, false},
+		{"DropAnswer", mpesatest.FaultDropAnswer, false},
+		{"Hang", mpesatest.FaultHang, false},
+		{"CutAnswer", mpesatest.FaultCutAnswer, true},
+		{"Garbage", mpesatest.FaultGarbage, false},
+		{"NoCheckoutID", mpesatest.FaultNoCheckoutID, false},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFake(t)
 			cr := newCallbackReceiver(t)
-			d, err := NewDaraja(f.Config(cr.srv.URL+"/cb/tok"), &http.Client{Timeout: 500 * time.Millisecond})
+			d, err := mpesa.NewDaraja(f.Config(cr.srv.URL+"/cb/tok"), &http.Client{Timeout: 500 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			inv := "INV" + strconv.Itoa(i)
 			f.FaultNextPush(c.fault)
 			ref, err := d.Push(context.Background(), stk(inv, "254712345678", "250"))
-			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotSent) || errors.Is(err, ErrRejected) {
+			if !errors.Is(err, mpesa.ErrUnavailable) || errors.Is(err, mpesa.ErrNotSent) || errors.Is(err, mpesa.ErrRejected) {
 				t.Fatalf("push: %v, want an unknown outcome", err)
 			}
 			taken := f.Requests()
@@ -84,7 +87,7 @@ func TestDarajaPushNotSentOrRefused(t *testing.T) {
 		return base(ctx, network, addr)
 	}
 	tr.DisableKeepAlives = true
-	d, err := NewDaraja(f.Config("https://example.test/cb"), &http.Client{Transport: tr, Timeout: 5 * time.Second})
+	d, err := mpesa.NewDaraja(f.Config("https://example.test/cb"), &http.Client{Transport: tr, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +97,7 @@ func TestDarajaPushNotSentOrRefused(t *testing.T) {
 	}
 	refuse.Store(1)
 	_, err = d.Push(ctx, stk("INV1", "254712345678", "10"))
-	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, mpesa.ErrNotSent) || !errors.Is(err, mpesa.ErrUnavailable) {
 		t.Fatalf("refused connection: %v, want ErrNotSent", err)
 	}
 	refuse.Store(0)
@@ -103,16 +106,16 @@ func TestDarajaPushNotSentOrRefused(t *testing.T) {
 	}
 
 	f.FailNextPush(http.StatusTooManyRequests, "", "")
-	if _, err := d.Push(ctx, stk("INV2", "254712345678", "10")); !errors.Is(err, ErrNotSent) {
+	if _, err := d.Push(ctx, stk("INV2", "254712345678", "10")); !errors.Is(err, mpesa.ErrNotSent) {
 		t.Fatalf("429: %v, want ErrNotSent", err)
 	}
 	f.FailNextPush(http.StatusBadRequest, "", "")
-	var apiErr *APIError
-	if _, err := d.Push(ctx, stk("INV3", "254712345678", "10")); !errors.Is(err, ErrRejected) || !errors.As(err, &apiErr) || apiErr.HTTPStatus != 400 {
+	var apiErr *mpesa.APIError
+	if _, err := d.Push(ctx, stk("INV3", "254712345678", "10")); !errors.Is(err, mpesa.ErrRejected) || !errors.As(err, &apiErr) || apiErr.HTTPStatus != 400 {
 		t.Fatalf("unreadable 400: %v, want a refusal", err)
 	}
 	f.FailNextPush(http.StatusBadGateway, "", "")
-	if _, err := d.Push(ctx, stk("INV4", "254712345678", "10")); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotSent) || errors.Is(err, ErrRejected) {
+	if _, err := d.Push(ctx, stk("INV4", "254712345678", "10")); !errors.Is(err, mpesa.ErrUnavailable) || errors.Is(err, mpesa.ErrNotSent) || errors.Is(err, mpesa.ErrRejected) {
 		t.Fatalf("unreadable 502: %v, want unknown", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -75,7 +75,7 @@ func TestLiveServerRefusesStandIns(t *testing.T) {
 	t.Run("LiveDarajaOptedInWarns", func(t *testing.T) {
 		// A live server on the fake Daraja (not production's host) starts only opted
 		// in, and says so at start.
-		fake := mpesa.NewFakeDaraja()
+		fake := mpesatest.NewFakeDaraja()
 		defer fake.Close()
 		env := servicetest.Start(t, func(c *service.Config) {
 			c.Environment, c.API.Environment = "live", "live"

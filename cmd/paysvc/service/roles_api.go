@@ -35,7 +35,7 @@ func (st *starter) startAPI(ctx context.Context) (err error) {
 		return pruneIdempotency(st.run, s.idemDB, cfg.Retention.Interval, cfg.API.IdempotencyTTL, log)
 	})
 	deps := api.Deps{DB: s.DB, IdempotencyDB: s.idemDB, Kafka: s.producer, Brokers: s.Brokers, Namespace: cfg.KafkaNamespace, Hub: s.hub, Log: log,
-		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink, Kinds: st.routes}
+		Ready: s.ready.Load, Mailer: st.mailer, Sink: s.sink}
 	if cfg.Daraja.ConsumerKey != "" {
 		// The second proof of an STK callback without a valid MAC (callbacks.go).
 		// A process without the rails role may lack the callback base URL, which the

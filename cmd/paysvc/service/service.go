@@ -16,7 +16,6 @@ import (
 	"paysvc/actors/engine"
 	"paysvc/actors/engine/replies"
 	"paysvc/actors/outbound/mail"
-	"paysvc/api"
 	"paysvc/topics"
 	"paysvc/topics/tracing"
 )
@@ -75,7 +74,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	if list == nil {
 		list = Aggregates()
 	}
-	st := &starter{Service: s, cfg: cfg, run: run, wake: func() {}, kinds: Kinds(list), routes: KindRoutes(list)}
+	st := &starter{Service: s, cfg: cfg, run: run, wake: func() {}, kinds: Kinds(list)}
 	defer func() {
 		if err != nil {
 			if st.publicLn != nil { // the public server never took it
@@ -139,8 +138,6 @@ type starter struct {
 	// kinds are the aggregates (Config.Aggregates, else Aggregates): the engine applies them, the rails
 	// role runs their sandbox rails.
 	kinds []engine.Kind
-	// routes are the routes the aggregates bring: the API role mounts them.
-	routes []api.KindRoutes
 	// mailer sends the API's and the dispatcher's mail (nil when neither runs).
 	mailer mail.Sender
 	// publicLn is the public listener, and app the API role's handler on it.

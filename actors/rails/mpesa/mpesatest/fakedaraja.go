@@ -1,4 +1,4 @@
-package mpesa
+package mpesatest
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"paysvc/actors/rails/mpesa"
 )
 
 // Credentials FakeDaraja accepts. The passkey is Safaricom's public sandbox
@@ -88,24 +90,24 @@ func NewFakeDaraja() *FakeDaraja {
 		b2c:      map[string]*fakeB2C{},
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc(PathOAuth, f.handleOAuth)
-	mux.HandleFunc(PathSTKPush, f.handlePush)
-	mux.HandleFunc(PathSTKQuery, f.handleQuery)
-	mux.HandleFunc(PathB2C, f.handleB2C)
-	mux.HandleFunc(PathTransactionStatus, f.handleStatusQuery)
+	mux.HandleFunc(pathOAuth, f.handleOAuth)
+	mux.HandleFunc(pathSTKPush, f.handlePush)
+	mux.HandleFunc(pathSTKQuery, f.handleQuery)
+	mux.HandleFunc(pathB2C, f.handleB2C)
+	mux.HandleFunc(pathTransactionStatus, f.handleStatusQuery)
 	f.srv = httptest.NewServer(mux)
 	return f
 }
 
-// URL is the server's base URL (DarajaConfig.BaseURL).
+// URL is the server's base URL (mpesa.DarajaConfig.BaseURL).
 func (f *FakeDaraja) URL() string { return f.srv.URL }
 
 // Close stops the server.
 func (f *FakeDaraja) Close() { f.srv.Close() }
 
-// Config returns a DarajaConfig for this server with the fake credentials.
-func (f *FakeDaraja) Config(callbackURL string) DarajaConfig {
-	return DarajaConfig{
+// Config returns an mpesa.DarajaConfig for this server with the fake credentials.
+func (f *FakeDaraja) Config(callbackURL string) mpesa.DarajaConfig {
+	return mpesa.DarajaConfig{
 		BaseURL:        f.URL(),
 		ConsumerKey:    FakeConsumerKey,
 		ConsumerSecret: FakeConsumerSecret,
@@ -204,7 +206,7 @@ func (f *FakeDaraja) FaultNextPush(fault PushFault) {
 // CompletePaid decides a prompt as paid and POSTs a callback whose Amount item
 // is paid (not the amount asked): a callback that does not match its invoice.
 func (f *FakeDaraja) CompletePaid(checkoutRequestID, receipt, paid string) error {
-	if _, _, err := f.decide(checkoutRequestID, CodeSuccess, receipt); err != nil {
+	if _, _, err := f.decide(checkoutRequestID, codeSuccess, receipt); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -212,7 +214,7 @@ func (f *FakeDaraja) CompletePaid(checkoutRequestID, receipt, paid string) error
 	req, receipt := t.req, t.receipt
 	f.mu.Unlock()
 	req.Amount = paid
-	return f.postJSON(req.CallBackURL, fakeCallbackBody(req, CodeSuccess, receipt, time.Now()))
+	return f.postJSON(req.CallBackURL, STKCallbackBody(req, codeSuccess, receipt, time.Now()))
 }
 
 // Complete decides the outcome of a prompt and POSTs the callback to its
@@ -265,7 +267,7 @@ func (f *FakeDaraja) CallbackBody(checkoutRequestID string, code int, receipt st
 	if !ok {
 		return nil, fmt.Errorf("fakedaraja: unknown CheckoutRequestID %q", checkoutRequestID)
 	}
-	return fakeCallbackBody(t.req, code, receipt, time.Now()), nil
+	return STKCallbackBody(t.req, code, receipt, time.Now()), nil
 }
 
 func (f *FakeDaraja) decide(id string, code int, receipt string) ([]byte, string, error) {
@@ -275,21 +277,21 @@ func (f *FakeDaraja) decide(id string, code int, receipt string) ([]byte, string
 	if !ok {
 		return nil, "", fmt.Errorf("fakedaraja: unknown CheckoutRequestID %q", id)
 	}
-	if code == CodeSuccess && receipt == "" {
+	if code == codeSuccess && receipt == "" {
 		if t.done && t.code == code {
 			receipt = t.receipt
 		} else {
 			receipt = randomString(10, receipts)
 		}
 	}
-	if code != CodeSuccess {
+	if code != codeSuccess {
 		receipt = ""
 	}
 	if t.done && (t.code != code || t.receipt != receipt) {
 		return nil, "", fmt.Errorf("fakedaraja: %s already has outcome %d", id, t.code)
 	}
 	t.done, t.code, t.receipt = true, code, receipt
-	return fakeCallbackBody(t.req, code, receipt, time.Now()), t.req.CallBackURL, nil
+	return STKCallbackBody(t.req, code, receipt, time.Now()), t.req.CallBackURL, nil
 }
 
 type fakeItem struct {
@@ -297,19 +299,22 @@ type fakeItem struct {
 	Value any    `json:"Value,omitempty"`
 }
 
-func fakeCallbackBody(req FakeSTKRequest, code int, receipt string, now time.Time) []byte {
+// STKCallbackBody is the callback Daraja sends for req's outcome code (0 is a
+// payment of req.Amount with that receipt), decided at now: a seed for tests of
+// callback parsing that need no server.
+func STKCallbackBody(req FakeSTKRequest, code int, receipt string, now time.Time) []byte {
 	cb := map[string]any{
 		"MerchantRequestID": req.MerchantRequestID,
 		"CheckoutRequestID": req.CheckoutRequestID,
 		"ResultCode":        code,
-		"ResultDesc":        ResultDesc(code),
+		"ResultDesc":        resultDesc(code),
 	}
-	if code == CodeSuccess {
+	if code == codeSuccess {
 		cb["CallbackMetadata"] = map[string]any{"Item": []fakeItem{
 			{Name: "Amount", Value: json.Number(req.Amount)},
 			{Name: "MpesaReceiptNumber", Value: receipt},
 			{Name: "Balance"},
-			{Name: "TransactionDate", Value: json.Number(Timestamp(now))},
+			{Name: "TransactionDate", Value: json.Number(timestamp(now))},
 			{Name: "PhoneNumber", Value: json.Number(req.PhoneNumber)},
 		}}
 	}
@@ -426,10 +431,10 @@ func (ff *fakeFields) checkPassword() {
 	if sc != FakeShortCode {
 		ff.fail("BusinessShortCode")
 	}
-	if _, err := time.ParseInLocation(TimestampLayout, ts, eat); err != nil || len(ts) != len(TimestampLayout) {
+	if _, err := time.ParseInLocation(timestampLayout, ts, eat); err != nil || len(ts) != len(timestampLayout) {
 		ff.fail("Timestamp")
 	}
-	if pw != Password(FakeShortCode, FakePasskey, ts) {
+	if pw != password(FakeShortCode, FakePasskey, ts) {
 		ff.fail("Password")
 	}
 }
@@ -457,7 +462,7 @@ func (f *FakeDaraja) handlePush(w http.ResponseWriter, r *http.Request) {
 		TransactionDesc:   ff.get("TransactionDesc"),
 		Raw:               raw,
 	}
-	if req.TransactionType != TransactionPayBill && req.TransactionType != TransactionBuyGoods {
+	if req.TransactionType != transactionPayBill && req.TransactionType != transactionBuyGoods {
 		ff.fail("TransactionType")
 	}
 	if n, err := strconv.ParseInt(req.Amount, 10, 64); err != nil || n < 1 || !intRE.MatchString(req.Amount) {
@@ -469,7 +474,7 @@ func (f *FakeDaraja) handlePush(w http.ResponseWriter, r *http.Request) {
 	if !phoneRE.MatchString(req.PhoneNumber) {
 		ff.fail("PhoneNumber")
 	}
-	if req.TransactionType == TransactionPayBill && req.PartyB != FakeShortCode {
+	if req.TransactionType == transactionPayBill && req.PartyB != FakeShortCode {
 		ff.fail("PartyB")
 	}
 	if u, err := url.Parse(req.CallBackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -582,7 +587,7 @@ func (f *FakeDaraja) handleQuery(w http.ResponseWriter, r *http.Request) {
 			"MerchantRequestID":   snapshot.req.MerchantRequestID,
 			"CheckoutRequestID":   snapshot.req.CheckoutRequestID,
 			"ResultCode":          strconv.Itoa(snapshot.code),
-			"ResultDesc":          ResultDesc(snapshot.code),
+			"ResultDesc":          resultDesc(snapshot.code),
 		})
 	}
 }
@@ -608,7 +613,7 @@ type fakeB2C struct {
 }
 
 // B2CConfig is Config plus the fake B2C credentials and the two B2C URLs.
-func (f *FakeDaraja) B2CConfig(callbackURL, resultURL, timeoutURL string) DarajaConfig {
+func (f *FakeDaraja) B2CConfig(callbackURL, resultURL, timeoutURL string) mpesa.DarajaConfig {
 	c := f.Config(callbackURL)
 	c.B2CInitiatorName, c.B2CSecurityCredential, c.B2CShortcode = FakeB2CInitiator, FakeB2CSecurityCredential, FakeB2CShortcode
 	c.B2CResultURL, c.B2CTimeoutURL = resultURL, timeoutURL
@@ -666,14 +671,14 @@ func (f *FakeDaraja) B2CResultBody(originatorConversationID string, code int) ([
 	res := map[string]any{
 		"ResultType":               0,
 		"ResultCode":               code,
-		"ResultDesc":               ResultDesc(code),
+		"ResultDesc":               resultDesc(code),
 		"OriginatorConversationID": t.req.OriginatorConversationID,
 		"ConversationID":           t.req.ConversationID,
 		"TransactionID":            t.receipt,
 		"ReferenceData": map[string]any{"ReferenceItem": map[string]string{
 			"Key": "QueueTimeoutURL", "Value": "https://internalsandbox.safaricom.co.ke/mpesa/b2cresults/v1/submit"}},
 	}
-	if code == CodeSuccess {
+	if code == codeSuccess {
 		res["ResultParameters"] = map[string]any{"ResultParameter": []map[string]any{
 			{"Key": "TransactionAmount", "Value": json.Number(t.req.Amount)},
 			{"Key": "TransactionReceipt", "Value": t.receipt},
@@ -737,7 +742,7 @@ func (f *FakeDaraja) handleB2C(w http.ResponseWriter, r *http.Request) {
 		ff.fail("SecurityCredential")
 	}
 	switch req.CommandID {
-	case CommandBusinessPayment, "SalaryPayment", "PromotionPayment":
+	case commandBusinessPayment, "SalaryPayment", "PromotionPayment":
 	default:
 		ff.fail("CommandID")
 	}
@@ -838,7 +843,7 @@ func (f *FakeDaraja) StatusQueries() []FakeStatusQuery {
 func (f *FakeDaraja) StatusResultBody(originatorConversationID, status string) ([]byte, error) {
 	receipt := ""
 	if status == "Completed" {
-		if _, err := f.B2CResultBody(originatorConversationID, CodeSuccess); err != nil {
+		if _, err := f.B2CResultBody(originatorConversationID, codeSuccess); err != nil {
 			return nil, err
 		}
 	}
@@ -902,7 +907,7 @@ func (f *FakeDaraja) handleStatusQuery(w http.ResponseWriter, r *http.Request) {
 	if q.SecurityCredential != FakeB2CSecurityCredential {
 		ff.fail("SecurityCredential")
 	}
-	if q.CommandID != CommandTransactionStatus {
+	if q.CommandID != commandTransactionStatus {
 		ff.fail("CommandID")
 	}
 	if q.PartyA != FakeB2CShortcode {
