@@ -486,7 +486,17 @@ func (c Config) checkLiveDaraja() error {
 	}
 	return fmt.Errorf("PAYSVC_DARAJA_BASE_URL: a live server sends only to https://%s, not %q "+
 		"(set PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE=true to run live on another Daraja host all the same)",
-		DarajaProductionHost, c.Daraja.BaseURL)
+		DarajaProductionHost, redactedURL(c.Daraja.BaseURL))
+}
+
+// redactedURL is a URL fit for an error message: a password in it is masked (a
+// root with credentials is refused, and the refusal must not print them).
+func redactedURL(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // DarajaIsProduction reports whether the Daraja root is Safaricom's production

@@ -60,6 +60,18 @@ func TestLiveServerRefusesStandIns(t *testing.T) {
 		}
 	}
 
+	// A root with credentials in it is refused (not the production API as such),
+	// and the refusal, which reaches the log, does not print the password.
+	t.Run("RefusalPrintsNoCredentials", func(t *testing.T) {
+		err := fromEnv(liveDaraja(map[string]string{"PAYSVC_DARAJA_BASE_URL": "https://ops:s3cr3t-pw@api.safaricom.co.ke"}))
+		if err == nil || !strings.HasPrefix(err.Error(), "PAYSVC_DARAJA_BASE_URL") {
+			t.Fatalf("a root with credentials: %v, want a refusal naming PAYSVC_DARAJA_BASE_URL", err)
+		}
+		if strings.Contains(err.Error(), "s3cr3t-pw") {
+			t.Fatalf("the refusal prints the root's password: %v", err)
+		}
+	})
+
 	t.Run("SandboxKeepsTheSandboxDefault", func(t *testing.T) {
 		vars := liveDaraja(nil)
 		delete(vars, "PAYSVC_ENVIRONMENT")
