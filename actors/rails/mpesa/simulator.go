@@ -159,7 +159,7 @@ func (s *Simulator) Push(ctx context.Context, req STKRequest) (string, error) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 
-	id := newCheckoutRequestID(s.opt.Now())
+	id := NewCheckoutRequestID(s.opt.Now())
 	// The delivery context keeps the caller's values (trace ids) but not its
 	// deadline; Close cancels it.
 	jobCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -292,12 +292,14 @@ func randomString(n int, alphabet string) string {
 	return string(b)
 }
 
-// newCheckoutRequestID returns an id shaped like Daraja's:
+// NewCheckoutRequestID returns an id shaped like Daraja's:
 // "ws_CO_" + DDMMYYYYHHmmss + milliseconds (EAT) + 9 digits (Daraja puts the
 // customer's number there). The digits count up from a random start, so two ids of
 // one process never collide (random digits alone did, about once in 10^4 runs of
-// 500 prompts in one millisecond), and two processes are unlikely to meet.
-func newCheckoutRequestID(now time.Time) string {
+// 500 prompts in one millisecond), and two processes are unlikely to meet. It is
+// exported for mpesatest's fake, so that the fake and the simulator of one test
+// process draw from this one sequence.
+func NewCheckoutRequestID(now time.Time) string {
 	t := now.In(eat)
 	var b strings.Builder
 	b.WriteString("ws_CO_")

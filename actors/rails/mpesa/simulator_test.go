@@ -385,7 +385,7 @@ func TestSimulatorIDsUnique(t *testing.T) {
 		seen[id] = true
 	}
 	fixed := time.Date(2024, 3, 1, 21, 30, 5, 123_000_000, time.UTC)
-	if id := newCheckoutRequestID(fixed); id[:23] != "ws_CO_02032024003005123" {
+	if id := NewCheckoutRequestID(fixed); id[:23] != "ws_CO_02032024003005123" {
 		t.Errorf("id %q: want the EAT timestamp 02032024003005 and millis 123", id)
 	}
 }

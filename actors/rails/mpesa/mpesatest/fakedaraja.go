@@ -506,7 +506,7 @@ func (f *FakeDaraja) handlePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.MerchantRequestID = randomString(5, digits) + "-" + randomString(8, digits) + "-1"
-	req.CheckoutRequestID = newCheckoutRequestID(time.Now())
+	req.CheckoutRequestID = mpesa.NewCheckoutRequestID(time.Now())
 	f.pushes = append(f.pushes, req)
 	f.txns[req.CheckoutRequestID] = &fakeTxn{req: req}
 	var fault PushFault

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -138,26 +135,3 @@ func randomString(n int, alphabet string) string {
 	}
 	return string(b)
 }
-
-// newCheckoutRequestID returns an id shaped like Daraja's: "ws_CO_" +
-// DDMMYYYYHHmmss + milliseconds (EAT) + 9 digits. The digits count up from a
-// random start so that two prompts of one test never share an id.
-func newCheckoutRequestID(now time.Time) string {
-	t := now.In(eat)
-	var b strings.Builder
-	b.WriteString("ws_CO_")
-	b.WriteString(t.Format("02012006150405"))
-	fmt.Fprintf(&b, "%03d", t.Nanosecond()/int(time.Millisecond))
-	fmt.Fprintf(&b, "%09d", checkoutSeq.Add(1)%1_000_000_000)
-	return b.String()
-}
-
-var checkoutSeq = func() *atomic.Uint64 {
-	var v atomic.Uint64
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("mpesatest: crypto/rand failed: %v", err))
-	}
-	v.Store(binary.BigEndian.Uint64(b[:]) % 1_000_000_000)
-	return &v
-}()
