@@ -46,27 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
+	log := service.NewLogger(cfg, stderr)
 	return benchCmd(ctx, cfg, log, args, stdout)
-}
-
-// newLogger writes JSON unless stderr is a terminal (then text for people), as
-// paysvc's does.
-func newLogger(cfg service.Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	format := cfg.LogFormat
-	if format == "auto" {
-		format = "json"
-		if f, ok := w.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				format = "text"
-			}
-		}
-	}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 const benchUsage = `usage: paysvc-bench [flags]

@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
+	log := service.NewLogger(cfg, stderr)
 	cmd, rest := args[1], args[2:]
 	switch cmd {
 	case "serve":
@@ -130,24 +130,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
 	}
-}
-
-// newLogger writes JSON unless stderr is a terminal (then text for people).
-func newLogger(cfg service.Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	format := cfg.LogFormat
-	if format == "auto" {
-		format = "json"
-		if f, ok := w.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				format = "text"
-			}
-		}
-	}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []string, stderr io.Writer) error {
