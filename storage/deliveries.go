@@ -157,8 +157,27 @@ type Inserted struct {
 // flight, or an earlier event of the aggregate waiting for its retry) is left as it
 // is: its new deliveries wait their turn. A queue that did not exist is created,
 // leased to the caller for leaseFor if it is among the first lease queues (in key
-// order), due now otherwise.
+// order), due now otherwise. Each new queue's lease gets an id of its own.
 func InsertDeliveries(ctx context.Context, db *sqlx.DB, ds []NewDelivery, lease int, leaseFor time.Duration) (Inserted, error) {
+	return InsertDeliveriesAs(ctx, db, ds, lease, leaseFor, 0)
+}
+
+// NewLeaseToken draws a lease id for InsertDeliveriesAs.
+func NewLeaseToken(ctx context.Context, db *sqlx.DB) (int64, error) {
+	var id int64
+	if err := sqlx.GetContext(ctx, db, &id, `SELECT nextval('webhook_queue_leases')`); err != nil {
+		return 0, fmt.Errorf("lease token: %w", err)
+	}
+	return id, nil
+}
+
+// InsertDeliveriesAs is InsertDeliveries with the queues it creates leased under
+// token (from NewLeaseToken; 0 draws an id per queue), so that a caller that never
+// heard the answer (the connection dropped after the commit) can call again with
+// the same token: a queue still leased under it is one the unanswered call created
+// and nobody holds, and it is made due now, for a claim to take at once, instead of
+// sitting out its lease with nobody sending it.
+func InsertDeliveriesAs(ctx context.Context, db *sqlx.DB, ds []NewDelivery, lease int, leaseFor time.Duration, token int64) (Inserted, error) {
 	var out Inserted
 	if len(ds) == 0 {
 		return out, nil
@@ -189,10 +208,13 @@ func InsertDeliveries(ctx context.Context, db *sqlx.DB, ds []NewDelivery, lease 
 		LeaseID   sql.NullInt64  `db:"lease_id"`
 	}
 	if err := sqlx.SelectContext(ctx, db, &rows, `WITH q AS (
-			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at)
-			SELECT w, t, p, a, CASE WHEN i <= $5 THEN now() + $6 * interval '1 millisecond' ELSE now() END
+			INSERT INTO webhook_queues (webhook_id, topic, src_partition, agg_key, next_attempt_at, lease_id)
+			SELECT w, t, p, a, CASE WHEN i <= $5 THEN now() + $6 * interval '1 millisecond' ELSE now() END,
+				CASE WHEN $15::bigint = 0 THEN nextval('webhook_queue_leases') ELSE $15::bigint END
 			FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS q(w, t, p, a, i) ORDER BY i
-			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at = webhook_queues.next_attempt_at
+			ON CONFLICT (webhook_id, topic, src_partition, agg_key) DO UPDATE SET next_attempt_at =
+				CASE WHEN $15::bigint <> 0 AND webhook_queues.lease_id = $15::bigint THEN least(webhook_queues.next_attempt_at, now())
+				ELSE webhook_queues.next_attempt_at END
 			RETURNING webhook_id, topic, src_partition, agg_key, lease_id, xmax = 0 AND next_attempt_at > now() AS leased),
 		d AS (
 			INSERT INTO webhook_deliveries (event_id, webhook_id, merchant_id, topic, agg_key, src_partition, src_offset, body)
@@ -203,7 +225,7 @@ func InsertDeliveries(ctx context.Context, db *sqlx.DB, ds []NewDelivery, lease 
 		SELECT 'queue' AS kind, webhook_id, topic, src_partition, agg_key, NULL AS event_id, lease_id FROM q WHERE leased
 		UNION ALL
 		SELECT 'delivery', webhook_id, NULL, NULL, NULL, event_id, NULL FROM d`,
-		qw, qt, qp, qa, lease, leaseFor.Milliseconds(), ev, wh, me, to, ag, pa, of, bo); err != nil {
+		qw, qt, qp, qa, lease, leaseFor.Milliseconds(), ev, wh, me, to, ag, pa, of, bo, token); err != nil {
 		return out, fmt.Errorf("insert deliveries: %w", err)
 	}
 	isNew := map[[2]string]bool{}

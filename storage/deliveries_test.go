@@ -228,3 +228,56 @@ func TestDeleteWebhookBesideADispatcher(t *testing.T) {
 		t.Fatalf("%d rows left after the delete: %v", left, err)
 	}
 }
+
+// A dispatcher whose recording committed but whose answer was lost (the database
+// dropped the connection) records the same events again under the same lease
+// token: the queues the lost call leased to it, which nobody is sending, are due at
+// once for a claim, instead of waiting out their lease (a minute) with their events
+// undelivered. Another caller's token leaves them leased.
+func TestUnansweredInsertFreesItsLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storagetest.New(t).DB
+	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
+		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
+		t.Fatal(err)
+	}
+	rows := []storage.NewDelivery{{EventID: "E1", WebhookID: "W1", MerchantID: "M1", Topic: "wallet_transfer_event",
+		AggKey: "A", Partition: 0, Offset: 1, Body: []byte(`{}`)}}
+	token, err := storage.NewLeaseToken(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The call whose answer is lost: it leased the new queue under token.
+	if lost, err := storage.InsertDeliveriesAs(ctx, db, rows, 1, time.Minute, token); err != nil || len(lost.Leased) != 1 || lost.Leased[0].ID != token {
+		t.Fatalf("first insert: %+v %v", lost, err)
+	}
+	if c, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10); err != nil || len(c) != 0 {
+		t.Fatalf("a leased queue was claimed: %+v %v", c, err)
+	}
+	// Another dispatcher's token does not free it.
+	other, err := storage.NewLeaseToken(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := storage.InsertDeliveriesAs(ctx, db, rows, 1, time.Minute, other); err != nil || len(again.New)+len(again.Leased) != 0 {
+		t.Fatalf("insert under another token: %+v %v", again, err)
+	}
+	if c, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10); err != nil || len(c) != 0 {
+		t.Fatalf("another token freed the queue: %+v %v", c, err)
+	}
+	// The retry under the lost call's token: nothing new, nothing leased, and the
+	// queue is claimable now, with its delivery.
+	again, err := storage.InsertDeliveriesAs(ctx, db, rows, 1, time.Minute, token)
+	if err != nil || len(again.New) != 0 || len(again.Leased) != 0 {
+		t.Fatalf("retry: %+v %v", again, err)
+	}
+	c, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10)
+	if err != nil || len(c) != 1 || len(c[0].Deliveries) != 1 || c[0].Deliveries[0].EventID != "E1" || c[0].LeaseID == token {
+		t.Fatalf("claim after the retry: %+v %v", c, err)
+	}
+}

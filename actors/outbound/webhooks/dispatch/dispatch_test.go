@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -335,7 +336,10 @@ func (b *bundle) publish(aggregate string, n int) []string {
 
 func (b *bundle) waitDelivered(n int) {
 	b.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// A liveness bound, not a speed target: the fault tests deliver a few hundred
+	// events one by one per queue on a PostgreSQL that the whole suite shares,
+	// and on a loaded CI machine that once took longer than 30 s.
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		var done int
 		// An error is a connection a fault test killed: ask again.
@@ -344,10 +348,35 @@ func (b *bundle) waitDelivered(n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("%d of %d deliveries DELIVERED; arrivals %+v", done, n, b.recv.arrivals())
+			b.t.Fatalf("%d of %d deliveries DELIVERED; arrivals %+v\n%s", done, n, b.recv.arrivals(), b.undelivered())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// undelivered describes the deliveries not DELIVERED and every queue, for a
+// failure message: which one is stuck, and whether a lease holds it.
+func (b *bundle) undelivered() string {
+	var ds []struct {
+		EventID string         `db:"event_id"`
+		AggKey  string         `db:"agg_key"`
+		Status  string         `db:"status"`
+		Tries   int            `db:"attempts"`
+		Next    time.Time      `db:"next_attempt_at"`
+		Err     sql.NullString `db:"last_error"`
+	}
+	var qs []struct {
+		AggKey string    `db:"agg_key"`
+		Next   time.Time `db:"next_attempt_at"`
+		Lease  int64     `db:"lease_id"`
+	}
+	err1 := b.db.DB.Select(&ds, `SELECT event_id, agg_key, status, attempts, next_attempt_at, last_error FROM webhook_deliveries
+		WHERE status <> 'DELIVERED' ORDER BY agg_key, src_offset LIMIT 50`)
+	err2 := b.db.DB.Select(&qs, `SELECT agg_key, next_attempt_at, lease_id FROM webhook_queues ORDER BY agg_key`)
+	var recorded int
+	err3 := b.db.DB.Get(&recorded, `SELECT count(*) FROM webhook_deliveries`)
+	return fmt.Sprintf("now %s; %d deliveries recorded (%v)\nnot delivered (%v): %+v\nqueues (%v): %+v",
+		time.Now().Format(time.RFC3339Nano), recorded, err3, err1, ds, err2, qs)
 }
 
 // lastIndex is where id last arrives in arrivals, or -1.

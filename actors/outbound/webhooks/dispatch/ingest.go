@@ -70,6 +70,12 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		commit(cctx, cl)
 	}()
 	var lastCommit time.Time
+	// The lease token of the poll being recorded, kept until it is recorded: a
+	// recording whose answer was lost (the connection dropped after the commit) may
+	// have leased new queues under it, and the next try frees them
+	// (storage.InsertDeliveriesAs) instead of leaving them to sit out their lease
+	// with nobody sending them.
+	var token int64
 	for {
 		fetches := cl.PollRecords(ctx, maxPollRecords)
 		recs := fetches.Records()
@@ -89,9 +95,11 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 		if ctx.Err() != nil {
 			rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), shutdownRecord)
 		}
-		err := d.record(rctx, recs)
+		err := d.record(rctx, recs, &token)
 		cancel()
-		if err != nil {
+		if err == nil {
+			token = 0
+		} else {
 			cl.SetOffsets(firstOffsets(recs))
 			cl.AllowRebalance()
 			if ctx.Err() != nil {
@@ -143,7 +151,8 @@ func firstOffsets(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
 }
 
 // record stores the deliveries of a batch of event records in one statement.
-func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
+// token is the poll's lease token (drawn here when 0).
+func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record, token *int64) error {
 	type event struct {
 		ev  topics.Event
 		rec *kgo.Record
@@ -244,12 +253,23 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record) error {
 	for _, r := range rows {
 		queues[storage.QueueKey{WebhookID: r.WebhookID, Topic: r.Topic, Partition: r.Partition, AggKey: r.AggKey}] = true
 	}
+	retry := *token != 0
+	if !retry {
+		t, err := storage.NewLeaseToken(ctx, d.db)
+		if err != nil {
+			return err
+		}
+		*token = t
+	}
 	room := d.reserve(len(queues))
 	start := time.Now() // the leases of the queues made here run from after it (claim.at)
-	ins, err := storage.InsertDeliveries(ctx, d.db, rows, room, d.cfg.Lease)
+	ins, err := storage.InsertDeliveriesAs(ctx, d.db, rows, room, d.cfg.Lease, *token)
 	if err != nil {
 		d.unreserve(room)
 		return err
+	}
+	if retry {
+		d.wake() // queues an unanswered try leased are due now: claim them
 	}
 	d.unreserve(room - len(ins.Leased))
 	chains := map[storage.QueueKey][]storage.Delivery{}
