@@ -55,7 +55,7 @@ func jarAggregate() engine.Kind {
 			"testjar.pay":  func() any { return &jarPay{} },
 			"testjar.skew": func() any { return &jarSkew{} },
 		},
-		IDs: func(p any) []string {
+		IDs: func(_ string, p any) []string {
 			switch p := p.(type) {
 			case *jarPut:
 				return []string{p.Jar}
@@ -68,7 +68,7 @@ func jarAggregate() engine.Kind {
 		},
 		// What a jar's commands need in memory besides the jar: the wallet a put or
 		// skew names, and the wallet a stored jar holds its money in.
-		Needs: func(p any) []engine.Ref {
+		Needs: func(_ string, p any) []engine.Ref {
 			switch p := p.(type) {
 			case *jarPut:
 				return []engine.Ref{{Kind: engine.MoneyKind, ID: p.Wallet}}

@@ -330,7 +330,7 @@ func (e *Engine) readTaken(ctx context.Context, cmds []*topics.Command, payloads
 			want[k] = o
 			order = append(order, k)
 		}
-		for _, id := range k.Creates(payloads[i]) {
+		for _, id := range k.Creates(c.Type, payloads[i]) {
 			o.Add(c.MerchantID, id)
 		}
 	}

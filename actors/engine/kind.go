@@ -49,7 +49,9 @@ type Rows interface {
 	Writes() storage.AggregateRows
 }
 
-// Kind describes an aggregate.
+// Kind is an aggregate as the engine sees it. Aggregates make theirs with Define
+// (define.go), which fills these fields from typed parts; a Kind written by hand
+// exists only in the engine's own tests.
 type Kind struct {
 	// Name is the kind in the batch commit: without Rows, its migration registers
 	// it in batch_aggregates and defines paysvc_apply_<Name>(rows jsonb, at
@@ -62,11 +64,12 @@ type Kind struct {
 	// Guards are what the engine checks of each command type before Apply
 	// (guard.go): a type not listed gets the strictest guard.
 	Guards map[string]Guard
-	// IDs lists the instances of this kind a decoded payload names.
-	IDs func(payload any) []string
+	// IDs lists the instances of this kind a decoded payload of command type typ
+	// names.
+	IDs func(typ string, payload any) []string
 	// Needs, optional, lists other instances a payload needs (of any kind, by id
 	// or key): hydration loads them all before the batch applies.
-	Needs func(payload any) []Ref
+	Needs func(typ string, payload any) []Ref
 	// Refs, optional, lists the instances an instance refers to (the account its
 	// money sits in): loaded whenever it is needed.
 	Refs func(state any) []Ref
@@ -94,7 +97,7 @@ type Kind struct {
 	// quarantined. One query per kind and batch, before the batch applies; a
 	// clash that commits between that read and the batch's commit fails the
 	// batch, which is read again, and then refused.
-	Creates func(payload any) []string
+	Creates func(typ string, payload any) []string
 	Taken   func(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]bool, error)
 	// Actor, optional, makes an instance's actor from its state (Hosted): its
 	// Step runs the kind's transitions (Tx.Ask). Without it an instance holds
@@ -209,13 +212,13 @@ func (e *Engine) refsOf(c *topics.Command, payload any) []Ref {
 	if k == nil || payload == nil {
 		return nil
 	}
-	ids := k.IDs(payload)
+	ids := k.IDs(c.Type, payload)
 	refs := make([]Ref, 0, len(ids)+2)
 	for _, id := range ids {
 		refs = append(refs, Ref{Kind: k.Name, ID: id})
 	}
 	if k.Needs != nil {
-		refs = append(refs, k.Needs(payload)...)
+		refs = append(refs, k.Needs(c.Type, payload)...)
 	}
 	return refs
 }

@@ -98,8 +98,8 @@ func Kind() engine.Kind {
 				return ""
 			}},
 		},
-		IDs:     idsOf,
-		Needs:   needs,
+		IDs:     func(_ string, p any) []string { return idsOf(p) },
+		Needs:   func(_ string, p any) []engine.Ref { return needs(p) },
 		Refs:    refs,
 		Index:   index,
 		Load:    load,

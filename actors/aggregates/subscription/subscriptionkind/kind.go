@@ -68,10 +68,10 @@ func Kind() engine.Kind {
 			topics.CmdSubscriptionUnsubscribe: func() any { return &topics.SubscriptionUnsubscribe{} },
 			topics.CmdSubscriptionUpdate:      func() any { return &topics.SubscriptionUpdate{} },
 		},
-		IDs:     idsOf,
+		IDs:     func(_ string, p any) []string { return idsOf(p) },
 		Refs:    refs,
 		Load:    load,
-		Creates: creates,
+		Creates: func(_ string, p any) []string { return creates(p) },
 		Taken:   taken,
 		Apply:   apply,
 		// The engine's guards (docs/security.md): a card set up or charged

@@ -38,58 +38,41 @@ func SettlementKey(currency string) string { return "settlement\x00" + currency 
 // merchants cannot use labels starting with SETTLEMENT.
 func SettlementLabel(currency string) string { return "SETTLEMENT " + currency }
 
+// Wallets is the wallet kind as commands use it through a Tx.
+const Wallets = engine.Of[wallet.State](Name)
+
 // Kind is the wallet aggregate's registration.
 func Kind() engine.Kind {
-	return engine.Kind{
-		Name: Name,
-		Commands: map[string]func() any{
-			topics.CmdWalletCreate:   func() any { return &topics.WalletCreate{} },
-			topics.CmdWalletDeposit:  func() any { return &topics.WalletDeposit{} },
-			topics.CmdWalletTransfer: func() any { return &topics.WalletTransferCmd{} },
-		},
+	return engine.Define[wallet.State](aggregate{},
+		engine.On[wallet.State](topics.CmdWalletCreate, engine.Guard{},
+			func(p *topics.WalletCreate) []string { return []string{p.WalletID} }, create,
+			engine.Needs(needs), engine.Prepare(prepare)),
 		// A deposit invents money: sandbox only (docs/security.md).
-		Guards: map[string]engine.Guard{
-			topics.CmdWalletCreate:   {},
-			topics.CmdWalletDeposit:  {SandboxOnly: true, SandboxDetail: "Deposits exist only in the sandbox; this merchant is live."},
-			topics.CmdWalletTransfer: {},
-		},
-		IDs:       idsOf,
-		Needs:     needs,
-		Index:     index,
-		LoadKeys:  loadKeys,
-		Load:      load,
-		LoadOwned: loadOwned,
-		Prepare:   prepare,
-		Actor:     engine.Hosted(Name, wallet.Step),
-		New:       func(id string) any { return wallet.State{WalletID: id} },
-		Rows:      func() engine.Rows { return rows{storage.NewWalletWrites()} },
-		Apply:     apply,
-	}
+		engine.On[wallet.State](topics.CmdWalletDeposit,
+			engine.Guard{SandboxOnly: true, SandboxDetail: "Deposits exist only in the sandbox; this merchant is live."},
+			func(p *topics.WalletDeposit) []string { return []string{p.WalletID} }, deposit),
+		engine.On[wallet.State](topics.CmdWalletTransfer, engine.Guard{},
+			func(p *topics.WalletTransferCmd) []string { return []string{p.From, p.To} }, transfer),
+	)
 }
 
-func idsOf(payload any) []string {
-	switch p := payload.(type) {
-	case *topics.WalletCreate:
-		return []string{p.WalletID}
-	case *topics.WalletDeposit:
-		return []string{p.WalletID}
-	case *topics.WalletTransferCmd:
-		return []string{p.From, p.To}
-	}
-	return nil
-}
+// aggregate is the wallet's definition: hosted (its pure Step), loaded by id,
+// by merchant and by key, written by the core's typed arrays.
+type aggregate struct{}
+
+func (aggregate) Name() string                         { return Name }
+func (aggregate) New(id string) wallet.State           { return wallet.State{WalletID: id} }
+func (aggregate) Rows() engine.TypedRows[wallet.State] { return rows{storage.NewWalletWrites()} }
+
+func (aggregate) Step(s wallet.State, msg any) (wallet.State, any, error) { return wallet.Step(s, msg) }
 
 // needs: opening a wallet checks its label and opens the currency's settlement
 // wallet if the merchant has none.
-func needs(payload any) []engine.Ref {
-	if p, ok := payload.(*topics.WalletCreate); ok {
-		return []engine.Ref{{Kind: Name, Key: LabelKey(p.Currency, p.Label)}, {Kind: Name, Key: SettlementKey(p.Currency)}}
-	}
-	return nil
+func needs(p *topics.WalletCreate) []engine.Ref {
+	return []engine.Ref{{Kind: Name, Key: LabelKey(p.Currency, p.Label)}, {Kind: Name, Key: SettlementKey(p.Currency)}}
 }
 
-func index(state any) []string {
-	s, _ := state.(wallet.State)
+func (aggregate) Index(s wallet.State) []string {
 	if !s.Exists() {
 		return nil
 	}
@@ -99,36 +82,36 @@ func index(state any) []string {
 	return []string{LabelKey(s.Currency, s.Label)}
 }
 
-func snap(s wallet.State) engine.Snapshot {
-	return engine.Snapshot{ID: s.WalletID, Version: s.Version, State: s}
+func stored(s wallet.State) engine.Stored[wallet.State] {
+	return engine.Stored[wallet.State]{ID: s.WalletID, Version: s.Version, State: s}
 }
 
-func loadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]engine.Snapshot, error) {
+func (aggregate) LoadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]engine.Stored[wallet.State], error) {
 	found, err := walletstore.LoadOwned(ctx, q, want)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]engine.Snapshot, len(found))
+	out := make(map[string]engine.Stored[wallet.State], len(found))
 	for _, s := range found {
-		out[engine.InstanceKey(s.MerchantID, s.WalletID)] = snap(s)
+		out[engine.InstanceKey(s.MerchantID, s.WalletID)] = stored(s)
 	}
 	return out, nil
 }
 
-func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[wallet.State], error) {
 	found, err := walletstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Snapshot, 0, len(found))
+	out := make([]engine.Stored[wallet.State], 0, len(found))
 	for _, s := range found {
-		out = append(out, snap(s))
+		out = append(out, stored(s))
 	}
 	return out, nil
 }
 
-func loadKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string, keys []string) ([]engine.Snapshot, error) {
-	var out []engine.Snapshot
+func (aggregate) LoadKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string, keys []string) ([]engine.Stored[wallet.State], error) {
+	var out []engine.Stored[wallet.State]
 	for _, k := range keys {
 		parts := strings.SplitN(k, "\x00", 3)
 		var s wallet.State
@@ -147,7 +130,7 @@ func loadKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string, key
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, snap(s))
+		out = append(out, stored(s))
 	}
 	return out, nil
 }
@@ -158,11 +141,7 @@ const idTakenFact = "id-taken"
 // prepare reads whether the id of a wallet to open is taken by any merchant's:
 // the id comes from the API, and a clash must be a refusal, not a primary-key
 // failure that would stall the partition.
-func prepare(ctx context.Context, q sqlx.QueryerContext, _ func(string, string) (any, bool), _ *topics.Command, payload any) (map[string]any, error) {
-	p, ok := payload.(*topics.WalletCreate)
-	if !ok {
-		return nil, nil
-	}
+func prepare(ctx context.Context, q sqlx.QueryerContext, _ engine.Finder, _ *topics.Command, p *topics.WalletCreate) (map[string]any, error) {
 	taken, err := storage.WalletIDTaken(ctx, q, p.WalletID)
 	if err != nil {
 		return nil, err
@@ -173,8 +152,8 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, _ func(string, string) 
 // rows writes wallets as the core's typed arrays (docs/adr/0003-generic-batch-commit.md).
 type rows struct{ w *storage.WalletWrites }
 
-func (r rows) Touch(_, _ string, before, after engine.Snapshot, _ []any) error {
-	walletstore.Touch(r.w, before.State.(wallet.State), after.State.(wallet.State))
+func (r rows) Touch(_, _ string, before, after engine.Stored[wallet.State], _ []any) error {
+	walletstore.Touch(r.w, before.State, after.State)
 	return nil
 }
 
@@ -183,26 +162,14 @@ func (r rows) Writes() storage.AggregateRows { return r.w }
 // Refusal is the reply to a wallet's refusal.
 func Refusal(err error) topics.Reply { return engine.Refuse(wallet.Refusal(err)) }
 
-func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-	switch in := payload.(type) {
-	case *topics.WalletCreate:
-		return create(tx, c, *in)
-	case *topics.WalletDeposit:
-		return deposit(tx, c, *in)
-	case *topics.WalletTransferCmd:
-		return transfer(tx, c, *in)
-	}
-	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
-}
-
-func create(tx *engine.Tx, c *topics.Command, in topics.WalletCreate) (topics.Reply, error) {
+func create(tx *engine.Tx, c *topics.Command, in *topics.WalletCreate) (topics.Reply, error) {
 	if _, taken := tx.Lookup(Name, LabelKey(in.Currency, in.Label)); taken {
 		return engine.Refuse(wallet.CodeLabelTaken, "A wallet with this label already exists for this currency.", "label"), nil
 	}
 	if taken, _ := tx.Fact(idTakenFact + "\x00" + in.WalletID); taken == true && !tx.Live(Name, in.WalletID) {
 		return engine.Refuse(engine.CodeIDTaken, "Wallet id is already in use; retry the request.", ""), nil
 	}
-	r, err := tx.Create(Name, in.WalletID, wallet.Open{
+	r, err := Wallets.Create(tx, in.WalletID, wallet.Open{
 		WalletID: in.WalletID, MerchantID: c.MerchantID, Currency: in.Currency, WalletType: in.WalletType,
 		Label: in.Label, CanDisburse: in.CanDisburse, At: tx.At(),
 	})
@@ -220,7 +187,7 @@ func create(tx *engine.Tx, c *topics.Command, in topics.WalletCreate) (topics.Re
 	if err := ensureSettlement(tx, c, in.Currency); err != nil {
 		return topics.Reply{}, err
 	}
-	return topics.Reply{Result: mustJSON(r.After.(wallet.State).View())}, nil
+	return topics.Reply{Result: mustJSON(r.After.View())}, nil
 }
 
 // ensureSettlement opens the merchant's settlement wallet of a currency, in the same
@@ -230,7 +197,7 @@ func ensureSettlement(tx *engine.Tx, c *topics.Command, currency string) error {
 		return nil
 	}
 	id := ids.Derive(12, c.ID, "settlement", currency) // 60 bits, as drawn ids (api.IDLength)
-	r, err := tx.Create(Name, id, wallet.Open{
+	r, err := Wallets.Create(tx, id, wallet.Open{
 		WalletID: id, MerchantID: c.MerchantID, Currency: currency, WalletType: wallet.TypeSettlement,
 		Label: SettlementLabel(currency), CanDisburse: true, At: tx.At(),
 	})
@@ -247,8 +214,8 @@ func ensureSettlement(tx *engine.Tx, c *topics.Command, currency string) error {
 // only on a sandbox server, but a command log is shared by whatever produces to
 // it, so the engine's guard refuses it for a live merchant before this runs: it
 // would invent money.
-func deposit(tx *engine.Tx, c *topics.Command, in topics.WalletDeposit) (topics.Reply, error) {
-	r, err := tx.Ask(Name, in.WalletID, wallet.Deposit{
+func deposit(tx *engine.Tx, c *topics.Command, in *topics.WalletDeposit) (topics.Reply, error) {
+	r, err := Wallets.Ask(tx, in.WalletID, wallet.Deposit{
 		MerchantID: c.MerchantID, TransactionID: ids.Derive(10, c.ID, "txn"), Amount: in.Amount,
 		Narrative: in.Narrative, At: tx.At(),
 	})
@@ -261,17 +228,17 @@ func deposit(tx *engine.Tx, c *topics.Command, in topics.WalletDeposit) (topics.
 	if r.Err != nil {
 		return Refusal(r.Err), nil
 	}
-	return topics.Reply{Result: mustJSON(r.After.(wallet.State).View())}, nil
+	return topics.Reply{Result: mustJSON(r.After.View())}, nil
 }
 
 // transfer moves money between two of the merchant's wallets: both or neither
 // (a refusal of the credit puts the debit back: Tx).
-func transfer(tx *engine.Tx, c *topics.Command, in topics.WalletTransferCmd) (topics.Reply, error) {
-	_, ok := tx.Find(Name, in.From)
+func transfer(tx *engine.Tx, c *topics.Command, in *topics.WalletTransferCmd) (topics.Reply, error) {
+	_, ok := Wallets.Find(tx, in.From)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
 	}
-	dst, ok := tx.Find(Name, in.To)
+	dst, ok := Wallets.Find(tx, in.To)
 	if !ok {
 		return engine.Refuse(wallet.CodeDestNotFound, "Destination wallet not found.", "wallet_id"), nil
 	}
@@ -280,9 +247,9 @@ func transfer(tx *engine.Tx, c *topics.Command, in topics.WalletTransferCmd) (to
 	}
 	// The source checks the destination before any money moves.
 	txn := ids.Derive(10, c.ID, "txn")
-	out, err := tx.Ask(Name, in.From, wallet.TransferOut{
+	out, err := Wallets.Ask(tx, in.From, wallet.TransferOut{
 		MerchantID: c.MerchantID, TransactionID: txn, Amount: in.Amount, Narrative: in.Narrative,
-		Destination: dst.(wallet.State), At: tx.At(),
+		Destination: dst, At: tx.At(),
 	})
 	if err != nil {
 		return topics.Reply{}, err
@@ -290,8 +257,8 @@ func transfer(tx *engine.Tx, c *topics.Command, in topics.WalletTransferCmd) (to
 	if out.Err != nil {
 		return Refusal(out.Err), nil
 	}
-	origin := out.After.(wallet.State)
-	inr, err := tx.Ask(Name, in.To, wallet.TransferIn{
+	origin := out.After
+	inr, err := Wallets.Ask(tx, in.To, wallet.TransferIn{
 		MerchantID: c.MerchantID, TransactionID: txn, Amount: in.Amount, Narrative: in.Narrative,
 		Origin: in.From, Currency: origin.Currency, At: tx.At(),
 	})
@@ -306,7 +273,7 @@ func transfer(tx *engine.Tx, c *topics.Command, in topics.WalletTransferCmd) (to
 		}
 		return Refusal(inr.Err), nil
 	}
-	dest := inr.After.(wallet.State)
+	dest := inr.After
 	amount := in.Amount.String()
 	tx.Event(topics.WalletTransferEvent, origin.WalletID, topics.WalletTransfer{
 		ID: txn, FromCurrency: origin.Currency, ToCurrency: dest.Currency, AmountSent: amount, AmountReceived: amount,
