@@ -114,40 +114,10 @@ func (ob *openBatch) prepared(p *partition) *prepared {
 // rd is the round the records came in (its reads answered), and rp the
 // partition's share of it: payloads decoded already (nil: decoded here).
 func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, recs []*kgo.Record, rd *round, rp *roundPart) error {
-	b := ob.b
 	reads := rd.reads
-	cmds := make([]*topics.Command, len(recs))
-	payloads := make([]any, len(recs))
-	// held are the replies of commands this partition applied that the table may
-	// not show yet: those of the batch still being committed, and perhaps those
-	// committed since the poll's dedupe read was taken.
-	held := map[string][]byte{}
-	var err error
-	for i, r := range recs {
-		c, err := reads.command(r)
-		if err != nil {
-			// Nothing can answer a command without an id; skipping it (the offset
-			// still advances) is the only way not to block the partition forever.
-			e.log.Error("undecodable command skipped", "partition", p.id, "offset", r.Offset, "err", err)
-			continue
-		}
-		cmds[i] = c
-		if v, ok := rp.payload(r); ok {
-			payloads[i] = v
-		} else {
-			payloads[i] = e.decodePayload(c)
-		}
-		r, ok := p.uncommitted[c.ID]
-		if !ok {
-			r, ok = p.recent[c.ID]
-		}
-		if ok {
-			enc, err := topics.EncodeReply(r)
-			if err != nil {
-				return err
-			}
-			held[c.ID] = enc
-		}
+	cmds, payloads, held, err := e.decodeBatch(p, reads, rp, recs)
+	if err != nil {
+		return err
 	}
 	// The round read (startRound) the aggregates no actor held and the dedupe
 	// read side by side, before this lock was taken; hydrate reads only what lost
@@ -207,41 +177,9 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 			ob.counts[[2]string{c.Type, "duplicate"}]++
 			continue
 		}
-		// The command's own span, continuing its request's trace (nil, and actx
-		// ctx, when tracing is off).
-		actx, span := e.traceApply(ctx, p, c, recs[i])
-		events := len(b.outbox)
-		reply, refused := e.guard(actx, c, payloads[i], view)
-		var err error
-		if !refused {
-			reply, err = e.applyContained(actx, p, b, c, payloads[i], facts, view)
-		}
-		if span != nil {
-			ob.links = endApply(actx, span, b.outbox[events:], reply, refused, err, ob.links)
-		}
-		if err != nil {
+		if err := e.applyOne(ctx, p, ob, c, recs[i], payloads[i], facts, view); err != nil {
 			return err
 		}
-		if refused {
-			// Answered, not recorded (guard.go): nothing was applied.
-			reply.CommandID = c.ID
-			ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
-			ob.counts[[2]string{c.Type, "refused"}]++
-			continue
-		}
-		reply.CommandID = c.ID
-		ob.answered[c.ID] = reply
-		enc, err := topics.EncodeReply(reply)
-		if err != nil {
-			return err
-		}
-		ob.processed = append(ob.processed, storage.Processed{CommandID: c.ID, MerchantID: c.MerchantID, Type: c.Type, Offset: recs[i].Offset, Reply: enc})
-		ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
-		outcome := "ok"
-		if reply.Error != nil {
-			outcome = "rejected"
-		}
-		ob.counts[[2]string{c.Type, outcome}]++
 	}
 	for _, c := range cmds {
 		if c != nil && !c.IssuedAt.IsZero() {
@@ -251,6 +189,88 @@ func (e *Engine) applyBatch(ctx context.Context, p *partition, ob *openBatch, re
 	ob.next = recs[len(recs)-1].Offset + 1
 	ob.count += len(recs)
 	ob.applies++
+	return nil
+}
+
+// decodeBatch reads a batch's commands and their payloads (decoded by the round
+// already, or here), and the replies this partition holds for any of them.
+func (e *Engine) decodeBatch(p *partition, reads *pollReads, rp *roundPart, recs []*kgo.Record) (
+	cmds []*topics.Command, payloads []any, held map[string][]byte, err error) {
+	cmds = make([]*topics.Command, len(recs))
+	payloads = make([]any, len(recs))
+	// held are the replies of commands this partition applied that the table may
+	// not show yet: those of the batch still being committed, and perhaps those
+	// committed since the poll's dedupe read was taken.
+	held = map[string][]byte{}
+	for i, r := range recs {
+		c, err := reads.command(r)
+		if err != nil {
+			// Nothing can answer a command without an id; skipping it (the offset
+			// still advances) is the only way not to block the partition forever.
+			e.log.Error("undecodable command skipped", "partition", p.id, "offset", r.Offset, "err", err)
+			continue
+		}
+		cmds[i] = c
+		if v, ok := rp.payload(r); ok {
+			payloads[i] = v
+		} else {
+			payloads[i] = e.decodePayload(c)
+		}
+		r, ok := p.uncommitted[c.ID]
+		if !ok {
+			r, ok = p.recent[c.ID]
+		}
+		if ok {
+			enc, err := topics.EncodeReply(r)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			held[c.ID] = enc
+		}
+	}
+	return cmds, payloads, held, nil
+}
+
+// applyOne applies one command that is not a duplicate into the open batch:
+// guarded, applied, answered and counted.
+func (e *Engine) applyOne(ctx context.Context, p *partition, ob *openBatch, c *topics.Command, rec *kgo.Record, payload any,
+	facts map[string]map[string]any, view map[string]merchantState) error {
+	b := ob.b
+	// The command's own span, continuing its request's trace (nil, and actx
+	// ctx, when tracing is off).
+	actx, span := e.traceApply(ctx, p, c, rec)
+	events := len(b.outbox)
+	reply, refused := e.guard(actx, c, payload, view)
+	var err error
+	if !refused {
+		reply, err = e.applyContained(actx, p, b, c, payload, facts, view)
+	}
+	if span != nil {
+		ob.links = endApply(actx, span, b.outbox[events:], reply, refused, err, ob.links)
+	}
+	if err != nil {
+		return err
+	}
+	if refused {
+		// Answered, not recorded (guard.go): nothing was applied.
+		reply.CommandID = c.ID
+		ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
+		ob.counts[[2]string{c.Type, "refused"}]++
+		return nil
+	}
+	reply.CommandID = c.ID
+	ob.answered[c.ID] = reply
+	enc, err := topics.EncodeReply(reply)
+	if err != nil {
+		return err
+	}
+	ob.processed = append(ob.processed, storage.Processed{CommandID: c.ID, MerchantID: c.MerchantID, Type: c.Type, Offset: rec.Offset, Reply: enc})
+	ob.out = append(ob.out, outgoing{replyTo: c.ReplyTo, reply: reply})
+	outcome := "ok"
+	if reply.Error != nil {
+		outcome = "rejected"
+	}
+	ob.counts[[2]string{c.Type, outcome}]++
 	return nil
 }
 

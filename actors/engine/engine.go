@@ -171,57 +171,20 @@ func (e *Engine) Run(ctx context.Context) error {
 	// its apply runs beside that commit instead of after it (holding the records
 	// until the commit ended put a heavy apply, such as a payment file's rail
 	// results, in series with every commit: docs/benchmarks.md).
-	var committing context.Context // done when the last commit has finished
+	cs := &commits{e: e, ctx: ctx}
 	// held are records not applied yet: those of a poll with no commit in flight
 	// (applied at once below), and those of partitions isolating a failure, which
 	// take their records as one batch at its end.
 	held, gathered := map[int32]*work{}, 0
 	var at time.Time // the open batches' time, shared by the commit that carries them
-	// waiting says the next batch had records applied while the commit in flight
-	// ran: from that commit's end (committedAt, nanoseconds) the batch waits.
-	waiting := false
-	var committedAt atomic.Int64
-	// startCommit seals every owned partition's open batch and starts their commit,
-	// one transaction for all; it says whether there was anything to commit.
-	startCommit := func() bool {
-		var group []*pending
-		for _, p := range e.owned() {
-			if pd := e.seal(ctx, p); pd != nil {
-				group = append(group, pd)
-			}
-		}
-		if len(group) == 0 {
-			return false
-		}
-		if waiting {
-			commitWait.Observe(time.Since(time.Unix(0, committedAt.Load())).Seconds())
-		}
-		waiting = false
-		// The commit outlives the poll loop's context: a shutdown lets it finish.
-		var done context.CancelFunc
-		committing, done = context.WithCancel(context.Background())
-		go func() {
-			defer done()
-			e.commitGroup(context.WithoutCancel(ctx), group)
-			committedAt.Store(time.Now().UnixNano())
-		}()
-		// Let the commit start now. A new goroutine waits for this one to block, and
-		// the loop would first poll and apply the next records (and the replies just
-		// delivered wake up to 64 handlers that share the other processor): on a
-		// busy 2-core machine the commit started 0.4 ms after its seal, a tenth of a
-		// transfer cycle (docs/benchmarks.md). The loop's next poll can
-		// wait that long; the database cannot be given the batch too soon.
-		runtime.Gosched()
-		return true
-	}
 	for {
 		var pctx context.Context
 		var cancel context.CancelFunc
 		stop := func() bool { return false }
-		if committing != nil {
+		if cs.committing != nil {
 			// Until the commit is done, then with whatever was buffered.
 			pctx, cancel = context.WithCancel(ctx)
-			stop = context.AfterFunc(committing, cancel)
+			stop = context.AfterFunc(cs.committing, cancel)
 		} else {
 			// A bounded poll, so commit outcomes are noticed on idle partitions too.
 			pctx, cancel = context.WithTimeout(ctx, 250*time.Millisecond)
@@ -233,36 +196,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.cl.AllowRebalance()
 			return nil
 		}
-		fetches.EachError(func(t string, p int32, err error) {
-			switch {
-			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			case errors.Is(err, kerr.OffsetOutOfRange):
-				// Once a minute per partition: the fetch fails the same way until
-				// an operator acts, and the requests of its merchants time out meanwhile.
-				if time.Since(e.outOfRange[p]) > time.Minute {
-					e.outOfRange[p] = time.Now()
-					e.log.Error("partition stopped: its next command is no longer in the log (deleted by retention before "+
-						"any engine applied it, or lost by the brokers), and nothing after it is applied. Restart the engine: "+
-						"it refuses to start and names the gap", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
-				}
-			default:
-				e.log.Warn("fetch error", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
-			}
-		})
-		polled, n := map[int32]*work{}, 0
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
-				return
-			}
-			w := polled[fp.Partition]
-			if w == nil {
-				w = &work{}
-				polled[fp.Partition] = w
-			}
-			w.recs = append(w.recs, fp.Records...)
-			w.hw = fp.HighWatermark
-			n += len(fp.Records)
-		})
+		e.logFetchErrors(fetches)
+		polled, n := polledWork(fetches)
 		gathered += n
 		if at.IsZero() && len(polled) > 0 {
 			// One time for the whole batch: it commits in one transaction, whose rows
@@ -270,7 +205,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			at = batchTime()
 		}
 		started := false
-		if committing != nil {
+		if cs.committing != nil {
 			if len(polled) > 0 {
 				// Apply now, beside the commit; partitions that cannot hand theirs back.
 				// The round reads first, without the partitions' locks: if the commit
@@ -282,18 +217,18 @@ func (e *Engine) Run(ctx context.Context) error {
 				if len(held) == 0 {
 					select {
 					case <-rd.ready:
-					case <-committing.Done():
-						committing, at = nil, batchTime()
-						if started = startCommit(); started {
+					case <-cs.committing.Done():
+						cs.committing, at = nil, batchTime()
+						if started = cs.start(); started {
 							midRoundSeals.Inc()
 							gathered = n
 						}
 					}
 				}
-				if committing != nil {
-					waiting = true
+				if cs.committing != nil {
+					cs.waiting = true
 				}
-				for part, w := range e.applyRound(ctx, rd, at, committing != nil) {
+				for part, w := range e.applyRound(ctx, rd, at, cs.committing != nil) {
 					h := held[part]
 					if h == nil || h.seeks != w.seeks {
 						// New, or what was held before was fetched before a seek since.
@@ -304,12 +239,12 @@ func (e *Engine) Run(ctx context.Context) error {
 					h.hw = w.hw
 				}
 			}
-			if !started && committing != nil {
-				if committing.Err() == nil && gathered < e.cfg.MaxPollRecords {
+			if !started && cs.committing != nil {
+				if cs.committing.Err() == nil && gathered < e.cfg.MaxPollRecords {
 					continue // still committing: keep gathering (rebalances stay blocked)
 				}
-				<-committing.Done() // a full batch waits for it too, as its partitions would
-				committing = nil
+				<-cs.committing.Done() // a full batch waits for it too, as its partitions would
+				cs.committing = nil
 				held = e.current(held)
 			}
 		} else {
@@ -321,7 +256,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.applyRound(ctx, e.startRound(ctx, held), at, false)
 			}
 			held, gathered, at = map[int32]*work{}, 0, time.Time{}
-			startCommit()
+			cs.start()
 		}
 		e.settleAll(ctx)
 		e.cl.AllowRebalance()
@@ -330,6 +265,94 @@ func (e *Engine) Run(ctx context.Context) error {
 			lastSweep = time.Now()
 		}
 	}
+}
+
+// commits is Run's commit in flight: the loop seals and starts one while
+// it keeps polling and applying into the next batch.
+type commits struct {
+	e   *Engine
+	ctx context.Context
+	// committing is done when the last commit has finished (nil: none started
+	// since the loop last waited for one).
+	committing context.Context
+	// waiting says the next batch had records applied while the commit in flight
+	// ran: from that commit's end (committedAt, nanoseconds) the batch waits.
+	waiting     bool
+	committedAt atomic.Int64
+}
+
+// start seals every owned partition's open batch and starts their commit, one
+// transaction for all; it says whether there was anything to commit.
+func (cs *commits) start() bool {
+	var group []*pending
+	for _, p := range cs.e.owned() {
+		if pd := cs.e.seal(cs.ctx, p); pd != nil {
+			group = append(group, pd)
+		}
+	}
+	if len(group) == 0 {
+		return false
+	}
+	if cs.waiting {
+		commitWait.Observe(time.Since(time.Unix(0, cs.committedAt.Load())).Seconds())
+	}
+	cs.waiting = false
+	// The commit outlives the poll loop's context: a shutdown lets it finish.
+	var done context.CancelFunc
+	cs.committing, done = context.WithCancel(context.Background())
+	go func() {
+		defer done()
+		cs.e.commitGroup(context.WithoutCancel(cs.ctx), group)
+		cs.committedAt.Store(time.Now().UnixNano())
+	}()
+	// Let the commit start now. A new goroutine waits for this one to block, and
+	// the loop would first poll and apply the next records (and the replies just
+	// delivered wake up to 64 handlers that share the other processor): on a
+	// busy 2-core machine the commit started 0.4 ms after its seal, a tenth of a
+	// transfer cycle (docs/benchmarks.md). The loop's next poll can
+	// wait that long; the database cannot be given the batch too soon.
+	runtime.Gosched()
+	return true
+}
+
+// logFetchErrors logs a poll's fetch errors: a partition whose next command
+// is gone from the log once a minute (the fetch fails the same way until an
+// operator acts), any other error as a warning.
+func (e *Engine) logFetchErrors(fetches kgo.Fetches) {
+	fetches.EachError(func(t string, p int32, err error) {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			// The requests of its merchants time out meanwhile.
+			if time.Since(e.outOfRange[p]) > time.Minute {
+				e.outOfRange[p] = time.Now()
+				e.log.Error("partition stopped: its next command is no longer in the log (deleted by retention before "+
+					"any engine applied it, or lost by the brokers), and nothing after it is applied. Restart the engine: "+
+					"it refuses to start and names the gap", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
+			}
+		default:
+			e.log.Warn("fetch error", "topic", e.cfg.Namespace.Logical(t), "partition", p, "err", err)
+		}
+	})
+}
+
+// polledWork is a poll's records by partition, and how many there are.
+func polledWork(fetches kgo.Fetches) (map[int32]*work, int) {
+	polled, n := map[int32]*work{}, 0
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) == 0 {
+			return
+		}
+		w := polled[fp.Partition]
+		if w == nil {
+			w = &work{}
+			polled[fp.Partition] = w
+		}
+		w.recs = append(w.recs, fp.Records...)
+		w.hw = fp.HighWatermark
+		n += len(fp.Records)
+	})
+	return polled, n
 }
 
 // batchTime is a new time for the open batches. Postgres keeps microseconds, so
