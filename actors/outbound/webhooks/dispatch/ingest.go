@@ -126,6 +126,12 @@ func (d *Dispatcher) ingest(ctx context.Context, brokers []string) error {
 	}
 }
 
+// event is an event record decoded, with the record it came from.
+type event struct {
+	ev  topics.Event
+	rec *kgo.Record
+}
+
 // shutdownRecord bounds the recording of events polled as shutdown began.
 const shutdownRecord = 5 * time.Second
 
@@ -153,10 +159,6 @@ func firstOffsets(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
 // record stores the deliveries of a batch of event records in one statement.
 // token is the poll's lease token (drawn here when 0).
 func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record, token *int64) error {
-	type event struct {
-		ev  topics.Event
-		rec *kgo.Record
-	}
 	// The merchant of each event comes from the record's merchant_id header (the
 	// relay sets it from the outbox row), so that events of merchants without
 	// webhooks, nearly all of them under load, are never decoded: decoding every
@@ -215,34 +217,7 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record, token *int6
 		}
 		evs = append(evs, event{*p.ev, p.rec})
 	}
-	byMerchant := map[string][]storage.Webhook{}
-	for _, w := range hooks {
-		byMerchant[w.MerchantID] = append(byMerchant[w.MerchantID], w)
-	}
-	var rows []storage.NewDelivery
-	for _, e := range evs {
-		key := e.ev.Key
-		if key == "" {
-			key = string(e.rec.Key)
-		}
-		for _, w := range byMerchant[e.ev.MerchantID] {
-			if !w.Subscribes(e.ev.Type) {
-				continue
-			}
-			echo := "" // the spec's {topic, data}; the challenge only for webhooks that opt in
-			if w.IncludeChallenge {
-				echo = w.Challenge
-			}
-			body, err := webhooks.Body(e.ev.Type, e.ev.Payload, echo)
-			if err != nil {
-				d.log.Error("event payload cannot be sent; skipped", "event_id", e.ev.ID, "err", err)
-				continue
-			}
-			rows = append(rows, storage.NewDelivery{EventID: e.ev.ID, WebhookID: w.WebhookID, MerchantID: e.ev.MerchantID,
-				Topic: e.ev.Type, AggKey: key, Partition: e.rec.Partition, Offset: e.rec.Offset, Body: body,
-				TraceParent: tracing.HeaderValue(e.rec)})
-		}
-	}
+	rows := d.deliveryRows(evs, hooks)
 	if len(rows) == 0 {
 		return nil
 	}
@@ -272,6 +247,48 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record, token *int6
 		d.wake() // queues an unanswered try leased are due now: claim them
 	}
 	d.unreserve(room - len(ins.Leased))
+	d.handOff(ins, hooks, start)
+	return nil
+}
+
+// deliveryRows are the deliveries of evs: one per event and webhook of its
+// merchant that subscribes to its topic.
+func (d *Dispatcher) deliveryRows(evs []event, hooks []storage.Webhook) []storage.NewDelivery {
+	byMerchant := map[string][]storage.Webhook{}
+	for _, w := range hooks {
+		byMerchant[w.MerchantID] = append(byMerchant[w.MerchantID], w)
+	}
+	var rows []storage.NewDelivery
+	for _, e := range evs {
+		key := e.ev.Key
+		if key == "" {
+			key = string(e.rec.Key)
+		}
+		for _, w := range byMerchant[e.ev.MerchantID] {
+			if !w.Subscribes(e.ev.Type) {
+				continue
+			}
+			echo := "" // the spec's {topic, data}; the challenge only for webhooks that opt in
+			if w.IncludeChallenge {
+				echo = w.Challenge
+			}
+			body, err := webhooks.Body(e.ev.Type, e.ev.Payload, echo)
+			if err != nil {
+				d.log.Error("event payload cannot be sent; skipped", "event_id", e.ev.ID, "err", err)
+				continue
+			}
+			rows = append(rows, storage.NewDelivery{EventID: e.ev.ID, WebhookID: w.WebhookID, MerchantID: e.ev.MerchantID,
+				Topic: e.ev.Type, AggKey: key, Partition: e.rec.Partition, Offset: e.rec.Offset, Body: body,
+				TraceParent: tracing.HeaderValue(e.rec)})
+		}
+	}
+	return rows
+}
+
+// handOff sends the queues a recording leased to it (with their new
+// deliveries, oldest first) straight to the workers, and wakes the claimer for
+// deliveries that went into queues it did not hand over.
+func (d *Dispatcher) handOff(ins storage.Inserted, hooks []storage.Webhook, start time.Time) {
 	chains := map[storage.QueueKey][]storage.Delivery{}
 	if len(ins.Leased) > 0 {
 		hooksByID := map[string]storage.Webhook{}
@@ -301,7 +318,6 @@ func (d *Dispatcher) record(ctx context.Context, recs []*kgo.Record, token *int6
 	if len(ins.New) > handed {
 		d.wake()
 	}
-	return nil
 }
 
 // header returns the value of a record header ("" if absent).
