@@ -51,54 +51,14 @@ func invalid(format string, args ...any) error {
 // buildMessage validates m and renders it. m.From must already have the
 // configured default applied.
 func buildMessage(m Message, now time.Time) (*envelope, error) {
-	from, err := netmail.ParseAddress(strings.TrimSpace(m.From))
+	from, to, err := checkMessage(m)
 	if err != nil {
-		if strings.TrimSpace(m.From) == "" {
-			return nil, invalid("no sender (set Message.From or from= in the SMTP URL)")
-		}
-		return nil, invalid("From %q: %v", m.From, err)
+		return nil, err
 	}
-	if strings.TrimSpace(m.To) == "" {
-		return nil, invalid("no recipient")
-	}
-	to, err := netmail.ParseAddressList(m.To)
-	if err != nil {
-		return nil, invalid("To %q: %v", m.To, err)
-	}
-	if len(to) > maxRecipients {
-		return nil, invalid("%d recipients (at most %d)", len(to), maxRecipients)
-	}
-	if strings.ContainsAny(m.Subject, "\r\n") {
-		return nil, invalid("Subject contains a line break")
-	}
-	if !utf8.ValidString(m.Subject) || !utf8.ValidString(m.Text) || !utf8.ValidString(m.HTML) {
-		return nil, invalid("Subject, Text and HTML must be valid UTF-8")
-	}
-	if m.Text == "" && m.HTML == "" {
-		return nil, invalid("empty body (set Text, HTML or both)")
-	}
-
 	// Headers, in order. Caller headers may replace Date and Message-ID.
-	type field struct{ name, value string }
-	custom := make(map[string]field, len(m.Headers))
-	for name, value := range m.Headers {
-		if !validHeaderName(name) {
-			return nil, invalid("header name %q", name)
-		}
-		canon := textproto.CanonicalMIMEHeaderKey(name)
-		if reservedHeaders[canon] {
-			return nil, invalid("header %s is set by the sender; use the Message fields", name)
-		}
-		if _, dup := custom[canon]; dup {
-			return nil, invalid("header %s given twice", name)
-		}
-		if strings.ContainsAny(value, "\r\n") {
-			return nil, invalid("header %s contains a line break", name)
-		}
-		if !utf8.ValidString(value) {
-			return nil, invalid("header %s is not valid UTF-8", name)
-		}
-		custom[canon] = field{name, value}
+	custom, err := customHeaders(m)
+	if err != nil {
+		return nil, err
 	}
 
 	var b bytes.Buffer
@@ -163,13 +123,82 @@ func buildMessage(m Message, now time.Time) (*envelope, error) {
 		}
 	}
 
-	// Body.
+	if err := writeBody(&b, m, write); err != nil {
+		return nil, err
+	}
+	return &envelope{from: from.Address, rcpts: rcpts, data: b.Bytes()}, nil
+}
+
+// checkMessage checks a message's addresses and text before anything is built.
+func checkMessage(m Message) (*netmail.Address, []*netmail.Address, error) {
+	from, err := netmail.ParseAddress(strings.TrimSpace(m.From))
+	if err != nil {
+		if strings.TrimSpace(m.From) == "" {
+			return nil, nil, invalid("no sender (set Message.From or from= in the SMTP URL)")
+		}
+		return nil, nil, invalid("From %q: %v", m.From, err)
+	}
+	if strings.TrimSpace(m.To) == "" {
+		return nil, nil, invalid("no recipient")
+	}
+	to, err := netmail.ParseAddressList(m.To)
+	if err != nil {
+		return nil, nil, invalid("To %q: %v", m.To, err)
+	}
+	if len(to) > maxRecipients {
+		return nil, nil, invalid("%d recipients (at most %d)", len(to), maxRecipients)
+	}
+	if strings.ContainsAny(m.Subject, "\r\n") {
+		return nil, nil, invalid("Subject contains a line break")
+	}
+	if !utf8.ValidString(m.Subject) || !utf8.ValidString(m.Text) || !utf8.ValidString(m.HTML) {
+		return nil, nil, invalid("Subject, Text and HTML must be valid UTF-8")
+	}
+	if m.Text == "" && m.HTML == "" {
+		return nil, nil, invalid("empty body (set Text, HTML or both)")
+	}
+
+	return from, to, nil
+}
+
+// field is one header a caller gave, under the name as given.
+type field struct{ name, value string }
+
+// customHeaders are a message's own headers by canonical name, checked.
+func customHeaders(m Message) (map[string]field, error) {
+	custom := make(map[string]field, len(m.Headers))
+	for name, value := range m.Headers {
+		if !validHeaderName(name) {
+			return nil, invalid("header name %q", name)
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if reservedHeaders[canon] {
+			return nil, invalid("header %s is set by the sender; use the Message fields", name)
+		}
+		if _, dup := custom[canon]; dup {
+			return nil, invalid("header %s given twice", name)
+		}
+		if strings.ContainsAny(value, "\r\n") {
+			return nil, invalid("header %s contains a line break", name)
+		}
+		if !utf8.ValidString(value) {
+			return nil, invalid("header %s is not valid UTF-8", name)
+		}
+		custom[canon] = field{name, value}
+	}
+
+	return custom, nil
+}
+
+// writeBody writes the body after the headers: multipart/alternative when the
+// message has both a text and an HTML part, else the one part.
+func writeBody(b *bytes.Buffer, m Message, write func(name, value string) error) error {
 	switch {
 	case m.Text != "" && m.HTML != "":
-		mw := multipart.NewWriter(&b)
+		mw := multipart.NewWriter(b)
 		ct := mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()})
 		if err := write("Content-Type", ct); err != nil {
-			return nil, err
+			return err
 		}
 		b.WriteString("\r\n")
 		for _, part := range []struct{ typ, body string }{{"text/plain", m.Text}, {"text/html", m.HTML}} {
@@ -178,14 +207,14 @@ func buildMessage(m Message, now time.Time) (*envelope, error) {
 				"Content-Transfer-Encoding": {"quoted-printable"},
 			})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if err := writeQP(w, part.body); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if err := mw.Close(); err != nil {
-			return nil, err
+			return err
 		}
 	default:
 		typ, body := "text/plain", m.Text
@@ -194,12 +223,12 @@ func buildMessage(m Message, now time.Time) (*envelope, error) {
 		}
 		b.WriteString("Content-Type: " + typ + "; charset=utf-8\r\n")
 		b.WriteString("Content-Transfer-Encoding: quoted-printable\r\n\r\n")
-		if err := writeQP(&b, body); err != nil {
-			return nil, err
+		if err := writeQP(b, body); err != nil {
+			return err
 		}
 		b.WriteString("\r\n")
 	}
-	return &envelope{from: from.Address, rcpts: rcpts, data: b.Bytes()}, nil
+	return nil
 }
 
 // writeQP writes s quoted-printable; line breaks (LF or CRLF) become CRLF.
