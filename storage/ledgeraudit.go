@@ -121,23 +121,8 @@ func AuditLedger(ctx context.Context, db *sqlx.DB, full bool, lockTimeout time.D
 		return r, err
 	}
 
-	var sums []struct {
-		Currency string       `db:"currency"`
-		Total    money.Amount `db:"total"`
-		N        int64        `db:"n"`
-	}
-	if err := tx.SelectContext(ctx, &sums, `SELECT currency, sum(total) AS total, sum(n)::bigint AS n FROM (
-			SELECT currency, total, entries AS n FROM ledger_audit_currencies
-			UNION ALL SELECT currency, total, n FROM ledger_audit_new) x
-		GROUP BY currency ORDER BY currency`); err != nil {
-		return r, fmt.Errorf("ledger audit: currency sums: %w", err)
-	}
-	for _, s := range sums {
-		r.CurrencySums[s.Currency] = s.Total
-		if !s.Total.IsZero() {
-			r.Imbalances[ImbalanceCurrencySum]++
-			r.Currencies = append(r.Currencies, s.Currency)
-		}
+	if err := auditCurrencySums(ctx, tx, &r); err != nil {
+		return r, err
 	}
 
 	// Every wallet against its entries: the checkpoint's sums plus the new ones.
@@ -176,22 +161,7 @@ func AuditLedger(ctx context.Context, db *sqlx.DB, full bool, lockTimeout time.D
 	r.Imbalances[ImbalanceOrphanedHold] = len(holds)
 	r.Holds = head(holds)
 
-	// Move the checkpoint to the watermark.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_audit_currencies (currency, total, entries)
-		SELECT currency, sum(total), sum(n) FROM ledger_audit_new WHERE settled GROUP BY currency
-		ON CONFLICT (currency) DO UPDATE SET total = ledger_audit_currencies.total + excluded.total,
-			entries = ledger_audit_currencies.entries + excluded.entries`); err != nil {
-		return r, err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_audit_wallets (wallet_id, total)
-		SELECT wallet_id, sum(total) FROM ledger_audit_new WHERE settled AND wallet_id IS NOT NULL GROUP BY wallet_id
-		ON CONFLICT (wallet_id) DO UPDATE SET total = ledger_audit_wallets.total + excluded.total`); err != nil {
-		return r, err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_audit_checkpoint (through_entry_id, full_at, updated_at)
-		VALUES ($1, now(), now())
-		ON CONFLICT (id) DO UPDATE SET through_entry_id = excluded.through_entry_id, updated_at = excluded.updated_at,
-			full_at = CASE WHEN $2 THEN excluded.full_at ELSE ledger_audit_checkpoint.full_at END`, mark, full); err != nil {
+	if err := moveAuditCheckpoint(ctx, tx, mark, full); err != nil {
 		return r, err
 	}
 	if err := tx.GetContext(ctx, &r.Entries, `SELECT coalesce(sum(entries), 0) FROM ledger_audit_currencies`); err != nil {
@@ -203,6 +173,53 @@ func AuditLedger(ctx context.Context, db *sqlx.DB, full bool, lockTimeout time.D
 	r.ThroughEntryID = mark
 	r.OK = r.Imbalances[ImbalanceCurrencySum]+r.Imbalances[ImbalanceSnapshot]+r.Imbalances[ImbalanceOrphanedHold] == 0
 	return r, nil
+}
+
+// moveAuditCheckpoint adds the entries up to the watermark (ledger_audit_new's
+// settled rows) to the checkpoint's sums and moves it there.
+func moveAuditCheckpoint(ctx context.Context, tx *sqlx.Tx, mark int64, full bool) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_audit_currencies (currency, total, entries)
+		SELECT currency, sum(total), sum(n) FROM ledger_audit_new WHERE settled GROUP BY currency
+		ON CONFLICT (currency) DO UPDATE SET total = ledger_audit_currencies.total + excluded.total,
+			entries = ledger_audit_currencies.entries + excluded.entries`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_audit_wallets (wallet_id, total)
+		SELECT wallet_id, sum(total) FROM ledger_audit_new WHERE settled AND wallet_id IS NOT NULL GROUP BY wallet_id
+		ON CONFLICT (wallet_id) DO UPDATE SET total = ledger_audit_wallets.total + excluded.total`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_audit_checkpoint (through_entry_id, full_at, updated_at)
+		VALUES ($1, now(), now())
+		ON CONFLICT (id) DO UPDATE SET through_entry_id = excluded.through_entry_id, updated_at = excluded.updated_at,
+			full_at = CASE WHEN $2 THEN excluded.full_at ELSE ledger_audit_checkpoint.full_at END`, mark, full); err != nil {
+		return err
+	}
+	return nil
+}
+
+// auditCurrencySums sums every currency's entries (checkpoint and new): each
+// must be zero, as every movement is double-entry.
+func auditCurrencySums(ctx context.Context, tx *sqlx.Tx, r *AuditReport) error {
+	var sums []struct {
+		Currency string       `db:"currency"`
+		Total    money.Amount `db:"total"`
+		N        int64        `db:"n"`
+	}
+	if err := tx.SelectContext(ctx, &sums, `SELECT currency, sum(total) AS total, sum(n)::bigint AS n FROM (
+			SELECT currency, total, entries AS n FROM ledger_audit_currencies
+			UNION ALL SELECT currency, total, n FROM ledger_audit_new) x
+		GROUP BY currency ORDER BY currency`); err != nil {
+		return fmt.Errorf("ledger audit: currency sums: %w", err)
+	}
+	for _, s := range sums {
+		r.CurrencySums[s.Currency] = s.Total
+		if !s.Total.IsZero() {
+			r.Imbalances[ImbalanceCurrencySum]++
+			r.Currencies = append(r.Currencies, s.Currency)
+		}
+	}
+	return nil
 }
 
 // auditWatermark is the highest entry id below which every entry is committed or
