@@ -430,6 +430,68 @@ type Finished struct {
 // later events beside another one's earlier. A queue that no longer exists is made
 // due again at Next (now for a kept one), so a delivery left unfinished always has
 // a queue. An outcome never moves a delivery out of DELIVERED or FAILED.
+// outcomeArrays are outcomes as the columns FinishDeliveries' statement unnests.
+type outcomeArrays struct {
+	ev, wh, st    pq.StringArray
+	nx            []time.Time
+	at, rec       pq.BoolArray
+	hs            []sql.NullInt64
+	er            []sql.NullString
+	lat           pq.Int64Array
+	sid, sts, sig []sql.NullString
+}
+
+// dueArrays are the queues given back (in key order) with when each is due and,
+// for one that still exists, the lease id we hold (the upsert updates only ours).
+func dueArrays(next map[QueueKey]time.Time, exists map[QueueKey]bool, held map[QueueKey]int64) (
+	pq.StringArray, pq.StringArray, pq.Int32Array, pq.StringArray, []time.Time, pq.Int64Array) {
+	dk := make([]QueueKey, 0, len(next))
+	for k := range next {
+		dk = append(dk, k)
+	}
+	dw, dt, dp, da := queueArrays(dk)
+	dts, dl := make([]time.Time, len(dw)), make(pq.Int64Array, len(dw))
+	for i := range dw {
+		k := QueueKey{dw[i], dt[i], dp[i], da[i]}
+		dts[i] = next[k]
+		if exists[k] {
+			dl[i] = held[k] // ours: the upsert updates it
+		}
+	}
+	return dw, dt, dp, da, dts, dl
+}
+
+// failureArrays are the webhooks' failure counts in webhook id order (the order
+// every writer locks them in), as columns.
+func failureArrays(fs []FailureCount) (pq.StringArray, pq.BoolArray, pq.Int64Array) {
+	fails := slices.Clone(fs)
+	slices.SortFunc(fails, func(a, b FailureCount) int { return cmp.Compare(a.WebhookID, b.WebhookID) })
+	fid, freset, fadd := make(pq.StringArray, len(fails)), make(pq.BoolArray, len(fails)), make(pq.Int64Array, len(fails))
+	for i, x := range fails {
+		fid[i], freset[i], fadd[i] = x.WebhookID, x.Reset, int64(x.Add)
+	}
+	return fid, freset, fadd
+}
+
+func outcomeArraysOf(os []Outcome) outcomeArrays {
+	n := len(os)
+	a := outcomeArrays{ev: make(pq.StringArray, n), wh: make(pq.StringArray, n), st: make(pq.StringArray, n),
+		nx: make([]time.Time, n), at: make(pq.BoolArray, n), rec: make(pq.BoolArray, n),
+		hs: make([]sql.NullInt64, n), er: make([]sql.NullString, n), lat: make(pq.Int64Array, n),
+		sid: make([]sql.NullString, n), sts: make([]sql.NullString, n), sig: make([]sql.NullString, n)}
+	for i, o := range os {
+		a.ev[i], a.wh[i], a.st[i], a.nx[i], a.at[i], a.rec[i], a.lat[i] = o.EventID, o.WebhookID, o.Status, o.Next, o.Attempted, o.Recorded, o.Latency.Milliseconds()
+		a.sid[i], a.sts[i], a.sig[i] = nullText(o.Signed.ID), nullText(o.Signed.Timestamp), nullText(o.Signed.Signature)
+		if o.HTTPStatus != nil {
+			a.hs[i] = sql.NullInt64{Int64: int64(*o.HTTPStatus), Valid: true}
+		}
+		if o.Error != nil {
+			a.er[i] = sql.NullString{String: *o.Error, Valid: true}
+		}
+	}
+	return a
+}
+
 func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, error) {
 	var res Finished
 	tx, err := db.BeginTxx(ctx, nil)
@@ -485,40 +547,9 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 		}
 	}
 	res.Lost = len(stolen)
-	n := len(f.Outcomes)
-	ev, wh, st := make(pq.StringArray, n), make(pq.StringArray, n), make(pq.StringArray, n)
-	nx, at, rec := make([]time.Time, n), make(pq.BoolArray, n), make(pq.BoolArray, n)
-	hs, er, lat := make([]sql.NullInt64, n), make([]sql.NullString, n), make(pq.Int64Array, n)
-	sid, sts, sig := make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
-	for i, o := range f.Outcomes {
-		ev[i], wh[i], st[i], nx[i], at[i], rec[i], lat[i] = o.EventID, o.WebhookID, o.Status, o.Next, o.Attempted, o.Recorded, o.Latency.Milliseconds()
-		sid[i], sts[i], sig[i] = nullText(o.Signed.ID), nullText(o.Signed.Timestamp), nullText(o.Signed.Signature)
-		if o.HTTPStatus != nil {
-			hs[i] = sql.NullInt64{Int64: int64(*o.HTTPStatus), Valid: true}
-		}
-		if o.Error != nil {
-			er[i] = sql.NullString{String: *o.Error, Valid: true}
-		}
-	}
-	fails := slices.Clone(f.Failures)
-	slices.SortFunc(fails, func(a, b FailureCount) int { return cmp.Compare(a.WebhookID, b.WebhookID) })
-	fid, freset, fadd := make(pq.StringArray, len(fails)), make(pq.BoolArray, len(fails)), make(pq.Int64Array, len(fails))
-	for i, x := range fails {
-		fid[i], freset[i], fadd[i] = x.WebhookID, x.Reset, int64(x.Add)
-	}
-	dk := make([]QueueKey, 0, len(next))
-	for k := range next {
-		dk = append(dk, k)
-	}
-	dw, dt, dp, da := queueArrays(dk)
-	dts, dl := make([]time.Time, len(dw)), make(pq.Int64Array, len(dw))
-	for i := range dw {
-		k := QueueKey{dw[i], dt[i], dp[i], da[i]}
-		dts[i] = next[k]
-		if exists[k] {
-			dl[i] = held[k] // ours: the upsert updates it
-		}
-	}
+	oa := outcomeArraysOf(f.Outcomes)
+	fid, freset, fadd := failureArrays(f.Failures)
+	dw, dt, dp, da, dts, dl := dueArrays(next, exists, held)
 	// One statement: the outcomes, their attempts, the webhooks' consecutive failures
 	// (locked in id order first: two dispatchers' batches share webhooks; a count
 	// that would not change is not written), and the queues given back: ours (locked
@@ -551,8 +582,8 @@ func FinishDeliveries(ctx context.Context, db *sqlx.DB, f Finish) (Finished, err
 		FROM unnest($10::text[], $11::bool[], $12::int[]) AS f(id, reset, add), locked
 		WHERE w.webhook_id = f.id AND locked.webhook_id = f.id AND (f.add > 0 OR w.failures_count <> 0)
 		RETURNING w.webhook_id, w.failures_count`,
-		ev, wh, st, pq.Array(nx), at, pq.Array(hs), pq.Array(er), rec, lat,
-		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts), dl, pq.Array(sid), pq.Array(sts), pq.Array(sig))
+		oa.ev, oa.wh, oa.st, pq.Array(oa.nx), oa.at, pq.Array(oa.hs), pq.Array(oa.er), oa.rec, oa.lat,
+		fid, freset, fadd, dw, dt, dp, da, pq.Array(dts), dl, pq.Array(oa.sid), pq.Array(oa.sts), pq.Array(oa.sig))
 	if err != nil {
 		return res, fmt.Errorf("finish deliveries: %w", err)
 	}
