@@ -82,14 +82,16 @@ func Run(ctx context.Context, log *slog.Logger, j Job) error {
 	}
 	m := metricsOf(j.Name)
 	interval.WithLabelValues(j.Name).Set(j.Interval.Seconds())
-	if j.AtStart {
-		m.run(ctx, log, j)
-	}
 	if j.Next != nil {
 		return m.loopNext(ctx, log, j)
 	}
+	// The ticker starts before a run at start, so the runs keep to the times
+	// counted from Run's call.
 	t := time.NewTicker(j.Interval)
 	defer t.Stop()
+	if j.AtStart {
+		m.run(ctx, log, j)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -107,7 +109,8 @@ func Run(ctx context.Context, log *slog.Logger, j Job) error {
 func (m jobMetrics) loopNext(ctx context.Context, log *slog.Logger, j Job) error {
 	wait := j.Interval
 	if j.AtStart {
-		wait = j.Next() // the run at start was the first
+		m.run(ctx, log, j)
+		wait = j.Next()
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
