@@ -14,6 +14,7 @@ import (
 
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/outbound/mail"
+	"paysvc/actors/values/every"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
 )
@@ -207,35 +208,35 @@ func (s *Server) sendPayRequestMail(ctx context.Context, pr storage.PayRequest, 
 		Headers: map[string]string{"X-Paysvc-Merchant": pr.MerchantID, "X-Paysvc-Pay-Request": pr.RequestID}})
 }
 
-// RunReminders sends due pay-request reminders, once each, until ctx ends.
+// RunReminders sends due pay-request reminders, once each, until ctx ends (the
+// job every.PayRequestReminders). A reminder not sent is released to be tried
+// again, or for good when the mail server refused it for good.
 func (s *Server) RunReminders(ctx context.Context, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	log := s.log.With("component", "reminders")
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every.Run(ctx, log, every.Job{Name: every.PayRequestReminders, Interval: interval, Run: func(ctx context.Context) error {
 		due, err := storage.ClaimDueReminders(ctx, s.db, time.Now(), 50)
 		if err != nil {
-			log.Warn("claim reminders", "err", err)
-			continue
+			return fmt.Errorf("claim reminders: %w", err)
 		}
+		failed := 0
 		for _, pr := range due {
 			co, err := storage.GetCheckout(ctx, s.db, pr.MerchantID, pr.CheckoutID)
 			if err == nil {
 				err = s.sendPayRequestMail(ctx, pr, co, s.checkoutURL(co.CheckoutID), true)
 			}
 			if err != nil {
+				failed++
 				log.Warn("reminder not sent", "request_id", pr.RequestID, "err", err)
 				if rerr := storage.ReleaseReminder(ctx, s.db, pr.RequestID, mailFailure(err), !mail.IsPermanent(err)); rerr != nil {
 					log.Error("release reminder", "request_id", pr.RequestID, "err", rerr)
 				}
 			}
 		}
-	}
+		if failed > 0 {
+			return fmt.Errorf("%d of %d reminders not sent (logged above)", failed, len(due))
+		}
+		return nil
+	}})
 }
 
 // mailFailure is what a merchant may see of a failed email: the mail server's own

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/rails/payout"
+	"paysvc/actors/values/every"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -186,53 +187,53 @@ func stillDue(ctx context.Context, db *sqlx.DB, environment string, req topics.P
 // resubmission are numbered from the time, so their result commands are new ones.
 func RecoverPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, rail PayoutRail, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-payout-recover")
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	return every.Run(ctx, log, every.Job{Name: every.PayoutResubmit, Interval: interval, Run: func(ctx context.Context) error {
+		return recoverPayoutsOnce(ctx, db, scope, rail, after, log)
+	}})
+}
+
+// recoverPayoutsOnce is one pass of RecoverPayouts. A file it could not submit
+// again is logged and tried next pass; the pass then fails, with the count.
+func recoverPayoutsOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail PayoutRail, after time.Duration, log *slog.Logger) error {
+	stale, err := storage.StalePayouts(ctx, db, scope.Environment, time.Now().Add(-after), 5000)
+	if err != nil {
+		return fmt.Errorf("list stale payouts: %w", err)
+	}
+	base := int(time.Now().Unix()%1_000_000) * 1000
+	n, failed := 0, 0
+	for i := 0; i < len(stale); {
+		j := i
+		for j < len(stale) && stale[j].FileID == stale[i].FileID && j-i < topics.PayoutChunk {
+			j++
 		}
-		stale, err := storage.StalePayouts(ctx, db, scope.Environment, time.Now().Add(-after), 5000)
-		if err != nil {
-			log.Warn("list stale payouts", "err", err)
+		head := stale[i]
+		req := topics.PayoutRailRequest{FileID: head.FileID, MerchantID: head.MerchantID, Provider: head.Provider,
+			Currency: head.Currency, Chunk: base + n}
+		for _, x := range stale[i:j] {
+			req.Transactions = append(req.Transactions, x.Txn)
+		}
+		n++
+		req, err := stillDue(ctx, db, scope.Environment, req, log)
+		if err == nil && len(req.Transactions) == 0 {
+			i = j
 			continue
 		}
-		base := int(time.Now().Unix()%1_000_000) * 1000
-		n := 0
-		for i := 0; i < len(stale); {
-			j := i
-			for j < len(stale) && stale[j].FileID == stale[i].FileID && j-i < topics.PayoutChunk {
-				j++
-			}
-			head := stale[i]
-			req := topics.PayoutRailRequest{FileID: head.FileID, MerchantID: head.MerchantID, Provider: head.Provider,
-				Currency: head.Currency, Chunk: base + n}
-			for _, x := range stale[i:j] {
-				req.Transactions = append(req.Transactions, x.Txn)
-			}
-			n++
-			req, err := stillDue(ctx, db, scope.Environment, req, log)
-			if err == nil && len(req.Transactions) == 0 {
-				i = j
-				continue
-			}
-			if err == nil {
-				err = rail.Submit(ctx, req)
-			}
-			if errors.Is(err, errPaused) {
-				// Expected while a rail waits out an unknown outcome; retried next pass.
-				log.Debug("resubmit stale payouts: rail paused", "file_id", head.FileID)
-			} else if err != nil {
-				log.Warn("resubmit stale payouts", "file_id", head.FileID, "err", err)
-			} else {
-				recovered.Add(float64(len(req.Transactions)))
-				log.Info("stale payouts submitted again", "file_id", head.FileID, "transactions", len(req.Transactions))
-			}
-			i = j
+		if err == nil {
+			err = rail.Submit(ctx, req)
 		}
+		if errors.Is(err, errPaused) {
+			// Expected while a rail waits out an unknown outcome; retried next pass.
+			log.Debug("resubmit stale payouts: rail paused", "file_id", head.FileID)
+		} else if err != nil {
+			failed++
+			log.Warn("resubmit stale payouts", "file_id", head.FileID, "err", err)
+		} else {
+			recovered.Add(float64(len(req.Transactions)))
+			log.Info("stale payouts submitted again", "file_id", head.FileID, "transactions", len(req.Transactions))
+		}
+		i = j
 	}
+	return failedOf(failed, n, "resubmitted chunks")
 }
 
 var recovered = promauto.NewCounter(prometheus.CounterOpts{

@@ -2,12 +2,14 @@ package rails
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"paysvc/actors/rails/payout"
+	"paysvc/actors/values/every"
 	"paysvc/storage"
 )
 
@@ -30,14 +32,7 @@ const maxStatusQueries = 50
 func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, q B2CStatusQuerier, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-payout-status-query")
 	asked := map[string]time.Time{} // transaction id -> last query
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every.Run(ctx, log, every.Job{Name: every.PayoutStatusQuery, Interval: interval, Run: func(ctx context.Context) error {
 		now := time.Now()
 		for id, at := range asked {
 			if now.Sub(at) >= after {
@@ -46,10 +41,9 @@ func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, q B2CStatus
 		}
 		ids, err := storage.UnsettledPayoutSends(ctx, db, scope.Environment, payout.ProviderMpesaB2C, now.Add(-after), 10*maxStatusQueries)
 		if err != nil {
-			log.Warn("list unsettled B2C payouts", "err", err)
-			continue
+			return fmt.Errorf("list unsettled B2C payouts: %w", err)
 		}
-		n := 0
+		n, failed := 0, 0
 		for _, id := range ids {
 			if n >= maxStatusQueries || ctx.Err() != nil {
 				break
@@ -60,6 +54,7 @@ func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, q B2CStatus
 			n++
 			asked[id] = now
 			if err := q.QueryStatus(ctx, id); err != nil {
+				failed++
 				requests.WithLabelValues("mpesa-b2c-status", "error").Inc()
 				log.Warn("B2C transaction status query", "transaction_id", id, "err", err)
 				continue
@@ -67,5 +62,6 @@ func QueryB2CPayouts(ctx context.Context, db *sqlx.DB, scope *Scope, q B2CStatus
 			requests.WithLabelValues("mpesa-b2c-status", "ok").Inc()
 			log.Info("B2C payout outcome asked of M-Pesa", "transaction_id", id)
 		}
-	}
+		return failedOf(failed, n, "B2C status queries")
+	}})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/rails/mpesa"
+	"paysvc/actors/values/every"
 	"paysvc/actors/values/ids"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -255,33 +256,44 @@ func Run(ctx context.Context, brokers []string, rail mpesa.Rail, opt Options, lo
 // back like callbacks.
 func Recover(ctx context.Context, db *sqlx.DB, scope *Scope, q Querier, sink mpesa.Sink, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-recover")
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		stale, err := storage.StalePrompts(ctx, db, scope.Environment, time.Now().Add(-after), 100)
-		if err != nil {
-			log.Warn("list stale prompts", "err", err)
+	return every.Run(ctx, log, every.Job{Name: every.STKQuery, Interval: interval, Run: func(ctx context.Context) error {
+		return recoverOnce(ctx, db, scope, q, sink, after, log)
+	}})
+}
+
+// recoverOnce is one pass of Recover. A prompt it could not ask about or record
+// is logged and asked about again next pass; the pass then fails, with the count.
+func recoverOnce(ctx context.Context, db *sqlx.DB, scope *Scope, q Querier, sink mpesa.Sink, after time.Duration, log *slog.Logger) error {
+	stale, err := storage.StalePrompts(ctx, db, scope.Environment, time.Now().Add(-after), 100)
+	if err != nil {
+		return fmt.Errorf("list stale prompts: %w", err)
+	}
+	failed := 0
+	for _, inv := range stale {
+		r, pending, err := q.Query(ctx, inv.CheckoutRequestID)
+		if err != nil || pending {
+			if err != nil {
+				failed++
+				log.Warn("query prompt", "invoice_id", inv.InvoiceID, "err", err)
+			}
 			continue
 		}
-		for _, inv := range stale {
-			r, pending, err := q.Query(ctx, inv.CheckoutRequestID)
-			if err != nil || pending {
-				if err != nil {
-					log.Warn("query prompt", "invoice_id", inv.InvoiceID, "err", err)
-				}
-				continue
-			}
-			r.InvoiceID, r.MerchantID, r.Stage = inv.InvoiceID, inv.MerchantID, mpesa.StageFinal
-			if err := sink(ctx, r); err != nil {
-				log.Warn("record queried outcome", "invoice_id", inv.InvoiceID, "err", err)
-			}
+		r.InvoiceID, r.MerchantID, r.Stage = inv.InvoiceID, inv.MerchantID, mpesa.StageFinal
+		if err := sink(ctx, r); err != nil {
+			failed++
+			log.Warn("record queried outcome", "invoice_id", inv.InvoiceID, "err", err)
 		}
 	}
+	return failedOf(failed, len(stale), "stale prompts")
+}
+
+// failedOf is the error of a pass that failed n of its total items (each logged
+// where it failed), nil for none.
+func failedOf(n, total int, what string) error {
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d %s failed (logged above)", n, total, what)
 }
 
 // RecoverSandbox sends again, every interval, the prompts of M-Pesa invoices that
@@ -296,21 +308,14 @@ func Recover(ctx context.Context, db *sqlx.DB, scope *Scope, q Querier, sink mpe
 func RecoverSandbox(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpesa.Rail, after, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "rails-recover")
 	resent := map[string]time.Time{}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		recoverSandboxOnce(ctx, db, scope, rail, after, resent, log)
-	}
+	return every.Run(ctx, log, every.Job{Name: every.STKResend, Interval: interval, Run: func(ctx context.Context) error {
+		return recoverSandboxOnce(ctx, db, scope, rail, after, resent, log)
+	}})
 }
 
 // recoverSandboxOnce is one sweep of RecoverSandbox; resent remembers when each
 // invoice was last sent again.
-func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpesa.Rail, after time.Duration, resent map[string]time.Time, log *slog.Logger) {
+func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpesa.Rail, after time.Duration, resent map[string]time.Time, log *slog.Logger) error {
 	now := time.Now()
 	for id, at := range resent {
 		if now.Sub(at) > after {
@@ -319,9 +324,9 @@ func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpe
 	}
 	stale, err := storage.StaleSTKInvoices(ctx, db, scope.Environment, now.Add(-after), 100)
 	if err != nil {
-		log.Warn("list stale STK invoices", "err", err)
-		return
+		return fmt.Errorf("list stale STK invoices: %w", err)
 	}
+	failed := 0
 	for _, inv := range stale {
 		if _, ok := resent[inv.InvoiceID]; ok {
 			continue
@@ -331,6 +336,7 @@ func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpe
 		}
 		if _, err := rail.Push(ctx, mpesa.STKRequest{InvoiceID: inv.InvoiceID, MerchantID: inv.MerchantID, Phone: inv.Account,
 			Amount: inv.Value, AccountRef: inv.APIRef, Description: "Payment"}); err != nil {
+			failed++
 			log.Warn("send a stale prompt again", "invoice_id", inv.InvoiceID, "err", err)
 			continue
 		}
@@ -339,6 +345,7 @@ func recoverSandboxOnce(ctx context.Context, db *sqlx.DB, scope *Scope, rail mpe
 		log.Info("prompt sent again: its outcome never came", "invoice_id", inv.InvoiceID, "state", inv.State,
 			"waiting_since", inv.UpdatedAt)
 	}
+	return failedOf(failed, len(stale), "stale prompts sent again")
 }
 
 // Querier asks a rail for a prompt's outcome (Daraja's STK query).
@@ -389,19 +396,12 @@ func RunCards(ctx context.Context, brokers []string, scope *Scope, topic string,
 // derived from the invoice: however often this runs, an invoice clears once.
 func ClearCards(ctx context.Context, db *sqlx.DB, scope *Scope, cl *kgo.Client, delay, interval time.Duration, log *slog.Logger) error {
 	log = log.With("component", "card-clearing")
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every.Run(ctx, log, every.Job{Name: every.CardClearing, Interval: interval, Run: func(ctx context.Context) error {
 		due, err := storage.UnclearedCardInvoices(ctx, db, scope.Environment, time.Now().Add(-delay), 500)
 		if err != nil {
-			log.Warn("list uncleared card collections", "err", err)
-			continue
+			return fmt.Errorf("list uncleared card collections: %w", err)
 		}
+		failed := 0
 		for _, inv := range due {
 			payload, _ := json.Marshal(topics.InvoiceClear{InvoiceID: inv.InvoiceID})
 			b, err := topics.EncodeCommand(topics.Command{ID: ids.DeriveUUID("clear", inv.InvoiceID), Type: topics.CmdInvoiceClear,
@@ -410,10 +410,12 @@ func ClearCards(ctx context.Context, db *sqlx.DB, scope *Scope, cl *kgo.Client, 
 				continue
 			}
 			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: scope.Namespace.Topic(topics.CommandsTopic), Key: topics.CommandKey(inv.MerchantID), Value: b}).FirstErr(); err != nil {
+				failed++
 				log.Warn("produce invoice.clear", "invoice_id", inv.InvoiceID, "err", err)
 			}
 		}
-	}
+		return failedOf(failed, len(due), "invoice.clear commands")
+	}})
 }
 
 // consume runs handle over every record of topic in the scope's consumer group of

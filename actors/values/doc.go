@@ -1,6 +1,7 @@
-// Package values groups the leaf value packages: money (exact decimal amounts and
-// currencies), ids (identifiers and derived ids) and ledger (balanced double-entry
-// postings). Every layer may import them (api, storage, topics, the engine, the
-// aggregates, the rails and outbound delivery) because they import nothing of
-// paysvc but each other: a value type never pulls a layer in with it.
+// Package values groups the leaf packages: money (exact decimal amounts and
+// currencies), ids (identifiers and derived ids), ledger (balanced double-entry
+// postings) and every (the runner of the periodic jobs, and their catalogue).
+// Every layer may import them (api, storage, topics, the engine, the aggregates,
+// the rails and outbound delivery) because they import nothing of paysvc but each
+// other: a value never pulls a layer in with it.
 package values

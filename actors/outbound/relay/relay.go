@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"paysvc/actors/values/every"
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/inproc"
@@ -289,17 +290,15 @@ func refusedForGood(err error) bool {
 		errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
 }
 
+// watchBacklog refreshes the backlog gauge at once and then every 5 s (the job
+// every.OutboxBacklog), on every relay instance, leading or not.
 func (r *Relay) watchBacklog(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		if n, err := storage.OutboxBacklog(ctx, r.db); err == nil {
-			backlog.Set(float64(n))
+	_ = every.Run(ctx, r.log, every.Job{Name: every.OutboxBacklog, Interval: 5 * time.Second, AtStart: true, Run: func(ctx context.Context) error {
+		n, err := storage.OutboxBacklog(ctx, r.db)
+		if err != nil {
+			return fmt.Errorf("outbox backlog: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		backlog.Set(float64(n))
+		return nil
+	}}) // a catalogued job with an interval: it runs until ctx ends
 }

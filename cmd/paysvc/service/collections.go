@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"paysvc/actors/values/every"
 	"paysvc/storage"
 )
 
@@ -25,23 +27,16 @@ var (
 	})
 )
 
-// watchCollections refreshes the PROCESSING gauges every interval.
+// watchCollections refreshes the PROCESSING gauges at once and then every
+// interval (the job every.CollectionsProcessing).
 func watchCollections(ctx context.Context, db *sqlx.DB, environment string, interval time.Duration, log *slog.Logger) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	return every.Run(ctx, log, every.Job{Name: every.CollectionsProcessing, Interval: interval, AtStart: true, Run: func(ctx context.Context) error {
 		p, err := storage.ProcessingCollections(ctx, db, environment)
-		switch {
-		case err == nil:
-			collectionsProcessing.Set(float64(p.Invoices))
-			collectionsProcessingOldest.Set(p.Oldest.Seconds())
-		case ctx.Err() == nil:
-			log.Warn("collections in PROCESSING", "err", err)
+		if err != nil {
+			return fmt.Errorf("collections in PROCESSING: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+		collectionsProcessing.Set(float64(p.Invoices))
+		collectionsProcessingOldest.Set(p.Oldest.Seconds())
+		return nil
+	}})
 }

@@ -1,10 +1,14 @@
 package service
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"paysvc/actors/values/every"
 )
 
 // TuneGC sets serve's collector, unless the operator set GOGC (then GOGC and
@@ -44,13 +48,15 @@ func memoryLimit(live uint64) int64 {
 	return max(memoryFloor, 4*int64(min(live, 1<<60)))
 }
 
-// governGC moves the memory limit with the live heap, every interval.
+// governGC moves the memory limit with the live heap, every interval, for the
+// life of the process (the job every.GCMemoryLimit).
 func governGC(interval time.Duration) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	for range time.Tick(interval) {
+	_ = every.Run(context.Background(), slog.Default(), every.Job{Name: every.GCMemoryLimit, Interval: interval, Run: func(context.Context) error {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
 			debug.SetMemoryLimit(memoryLimit(sample[0].Value.Uint64()))
 		}
-	}
+		return nil
+	}}) // a catalogued job with an interval: it runs until the process ends
 }

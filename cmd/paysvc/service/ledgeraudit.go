@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"paysvc/actors/values/every"
 	"paysvc/storage"
 )
 
@@ -59,22 +61,22 @@ var (
 )
 
 // runLedgerAudit audits the ledger every a.Interval while this process holds the
-// audit's advisory lock; without it, it waits as a standby and tries again each
-// interval. The first run is at once, so a started instance reports a finding.
+// audit's advisory lock (the job every.LedgerAudit); without it, it waits as a
+// standby and tries again each interval. The first run is at once, so a started
+// instance reports a finding.
 func runLedgerAudit(ctx context.Context, db *sqlx.DB, a LedgerAudit, log *slog.Logger) error {
-	t := time.NewTicker(a.Interval)
-	defer t.Stop()
-	for {
-		if err := leadLedgerAudit(ctx, db, a, t.C, log); err != nil && ctx.Err() == nil {
-			log.Warn("ledger audit", "err", err)
-		}
+	var l auditLead
+	defer func() {
+		l.release()
 		resetLedgerMetrics()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	}()
+	return every.Run(ctx, log, every.Job{Name: every.LedgerAudit, Interval: a.Interval, AtStart: true, Run: func(ctx context.Context) error {
+		if err := l.hold(ctx, db, a, log); err != nil || l.conn == nil {
+			resetLedgerMetrics() // a standby exports no finding
+			return err
 		}
-	}
+		return auditOnce(ctx, db, a, log)
+	}})
 }
 
 func resetLedgerMetrics() {
@@ -84,43 +86,54 @@ func resetLedgerMetrics() {
 	ledgerImbalances.Reset()
 }
 
-// leadLedgerAudit takes the audit lock on a connection of its own and audits on
-// every tick for as long as it holds it. It returns when the lock is held
-// elsewhere, its connection fails, or ctx ends.
-func leadLedgerAudit(ctx context.Context, db *sqlx.DB, a LedgerAudit, tick <-chan time.Time, log *slog.Logger) error {
+// auditLead is the audit lock while this process holds it: taken on a connection
+// of its own, and kept for as long as that connection lives.
+type auditLead struct{ conn *sqlx.Conn }
+
+// hold takes the lock if it is free, or checks the connection that holds it. It
+// leaves l.conn nil when the lock is held elsewhere or was lost (then with the
+// error).
+func (l *auditLead) hold(ctx context.Context, db *sqlx.DB, a LedgerAudit, log *slog.Logger) error {
+	if l.conn != nil {
+		// The lock lives as long as its connection: a connection lost means
+		// another instance may audit now.
+		if err := l.conn.PingContext(ctx); err != nil {
+			l.release()
+			return err
+		}
+		return nil
+	}
 	conn, err := db.Connx(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
 	got, err := storage.TryAuditLock(ctx, conn)
 	if err != nil || !got {
+		conn.Close()
 		return err
 	}
-	defer storage.UnlockAudit(context.Background(), conn) //nolint:errcheck // released with the connection anyway
+	l.conn = conn
 	log.Info("ledger audit: this instance audits the ledger", "interval", a.Interval, "full_interval", a.FullInterval)
-	for {
-		auditOnce(ctx, db, a, log)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-		}
-		// The lock lives as long as its connection: a connection lost means
-		// another instance may audit now.
-		if err := conn.PingContext(ctx); err != nil {
-			return err
-		}
-	}
+	return nil
 }
 
-// auditOnce runs one audit and exports what it found.
-func auditOnce(ctx context.Context, db *sqlx.DB, a LedgerAudit, log *slog.Logger) {
+// release gives the lock back, if held, with its connection.
+func (l *auditLead) release() {
+	if l.conn == nil {
+		return
+	}
+	storage.UnlockAudit(context.Background(), l.conn) //nolint:errcheck // released with the connection anyway
+	l.conn.Close()
+	l.conn = nil
+}
+
+// auditOnce runs one audit and exports what it found. An audit postponed by the
+// engines' commits, or one that found imbalances, is a finding, not an error.
+func auditOnce(ctx context.Context, db *sqlx.DB, a LedgerAudit, log *slog.Logger) error {
 	full, err := storage.AuditFullDue(ctx, db, a.FullInterval)
 	if err != nil {
 		ledgerCheckRuns.WithLabelValues("incremental", "error").Inc()
-		log.Warn("ledger audit", "err", err)
-		return
+		return fmt.Errorf("ledger audit: %w", err)
 	}
 	mode := "incremental"
 	if full {
@@ -136,13 +149,12 @@ func auditOnce(ctx context.Context, db *sqlx.DB, a LedgerAudit, log *slog.Logger
 	case errors.Is(err, storage.ErrAuditBusy):
 		ledgerCheckRuns.WithLabelValues(mode, "busy").Inc()
 		log.Info("ledger audit postponed: engines' commits held the ledger", "lock_timeout", auditLockTimeout)
-		return
+		return nil
 	case err != nil:
 		if ctx.Err() == nil {
 			ledgerCheckRuns.WithLabelValues(mode, "error").Inc()
-			log.Warn("ledger audit", "mode", mode, "err", err)
 		}
-		return
+		return fmt.Errorf("ledger audit (%s): %w", mode, err)
 	}
 	ledgerEntriesAudited.WithLabelValues(mode).Add(float64(r.Read))
 	ledgerCheckDuration.WithLabelValues(mode).Set(took.Seconds())
@@ -154,11 +166,12 @@ func auditOnce(ctx context.Context, db *sqlx.DB, a LedgerAudit, log *slog.Logger
 		ledgerCheckOK.WithLabelValues().Set(1)
 		ledgerCheckRuns.WithLabelValues(mode, "ok").Inc()
 		log.Debug("ledger audit ok", "mode", mode, "read", r.Read, "entries", r.Entries, "took", took)
-		return
+		return nil
 	}
 	ledgerCheckOK.WithLabelValues().Set(0)
 	ledgerCheckRuns.WithLabelValues(mode, "imbalance").Inc()
 	log.Error("ledger audit found imbalances: a money incident (ops/runbooks.md#ledger-imbalance)", "mode", mode,
 		"imbalances", r.Imbalances, "currencies", r.Currencies, "wallets", r.Wallets, "holds", r.Holds,
 		"through_entry_id", r.ThroughEntryID)
+	return nil
 }

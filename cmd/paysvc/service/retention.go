@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"paysvc/actors/values/every"
 	"paysvc/storage"
 )
 
@@ -35,26 +37,22 @@ var retentionRows = promauto.NewCounterVec(prometheus.CounterOpts{
 // or bloat one transaction, repeated until a run finds fewer.
 const pruneBatch = 1000
 
-// prune runs f every interval, each time repeating it until it prunes less than a
-// whole batch, so a backlog clears in one round without one huge statement.
-func prune(ctx context.Context, interval time.Duration, table string, log *slog.Logger, f func(ctx context.Context) (int64, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+// prune runs f every interval as the job of the table, each time repeating it
+// until it prunes less than a whole batch, so a backlog clears in one round
+// without one huge statement.
+func prune(ctx context.Context, interval time.Duration, job, table string, log *slog.Logger, f func(ctx context.Context) (int64, error)) error {
 	counter := retentionRows.WithLabelValues(table)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every.Run(ctx, log, every.Job{Name: job, Interval: interval, Run: func(ctx context.Context) error {
 		var total int64
+		defer func() {
+			if total > 0 {
+				log.Info("retention", "table", table, "pruned", total)
+			}
+		}()
 		for ctx.Err() == nil {
 			n, err := f(ctx)
 			if err != nil {
-				if ctx.Err() == nil {
-					log.Warn("retention", "table", table, "err", err)
-				}
-				break
+				return fmt.Errorf("retention of %s: %w", table, err)
 			}
 			total += n
 			counter.Add(float64(n))
@@ -62,26 +60,24 @@ func prune(ctx context.Context, interval time.Duration, table string, log *slog.
 				break
 			}
 		}
-		if total > 0 {
-			log.Info("retention", "table", table, "pruned", total)
-		}
-	}
+		return nil
+	}})
 }
 
 func pruneIdempotency(ctx context.Context, db *sqlx.DB, interval, ttl time.Duration, log *slog.Logger) error {
-	return prune(ctx, interval, "idempotency_keys", log, func(ctx context.Context) (int64, error) {
+	return prune(ctx, interval, every.RetentionIdempotency, "idempotency_keys", log, func(ctx context.Context) (int64, error) {
 		return storage.PruneIdempotency(ctx, db, ttl, pruneBatch)
 	})
 }
 
 func trimCommandReplies(ctx context.Context, db *sqlx.DB, r Retention, log *slog.Logger) error {
-	return prune(ctx, r.Interval, "processed_commands", log, func(ctx context.Context) (int64, error) {
+	return prune(ctx, r.Interval, every.RetentionReplies, "processed_commands", log, func(ctx context.Context) (int64, error) {
 		return storage.TrimProcessedReplies(ctx, db, r.CommandReplies, pruneBatch)
 	})
 }
 
 func pruneWebhookEvents(ctx context.Context, db *sqlx.DB, r Retention, log *slog.Logger) error {
-	return prune(ctx, r.Interval, "webhook_deliveries", log, func(ctx context.Context) (int64, error) {
+	return prune(ctx, r.Interval, every.RetentionWebhooks, "webhook_deliveries", log, func(ctx context.Context) (int64, error) {
 		return storage.PruneWebhookEvents(ctx, db, r.WebhookEvents, pruneBatch)
 	})
 }

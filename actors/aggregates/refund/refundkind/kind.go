@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
+	"paysvc/actors/values/every"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
@@ -344,27 +346,22 @@ func Simulate(ctx context.Context, d engine.SimDeps) error {
 		return errors.New("refund simulator: environment " + strconv.Quote(d.Environment) + " is not sandbox; not started")
 	}
 	log := d.Log.With("component", "refund-sim")
-	t := time.NewTicker(max(d.Delay/4, 20*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every.Run(ctx, log, every.Job{Name: every.RefundSandboxRail, Interval: max(d.Delay/4, 20*time.Millisecond), Run: func(ctx context.Context) error {
 		due, err := refundstore.RailDue(ctx, d.DB, d.Environment, time.Now().Add(-d.Delay), simPerMerchant, simScanLimit)
 		if err != nil {
-			log.Warn("list refunds due", "err", err)
-			continue
+			return fmt.Errorf("list refunds due: %w", err)
 		}
+		var failed error
 		for _, r := range due {
 			c := railCommand(r)
 			c.Environment, c.Simulated = d.Environment, true
 			if err := d.Produce(ctx, c); err != nil {
+				failed = err
 				log.Warn("produce refund rail command", "refund_id", r.ID, "type", c.Type, "err", err)
 			}
 		}
-	}
+		return failed // the last one; each was logged, and is sent again next scan
+	}})
 }
 
 func mustJSON(v any) []byte {

@@ -29,6 +29,7 @@ import (
 
 	"paysvc/actors/aggregates/subscription"
 	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/values/every"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -277,7 +278,8 @@ func (s *Scheduler) runOnce(ctx context.Context) (issued, clocksDue int, err err
 // clockCatchUp is the tick while a test clock has cycles to catch up on.
 const clockCatchUp = 100 * time.Millisecond
 
-// Run ticks until ctx ends. A failed tick is logged and retried at the next one.
+// Run ticks until ctx ends, as the job every.SubscriptionCycles: at once, then
+// every interval. A failed tick is logged and retried at the next one.
 func (s *Scheduler) Run(ctx context.Context, interval time.Duration) error {
 	log := s.Log
 	if log == nil {
@@ -290,24 +292,23 @@ func (s *Scheduler) Run(ctx context.Context, interval time.Duration) error {
 		log.Info("subscription scheduler idle: a live server has no card acquirer, so no cycle is charged here")
 		return nil
 	}
-	for {
-		wait := interval
-		issued, clocksDue, err := s.runOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("subscription scheduler tick failed", "err", err)
-		} else if issued > 0 {
-			log.Debug("subscription cycles issued", "count", issued)
-		}
-		if clocksDue > 0 && wait > clockCatchUp {
-			// An advanced test clock bills its cycles one after another (each is due
-			// only once the one before moved the date): look again soon, so a year
-			// of monthly cycles takes about a second, not a dozen ticks.
-			wait = clockCatchUp
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+	clocksDue := 0
+	return every.Run(ctx, log, every.Job{Name: every.SubscriptionCycles, Interval: interval, AtStart: true,
+		Run: func(ctx context.Context) error {
+			issued, due, err := s.runOnce(ctx)
+			clocksDue = due
+			if err == nil && issued > 0 {
+				log.Debug("subscription cycles issued", "count", issued)
+			}
+			return err
+		},
+		Next: func() time.Duration {
+			if clocksDue > 0 && interval > clockCatchUp {
+				// An advanced test clock bills its cycles one after another (each is due
+				// only once the one before moved the date): look again soon, so a year
+				// of monthly cycles takes about a second, not a dozen ticks.
+				return clockCatchUp
+			}
+			return interval
+		}})
 }
