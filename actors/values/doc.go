@@ -2,5 +2,7 @@
 // currencies), ids (identifiers and derived ids) and ledger (balanced double-entry
 // postings). Every layer may import them (api, storage, topics, the engine, the
 // aggregates, the rails and outbound delivery) because they import nothing of
-// paysvc but each other: a value type never pulls a layer in with it.
+// paysvc but each other: a value type never pulls a layer in with it. waittest,
+// the tests' one way to wait (Eventually, and a clock moved by hand), sits here
+// for the same reason: the tests of every layer, and their fixtures, use it.
 package values
