@@ -18,7 +18,8 @@ const (
 // Eventually calls cond until it reports ok and then returns. If timeout passes
 // first, it fails the test (t.Fatalf) with the why of cond's last call and the
 // time waited. why says what is still missing ("3 of 10 deliveries"); it is read
-// only when the wait fails.
+// only when the wait fails, so it should be cheap to make: a description that
+// costs queries belongs after a failed Wait.
 //
 // cond runs on the caller's goroutine, so it may call t.Fatal itself for an error
 // that no wait can mend. Eventually, as t.Fatal, belongs on the test's goroutine;
