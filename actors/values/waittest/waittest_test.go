@@ -88,7 +88,12 @@ func TestWait(t *testing.T) {
 	// A condition made true from another goroutine is seen.
 	var mu sync.Mutex
 	ready := false
-	go func() { time.Sleep(5 * time.Millisecond); mu.Lock(); ready = true; mu.Unlock() }()
+	go func() {
+		time.Sleep(5 * time.Millisecond) // the condition comes true later: the delay is what is tested
+		mu.Lock()
+		ready = true
+		mu.Unlock()
+	}()
 	if err := waittest.Wait(5*time.Second, func() (bool, string) { mu.Lock(); defer mu.Unlock(); return ready, "not ready" }); err != nil {
 		t.Fatal(err)
 	}
