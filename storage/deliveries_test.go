@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )
@@ -47,8 +48,13 @@ func TestStaleLeaseHolderStepsAside(t *testing.T) {
 	}
 
 	// A sends T1 and T2 but is slow to write that down: its lease runs out, and B
-	// claims the queue, from T1.
-	time.Sleep(lease + 100*time.Millisecond)
+	// claims the queue, from T1. A lease runs by the database clock (now() in
+	// SQL), which a test cannot move; the queue's lease end is moved past instead,
+	// as the time passing would.
+	if _, err := db.ExecContext(ctx, `UPDATE webhook_queues SET next_attempt_at = next_attempt_at - $1 * interval '1 millisecond'
+		WHERE webhook_id = 'W1'`, (lease + 100*time.Millisecond).Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
 	claimedB, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10)
 	if err != nil || len(claimedB) != 1 || len(claimedB[0].Deliveries) != 3 || claimedB[0].Deliveries[0].EventID != "E1" {
 		t.Fatalf("B's claim: %+v %v", claimedB, err)
@@ -198,20 +204,14 @@ func TestDeleteWebhookBesideADispatcher(t *testing.T) {
 	}
 	deleted := make(chan error, 1)
 	go func() { deleted <- storage.DeleteWebhook(ctx, db, "M1", "W1") }()
-	for waited := 0; ; waited++ {
+	waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 		var n int
 		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
 			schema.Name); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		if waited > 2000 {
-			t.Fatal("the delete never waited for the dispatcher's queue")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n > 0, "the delete never waited for the dispatcher's queue"
+	})
 	// ... then the webhook row, as FinishDeliveries counts its failures.
 	if _, err := disp.ExecContext(ctx, `SELECT 1 FROM webhooks WHERE webhook_id = 'W1' FOR NO KEY UPDATE`); err != nil {
 		t.Fatalf("the dispatcher's finish: %v", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 )
 
@@ -181,18 +182,13 @@ func TestAuditLedger(t *testing.T) {
 			done <- r
 		}()
 		// The audit waits for the batch: its lock on the ledger is blocked by it.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		waittest.Eventually(t, 5*time.Second, func() (bool, string) {
 			var waiting int
 			if err := b.db.GetContext(b.ctx, &waiting, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, batch); err != nil {
 				t.Fatal(err)
 			}
-			if waiting > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the audit never waited for the batch in flight")
-			}
-		}
+			return waiting > 0, "the audit never waited for the batch in flight"
+		})
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}

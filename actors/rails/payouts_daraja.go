@@ -68,6 +68,9 @@ type DarajaB2C struct {
 	Others PayoutRail
 	// Pause is how long nothing is sent after an unknown outcome. Default 30s.
 	Pause time.Duration
+	// Now is the clock the pause is timed by (nil: time.Now), so a test can let
+	// a pause run out without waiting for it.
+	Now func() time.Time
 	// Environment is the rails process's (Scope.Environment): only its
 	// merchants' transactions are sent.
 	Environment string
@@ -275,7 +278,7 @@ func (r *DarajaB2C) ready(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Now().Before(r.pausedUntil) {
+	if r.now().Before(r.pausedUntil) {
 		return errPaused
 	}
 	return nil
@@ -287,8 +290,15 @@ func (r *DarajaB2C) pause() {
 		d = 30 * time.Second
 	}
 	r.mu.Lock()
-	r.pausedUntil = time.Now().Add(d)
+	r.pausedUntil = r.now().Add(d)
 	r.mu.Unlock()
+}
+
+func (r *DarajaB2C) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // refusal is the failure description of a refused payout, fit for the merchant.

@@ -15,6 +15,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -174,6 +175,8 @@ func TestDarajaB2C(t *testing.T) {
 	t.Run("TransportError_NeverSentAgain", func(t *testing.T) {
 		t.Parallel()
 		b := setupB2C(t)
+		clock := waittest.NewClock(time.Now())
+		b.rail.Now = clock.Now
 		b.fake.FailNextB2C(0, "", "") // Daraja takes T1, the answer is lost
 		req := b.chunk(t, "MPESA-B2C", "T1", "T2")
 		err := b.rail.Submit(ctx, req)
@@ -187,8 +190,8 @@ func TestDarajaB2C(t *testing.T) {
 		if err := b.db.DB.Get(&st, `SELECT * FROM payout_sends WHERE transaction_id = 'T1'`); err != nil || st.State != storage.PayoutSendUnknown {
 			t.Fatalf("T1 send %+v, %v", st, err)
 		}
-		time.Sleep(5 * time.Millisecond) // the pause after an unknown outcome
-		for range 3 {                    // RunPayouts retrying, RecoverPayouts resubmitting
+		clock.Advance(b.rail.Pause) // the pause after an unknown outcome runs out
+		for range 3 {               // RunPayouts retrying, RecoverPayouts resubmitting
 			if err := b.rail.Submit(ctx, req); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package rails
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage/storagetest"
 )
 
@@ -88,19 +90,12 @@ func TestRecoverSandboxSendsStalePromptsAgain(t *testing.T) {
 	if req.MerchantID != "M1" || req.Phone != "254712345678" || req.Amount.String() != "100.00" || req.AccountRef != "ref-PEND0001" {
 		t.Fatalf("prompt sent again: %+v", req)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 		r := results()
 		p, _ := finals(r["PEND0001"])
 		q, _ := finals(r["PROC0001"])
-		if p == 1 && q == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("outcomes after a sweep: %+v", r)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return p == 1 && q == 1, fmt.Sprintf("outcomes after a sweep: %+v", r)
+	})
 	// A second sweep within after sends nothing again: no push, so no result can
 	// follow the ones already counted.
 	recoverSandboxOnce(context.Background(), db.DB, NewScope(db.DB, "sandbox", ""), rail, time.Minute, resent, log)

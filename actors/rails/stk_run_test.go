@@ -23,6 +23,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
 )
@@ -146,18 +147,17 @@ func (b *stkBundle) pushOn(t *testing.T, topic, merchant, invoiceID, phone strin
 // outcome waits for the first outcome of an invoice.
 func (b *stkBundle) outcome(t *testing.T, invoiceID string) topics.ProviderResult {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var first topics.ProviderResult
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		got := b.results[invoiceID]
-		b.mu.Unlock()
 		if len(got) > 0 {
-			return got[0]
+			first = got[0]
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no outcome for %s", invoiceID)
-	return topics.ProviderResult{}
+		return len(got) > 0, "no outcome for " + invoiceID
+	})
+	return first
 }
 
 // prompts counts the prompts Daraja took for a phone.

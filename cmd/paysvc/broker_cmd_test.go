@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/topics"
 )
 
@@ -60,16 +61,15 @@ func TestBrokerSurvivesSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				return cmd
+		waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return false, fmt.Sprintf("the broker never listened: %v", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("the broker never listened")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			c.Close()
+			return true, ""
+		})
+		return cmd
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"paysvc/actors/outbound/webhooks"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
 
@@ -70,16 +71,9 @@ func (r *hookReceiver) requests() []hookRequest {
 	return append([]hookRequest(nil), r.got...)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// cliWait bounds the waits of the command tests for what a command or the
+// service it talks to does (a line printed, a delivery, a file's status).
+const cliWait = 20 * time.Second
 
 // startListen runs `paysvc listen` until the test ends.
 func startListen(t *testing.T, env map[string]string, args ...string) (stdout, stderr *syncBuffer) {
@@ -114,12 +108,12 @@ func TestListenAndTrigger(t *testing.T) {
 	rcv := newHookReceiver(t)
 	stdout, stderr := startListen(t, env, "--forward-to", rcv.srv.URL+"/hook", "--api", svc.BaseURL)
 	var secret string
-	eventually(t, "the ready line", func() bool {
+	waittest.Eventually(t, cliWait, func() (bool, string) {
 		if s := readyLine.FindStringSubmatch(stdout.String()); s != nil {
 			secret = s[1]
-			return true
+			return true, ""
 		}
-		return false
+		return false, "no ready line"
 	})
 
 	r := runCLI(t, env, "trigger", "collection_event", "--api", svc.BaseURL)
@@ -132,7 +126,7 @@ func TestListenAndTrigger(t *testing.T) {
 		t.Fatalf("event id %q", eventID)
 	}
 
-	eventually(t, "the forwarded event", func() bool { return len(rcv.requests()) > 0 })
+	waittest.Eventually(t, cliWait, func() (bool, string) { return len(rcv.requests()) > 0, "no forwarded event" })
 	got := rcv.requests()[0]
 	key, err := webhooks.ParseSecret(secret)
 	if err != nil {
@@ -154,7 +148,7 @@ func TestListenAndTrigger(t *testing.T) {
 	}
 	line := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  collection_event +` + eventID + `  \[200\] POST ` +
 		regexp.QuoteMeta(rcv.srv.URL+"/hook") + ` \(\d+ms\)$`)
-	eventually(t, "the delivery line", func() bool { return line.MatchString(stdout.String()) })
+	waittest.Eventually(t, cliWait, func() (bool, string) { return line.MatchString(stdout.String()), "no delivery line" })
 	t.Logf("listen printed:\n%s", stdout)
 	if n := len(rcv.requests()); n != 1 {
 		t.Fatalf("%d deliveries, want 1; stderr %s", n, stderr)
@@ -193,8 +187,8 @@ func TestListenReconnects(t *testing.T) {
 	// evt_2 is the last event the server sends, after evt_1 again: listen forwards
 	// one event at a time in stream order, so once evt_2 is here, what it did with
 	// the repeated evt_1 is done, and nothing follows.
-	eventually(t, "evt_2 forwarded", func() bool {
-		return slices.ContainsFunc(rcv.requests(), func(r hookRequest) bool { return r.headers["webhook-id"] == "evt_2" })
+	waittest.Eventually(t, cliWait, func() (bool, string) {
+		return slices.ContainsFunc(rcv.requests(), func(r hookRequest) bool { return r.headers["webhook-id"] == "evt_2" }), "evt_2 not forwarded"
 	})
 	if got := rcv.requests(); len(got) != 2 || got[0].headers["webhook-id"] != "evt_1" || got[1].headers["webhook-id"] != "evt_2" {
 		t.Fatalf("forwarded %d: %v", len(got), got)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -35,8 +37,8 @@ func TestPayoutFinish(t *testing.T) {
 	status := func() map[string]any {
 		return svc.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, auth...).Map(t)
 	}
-	eventually(t, "the rail to take the transactions", func() bool {
-		return status()["transactions"].([]any)[0].(map[string]any)["status"] == "PROCESSING"
+	waittest.Eventually(t, cliWait, func() (bool, string) {
+		return status()["transactions"].([]any)[0].(map[string]any)["status"] == "PROCESSING", "the rail has not taken the transactions"
 	})
 
 	env := envFor(svc.Schema, "PAYSVC_KAFKA_BROKERS", strings.Join(svc.Svc.Brokers, ","),
@@ -51,7 +53,10 @@ func TestPayoutFinish(t *testing.T) {
 		t.Fatalf("finish unpaid: %v", r)
 	}
 	var done map[string]any
-	eventually(t, "the file COMPLETE", func() bool { done = status(); return done["status"] == "COMPLETE" })
+	waittest.Eventually(t, cliWait, func() (bool, string) {
+		done = status()
+		return done["status"] == "COMPLETE", fmt.Sprintf("the file is %v, not COMPLETE", done["status"])
+	})
 	if done["paid_amount"] != "100.00" || done["failed_amount"] != "100.00" || done["actual_charges"] != "10.00" {
 		t.Fatalf("file after the operator: %v", done)
 	}

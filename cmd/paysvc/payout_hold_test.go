@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -128,7 +129,10 @@ func TestPayoutHoldReleaseFail(t *testing.T) {
 	if r := decode(t, runCLI(t, env, "payout", "release", aID, "--reason", "Merchant confirmed the file", "--by", "ops-juma")); r["on_hold"] != false || r["changed"] != true {
 		t.Fatalf("release: %v", r)
 	}
-	eventually(t, "file A COMPLETE after release", func() bool { return status(a)["status"] == "COMPLETE" })
+	waittest.Eventually(t, cliWait, func() (bool, string) {
+		st := status(a)["status"]
+		return st == "COMPLETE", fmt.Sprintf("file A is %v after release, not COMPLETE", st)
+	})
 	if sa := status(a); sa["paid_amount"] != "300.00" || sa["actual_charges"] != "30.00" {
 		t.Fatalf("released file: %v", sa)
 	}
@@ -205,8 +209,9 @@ func waitRailsTook(t *testing.T, svc *servicetest.Env, n int64) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	eventually(t, "the rails role to read the payout requests", func() bool {
-		return committed(t, cl, svc.Config.KafkaNamespace.Group("paysvc-rails-payout-sandbox"), svc.Topic(topics.RailsPayoutTopic)) >= n
+	waittest.Eventually(t, cliWait, func() (bool, string) {
+		got := committed(t, cl, svc.Config.KafkaNamespace.Group("paysvc-rails-payout-sandbox"), svc.Topic(topics.RailsPayoutTopic))
+		return got >= n, fmt.Sprintf("the rails role read %d payout requests, want %d", got, n)
 	})
 }
 

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
 
@@ -17,20 +19,16 @@ func TestProbe(t *testing.T) {
 	// PAYSVC_ADMIN_ADDR as compose sets it: a wildcard host is asked on loopback.
 	_, port, _ := net.SplitHostPort(env.Svc.AdminAddr)
 	cfgEnv := envWith(noDatabase, "PAYSVC_ADMIN_ADDR", "0.0.0.0:"+port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 		r := runCLI(t, cfgEnv, "probe")
 		if r.err == nil {
 			if !strings.Contains(r.stdout, "/livez 200") || !strings.Contains(r.stdout, "/readyz 200") {
 				t.Fatalf("probe output: %s", r.stdout)
 			}
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("probe of a healthy service never passed: %v", r)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("probe of a healthy service never passed: %v", r)
+	})
 	if r := runCLI(t, cfgEnv, "probe", "/livez", "/no-such-path"); r.err == nil || !strings.Contains(r.err.Error(), "/no-such-path") {
 		t.Errorf("a 404 passed: %v", r)
 	}

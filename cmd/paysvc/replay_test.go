@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -27,7 +29,10 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("trigger: %v", tr)
 	}
 	eventID := str(t, decodeOne(t, tr.stdout, "event_id", "topic"), "event_id")
-	eventually(t, "the delivery", func() bool { return len(rcv.requests()) == 1 })
+	waittest.Eventually(t, cliWait, func() (bool, string) {
+		n := len(rcv.requests())
+		return n == 1, fmt.Sprintf("%d deliveries, want 1", n)
+	})
 
 	out := runCLI(t, env, "replay", eventID, "--api", svc.BaseURL)
 	if out.err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage/storagetest"
 )
 
@@ -38,7 +39,7 @@ func TestServeNeverPrintsTheCallbackToken(t *testing.T) {
 		done <- run(ctx, []string{"paysvc", "serve"}, func(k string) string { return env[k] }, &stdout, &stderr)
 	}()
 	addr := ""
-	for deadline := time.Now().Add(time.Minute); addr == ""; {
+	waittest.Eventually(t, time.Minute, func() (bool, string) {
 		for _, line := range strings.Split(stderr.String(), "\n") {
 			var l struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "paysvc serving" {
@@ -50,11 +51,8 @@ func TestServeNeverPrintsTheCallbackToken(t *testing.T) {
 			t.Fatalf("serve ended: %v\n%s", err, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never started:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return addr != "", "serve never started:\n" + stderr.String()
+	})
 	// Callbacks at the token's URLs (a malformed body is a 400 and a log line).
 	for _, path := range []string{"/api/v1/payment/mpesa/callback/", "/api/v1/send-money/mpesa/result/",
 		"/api/v1/send-money/mpesa/status/", "/api/v1/send-money/mpesa/timeout/"} {

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -255,20 +256,18 @@ scrape_configs:
 		}
 	})
 	p := &prom{t: t, base: "http://" + addr, logs: logs}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err = waittest.Wait(30*time.Second, func() (bool, string) {
 		resp, err := http.Get(p.base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready on %s: %v\n%s", addr, err, logs)
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	if err != nil {
+		t.Fatalf("prometheus not ready on %s: %v\n%s", addr, err, logs)
 	}
+	return p
 }
 
 type sample struct {
@@ -368,20 +367,15 @@ func (p *prom) scalar(expr string) (float64, error) {
 }
 
 // eventually retries check until it passes or 30 s have gone (prometheus must
-// scrape what the service did).
+// scrape what the service did); a check that never passes is an error, and the
+// test goes on to the next panel.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := waittest.Wait(30*time.Second, func() (bool, string) {
 		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: %v", what, err)
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
+		t.Errorf("%s: %v", what, err)
 	}
 }
 

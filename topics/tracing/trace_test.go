@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/topics/tracing"
@@ -85,8 +86,7 @@ func TestTransferTracedFromRequestToWebhook(t *testing.T) {
 
 	// Wait for the webhook delivery of the transfer's event, in the same trace.
 	var spans []tracetest.SpanStub
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		spans = spans[:0]
 		delivered := false
 		for _, s := range exp.GetSpans() {
@@ -95,14 +95,8 @@ func TestTransferTracedFromRequestToWebhook(t *testing.T) {
 				delivered = delivered || strings.HasPrefix(s.Name, "deliver ") && attr(s, "paysvc.delivery.status") == "DELIVERED"
 			}
 		}
-		if delivered {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no delivered webhook span in trace %s; its spans: %s", traceID, names(spans))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return delivered, fmt.Sprintf("no delivered webhook span in trace %s; its spans: %s", traceID, names(spans))
+	})
 	mu.Lock()
 	if len(got) == 0 || !strings.Contains(got[len(got)-1], "wallet_transfer_event") {
 		t.Errorf("receiver got %q", got)

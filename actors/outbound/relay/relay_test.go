@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"paysvc/actors/outbound/relay"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -261,9 +262,9 @@ func (co *consumer) snapshot() []*kgo.Record {
 // waitAll waits until every row's event id has arrived and returns what arrived.
 func (co *consumer) waitAll(t *testing.T, rows []outboxRow, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		recs := co.snapshot()
+	var recs []*kgo.Record
+	waittest.Eventually(t, timeout, func() (bool, string) {
+		recs = co.snapshot()
 		seen := make(map[string]bool, len(recs))
 		for _, r := range recs {
 			seen[header(r, "event_id")] = true
@@ -274,14 +275,9 @@ func (co *consumer) waitAll(t *testing.T, rows []outboxRow, timeout time.Duratio
 				missing++
 			}
 		}
-		if missing == 0 {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %d of %d events never arrived (%d records consumed)", timeout, missing, len(rows), len(recs))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return missing == 0, fmt.Sprintf("%d of %d events never arrived (%d records consumed)", missing, len(rows), len(recs))
+	})
+	return recs
 }
 
 func header(r *kgo.Record, key string) string {
@@ -361,17 +357,10 @@ func outboxCount(t *testing.T, db *sqlx.DB) int64 {
 
 func waitOutboxEmpty(t *testing.T, db *sqlx.DB, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	waittest.Eventually(t, timeout, func() (bool, string) {
 		n := outboxCount(t, db)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("outbox still holds %d rows after %v", n, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 0, fmt.Sprintf("outbox still holds %d rows", n)
+	})
 }
 
 // publishedPast proves the relay has gone on past everything it did before the
@@ -425,21 +414,14 @@ func waitStandbyRetry(t *testing.T, db *sqlx.DB, schema string, holder int) {
 	if err := db.Get(&since, `SELECT clock_timestamp()`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waittest.Eventually(t, 5*time.Second, func() (bool, string) {
 		var n int
 		if err := db.Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2
 			AND query LIKE 'SELECT pg_try_advisory_lock(%' AND state_change > $3`, schema, holder, since); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the standby relay did not ask for the lock again within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n > 0, "the standby relay did not ask for the lock again"
+	})
 }
 
 // leaderPIDs returns the backends holding the relay's advisory lock for schema.
@@ -455,8 +437,8 @@ func leaderPIDs(ctx context.Context, db *sqlx.DB, schema string) ([]int, error) 
 // waitLeader waits until exactly one backend holds the relay lock and returns it.
 func waitLeader(t *testing.T, db *sqlx.DB, schema string, timeout time.Duration) int {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var leader int
+	waittest.Eventually(t, timeout, func() (bool, string) {
 		pids, err := leaderPIDs(context.Background(), db, schema)
 		if err != nil {
 			t.Fatal(err)
@@ -465,13 +447,11 @@ func waitLeader(t *testing.T, db *sqlx.DB, schema string, timeout time.Duration)
 			t.Fatalf("%d backends hold the relay lock: %v", len(pids), pids)
 		}
 		if len(pids) == 1 {
-			return pids[0]
+			leader = pids[0]
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no relay took the leader lock within %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(pids) == 1, "no relay took the leader lock"
+	})
+	return leader
 }
 
 func producerID(t *testing.T, cl *kgo.Client) int64 {
@@ -669,13 +649,10 @@ func TestRelay(t *testing.T) {
 		unknown := &unknownTopicFailures{}
 		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, kgo.WithHooks(unknown)))
 		r.Wake()
-		deadline := time.Now().Add(30 * time.Second)
-		for unknown.n.Load() < int64(len(rows)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("after 30s, %d records failed with UNKNOWN_TOPIC_OR_PARTITION, want every one of the %d of a cycle", unknown.n.Load(), len(rows))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+			n := unknown.n.Load()
+			return n >= int64(len(rows)), fmt.Sprintf("%d records failed with UNKNOWN_TOPIC_OR_PARTITION, want every one of the %d of a cycle", n, len(rows))
+		})
 		if got := outboxCount(t, schema.DB); got != int64(len(rows)) {
 			t.Fatalf("backlog %d after a failed cycle, want all %d events still in the outbox", got, len(rows))
 		}
@@ -778,7 +755,7 @@ func TestRelay(t *testing.T) {
 				if h := int64(len(pids)); h > maxHolders.Load() {
 					maxHolders.Store(h)
 				}
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the sampling pace: a sampler, not a wait
 			}
 		}()
 		t.Cleanup(func() { stopSampling(); <-sampled })

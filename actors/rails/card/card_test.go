@@ -2,6 +2,7 @@ package card_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"paysvc/actors/rails/card"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/topics"
 )
 
@@ -39,19 +41,12 @@ func TestSimulatorOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 		mu.Lock()
 		n := len(got)
 		mu.Unlock()
-		if n == len(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outcomes of %d charges", n, len(want))
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return n == len(want), fmt.Sprintf("%d outcomes of %d charges", n, len(want))
+	})
 	for outcome, code := range want {
 		r := got["INV-"+outcome]
 		if r.Code != code || r.Stage != mpesa.StageFinal || (code == card.CodeApproved) != (r.Receipt != "") {

@@ -3,6 +3,7 @@ package mpesa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 )
 
 // fastOpts are millisecond delays for tests.
@@ -24,23 +26,18 @@ var fastOpts = SimOptions{
 
 // collector is a Sink recording what it receives, with arrival times.
 type collector struct {
-	mu   sync.Mutex
-	got  []Result
-	at   []time.Time
-	more chan struct{}
+	mu  sync.Mutex
+	got []Result
+	at  []time.Time
 }
 
-func newCollector() *collector { return &collector{more: make(chan struct{}, 1)} }
+func newCollector() *collector { return &collector{} }
 
 func (c *collector) sink(_ context.Context, r Result) error {
 	c.mu.Lock()
 	c.got = append(c.got, r)
 	c.at = append(c.at, time.Now())
 	c.mu.Unlock()
-	select {
-	case c.more <- struct{}{}:
-	default:
-	}
 	return nil
 }
 
@@ -48,11 +45,12 @@ func (c *collector) sink(_ context.Context, r Result) error {
 // of that invoice in arrival order, with arrival times.
 func (c *collector) waitFinal(t *testing.T, invoice string, within time.Duration) ([]Result, []time.Time) {
 	t.Helper()
-	deadline := time.After(within)
-	for {
+	var rs []Result
+	var ats []time.Time
+	waittest.Eventually(t, within, func() (bool, string) {
 		c.mu.Lock()
-		var rs []Result
-		var ats []time.Time
+		defer c.mu.Unlock()
+		rs, ats = nil, nil
 		final := false
 		for i, r := range c.got {
 			if r.InvoiceID == invoice {
@@ -61,17 +59,9 @@ func (c *collector) waitFinal(t *testing.T, invoice string, within time.Duration
 				final = final || r.Stage == StageFinal
 			}
 		}
-		c.mu.Unlock()
-		if final {
-			return rs, ats
-		}
-		select {
-		case <-c.more:
-		case <-time.After(5 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("no FINAL result for %s within %s (got %+v)", invoice, within, rs)
-		}
-	}
+		return final, fmt.Sprintf("no FINAL result for %s (got %+v)", invoice, rs)
+	})
+	return rs, ats
 }
 
 func (c *collector) count() int {
@@ -303,7 +293,10 @@ func TestSimulatorCloseInterruptsBlockedAndFailingSinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return blocked.Load() > 0 && failing.Load() > 2 })
+	waittest.Eventually(t, 5*time.Second, func() (bool, string) {
+		b, f := blocked.Load(), failing.Load()
+		return b > 0 && f > 2, fmt.Sprintf("%d calls of the blocked sink, %d of the failing one; want one and three", b, f)
+	})
 	done := make(chan struct{})
 	go func() { s.Close(); close(done) }()
 	select {
@@ -343,7 +336,7 @@ func TestSimulatorFloodKeepsGoroutinesBounded(t *testing.T) {
 		g := int32(runtime.NumGoroutine())
 		for m := maxGoroutines.Load(); g > m && !maxGoroutines.CompareAndSwap(m, g); m = maxGoroutines.Load() {
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a sink that takes a while: the flood piles up behind it
 		return c.sink(ctx, r)
 	}
 	s := NewSimulator(sink, SimOptions{AcceptDelay: time.Millisecond, FinalDelay: time.Millisecond, MaxInFlight: limit})
@@ -390,24 +383,11 @@ func TestSimulatorIDsUnique(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
+// waitGoroutines waits until no more than want goroutines run.
 func waitGoroutines(t *testing.T, want int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines remain, want <= %d", runtime.NumGoroutine(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.Eventually(t, 2*time.Second, func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= want, fmt.Sprintf("%d goroutines remain, want <= %d", n, want)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/topics"
 )
 
@@ -27,21 +28,16 @@ type delivery struct {
 
 // collector is a Sink recording what it takes.
 type collector struct {
-	mu   sync.Mutex
-	got  []delivery
-	more chan struct{}
+	mu  sync.Mutex
+	got []delivery
 }
 
-func newCollector() *collector { return &collector{more: make(chan struct{}, 1)} }
+func newCollector() *collector { return &collector{} }
 
 func (c *collector) sink(_ context.Context, r topics.PayoutResults) error {
 	c.mu.Lock()
 	c.got = append(c.got, delivery{r: r, at: time.Now()})
 	c.mu.Unlock()
-	select {
-	case c.more <- struct{}{}:
-	default:
-	}
 	return nil
 }
 
@@ -54,17 +50,12 @@ func (c *collector) snapshot() []delivery {
 // wait returns the first n deliveries, failing the test after a few seconds.
 func (c *collector) wait(t *testing.T, n int) []delivery {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		if got := c.snapshot(); len(got) >= n {
-			return got[:n]
-		}
-		select {
-		case <-c.more:
-		case <-deadline:
-			t.Fatalf("got %d deliveries, want %d: %+v", len(c.snapshot()), n, c.snapshot())
-		}
-	}
+	var got []delivery
+	waittest.Eventually(t, 5*time.Second, func() (bool, string) {
+		got = c.snapshot()
+		return len(got) >= n, fmt.Sprintf("got %d deliveries, want %d: %+v", len(got), n, got)
+	})
+	return got[:n]
 }
 
 // quiet waits until the simulator has played every request it took to its end
@@ -72,11 +63,10 @@ func (c *collector) wait(t *testing.T, n int) []delivery {
 // so nothing more can come, and fails the test unless exactly n deliveries came.
 func (b *bundle) quiet(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); len(b.sim.sem) > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests still in flight after 5s, %d deliveries so far", len(b.sim.sem), len(b.col.snapshot()))
-		}
-	}
+	waittest.Eventually(t, 5*time.Second, func() (bool, string) {
+		n := len(b.sim.sem)
+		return n == 0, fmt.Sprintf("%d requests still in flight, %d deliveries so far", n, len(b.col.snapshot()))
+	})
 	if got := b.col.snapshot(); len(got) != n {
 		t.Fatalf("got %d deliveries, want exactly %d: %+v", len(got), n, got)
 	}
@@ -369,22 +359,25 @@ func TestSimulator(t *testing.T) {
 		if err := sim.Submit(context.Background(), mixedRequest()); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(5 * time.Second); calls.Load() < 3; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				_ = sim.Close()
-				t.Fatalf("sink called %d times in 5s, want retries", calls.Load())
-			}
-		}
+		t.Cleanup(func() { _ = sim.Close() }) // also when the wait fails
+		waittest.Eventually(t, 5*time.Second, func() (bool, string) {
+			n := calls.Load()
+			return n >= 3, fmt.Sprintf("sink called %d times, want retries", n)
+		})
 		if err := sim.Close(); err != nil {
 			t.Fatal(err)
 		}
+		n := calls.Load()
 		select {
 		case <-sawCancel:
 		case <-time.After(5 * time.Second):
 			t.Fatal("the sink's context was not cancelled by Close")
 		}
-		n := calls.Load()
-		time.Sleep(10 * time.Millisecond)
+		// What could call the sink after Close is a request still holding its slot
+		// (each holds one until its last result is delivered or abandoned): none is.
+		if held := len(sim.sem); held != 0 {
+			t.Fatalf("%d requests still hold a slot after Close returned: they may call the sink", held)
+		}
 		if calls.Load() != n {
 			t.Fatal("the sink was called after Close returned")
 		}

@@ -3,6 +3,7 @@ package callback_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"paysvc/actors/outbound/webhooks/callback"
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/actors/values/ids"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -97,25 +99,21 @@ func TestRunNamespace(t *testing.T) {
 	// Sent, and its offset committed in the namespace's group on its topic.
 	adm := kadm.NewClient(cl)
 	group := ns.Group("paysvc-callbacks")
-	for {
+	deadline, _ := ctx.Deadline()
+	waittest.Eventually(t, time.Until(deadline), func() (bool, string) {
 		offs, err := adm.FetchOffsets(ctx, group)
 		if err == nil {
 			if o, ok := offs.Lookup(ns.Topic(topics.CallbackTopic), partitionOf(t, ctx, adm, ns.Topic(topics.CallbackTopic))); ok && o.At == 1 {
-				break
+				return true, ""
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the callback's offset was never committed in %s; posted %v", group, p.posted())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("the callback's offset was never committed in %s; posted %v", group, p.posted())
+	})
 	produce(ns.Topic(topics.CallbackTopic), "cb-mine-2") // and the consumer goes on past it
-	for !slices.Contains(p.posted(), "cb-mine-2") {
-		if ctx.Err() != nil {
-			t.Fatalf("posted %v, want cb-mine-2 too", p.posted())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, time.Until(deadline), func() (bool, string) {
+		got := p.posted()
+		return slices.Contains(got, "cb-mine-2"), fmt.Sprintf("posted %v, want cb-mine-2 too", got)
+	})
 	if got := p.posted(); !slices.Equal(got, []string{"cb-mine", "cb-mine-2"}) {
 		t.Errorf("posted %v, want the namespace's callbacks only, in order", got)
 	}

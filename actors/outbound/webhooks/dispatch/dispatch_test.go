@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"paysvc/actors/outbound/webhooks/dispatch"
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/actors/values/ids"
+	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -68,7 +71,7 @@ func newReceiver(t *testing.T) *receiver {
 		r.got = append(r.got, arrival{id, status, webhooks.VerifyDelivery(secret, signingKey, h, b, time.Now(), time.Minute), h})
 		delay := r.delay
 		r.mu.Unlock()
-		time.Sleep(delay)
+		time.Sleep(delay) // a slow receiver: the delay is what the test is about
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(r.srv.Close)
@@ -339,18 +342,14 @@ func (b *bundle) waitDelivered(n int) {
 	// A liveness bound, not a speed target: the fault tests deliver a few hundred
 	// events one by one per queue on a PostgreSQL that the whole suite shares,
 	// and on a loaded CI machine that once took longer than 30 s.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	err := waittest.Wait(90*time.Second, func() (bool, string) {
 		var done int
 		// An error is a connection a fault test killed: ask again.
 		_ = b.db.DB.Get(&done, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`)
-		if done >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%d of %d deliveries DELIVERED; arrivals %+v\n%s", done, n, b.recv.arrivals(), b.undelivered())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return done >= n, fmt.Sprintf("%d of %d deliveries DELIVERED", done, n)
+	})
+	if err != nil { // the stuck deliveries are described once, not on every look
+		b.t.Fatalf("%v; arrivals %+v\n%s", err, b.recv.arrivals(), b.undelivered())
 	}
 }
 
@@ -451,8 +450,7 @@ func TestOrderPerAggregate(t *testing.T) {
 		ev := newIDs(1)[0]
 		b.recv.answer(ev, 500)
 		b.send("WALLET-P", ev)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 			var st struct {
 				Status   string `db:"status"`
 				Attempts int    `db:"attempts"`
@@ -462,16 +460,13 @@ func TestOrderPerAggregate(t *testing.T) {
 				if st.Status != "PROCESSING" {
 					t.Fatalf("after a failed attempt with a retry due the status is %q, want PROCESSING", st.Status)
 				}
-				break
+				return true, ""
 			}
 			if err == nil && st.Attempts == 0 && st.Status != "PENDING" && st.Status != "PROCESSING" {
 				t.Fatalf("before the first attempt's outcome the status is %q, want PENDING or PROCESSING", st.Status)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no failed attempt recorded: %+v %v", st, err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return false, fmt.Sprintf("no failed attempt recorded: %+v %v", st, err)
+		})
 		b.waitDelivered(1)
 	})
 
@@ -531,18 +526,11 @@ func TestOrderPerAggregate(t *testing.T) {
 // waitNoQueues waits until every queue was found empty and removed.
 func (b *bundle) waitNoQueues() {
 	b.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Eventually(b.t, 10*time.Second, func() (bool, string) {
 		n := -1
 		_ = b.db.DB.Get(&n, `SELECT count(*) FROM webhook_queues`)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%d queues left after every delivery was done", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 0, fmt.Sprintf("%d queues left after every delivery was done", n)
+	})
 }
 
 // A queue leased by a dispatcher that died (claimed, never finished) is sent by
@@ -632,12 +620,22 @@ func TestAttemptsRecordTheSignaturesSent(t *testing.T) {
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("deliveries %v, %v", ds, err)
 	}
-	// A replay a second later carries another webhook-timestamp, so another signature.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	// A replay a second later carries another webhook-timestamp, so another
+	// signature. webhook-timestamp counts whole seconds of the wall clock the
+	// dispatcher signs with, so the wait is for that clock to pass the second of
+	// the last attempt's timestamp, as the endpoint received it.
+	as := b.recv.arrivals()
+	last, err := strconv.ParseInt(as[len(as)-1].Headers["webhook-timestamp"], 10, 64)
+	if err != nil {
+		t.Fatalf("the last attempt's webhook-timestamp: %v", err)
+	}
+	waittest.Eventually(t, 2*time.Second, func() (bool, string) {
+		return time.Now().Unix() > last, fmt.Sprintf("the clock is still in second %d of the last attempt", last)
+	})
 	if _, err := dispatch.Replay(ctx, b.db.DB, outbound.New(outbound.Options{AllowPrivate: true}), ds[0]); err != nil {
 		t.Fatal(err)
 	}
-	as := b.recv.arrivals()
+	as = b.recv.arrivals()
 	var rows []struct {
 		storage.Signed
 		Status int  `db:"http_status"`
@@ -673,7 +671,10 @@ func TestDatabaseConnectionsKilled(t *testing.T) {
 	}
 	defer admin.Close()
 	stop := make(chan struct{})
-	killed := make(chan int)
+	stopKilling := sync.OnceFunc(func() { close(stop) })
+	t.Cleanup(stopKilling) // also when a wait below fails
+	killed := make(chan int, 1)
+	var passes atomic.Int64 // the killer's passes over the dispatcher's connections
 	go func() {
 		n := 0
 		for {
@@ -686,19 +687,24 @@ func TestDatabaseConnectionsKilled(t *testing.T) {
 			var k int
 			_ = admin.Get(&k, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, b.db.Name)
 			n += k
+			passes.Add(1)
 		}
 	}()
 	want := map[string][]string{}
 	total := 0
 	for round := range 20 {
+		mark := passes.Load()
 		for _, agg := range []string{"K1", "K2", "K3", "K4"} {
 			ids := b.publish(agg, 1+round%3)
 			want[agg] = append(want[agg], ids...)
 			total += len(ids)
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Each round's events stream in across a pass of the killer.
+		waittest.Eventually(t, 10*time.Second, func() (bool, string) {
+			return passes.Load() > mark, fmt.Sprintf("round %d: no pass of the connection killer since its events were published", round)
+		})
 	}
-	close(stop)
+	stopKilling()
 	if n := <-killed; n == 0 {
 		t.Fatal("no connection was killed: the test proved nothing")
 	}
@@ -749,13 +755,10 @@ func TestSlowReceiverDoesNotStallOthers(t *testing.T) {
 		b.sendAs(other, fmt.Sprintf("FAST-%d", i%3), id)
 	}
 	b.start()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(fast.delivered()) < len(fastIDs) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fast merchant got %d of %d", len(fast.delivered()), len(fastIDs))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		n := len(fast.delivered())
+		return n >= len(fastIDs), fmt.Sprintf("the fast merchant got %d of %d", n, len(fastIDs))
+	})
 	// With every worker stuck on the slow receiver, it would have taken 4 requests
 	// before the fast merchant got any; with its share of one worker, at most 2
 	// (the one in flight, and the next) by the time the fast merchant has them all.
@@ -790,21 +793,14 @@ func TestShutdownWhileRecordingLosesNothing(t *testing.T) {
 	}
 	later := newIDs(3)
 	b.send("WALLET-S", later...)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		var waiting int
 		if err := b.db.DB.GetContext(ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhook_deliveries%'`, b.db.Name); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no dispatcher started recording the events")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting > 0, "no dispatcher started recording the events"
+	})
 	stopFirst()
 	b.stop()
 	if err := tx.Rollback(); err != nil {
