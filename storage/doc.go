@@ -15,15 +15,17 @@
 // The batch commit (CommitBatch and CommitBatches, one call of
 // paysvc_commit_batches_v3, functions/paysvc_commit_batches_v3.sql, a prepared
 // statement: one round trip; replies and event bodies as text, wallets and invoices
-// as column arrays) has a fixed core, the partition fence and offset, wallets,
+// as column arrays; _v4, the same with the outbox's trace contexts, only when an
+// event is traced) has a fixed core, the partition fence and offset, wallets,
 // invoices, ledger entries, processed commands with their replies and the outbox,
 // and is generic over every other aggregate: each brings an AggregateRows (its kind
 // and its rows as JSON, collected by its own type such as payoutstore.Writes), which
 // the core hands to that aggregate's own SQL function paysvc_apply_<kind>(rows jsonb,
 // at timestamptz), in functions/paysvc_apply_<kind>.sql, its kind registered in
-// batch_aggregates by the aggregate's migration. Adding an aggregate is its
-// migration, its function file, its collector and its handlers' calls: see
-// docs/adr/0003-generic-batch-commit.md and 0007-one-aggregate-contract.md.
+// batch_aggregates by the aggregate's migration. What an aggregate brings here is
+// its migration and its function file; its collector and reads live in its own
+// <name>store package (how to add one: docs/adr/0007-one-aggregate-contract.md,
+// "How to add an aggregate").
 //
 // Storage names no aggregate (cmd/paysvc/layers_test.go). The core's wallets and
 // invoices are its own plain rows (WalletRow, InvoiceRow) that the aggregates fill,

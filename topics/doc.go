@@ -1,12 +1,17 @@
 // Package topics is the Kafka wire contract of paysvc: topic names, record keys,
-// envelopes and codecs. Everything a downstream consumer or a second paysvc process
-// needs to read or write a record is here, so changing a wire shape means changing
-// this package (and docs/events/), never an ad-hoc struct elsewhere.
+// envelopes (Command and Event: id, type, version, merchant, payload) and codecs,
+// and the payloads that more than one side shares (wallet commands and events,
+// payouts, collections, subscriptions, rail requests, callbacks). The payloads of
+// the refund aggregate's commands and events are declared by the refund package
+// itself, which alone decides them; they travel in the same envelopes. Every
+// record's JSON Schema is in docs/events/, generated from the Go types and checked
+// by schema_test.go, so a changed wire shape fails a test until its schema is
+// updated.
 //
 // Five kinds of topic exist:
 //   - paysvc.commands.v1: every write the API accepts, and every outcome the rails
 //     and the scheduler feed back, keyed by merchant id so one partition worker owns
-//     all of a merchant's aggregates (DESIGN.md decision 1);
+//     all of a merchant's aggregates (docs/design.md, "Why it is built this way");
 //   - paysvc.replies.v1: command results for API instances that are not in the
 //     engine's process, keyed by the waiting instance id;
 //   - paysvc.events.<webhook topic without _event>.v1 (e.g.

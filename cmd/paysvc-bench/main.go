@@ -1,7 +1,9 @@
 // Command paysvc-bench is the load generator behind `make bench`, `make
 // bench-memory` and the figures in docs/benchmarks.md (package bench). It is a
 // command of its own so that the service binary, paysvc, carries none of it: the
-// bench runs that binary as its child, as it ships.
+// bench runs that binary as its child, as it ships. `paysvc-bench chart` makes
+// docs/benchmarks.md's table and chart from the current figures,
+// docs/benchmarks.tsv (package chart).
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"paysvc/cmd/paysvc-bench/bench"
+	"paysvc/cmd/paysvc-bench/chart"
 	"paysvc/cmd/paysvc/service"
 )
 
@@ -42,6 +45,9 @@ func (e usageError) Error() string { return e.msg }
 // run reads the service's configuration as paysvc does (the bench database's
 // server, and the profiled child's settings) and runs the bench.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "chart" {
+		return chartCmd(args[1:], stdout)
+	}
 	cfg, err := service.FromEnv(getenv)
 	if err != nil {
 		return err
@@ -58,6 +64,9 @@ on the server of PAYSVC_DATABASE_URL, dropped at the end unless --keep), sets up
 merchants, wallets and deposits, drives intra-wallet transfers over HTTP, checks
 conservation (exit status 1 if it fails), and compares with a plain Postgres loop.
 See docs/benchmarks.md.
+
+paysvc-bench chart [--in F] [--out PNG] [--md PAGE] draws the chart of the current
+figures and rewrites the page's table from them (no service, no database).
 
 flags:
 `
@@ -163,4 +172,69 @@ func servicePath(flagValue string) (string, error) {
 		return "", fmt.Errorf("the service binary %s is not there (make build, or --paysvc PATH)", abs)
 	}
 	return abs, nil
+}
+
+const chartUsage = `usage: paysvc-bench chart [--in docs/benchmarks.tsv] [--out docs/img/benchmarks.png] [--md docs/benchmarks.md]
+
+Reads the current figures (the data file), writes their bar chart as a PNG and
+rewrites the table between the figures markers of the Markdown page, so the page,
+the picture and the data agree. --md "" leaves the page alone.
+
+flags:
+`
+
+// chartCmd makes docs/benchmarks.md's chart and table from its data file. It
+// needs no configuration: it runs before the service's environment is read.
+func chartCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("paysvc-bench chart", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, chartUsage)
+		fs.PrintDefaults()
+	}
+	in := fs.String("in", "docs/benchmarks.tsv", "the figures: tab-separated, one scenario a line")
+	out := fs.String("out", "docs/img/benchmarks.png", "the chart to write")
+	md := fs.String("md", "docs/benchmarks.md", "the page whose figures table is rewritten (empty: none)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	data, err := os.Open(*in)
+	if err != nil {
+		return err
+	}
+	rows, err := chart.Read(data)
+	data.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", *in, err)
+	}
+	pic, err := chart.PNG(rows)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, pic, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d scenarios)\n", *out, len(rows))
+	if *md == "" {
+		return nil
+	}
+	page, err := os.ReadFile(*md)
+	if err != nil {
+		return err
+	}
+	updated, err := chart.WithTable(string(page), rows)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *md, err)
+	}
+	if err := os.WriteFile(*md, []byte(updated), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rewrote the figures table of %s\n", *md)
+	return nil
 }

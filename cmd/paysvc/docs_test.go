@@ -510,16 +510,17 @@ func uniq(s []string) []string {
 // break of a comment.
 var historyRef = regexp.MustCompile(`(?i)\b(sessions?|issues?)\s+#?[0-9]`)
 
-// historyDocs may tell history: docs/benchmarks.md is the record of what was measured
-// when, and an ADR records a decision as it was taken.
+// historyDocs may tell history: docs/benchmarks-history.md is the record of what was
+// measured when, and an ADR records a decision as it was taken.
 func historyDoc(rel string) bool {
-	return rel == "docs/benchmarks.md" || strings.HasPrefix(rel, "docs/adr/")
+	return rel == "docs/benchmarks-history.md" || strings.HasPrefix(rel, "docs/adr/")
 }
 
 // TestNoHistoryInCommentsOrDocs: Go comments and the documents (every *.md but
-// docs/benchmarks.md and docs/adr/) say what is and why, not which session or issue
-// made it so. History goes in git and docs/benchmarks.md; a comment naming "session N"
-// or "issue N" ages when the next one lands and tells a reader nothing about the code.
+// docs/benchmarks-history.md and docs/adr/) say what is and why, not which session or
+// issue made it so. History goes in git and docs/benchmarks-history.md; a comment
+// naming "session N" or "issue N" ages when the next one lands and tells a reader
+// nothing about the code.
 func TestNoHistoryInCommentsOrDocs(t *testing.T) {
 	t.Parallel()
 	goFiles, docs := 0, 0
@@ -546,7 +547,7 @@ func TestNoHistoryInCommentsOrDocs(t *testing.T) {
 				// The group's text joins its lines, so a reference split across two
 				// lines ("issue" and "11") is found too.
 				for _, m := range historyRef.FindAllString(g.Text(), -1) {
-					t.Errorf("%s:%d: a comment group names %q: say why the code is as it is now; history goes in git and docs/benchmarks.md",
+					t.Errorf("%s:%d: a comment group names %q: say why the code is as it is now; history goes in git and docs/benchmarks-history.md",
 						rel, fset.Position(g.Pos()).Line, m)
 				}
 			}
@@ -557,7 +558,7 @@ func TestNoHistoryInCommentsOrDocs(t *testing.T) {
 				return err
 			}
 			for _, loc := range historyRef.FindAllIndex(src, -1) {
-				t.Errorf("%s:%d: names %q: say what is; history goes in git and docs/benchmarks.md",
+				t.Errorf("%s:%d: names %q: say what is; history goes in git and docs/benchmarks-history.md",
 					rel, lineOf(src, loc[0]), src[loc[0]:loc[1]])
 			}
 		}

@@ -1,7 +1,7 @@
 // Package inproc connects the service's own Kafka clients to the embedded broker
 // (kfake) of the same process without a socket.
 //
-// In the default single binary (DESIGN.md 9, 10) every command crosses the broker
+// In the default single binary (docs/design.md, "Roles") every command crosses the broker
 // twice, the API producing it and the engine fetching it, and every event twice
 // more (the relay, the dispatcher). Over loopback TCP each crossing is a write and
 // a read system call on both sides plus a netpoller wake-up, and on the 2-core VM

@@ -29,7 +29,7 @@ import (
 // engine commit, outbox, relay, event topic, dispatcher, HTTP.
 //
 // The dispatcher runs as its own process (`paysvc serve` with the dispatcher role
-// only, DESIGN.md decision 9), so it can be measured alone in two phases:
+// only, as docs/design.md's roles allow), so it can be measured alone in two phases:
 //   - throughput: the transfers of a backlog are made while no dispatcher runs; once
 //     the relay has published them all, the dispatcher starts and the receivers
 //     count deliveries. deliveries/s is the rate between the 10% and the 90% mark of

@@ -5,8 +5,8 @@
 // secret (webhooks.CallbackSecret: 256 bits derived from a service secret and the
 // file id), which only the merchant who created the file has seen, in the
 // initiation answer (docs/payouts.md); it is derived when delivering and never
-// travels in a record. (It used to be the file's 8-character nonce: 40 bits, which
-// one observed callback's signature lets anyone search offline.)
+// travels in a record. It is not the file's 8-character nonce: 40 bits, which one
+// observed callback's signature would let anyone search offline.
 //
 // Callbacks are a courtesy next to webhooks, which carry the tracked, replayable
 // send_money_event: a callback is tried a few times over about half a minute and

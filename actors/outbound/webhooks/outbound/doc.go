@@ -1,7 +1,7 @@
 // Package outbound is the HTTP client the webhook dispatcher uses to POST
-// events to merchants' endpoints (DESIGN decision 8: outbound requests are
-// SSRF-guarded: the dialled IP is checked, redirects are off, timeouts are
-// set).
+// events to merchants' endpoints: every outbound request is SSRF-guarded (the
+// dialled IP is checked, redirects are off, timeouts are set; docs/design.md,
+// "The command path").
 //
 // # Why it exists
 //

@@ -1,5 +1,7 @@
 // Package servicetest starts a whole paysvc in a test: a private Postgres schema,
-// an in-process Kafka (kfake, real protocol) and the real roles, listening on a free
+// its Kafka (topics/kafkatest: the shared real Apache Kafka cluster, in a namespace
+// of its own, when the test binary asks for it and one is configured; otherwise an
+// in-process kfake broker, real protocol) and the real roles, listening on a free
 // port. Tests then talk to it over HTTP exactly as merchants do.
 package servicetest
 
