@@ -1,4 +1,4 @@
-// Package engine is the partition worker of DESIGN.md: it consumes
+// Package engine is the partition worker (docs/design.md): it consumes
 // paysvc.commands.v1 in a consumer group and is the only writer of every aggregate
 // of the partitions it owns. It exists so that money state changes in one place, in
 // command order, exactly once, and only with a commit behind every reply.
@@ -14,11 +14,13 @@
 //     these refer to, reads which new ids another merchant holds (Kind.Taken:
 //     such a command is refused, never failed on the primary key) and the facts
 //     the kinds' Prepare asks for: no command reads the database while it applies;
-//   - its kind's Apply (a Kind, kind.go; the aggregates live in their own
-//     packages, and the engine is given them as a value, Config.Kinds, built by
-//     one list, cmd/paysvc/service's Aggregates; there is no process-wide
-//     registry) works
-//     through a Tx (tx.go): each instance is a hollywood actor of the one shell
+//   - its command's apply works through a Tx (tx.go). Each aggregate declares
+//     itself with Define (define.go): its state type, its store, and one On per
+//     command with the command's guard, the ids it touches and its apply, all typed
+//     by the payload; the engine sees the result as a Kind (kind.go) and is given
+//     them as a value, Config.Kinds, built by one list (cmd/paysvc/service's
+//     Aggregates; there is no process-wide registry). Each hosted instance is a
+//     hollywood actor of the one shell
 //     (actors/engine/aggregate) hosting its kind's pure Step, and a command touching two
 //     instances (a transfer's two accounts, an approval's file and its hold) is
 //     atomic: a refusal puts every instance back. The Tx gathers the new states,

@@ -12,7 +12,7 @@ import (
 	"paysvc/topics"
 )
 
-// The guards of DESIGN.md point 11: sandbox and live processes may share one
+// The guards that fail closed (docs/design.md, "Fail closed"): sandbox and live processes may share one
 // database and one command log, so what the API checks at the edge is a first
 // line only. Before any handler runs, the engine checks every command against
 // its merchant, whatever produced it:

@@ -22,7 +22,7 @@ import (
 // So a failure that retrying cannot fix starts an isolation: the next batches are
 // cut in halves until one command alone still fails; that command is committed as
 // processed with a refusal as its reply, recorded in command_quarantine, and the
-// partition goes on (DESIGN.md 2b, docs/security.md).
+// partition goes on (docs/design.md, "Guarantees, and what gives each"; docs/security.md).
 
 // Reply codes of a quarantined command (api maps them to 422 and 500).
 const (
