@@ -46,127 +46,113 @@ type jarSkew struct {
 }
 
 // jarAggregate is the test-only kind, added to a bundle's kinds (b.kinds) as the
-// service's list adds a real one.
+// service's list adds a real one, and declared as every aggregate is (Define):
+// whole states (no hosted step), a wallet it refers to, money through the Tx
+// money API.
 func jarAggregate() engine.Kind {
-	return engine.Kind{
-		Name: jarKind,
-		Commands: map[string]func() any{
-			"testjar.put":  func() any { return &jarPut{} },
-			"testjar.pay":  func() any { return &jarPay{} },
-			"testjar.skew": func() any { return &jarSkew{} },
-		},
-		IDs: func(_ string, p any) []string {
-			switch p := p.(type) {
-			case *jarPut:
-				return []string{p.Jar}
-			case *jarPay:
-				return []string{p.Jar}
-			case *jarSkew:
-				return []string{p.Jar}
-			}
-			return nil
-		},
-		// What a jar's commands need in memory besides the jar: the wallet a put or
-		// skew names, and the wallet a stored jar holds its money in.
-		Needs: func(_ string, p any) []engine.Ref {
-			switch p := p.(type) {
-			case *jarPut:
-				return []engine.Ref{{Kind: engine.MoneyKind, ID: p.Wallet}}
-			case *jarSkew:
-				return []engine.Ref{{Kind: engine.MoneyKind, ID: p.Wallet}}
-			}
-			return nil
-		},
-		Refs: func(state any) []engine.Ref {
-			if j, ok := state.(jar); ok && j.Wallet != "" {
-				return []engine.Ref{{Kind: engine.MoneyKind, ID: j.Wallet}}
-			}
-			return nil
-		},
-		Load: func(ctx context.Context, q sqlx.QueryerContext, merchant string, ids []string) ([]engine.Snapshot, error) {
-			rows, err := q.QueryxContext(ctx, `SELECT id, version, state FROM testjars WHERE merchant_id = $1 AND id = ANY($2)`,
-				merchant, ids)
-			if err != nil {
-				return nil, err
-			}
-			defer rows.Close()
-			var out []engine.Snapshot
-			for rows.Next() {
-				var s engine.Snapshot
-				var raw []byte
-				var j jar
-				if err := rows.Scan(&s.ID, &s.Version, &raw); err != nil {
-					return nil, err
-				}
-				if err := json.Unmarshal(raw, &j); err != nil {
-					return nil, err
-				}
-				s.State = j
-				out = append(out, s)
-			}
-			return out, rows.Err()
-		},
-		Apply: func(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-			var j jar
-			if s, ok := tx.Get(jarID(payload)); ok {
-				j = s.(jar)
-			}
-			switch in := payload.(type) {
-			case *jarPut:
-				if j.ID == "" {
-					j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
-				}
-				if err := tx.Hold(j.Wallet, in.Amount); err != nil {
-					var we engine.WalletError
-					if errors.As(err, &we) {
-						return engine.WalletRefusal(we.Err), nil
-					}
-					return topics.Reply{}, err
-				}
-				if in.RefuseAfterHold {
-					return engine.Refuse(engine.CodeInvalid, "refused after the hold", ""), nil
-				}
-				j.Held, j.Puts, j.Note = j.Held.Add(in.Amount), j.Puts+1, in.Note
-			case *jarPay:
-				if j.ID == "" {
-					return engine.Refuse(engine.CodeNotFound, "no such jar", ""), nil
-				}
-				err := tx.Debit(j.Wallet, "system:test_jar", "JAR", []wallet.Disbursement{{TransactionID: tx.TransactionID(), Amount: j.Held,
-					Charge: money.Zero(), Narrative: "jar"}})
-				if err != nil {
-					return topics.Reply{}, err
-				}
-				j.Held = money.Zero()
-			case *jarSkew:
-				if j.ID == "" {
-					j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
-				}
-				if err := tx.Credit(j.Wallet, wallet.Collect{TransactionID: tx.TransactionID(), Value: in.Amount,
-					NetAmount: in.Amount, Charges: money.Zero(), Clearing: "system:test_jar", Narrative: "skew"}); err != nil {
-					return topics.Reply{}, err
-				}
-				tx.AddEntryForTest(ledger.Entry{TransactionID: tx.TransactionID(), Account: "system:test_jar",
-					MerchantID: c.MerchantID, Currency: "KES", Amount: in.Stray, TransType: "JAR", Narrative: "stray"})
-				j.Note = "skewed"
-			}
-			tx.Put(j.ID, j)
-			tx.Event(topics.ReversalEvent, j.ID, j)
-			b, _ := json.Marshal(j)
-			return topics.Reply{Result: b}, nil
-		},
-	}
+	// What a jar's commands need in memory besides the jar: the wallet a put or
+	// skew names, and the wallet a stored jar holds its money in (Refs).
+	walletRef := func(id string) []engine.Ref { return []engine.Ref{{Kind: engine.MoneyKind, ID: id}} }
+	return engine.Define[jar](jars{},
+		engine.On[jar]("testjar.put", engine.Guard{}, func(p *jarPut) []string { return []string{p.Jar} }, putJar,
+			engine.Needs(func(p *jarPut) []engine.Ref { return walletRef(p.Wallet) })),
+		engine.On[jar]("testjar.pay", engine.Guard{}, func(p *jarPay) []string { return []string{p.Jar} }, payJar),
+		engine.On[jar]("testjar.skew", engine.Guard{}, func(p *jarSkew) []string { return []string{p.Jar} }, skewJar,
+			engine.Needs(func(p *jarSkew) []engine.Ref { return walletRef(p.Wallet) })),
+	)
 }
 
-func jarID(p any) string {
-	switch p := p.(type) {
-	case *jarPut:
-		return p.Jar
-	case *jarPay:
-		return p.Jar
-	case *jarSkew:
-		return p.Jar
+// jars is the jar's definition.
+type jars struct{}
+
+// theJars is the jar kind as its commands use it through a Tx.
+const theJars = engine.Of[jar](jarKind)
+
+func (jars) Name() string { return jarKind }
+
+func (jars) Refs(j jar) []engine.Ref {
+	if j.Wallet == "" {
+		return nil
 	}
-	return ""
+	return []engine.Ref{{Kind: engine.MoneyKind, ID: j.Wallet}}
+}
+
+func (jars) Load(ctx context.Context, q sqlx.QueryerContext, merchant string, ids []string) ([]engine.Stored[jar], error) {
+	rows, err := q.QueryxContext(ctx, `SELECT id, version, state FROM testjars WHERE merchant_id = $1 AND id = ANY($2)`,
+		merchant, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.Stored[jar]
+	for rows.Next() {
+		var s engine.Stored[jar]
+		var raw []byte
+		if err := rows.Scan(&s.ID, &s.Version, &raw); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &s.State); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func putJar(tx *engine.Tx, _ *topics.Command, in *jarPut) (topics.Reply, error) {
+	j, _ := theJars.Get(tx, in.Jar)
+	if j.ID == "" {
+		j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
+	}
+	if err := tx.Hold(j.Wallet, in.Amount); err != nil {
+		var we engine.WalletError
+		if errors.As(err, &we) {
+			return engine.WalletRefusal(we.Err), nil
+		}
+		return topics.Reply{}, err
+	}
+	if in.RefuseAfterHold {
+		return engine.Refuse(engine.CodeInvalid, "refused after the hold", ""), nil
+	}
+	j.Held, j.Puts, j.Note = j.Held.Add(in.Amount), j.Puts+1, in.Note
+	return keepJar(tx, j), nil
+}
+
+func payJar(tx *engine.Tx, _ *topics.Command, in *jarPay) (topics.Reply, error) {
+	j, _ := theJars.Get(tx, in.Jar)
+	if j.ID == "" {
+		return engine.Refuse(engine.CodeNotFound, "no such jar", ""), nil
+	}
+	err := tx.Debit(j.Wallet, "system:test_jar", "JAR", []wallet.Disbursement{{TransactionID: tx.TransactionID(), Amount: j.Held,
+		Charge: money.Zero(), Narrative: "jar"}})
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	j.Held = money.Zero()
+	return keepJar(tx, j), nil
+}
+
+func skewJar(tx *engine.Tx, c *topics.Command, in *jarSkew) (topics.Reply, error) {
+	j, _ := theJars.Get(tx, in.Jar)
+	if j.ID == "" {
+		j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
+	}
+	if err := tx.Credit(j.Wallet, wallet.Collect{TransactionID: tx.TransactionID(), Value: in.Amount,
+		NetAmount: in.Amount, Charges: money.Zero(), Clearing: "system:test_jar", Narrative: "skew"}); err != nil {
+		return topics.Reply{}, err
+	}
+	tx.AddEntryForTest(ledger.Entry{TransactionID: tx.TransactionID(), Account: "system:test_jar",
+		MerchantID: c.MerchantID, Currency: "KES", Amount: in.Stray, TransType: "JAR", Narrative: "stray"})
+	j.Note = "skewed"
+	return keepJar(tx, j), nil
+}
+
+// keepJar puts the jar's next state, with its event, and answers it.
+func keepJar(tx *engine.Tx, j jar) topics.Reply {
+	theJars.Put(tx, j.ID, j)
+	tx.Event(topics.ReversalEvent, j.ID, j)
+	b, _ := json.Marshal(j)
+	return topics.Reply{Result: b}
 }
 
 const jarSchema = `
