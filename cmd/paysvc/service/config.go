@@ -171,27 +171,8 @@ type HTTPTimeouts struct {
 
 // FromEnv reads the configuration from PAYSVC_* variables, with embedded defaults.
 func FromEnv(getenv func(string) string) (Config, error) {
-	get := func(k, def string) string {
-		if v := strings.TrimSpace(getenv(k)); v != "" {
-			return v
-		}
-		return def
-	}
-	var errs []error
-	num := func(k string, def float64) float64 {
-		v, err := strconv.ParseFloat(get(k, strconv.FormatFloat(def, 'f', -1, 64)), 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: not a number", k))
-		}
-		return v
-	}
-	dur := func(k string, def time.Duration) time.Duration {
-		v, err := time.ParseDuration(get(k, def.String()))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: not a duration (e.g. 10s)", k))
-		}
-		return v
-	}
+	r := &envReader{getenv: getenv}
+	get, num, dur := r.get, r.num, r.dur
 	host, _ := os.Hostname()
 	c := Config{
 		HTTPAddr:  get("PAYSVC_HTTP_ADDR", "127.0.0.1:8080"),
@@ -229,67 +210,21 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	var err error
 	if c.API.Fees, err = tariff.ParseSchedule(get("PAYSVC_FEES", tariff.DefaultSchedule().String())); err != nil {
-		errs = append(errs, fmt.Errorf("PAYSVC_FEES: %w", err))
+		r.fail(fmt.Errorf("PAYSVC_FEES: %w", err))
 	}
 	if c.API.Rates, err = tariff.ParseRates(get("PAYSVC_FX_RATES", tariff.DefaultRates().String())); err != nil {
-		errs = append(errs, fmt.Errorf("PAYSVC_FX_RATES: %w", err))
+		r.fail(fmt.Errorf("PAYSVC_FX_RATES: %w", err))
 	}
 	if b := get("PAYSVC_KAFKA_BROKERS", ""); b != "" {
 		c.KafkaBrokers = splitList(b)
 	}
 	c.KafkaNamespace = topics.Namespace(get("PAYSVC_KAFKA_NAMESPACE", ""))
 	if err := c.LogLevel.UnmarshalText([]byte(get("PAYSVC_LOG_LEVEL", "info"))); err != nil {
-		errs = append(errs, fmt.Errorf("PAYSVC_LOG_LEVEL: %w", err))
+		r.fail(fmt.Errorf("PAYSVC_LOG_LEVEL: %w", err))
 	}
 	c.API.Environment = c.Environment
-	// A live server has no default Daraja root: the one a sandbox server uses is
-	// Safaricom's sandbox, whose outcomes must never count as live payments
-	// (CheckStandIns refuses a live start without one).
-	darajaDefault := DarajaSandboxURL
-	if c.Environment == "live" {
-		darajaDefault = ""
-	}
-	c.AllowDarajaNonProduction = get("PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE", "false") == "true"
-	c.Daraja = mpesa.DarajaConfig{
-		BaseURL: get("PAYSVC_DARAJA_BASE_URL", darajaDefault), ConsumerKey: get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
-		ConsumerSecret: get("PAYSVC_DARAJA_CONSUMER_SECRET", ""), ShortCode: get("PAYSVC_DARAJA_SHORTCODE", ""),
-		Passkey: get("PAYSVC_DARAJA_PASSKEY", ""), B2CInitiatorName: get("PAYSVC_DARAJA_B2C_INITIATOR", ""),
-		B2CSecurityCredential: get("PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", ""), B2CShortcode: get("PAYSVC_DARAJA_B2C_SHORTCODE", ""),
-	}
-	c.API.AddrRateLimit = num("PAYSVC_RATE_LIMIT_IP", 50)
-	c.API.AddrRateBurst = int(num("PAYSVC_RATE_BURST_IP", 200))
-	c.API.CallbackRateLimit = num("PAYSVC_RATE_LIMIT_CALLBACKS", 500)
-	c.API.CallbackRateBurst = int(num("PAYSVC_RATE_BURST_CALLBACKS", 1000))
-	if c.API.TrustedProxies, err = parseProxies(get("PAYSVC_TRUSTED_PROXIES", "")); err != nil {
-		errs = append(errs, fmt.Errorf("PAYSVC_TRUSTED_PROXIES: %w", err))
-	}
-	c.API.DarajaCallbackToken = get("PAYSVC_DARAJA_CALLBACK_TOKEN", "")
-	if base := get("PAYSVC_DARAJA_CALLBACK_BASE_URL", ""); base != "" && c.API.DarajaCallbackToken != "" {
-		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
-		c.Daraja.B2CResultURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/result/" + c.API.DarajaCallbackToken
-		c.Daraja.B2CTimeoutURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/timeout/" + c.API.DarajaCallbackToken
-		c.Daraja.B2CStatusURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/status/" + c.API.DarajaCallbackToken
-	}
-	c.DarajaQueryAfter = dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
-	c.DarajaB2CPause = dur("PAYSVC_DARAJA_B2C_PAUSE", 30*time.Second)
-	c.SMTPURL = get("PAYSVC_SMTP_URL", "")
-	c.SMTPSinkAddr = get("PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:2525")
-	// Empty: http:// and the address actually listened on (known only after listening,
-	// which matters when PAYSVC_HTTP_ADDR asks for port 0).
-	c.PublicBaseURL = strings.TrimSuffix(get("PAYSVC_PUBLIC_BASE_URL", ""), "/")
-	c.ReminderInterval = dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
-	c.RelayPoll = dur("PAYSVC_RELAY_POLL", relay.DefaultPoll)
-	c.Retention = Retention{Interval: dur("PAYSVC_RETENTION_INTERVAL", 10*time.Minute),
-		CommandReplies: dur("PAYSVC_COMMAND_REPLY_RETENTION", 7*24*time.Hour),
-		WebhookEvents:  dur("PAYSVC_WEBHOOK_EVENT_RETENTION", 30*24*time.Hour)}
-	c.CardClearingDelay = dur("PAYSVC_CARD_CLEARING_DELAY", 48*time.Hour)
-	c.CardClearingInterval = dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)
-	c.SimCardDelay = dur("PAYSVC_SIM_CARD_DELAY", time.Second)
-	c.SimPayoutDelay = dur("PAYSVC_SIM_PAYOUT_DELAY", 2*time.Second)
-	c.SimAggregateDelay = dur("PAYSVC_SIM_AGGREGATE_DELAY", 10*time.Second)
-	c.PayoutRecoverAfter = dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
-	c.SubscriptionTick = dur("PAYSVC_SUBSCRIPTION_TICK", time.Second)
-	c.DBGaugesEvery = dur("PAYSVC_DB_GAUGES_EVERY", 30*time.Second)
+	r.daraja(&c)
+	r.intervals(&c)
 	c.API.ReminderDay = dur("PAYSVC_REMINDER_DAY", 24*time.Hour)
 	c.API.ConsoleIdle = dur("PAYSVC_CONSOLE_IDLE_TIMEOUT", 30*time.Minute)
 	c.API.ConsoleMaxAge = dur("PAYSVC_CONSOLE_MAX_AGE", 12*time.Hour)
@@ -301,14 +236,104 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Lease: dur("PAYSVC_WEBHOOK_LEASE", time.Minute)}
 	c.WebhookCAFile = get("PAYSVC_WEBHOOK_CA_FILE", "")
 	if c.Tracing, err = tracing.FromEnv(getenv); err != nil {
-		errs = append(errs, err)
+		r.fail(err)
 	}
 	c.LedgerAudit = LedgerAudit{Interval: dur("PAYSVC_LEDGER_AUDIT_INTERVAL", time.Minute),
 		FullInterval: dur("PAYSVC_LEDGER_AUDIT_FULL_INTERVAL", 24*time.Hour)}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(r.errs...); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
+}
+
+// envReader reads the PAYSVC_ variables, gathering every malformed value so
+// that one start names them all.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *envReader) fail(err error) { r.errs = append(r.errs, err) }
+
+// get is k's value, trimmed, or def when unset or blank.
+func (r *envReader) get(k, def string) string {
+	if v := strings.TrimSpace(r.getenv(k)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *envReader) num(k string, def float64) float64 {
+	v, err := strconv.ParseFloat(r.get(k, strconv.FormatFloat(def, 'f', -1, 64)), 64)
+	if err != nil {
+		r.fail(fmt.Errorf("%s: not a number", k))
+	}
+	return v
+}
+
+func (r *envReader) dur(k string, def time.Duration) time.Duration {
+	v, err := time.ParseDuration(r.get(k, def.String()))
+	if err != nil {
+		r.fail(fmt.Errorf("%s: not a duration (e.g. 10s)", k))
+	}
+	return v
+}
+
+// daraja reads the M-Pesa rail's settings and the callers' budgets of the edge.
+func (r *envReader) daraja(c *Config) {
+	// A live server has no default Daraja root: the one a sandbox server uses is
+	// Safaricom's sandbox, whose outcomes must never count as live payments
+	// (CheckStandIns refuses a live start without one).
+	darajaDefault := DarajaSandboxURL
+	if c.Environment == "live" {
+		darajaDefault = ""
+	}
+	c.AllowDarajaNonProduction = r.get("PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE", "false") == "true"
+	c.Daraja = mpesa.DarajaConfig{
+		BaseURL: r.get("PAYSVC_DARAJA_BASE_URL", darajaDefault), ConsumerKey: r.get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
+		ConsumerSecret: r.get("PAYSVC_DARAJA_CONSUMER_SECRET", ""), ShortCode: r.get("PAYSVC_DARAJA_SHORTCODE", ""),
+		Passkey: r.get("PAYSVC_DARAJA_PASSKEY", ""), B2CInitiatorName: r.get("PAYSVC_DARAJA_B2C_INITIATOR", ""),
+		B2CSecurityCredential: r.get("PAYSVC_DARAJA_B2C_SECURITY_CREDENTIAL", ""), B2CShortcode: r.get("PAYSVC_DARAJA_B2C_SHORTCODE", ""),
+	}
+	c.API.AddrRateLimit = r.num("PAYSVC_RATE_LIMIT_IP", 50)
+	c.API.AddrRateBurst = int(r.num("PAYSVC_RATE_BURST_IP", 200))
+	c.API.CallbackRateLimit = r.num("PAYSVC_RATE_LIMIT_CALLBACKS", 500)
+	c.API.CallbackRateBurst = int(r.num("PAYSVC_RATE_BURST_CALLBACKS", 1000))
+	var err error
+	if c.API.TrustedProxies, err = parseProxies(r.get("PAYSVC_TRUSTED_PROXIES", "")); err != nil {
+		r.fail(fmt.Errorf("PAYSVC_TRUSTED_PROXIES: %w", err))
+	}
+	c.API.DarajaCallbackToken = r.get("PAYSVC_DARAJA_CALLBACK_TOKEN", "")
+	if base := r.get("PAYSVC_DARAJA_CALLBACK_BASE_URL", ""); base != "" && c.API.DarajaCallbackToken != "" {
+		c.Daraja.CallbackURL = strings.TrimSuffix(base, "/") + "/api/v1/payment/mpesa/callback/" + c.API.DarajaCallbackToken
+		c.Daraja.B2CResultURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/result/" + c.API.DarajaCallbackToken
+		c.Daraja.B2CTimeoutURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/timeout/" + c.API.DarajaCallbackToken
+		c.Daraja.B2CStatusURL = strings.TrimSuffix(base, "/") + "/api/v1/send-money/mpesa/status/" + c.API.DarajaCallbackToken
+	}
+}
+
+// intervals reads the rails', simulators' and periodic jobs' timings.
+func (r *envReader) intervals(c *Config) {
+	c.DarajaQueryAfter = r.dur("PAYSVC_DARAJA_QUERY_AFTER", time.Minute)
+	c.DarajaB2CPause = r.dur("PAYSVC_DARAJA_B2C_PAUSE", 30*time.Second)
+	c.SMTPURL = r.get("PAYSVC_SMTP_URL", "")
+	c.SMTPSinkAddr = r.get("PAYSVC_SMTP_SINK_ADDR", "127.0.0.1:2525")
+	// Empty: http:// and the address actually listened on (known only after listening,
+	// which matters when PAYSVC_HTTP_ADDR asks for port 0).
+	c.PublicBaseURL = strings.TrimSuffix(r.get("PAYSVC_PUBLIC_BASE_URL", ""), "/")
+	c.ReminderInterval = r.dur("PAYSVC_REMINDER_INTERVAL", time.Minute)
+	c.RelayPoll = r.dur("PAYSVC_RELAY_POLL", relay.DefaultPoll)
+	c.Retention = Retention{Interval: r.dur("PAYSVC_RETENTION_INTERVAL", 10*time.Minute),
+		CommandReplies: r.dur("PAYSVC_COMMAND_REPLY_RETENTION", 7*24*time.Hour),
+		WebhookEvents:  r.dur("PAYSVC_WEBHOOK_EVENT_RETENTION", 30*24*time.Hour)}
+	c.CardClearingDelay = r.dur("PAYSVC_CARD_CLEARING_DELAY", 48*time.Hour)
+	c.CardClearingInterval = r.dur("PAYSVC_CARD_CLEARING_INTERVAL", time.Minute)
+	c.SimCardDelay = r.dur("PAYSVC_SIM_CARD_DELAY", time.Second)
+	c.SimPayoutDelay = r.dur("PAYSVC_SIM_PAYOUT_DELAY", 2*time.Second)
+	c.SimAggregateDelay = r.dur("PAYSVC_SIM_AGGREGATE_DELAY", 10*time.Second)
+	c.PayoutRecoverAfter = r.dur("PAYSVC_PAYOUT_RECOVER_AFTER", 2*time.Minute)
+	c.SubscriptionTick = r.dur("PAYSVC_SUBSCRIPTION_TICK", time.Second)
+	c.DBGaugesEvery = r.dur("PAYSVC_DB_GAUGES_EVERY", 30*time.Second)
 }
 
 // parseProxies reads a comma-separated list of CIDRs (a bare address is its /32 or
