@@ -249,47 +249,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 
-	dbURL := o.DatabaseURL
-	if o.URL == "" {
-		dbName = "paysvc_bench_" + r.runID
-		if err := createDatabase(ctx, o.DatabaseURL, dbName); err != nil {
-			dbName = ""
-			return err
-		}
-		if dbURL, err = databaseURL(o.DatabaseURL, dbName); err != nil {
-			return err
-		}
-		if dir, err = os.MkdirTemp("", "paysvc-bench-"); err != nil {
-			return err
-		}
-		started := time.Now()
-		cc := childConfig{Service: o.Service, DatabaseURL: dbURL, CPUProfile: o.ServerCPUProfile, Dir: dir}
-		if slices.Contains(o.Scenarios, ScenarioSTK) {
-			cc.Env = stkChildEnv(os.Getenv)
-		}
-		if slices.Contains(o.Scenarios, ScenarioWebhooks) {
-			if cc.Env == nil {
-				cc.Env = map[string]string{}
-			}
-			maps.Copy(cc.Env, webhookChildEnv(os.Getenv))
-		}
-		if slices.Contains(o.Scenarios, ScenarioMemory) {
-			if cc.Env == nil {
-				cc.Env = map[string]string{}
-			}
-			maps.Copy(cc.Env, memoryChildEnv(os.Getenv))
-		}
-		r.childDir = dir
-		r.childEnv = cc.Env
-		if r.child, err = startChild(ctx, cc); err != nil {
-			return err
-		}
-		r.base, r.admin = r.child.base, r.child.admin
-		r.printf("service: paysvc serve (pid %d) on %s, database %s, healthy after %s\n",
-			r.child.pid(), r.base, dbName, time.Since(started).Round(time.Millisecond))
-	} else {
-		r.base, r.admin = strings.TrimRight(o.URL, "/"), strings.TrimRight(o.MetricsURL, "/")
-		r.printf("service: %s (already running), database from PAYSVC_DATABASE_URL\n", r.base)
+	dbURL, err := r.startService(ctx, &dbName, &dir)
+	if err != nil {
+		return err
 	}
 	r.dbURL = dbURL
 	if r.db, err = storage.Open(ctx, dbURL, 10*time.Second); err != nil {
@@ -300,88 +262,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 
 	// Setup of every scenario first, so no scenario's load runs during another's setup.
-	started := time.Now()
-	var setups []*scenarioSetup
-	for _, name := range o.Scenarios {
-		var s *scenarioSetup
-		switch name {
-		case ScenarioPayout, ScenarioBilling:
-			continue // sets itself up when it runs (runPayoutFile, runBilling)
-		case ScenarioSpread:
-			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
-		case ScenarioMerchant:
-			s, err = r.setup(ctx, name, 1, merchantWallets, true)
-		case ScenarioSTK:
-			s, err = r.setupSTK(ctx, name, o.Merchants)
-		case ScenarioWebhooks:
-			s, err = r.setupWebhooks(ctx, name)
-		case ScenarioMemory:
-			s, err = r.setupMemory(ctx, name)
-		default:
-			s, err = r.setup(ctx, name, 1, o.HotSources+1, false)
-		}
-		if err != nil {
-			return fmt.Errorf("setup %s: %w", name, err)
-		}
-		setups = append(setups, s)
+	setups, err := r.setupAll(ctx)
+	if err != nil {
+		return err
 	}
-	r.delta = make([]int64, len(r.wallets))
-	r.printSetup(ctx, setups, time.Since(started))
 
 	// Load.
-	results := map[string]phaseResult{}
-	for _, s := range setups {
-		if s.Webhooks {
-			p, err := r.runWebhooks(ctx, s)
-			if err != nil {
-				return err
-			}
-			results[s.Name] = p
-			continue
-		}
-		if s.STK {
-			p, err := r.runSTK(ctx, s)
-			if err != nil {
-				return err
-			}
-			results[s.Name] = p
-			continue
-		}
-		if s.Memory {
-			p, err := r.runMemory(ctx, s)
-			if err != nil {
-				return err
-			}
-			results[s.Name] = p
-			continue
-		}
-		p := r.observed(ctx, o.Warmup, transferRoute, func() phaseResult {
-			return r.closedLoop(ctx, s, o.Concurrency, o.Warmup, o.Duration, o.Requests)
-		})
-		p.Partitions = s.Partitions
-		results[s.Name] = p
-		r.printPhase(p)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	var half *phaseResult
-	if spread, ok := results[ScenarioSpread]; ok && o.HalfRateDuration > 0 && spread.throughput() > 0 {
-		rate := spread.throughput() / 2
-		if o.OpenRate > 0 {
-			rate = o.OpenRate
-		}
-		hw := min(time.Second, o.Warmup)
-		s := setups[slices.IndexFunc(setups, func(s *scenarioSetup) bool { return s.Name == ScenarioSpread })]
-		p := r.observed(ctx, hw, transferRoute, func() phaseResult {
-			return r.openLoop(ctx, s, rate, hw, o.HalfRateDuration, r.openLoopWorkers())
-		})
-		p.Partitions = s.Partitions
-		half = &p
-		r.printPhase(p)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	results, half, err := r.runLoad(ctx, setups)
+	if err != nil {
+		return err
 	}
 
 	if slices.Contains(o.Scenarios, ScenarioPayout) {
@@ -433,6 +322,153 @@ func Run(ctx context.Context, o Options) (err error) {
 		return errors.New("bench: conservation check FAILED (see above)")
 	}
 	return nil
+}
+
+// runLoad runs each set-up scenario's load in turn, then the spread scenario at
+// half its rate (open loop), and returns their results.
+func (r *runner) runLoad(ctx context.Context, setups []*scenarioSetup) (map[string]phaseResult, *phaseResult, error) {
+	o := r.o
+	results := map[string]phaseResult{}
+	for _, s := range setups {
+		if s.Webhooks {
+			p, err := r.runWebhooks(ctx, s)
+			if err != nil {
+				return nil, nil, err
+			}
+			results[s.Name] = p
+			continue
+		}
+		if s.STK {
+			p, err := r.runSTK(ctx, s)
+			if err != nil {
+				return nil, nil, err
+			}
+			results[s.Name] = p
+			continue
+		}
+		if s.Memory {
+			p, err := r.runMemory(ctx, s)
+			if err != nil {
+				return nil, nil, err
+			}
+			results[s.Name] = p
+			continue
+		}
+		p := r.observed(ctx, o.Warmup, transferRoute, func() phaseResult {
+			return r.closedLoop(ctx, s, o.Concurrency, o.Warmup, o.Duration, o.Requests)
+		})
+		p.Partitions = s.Partitions
+		results[s.Name] = p
+		r.printPhase(p)
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+	}
+	var half *phaseResult
+	if spread, ok := results[ScenarioSpread]; ok && o.HalfRateDuration > 0 && spread.throughput() > 0 {
+		rate := spread.throughput() / 2
+		if o.OpenRate > 0 {
+			rate = o.OpenRate
+		}
+		hw := min(time.Second, o.Warmup)
+		s := setups[slices.IndexFunc(setups, func(s *scenarioSetup) bool { return s.Name == ScenarioSpread })]
+		p := r.observed(ctx, hw, transferRoute, func() phaseResult {
+			return r.openLoop(ctx, s, rate, hw, o.HalfRateDuration, r.openLoopWorkers())
+		})
+		p.Partitions = s.Partitions
+		half = &p
+		r.printPhase(p)
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+	}
+	return results, half, nil
+}
+
+// startService starts the paysvc under test on a database of its own (named in
+// *dbName, its data in *dir, for Run's cleanup), unless Options.URL names a
+// running one, and returns the database URL the bench reads.
+func (r *runner) startService(ctx context.Context, dbName, dir *string) (string, error) {
+	var err error
+	o := r.o
+	dbURL := o.DatabaseURL
+	if o.URL == "" {
+		*dbName = "paysvc_bench_" + r.runID
+		if err := createDatabase(ctx, o.DatabaseURL, *dbName); err != nil {
+			*dbName = ""
+			return "", err
+		}
+		if dbURL, err = databaseURL(o.DatabaseURL, *dbName); err != nil {
+			return "", err
+		}
+		if *dir, err = os.MkdirTemp("", "paysvc-bench-"); err != nil {
+			return "", err
+		}
+		started := time.Now()
+		cc := childConfig{Service: o.Service, DatabaseURL: dbURL, CPUProfile: o.ServerCPUProfile, Dir: *dir}
+		if slices.Contains(o.Scenarios, ScenarioSTK) {
+			cc.Env = stkChildEnv(os.Getenv)
+		}
+		if slices.Contains(o.Scenarios, ScenarioWebhooks) {
+			if cc.Env == nil {
+				cc.Env = map[string]string{}
+			}
+			maps.Copy(cc.Env, webhookChildEnv(os.Getenv))
+		}
+		if slices.Contains(o.Scenarios, ScenarioMemory) {
+			if cc.Env == nil {
+				cc.Env = map[string]string{}
+			}
+			maps.Copy(cc.Env, memoryChildEnv(os.Getenv))
+		}
+		r.childDir = *dir
+		r.childEnv = cc.Env
+		if r.child, err = startChild(ctx, cc); err != nil {
+			return "", err
+		}
+		r.base, r.admin = r.child.base, r.child.admin
+		r.printf("service: paysvc serve (pid %d) on %s, database %s, healthy after %s\n",
+			r.child.pid(), r.base, *dbName, time.Since(started).Round(time.Millisecond))
+	} else {
+		r.base, r.admin = strings.TrimRight(o.URL, "/"), strings.TrimRight(o.MetricsURL, "/")
+		r.printf("service: %s (already running), database from PAYSVC_DATABASE_URL\n", r.base)
+	}
+	return dbURL, nil
+}
+
+// setupAll sets up every scenario that is set up before the load (the payout
+// and billing scenarios set themselves up when they run).
+func (r *runner) setupAll(ctx context.Context) ([]*scenarioSetup, error) {
+	o := r.o
+	started := time.Now()
+	var setups []*scenarioSetup
+	for _, name := range o.Scenarios {
+		var s *scenarioSetup
+		var err error
+		switch name {
+		case ScenarioPayout, ScenarioBilling:
+			continue // sets itself up when it runs (runPayoutFile, runBilling)
+		case ScenarioSpread:
+			s, err = r.setup(ctx, name, o.Merchants, o.Wallets, true)
+		case ScenarioMerchant:
+			s, err = r.setup(ctx, name, 1, merchantWallets, true)
+		case ScenarioSTK:
+			s, err = r.setupSTK(ctx, name, o.Merchants)
+		case ScenarioWebhooks:
+			s, err = r.setupWebhooks(ctx, name)
+		case ScenarioMemory:
+			s, err = r.setupMemory(ctx, name)
+		default:
+			s, err = r.setup(ctx, name, 1, o.HotSources+1, false)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("setup %s: %w", name, err)
+		}
+		setups = append(setups, s)
+	}
+	r.delta = make([]int64, len(r.wallets))
+	r.printSetup(ctx, setups, time.Since(started))
+	return setups, nil
 }
 
 func (r *runner) openLoopWorkers() int { return max(2*r.o.Concurrency, 64) }

@@ -37,51 +37,10 @@ type billingResult struct {
 func (r *runner) runBilling(ctx context.Context) (*billingResult, error) {
 	n := r.o.Subscriptions
 	res := &billingResult{Seeded: n}
-	today := subscription.Today(time.Now())
 	seedStart := time.Now()
-	per := (n + billingMerchants - 1) / billingMerchants
-	left := n
-	var merchants []string
-	for i := 0; left > 0; i++ {
-		k := min(per, left)
-		left -= k
-		c, err := admin.CreateMerchant(ctx, r.db, fmt.Sprintf("bench billing %d", i+1), "sandbox")
-		if err != nil {
-			return nil, fmt.Errorf("create merchant: %w", err)
-		}
-		merchants = append(merchants, c.MerchantID)
-		w, err := walletstore.Settlement(ctx, r.db, c.MerchantID, "KES")
-		if err != nil {
-			return nil, err
-		}
-		planID, custID := fmt.Sprintf("BP%s%02d", r.runID, i), fmt.Sprintf("BC%s%02d", r.runID, i)
-		now := time.Now().UTC()
-		if _, err := r.db.ExecContext(ctx, `INSERT INTO plans (plan_id, merchant_id, name, amount, currency, frequency, frequency_unit,
-			billing_cycles, version, created_at, updated_at) VALUES ($1, $2, 'Bench', $3, 'KES', 1, 'M', 12, 1, $4, $4)`,
-			planID, c.MerchantID, billingAmount, now); err != nil {
-			return nil, fmt.Errorf("seed plan: %w", err)
-		}
-		if _, err := r.db.ExecContext(ctx, `INSERT INTO customers (customer_id, merchant_id, email, first_name, last_name, version,
-			created_at, updated_at) VALUES ($1, $2, 'bench@example.com', 'Bench', 'Customer', 1, $3, $3)`, custID, c.MerchantID, now); err != nil {
-			return nil, fmt.Errorf("seed customer: %w", err)
-		}
-		// The state is actors/aggregates/subscription.State as the engine stores it (ACTIVE,
-		// card set up, first cycle due today); billing stays false until the start.
-		if _, err := r.db.ExecContext(ctx, `INSERT INTO subscriptions (subscription_id, merchant_id, customer_id, plan_id, status,
-			next_date, billing, test_clock_id, setup_token_hash, version, data, created_at, updated_at)
-			SELECT id, $1, $2, $3, 'ACTIVE', $4::date, false, NULL, NULL, 2, jsonb_build_object(
-				'subscription_id', id, 'merchant_id', $1::text, 'customer_id', $2::text,
-				'plan', jsonb_build_object('plan_id', $3::text, 'frequency', 1, 'frequency_unit', 'M', 'billing_cycles', 12),
-				'status', 'ACTIVE', 'start_date', $4::text, 'next_date', $4::text, 'anchor', $4::text, 'anchor_slot', 0, 'slot', 0,
-				'generation', 0, 'completed_cycles', 0, 'card_token', 'ctok_bench_' || id, 'card_network', 'VISA',
-				'card_number', '424242******4242', 'card_outcome', 'success', 'wallet_id', $5::text,
-				'terms', jsonb_build_object('name', 'Bench', 'amount', $6::text, 'currency', 'KES'),
-				'customer', jsonb_build_object('email', 'bench@example.com', 'first_name', 'Bench', 'last_name', 'Customer'),
-				'version', 2, 'created_at', $7::timestamptz, 'updated_at', $7::timestamptz), $7, $7
-			FROM (SELECT 'SUBB' || $8::text || '_' || lpad(g::text, 7, '0') AS id FROM generate_series(1, $9::int) g) s`,
-			c.MerchantID, custID, planID, today, w.WalletID, billingAmount, now, fmt.Sprintf("%s%02d", r.runID, i), k); err != nil {
-			return nil, fmt.Errorf("seed subscriptions: %w", err)
-		}
+	merchants, err := r.seedBilling(ctx, n)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := r.db.ExecContext(ctx, `ANALYZE subscriptions`); err != nil {
 		return nil, err
@@ -156,6 +115,58 @@ func (r *runner) runBilling(ctx context.Context) (*billingResult, error) {
 			res.Billed, cycles, credits, res.Failed, n, okText(res.LedgerOK), okText(res.BalancesOK))
 	}
 	return res, nil
+}
+
+// seedBilling writes n ACTIVE subscriptions, due today with a card set up, over
+// billingMerchants new merchants, straight into the tables (no API: the run
+// measures the billing, not the seeding); it returns the merchants.
+func (r *runner) seedBilling(ctx context.Context, n int) ([]string, error) {
+	today := subscription.Today(time.Now())
+	per := (n + billingMerchants - 1) / billingMerchants
+	left := n
+	var merchants []string
+	for i := 0; left > 0; i++ {
+		k := min(per, left)
+		left -= k
+		c, err := admin.CreateMerchant(ctx, r.db, fmt.Sprintf("bench billing %d", i+1), "sandbox")
+		if err != nil {
+			return nil, fmt.Errorf("create merchant: %w", err)
+		}
+		merchants = append(merchants, c.MerchantID)
+		w, err := walletstore.Settlement(ctx, r.db, c.MerchantID, "KES")
+		if err != nil {
+			return nil, err
+		}
+		planID, custID := fmt.Sprintf("BP%s%02d", r.runID, i), fmt.Sprintf("BC%s%02d", r.runID, i)
+		now := time.Now().UTC()
+		if _, err := r.db.ExecContext(ctx, `INSERT INTO plans (plan_id, merchant_id, name, amount, currency, frequency, frequency_unit,
+			billing_cycles, version, created_at, updated_at) VALUES ($1, $2, 'Bench', $3, 'KES', 1, 'M', 12, 1, $4, $4)`,
+			planID, c.MerchantID, billingAmount, now); err != nil {
+			return nil, fmt.Errorf("seed plan: %w", err)
+		}
+		if _, err := r.db.ExecContext(ctx, `INSERT INTO customers (customer_id, merchant_id, email, first_name, last_name, version,
+			created_at, updated_at) VALUES ($1, $2, 'bench@example.com', 'Bench', 'Customer', 1, $3, $3)`, custID, c.MerchantID, now); err != nil {
+			return nil, fmt.Errorf("seed customer: %w", err)
+		}
+		// The state is actors/aggregates/subscription.State as the engine stores it (ACTIVE,
+		// card set up, first cycle due today); billing stays false until the start.
+		if _, err := r.db.ExecContext(ctx, `INSERT INTO subscriptions (subscription_id, merchant_id, customer_id, plan_id, status,
+			next_date, billing, test_clock_id, setup_token_hash, version, data, created_at, updated_at)
+			SELECT id, $1, $2, $3, 'ACTIVE', $4::date, false, NULL, NULL, 2, jsonb_build_object(
+				'subscription_id', id, 'merchant_id', $1::text, 'customer_id', $2::text,
+				'plan', jsonb_build_object('plan_id', $3::text, 'frequency', 1, 'frequency_unit', 'M', 'billing_cycles', 12),
+				'status', 'ACTIVE', 'start_date', $4::text, 'next_date', $4::text, 'anchor', $4::text, 'anchor_slot', 0, 'slot', 0,
+				'generation', 0, 'completed_cycles', 0, 'card_token', 'ctok_bench_' || id, 'card_network', 'VISA',
+				'card_number', '424242******4242', 'card_outcome', 'success', 'wallet_id', $5::text,
+				'terms', jsonb_build_object('name', 'Bench', 'amount', $6::text, 'currency', 'KES'),
+				'customer', jsonb_build_object('email', 'bench@example.com', 'first_name', 'Bench', 'last_name', 'Customer'),
+				'version', 2, 'created_at', $7::timestamptz, 'updated_at', $7::timestamptz), $7, $7
+			FROM (SELECT 'SUBB' || $8::text || '_' || lpad(g::text, 7, '0') AS id FROM generate_series(1, $9::int) g) s`,
+			c.MerchantID, custID, planID, today, w.WalletID, billingAmount, now, fmt.Sprintf("%s%02d", r.runID, i), k); err != nil {
+			return nil, fmt.Errorf("seed subscriptions: %w", err)
+		}
+	}
+	return merchants, nil
 }
 
 func okText(ok bool) string {

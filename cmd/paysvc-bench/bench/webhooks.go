@@ -355,6 +355,27 @@ func (r *runner) runWebhooks(ctx context.Context, s *scenarioSetup) (phaseResult
 	}
 
 	// Latency: transfers at a fixed rate, delivered as they commit.
+	total := r.webhookLatency(ctx, s, res, disp, events)
+	res.Events = total
+	r.hooks.mu.Lock()
+	res.Delivered, res.Dupes, res.Bad, res.BadWhy = len(r.hooks.recs), r.hooks.dupes, r.hooks.bad, r.hooks.badWhy
+	r.hooks.mu.Unlock()
+	// The receivers answer before the dispatcher writes the outcome: give it time.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := r.db.GetContext(ctx, &res.Recorded, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`); err != nil {
+			return gen, err
+		}
+		if res.Recorded >= res.Events || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return gen, nil
+}
+
+// webhookLatency runs transfers at a fixed rate with the dispatcher running and
+// measures committed-to-delivered latency; it returns the events made in all.
+func (r *runner) webhookLatency(ctx context.Context, s *scenarioSetup, res *webhookResult, disp *child, events int) int {
 	res.LiveRate = r.o.WebhookRate
 	if res.LiveRate <= 0 {
 		res.LiveRate = max(res.GenRate/2, 1)
@@ -396,21 +417,7 @@ func (r *runner) runWebhooks(ctx context.Context, s *scenarioSetup) (phaseResult
 			m.Server, u.Server, u.Postgres, u.Bench, max(u.other(true)-m.Server, 0), u.Busy, runtime.NumCPU())
 	}
 
-	res.Events = total
-	r.hooks.mu.Lock()
-	res.Delivered, res.Dupes, res.Bad, res.BadWhy = len(r.hooks.recs), r.hooks.dupes, r.hooks.bad, r.hooks.badWhy
-	r.hooks.mu.Unlock()
-	// The receivers answer before the dispatcher writes the outcome: give it time.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := r.db.GetContext(ctx, &res.Recorded, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`); err != nil {
-			return gen, err
-		}
-		if res.Recorded >= res.Events || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return gen, nil
+	return total
 }
 
 // waitOutboxEmpty waits until the relay has published every committed event.
