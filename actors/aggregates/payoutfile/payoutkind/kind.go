@@ -62,99 +62,91 @@ func init() {
 	}
 }
 
+// Files is the payment-file kind as its commands use it through a Tx.
+const Files = engine.Of[payoutfile.State](Name)
+
 // Kind is the payment-file aggregate's registration.
 func Kind() engine.Kind {
-	return engine.Kind{
-		Name: Name,
-		Commands: map[string]func() any{
-			topics.CmdPayoutInitiate:  func() any { return &topics.PayoutInitiate{} },
-			topics.CmdPayoutApprove:   func() any { return &topics.PayoutApprove{} },
-			topics.CmdPayoutCancel:    func() any { return &topics.PayoutCancel{} },
-			topics.CmdPayoutResults:   func() any { return &topics.PayoutResults{} },
-			topics.CmdPayoutP2PCredit: func() any { return &topics.PayoutP2PCredit{} },
-			topics.CmdPayoutHold:      func() any { return &topics.PayoutOperator{} },
-			topics.CmdPayoutRelease:   func() any { return &topics.PayoutOperator{} },
-			topics.CmdPayoutFail:      func() any { return &topics.PayoutOperator{} },
-		},
-		// A rail's results complete money in motion; a P2P credit, in the
-		// recipient's partition, is checked against its payer (p2pCredit checks
-		// the recipient).
-		Guards: map[string]engine.Guard{
-			topics.CmdPayoutInitiate: {},
-			topics.CmdPayoutApprove:  {},
-			topics.CmdPayoutCancel:   {},
-			// The SUBMITTED stage of a disabled merchant is refused by results,
-			// not here: a FINAL outcome must still land.
-			topics.CmdPayoutResults: {WhileDisabled: true},
-			// An operator's kill switch of one file must work on a disabled
-			// merchant above all (disable, then fail the file a stolen key approved).
-			topics.CmdPayoutHold:    {WhileDisabled: true},
-			topics.CmdPayoutRelease: {WhileDisabled: true},
-			topics.CmdPayoutFail:    {WhileDisabled: true},
-			topics.CmdPayoutP2PCredit: {WhileDisabled: true, Subject: func(payload any) string {
-				if p, ok := payload.(*topics.PayoutP2PCredit); ok {
-					return p.PayerMerchantID
-				}
-				return ""
-			}},
-		},
-		IDs:     func(_ string, p any) []string { return idsOf(p) },
-		Needs:   func(_ string, p any) []engine.Ref { return needs(p) },
-		Refs:    refs,
-		Index:   index,
-		Load:    load,
-		Prepare: prepare,
-		Actor:   engine.Hosted(Name, payoutfile.Step),
-		New:     func(id string) any { return payoutfile.State{Header: payoutfile.Header{FileID: id}} },
-		Rows:    func() engine.Rows { return rows{payoutstore.NewWrites()} },
-		Final:   final,
-		Apply:   apply,
-	}
+	return engine.Define[payoutfile.State](aggregate{},
+		// An initiation opens its file by Create (Tx.Live checks its id), so it
+		// names no instance of its own; it needs its paying wallet.
+		engine.On[payoutfile.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], initiate,
+			engine.Needs(initiateNeeds), engine.Prepare(prepareInitiate)),
+		engine.On[payoutfile.State](topics.CmdPayoutApprove, engine.Guard{},
+			func(p *topics.PayoutApprove) []string { return []string{p.FileID} }, approve,
+			engine.Prepare(prepareApprove)),
+		engine.On[payoutfile.State](topics.CmdPayoutCancel, engine.Guard{},
+			func(p *topics.PayoutCancel) []string { return []string{p.FileID} }, cancel),
+		// A rail's results complete money in motion. The SUBMITTED stage of a
+		// disabled merchant is refused by results, not here: a FINAL outcome must
+		// still land.
+		engine.On[payoutfile.State](topics.CmdPayoutResults, engine.Guard{WhileDisabled: true},
+			func(p *topics.PayoutResults) []string { return []string{p.FileID} }, results),
+		// A P2P credit, in the recipient's partition, is checked against its payer
+		// (p2pCredit checks the recipient).
+		engine.On[payoutfile.State](topics.CmdPayoutP2PCredit,
+			engine.Guard{WhileDisabled: true, Subject: engine.SubjectOf(func(p *topics.PayoutP2PCredit) string { return p.PayerMerchantID })},
+			noIDs[topics.PayoutP2PCredit], p2pCredit, engine.Needs(p2pNeeds)),
+		// An operator's kill switch of one file must work on a disabled merchant
+		// above all (disable, then fail the file a stolen key approved).
+		operator(topics.CmdPayoutHold),
+		operator(topics.CmdPayoutRelease),
+		operator(topics.CmdPayoutFail),
+	)
 }
 
-func idsOf(payload any) []string {
-	switch p := payload.(type) {
-	case *topics.PayoutApprove:
-		return []string{p.FileID}
-	case *topics.PayoutCancel:
-		return []string{p.FileID}
-	case *topics.PayoutResults:
-		return []string{p.FileID}
-	case *topics.PayoutOperator:
-		return []string{p.FileID}
-	}
-	return nil
+// operator declares one of the operator's commands on a file (hold, release,
+// fail): they share their payload, and operate tells them apart by type.
+func operator(typ string) engine.Command[payoutfile.State] {
+	return engine.On[payoutfile.State](typ, engine.Guard{WhileDisabled: true},
+		func(p *topics.PayoutOperator) []string { return []string{p.FileID} }, operate)
 }
 
-// needs: an initiation names its paying wallet (or the currency's settlement
-// wallet); a P2P credit its recipient's.
-func needs(payload any) []engine.Ref {
-	switch p := payload.(type) {
-	case *topics.PayoutInitiate:
-		if p.WalletID != "" {
-			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-		}
-		return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
-	case *topics.PayoutP2PCredit:
-		if p.WalletID != "" {
-			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-		}
+// noIDs is the ids of a command that names no existing file.
+func noIDs[P any](*P) []string { return nil }
+
+// aggregate is the payment file's definition: hosted (its pure Step), loaded by
+// id, indexed by the idempotency keys its transactions hold, referring to its
+// wallet, written through paysvc_apply_payout.
+type aggregate struct{}
+
+func (aggregate) Name() string { return Name }
+func (aggregate) New(id string) payoutfile.State {
+	return payoutfile.State{Header: payoutfile.Header{FileID: id}}
+}
+func (aggregate) Step(s payoutfile.State, msg any) (payoutfile.State, any, error) {
+	return payoutfile.Step(s, msg)
+}
+func (aggregate) Rows() engine.TypedRows[payoutfile.State] { return rows{payoutstore.NewWrites()} }
+
+// initiateNeeds: an initiation names its paying wallet (or the currency's
+// settlement wallet).
+func initiateNeeds(p *topics.PayoutInitiate) []engine.Ref {
+	if p.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
+	}
+	return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
+}
+
+// p2pNeeds: a P2P credit names its recipient's wallet.
+func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref {
+	if p.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
 	}
 	return nil
 }
 
-// refs: a file's wallet holds and pays its money.
-func refs(state any) []engine.Ref {
-	if s, ok := state.(payoutfile.State); ok && s.WalletID != "" {
+// Refs: a file's wallet holds and pays its money.
+func (aggregate) Refs(s payoutfile.State) []engine.Ref {
+	if s.WalletID != "" {
 		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
 	}
 	return nil
 }
 
-// index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
+// Index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
 // an approval finds the keys files in memory hold, committed or not.
-func index(state any) []string {
-	s, _ := state.(payoutfile.State)
+func (aggregate) Index(s payoutfile.State) []string {
 	var keys []string
 	for _, t := range s.Txns {
 		if payoutstore.ClaimsKey(s.Header, t) {
@@ -164,19 +156,18 @@ func index(state any) []string {
 	return keys
 }
 
-func final(state any) bool {
-	s, _ := state.(payoutfile.State)
+func (aggregate) Final(s payoutfile.State) bool {
 	return s.Status == payoutfile.StatusComplete || s.Status == payoutfile.StatusCancelled || s.Status == payoutfile.StatusFailed
 }
 
-func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[payoutfile.State], error) {
 	found, err := payoutstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Snapshot, 0, len(found))
+	out := make([]engine.Stored[payoutfile.State], 0, len(found))
 	for _, s := range found {
-		out = append(out, engine.Snapshot{ID: s.FileID, Version: s.Version, State: s})
+		out = append(out, engine.Stored[payoutfile.State]{ID: s.FileID, Version: s.Version, State: s})
 	}
 	return out, nil
 }
@@ -188,42 +179,46 @@ const (
 	keyFact      = "key\x00"
 )
 
-// prepare reads, before the batch applies, what the table alone can say: for an
+// Prepare reads, before the batch applies, what the table alone can say: for an
 // initiation whether its file or transaction ids are taken, and for it and an
 // approval which stored transactions hold the file's idempotency keys. Keys
 // claimed by files in memory (committed or not) are the index's (rejectedKeys).
 // A file initiated and approved in one batch has its keys read for the
 // initiation.
-func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, string) (any, bool), c *topics.Command, payload any) (map[string]any, error) {
+func prepareInitiate(ctx context.Context, q sqlx.QueryerContext, _ engine.Finder, c *topics.Command, p *topics.PayoutInitiate) (map[string]any, error) {
 	facts := map[string]any{}
 	var keys []string
-	switch p := payload.(type) {
-	case *topics.PayoutInitiate:
-		txnIDs := make([]string, len(p.Transactions))
-		for i, t := range p.Transactions {
-			txnIDs[i] = t.TransactionID
-			if t.IdempotencyKey != "" {
-				keys = append(keys, t.IdempotencyKey)
-			}
+	txnIDs := make([]string, len(p.Transactions))
+	for i, t := range p.Transactions {
+		txnIDs[i] = t.TransactionID
+		if t.IdempotencyKey != "" {
+			keys = append(keys, t.IdempotencyKey)
 		}
-		taken, err := storage.PayoutIDsTaken(ctx, q, p.FileID, txnIDs)
-		if err != nil {
-			return nil, err
-		}
-		facts[idsTakenFact+p.FileID] = taken
-	case *topics.PayoutApprove:
-		s, ok := find(Name, p.FileID)
-		if !ok {
-			return nil, nil
-		}
-		for _, t := range s.(payoutfile.State).Txns {
-			if t.IdempotencyKey != "" {
-				keys = append(keys, t.IdempotencyKey)
-			}
-		}
-	default:
+	}
+	taken, err := storage.PayoutIDsTaken(ctx, q, p.FileID, txnIDs)
+	if err != nil {
+		return nil, err
+	}
+	facts[idsTakenFact+p.FileID] = taken
+	return keyFacts(ctx, q, c, facts, keys)
+}
+
+func prepareApprove(ctx context.Context, q sqlx.QueryerContext, find engine.Finder, c *topics.Command, p *topics.PayoutApprove) (map[string]any, error) {
+	s, ok := Files.Found(find, p.FileID)
+	if !ok {
 		return nil, nil
 	}
+	var keys []string
+	for _, t := range s.Txns {
+		if t.IdempotencyKey != "" {
+			keys = append(keys, t.IdempotencyKey)
+		}
+	}
+	return keyFacts(ctx, q, c, map[string]any{}, keys)
+}
+
+// keyFacts adds to facts which stored transaction holds each of keys.
+func keyFacts(ctx context.Context, q sqlx.QueryerContext, c *topics.Command, facts map[string]any, keys []string) (map[string]any, error) {
 	if len(keys) == 0 {
 		return facts, nil
 	}
@@ -237,6 +232,21 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, strin
 	return facts, nil
 }
 
+// keyHolder is Prepare's fact of an idempotency key: the stored transaction
+// that holds it ("" for none), and whether it was prepared.
+func keyHolder(tx *engine.Tx, key string) (string, bool) {
+	v, ok := tx.Fact(keyFact + key)
+	holder, _ := v.(string) // facts are the engine's any; keyFacts stores strings
+	return holder, ok
+}
+
+// deltaOf is a file's step's out as its type: payoutfile.Step says what it
+// changed with a Delta (the engine carries outs as any).
+func deltaOf(out any) payoutfile.Delta {
+	d, _ := out.(payoutfile.Delta)
+	return d
+}
+
 // rows writes files through paysvc_apply_payout: a file's header, and the
 // transactions its steps changed, plus those that now hold their idempotency key
 // (a transaction that holds its key must have its row written with claims_key in
@@ -244,13 +254,11 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, strin
 // batch commits the table alone answers for the key).
 type rows struct{ w *payoutstore.Writes }
 
-func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) error {
-	b, a := before.State.(payoutfile.State), after.State.(payoutfile.State)
+func (r rows) Touch(_, _ string, before, after engine.Stored[payoutfile.State], outs []any) error {
+	b, a := before.State, after.State
 	var changed []int
 	for _, o := range outs {
-		if d, ok := o.(payoutfile.Delta); ok {
-			changed = append(changed, d.Changed...)
-		}
+		changed = append(changed, deltaOf(o).Changed...)
 	}
 	for i, t := range a.Txns {
 		if payoutstore.ClaimsKey(a.Header, t) && (i >= len(b.Txns) || !payoutstore.ClaimsKey(b.Header, b.Txns[i])) {
@@ -262,24 +270,6 @@ func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) erro
 }
 
 func (r rows) Writes() storage.AggregateRows { return r.w }
-
-func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-	switch in := payload.(type) {
-	case *topics.PayoutInitiate:
-		return initiate(tx, c, *in)
-	case *topics.PayoutApprove:
-		return approve(tx, c, *in)
-	case *topics.PayoutCancel:
-		return cancel(tx, c, *in)
-	case *topics.PayoutResults:
-		return results(tx, c, *in)
-	case *topics.PayoutP2PCredit:
-		return p2pCredit(tx, c, *in)
-	case *topics.PayoutOperator:
-		return operate(tx, c, *in)
-	}
-	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
-}
 
 // fileReply is the reply of initiate, approve and cancel: the file as merchants
 // see it, with its wallet.
@@ -316,7 +306,7 @@ func counted(tx *engine.Tx, provider string, complete, failed int) {
 
 // initiate opens a file; with requires_approval NO it is approved in the same
 // command (and so the same transaction).
-func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topics.Reply, error) {
+func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topics.Reply, error) {
 	if tx.Live(Name, in.FileID) {
 		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
 	}
@@ -331,11 +321,10 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 		}
 		walletID = id
 	}
-	ws, ok := tx.Find(walletkind.Name, walletID)
+	w, ok := walletkind.Wallets.Find(tx, walletID)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
 	}
-	w := ws.(wallet.State)
 	switch {
 	case !w.Exists() || w.MerchantID != c.MerchantID:
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
@@ -352,7 +341,7 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
 			RecipientWalletID: t.RecipientWalletID}
 	}
-	r, err := tx.Create(Name, in.FileID, payoutfile.Create{Header: payoutfile.Header{
+	r, err := Files.Create(tx, in.FileID, payoutfile.Create{Header: payoutfile.Header{
 		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
 		Provider: in.Provider, Currency: in.Currency, RequiresApproval: in.RequiresApproval, BatchReference: in.BatchReference,
 		DeviceID: in.DeviceID, CallbackURL: in.CallbackURL,
@@ -368,25 +357,23 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, "Invalid payment file: "+r.Err.Error(), ""), nil
 	}
-	f := r.After.(payoutfile.State)
+	f := r.After
 	if !in.RequiresApproval {
 		// Approved in the same command. If the wallet cannot cover it the file never
 		// comes to be (a 400 changes nothing): the refusal undoes its creation.
 		return approveFile(tx, c, f, true)
 	}
-	d := r.Out.(payoutfile.Delta)
 	sendMoneyEvent(tx, f)
-	callback(tx, c, f, d.Changed)
+	callback(tx, c, f, deltaOf(r.Out).Changed)
 	return fileReply(f, w.View()), nil
 }
 
 // approve approves a file awaiting approval.
-func approve(tx *engine.Tx, c *topics.Command, in topics.PayoutApprove) (topics.Reply, error) {
-	cur, ok := tx.Find(Name, in.FileID)
+func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics.Reply, error) {
+	st, ok := Files.Find(tx, in.FileID)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
-	st := cur.(payoutfile.State)
 	if st.MerchantID != c.MerchantID {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
@@ -396,7 +383,7 @@ func approve(tx *engine.Tx, c *topics.Command, in topics.PayoutApprove) (topics.
 	if st.Status != payoutfile.StatusPreview {
 		return engine.Refuse(CodeNotAwaitingApproval, "The file is not awaiting approval: its status is "+st.Status+".", "file_id"), nil
 	}
-	if _, ok := tx.Find(walletkind.Name, st.WalletID); !ok {
+	if _, ok := walletkind.Wallets.Find(tx, st.WalletID); !ok {
 		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
 	}
 	return approveFile(tx, c, st, false)
@@ -416,7 +403,7 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created 
 	hold := payoutfile.HoldFor(st, rejected)
 	var wafter wallet.State
 	if hold.Sign() > 0 {
-		wr, err := tx.Ask(walletkind.Name, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
+		wr, err := walletkind.Wallets.Ask(tx, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
 		if err != nil {
 			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
 		}
@@ -433,22 +420,22 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created 
 		if wr.Err != nil {
 			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, wr.Err)
 		}
-		wafter = wr.After.(wallet.State)
+		wafter = wr.After
 	} else {
-		ws, ok := tx.Find(walletkind.Name, st.WalletID)
+		ws, ok := walletkind.Wallets.Find(tx, st.WalletID)
 		if !ok {
 			return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
 		}
-		wafter = ws.(wallet.State)
+		wafter = ws
 	}
-	r, err := tx.Ask(Name, st.FileID, payoutfile.Approve{Rejected: rejected, SubmitNow: st.Provider == payoutfile.ProviderP2P, At: tx.At()})
+	r, err := Files.Ask(tx, st.FileID, payoutfile.Approve{Rejected: rejected, SubmitNow: st.Provider == payoutfile.ProviderP2P, At: tx.At()})
 	if err == nil && r.Err != nil {
 		err = r.Err
 	}
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	f, d := r.After, deltaOf(r.Out)
 	counted(tx, f.Provider, 0, len(rejected))
 	queuePayouts(tx, c, f, rejected)
 	sendMoneyEvent(tx, f)
@@ -476,11 +463,11 @@ func rejectedKeys(tx *engine.Tx, st payoutfile.State) (map[string]string, error)
 			rejected[t.TransactionID] = "Duplicate idempotency_key: already used by transaction " + holder + "."
 			continue
 		}
-		v, ok := tx.Fact(keyFact + k)
+		holder, ok := keyHolder(tx, k)
 		if !ok {
 			return nil, errors.New("payoutkind: idempotency key of file " + st.FileID + " not prepared")
 		}
-		if holder := v.(string); holder != "" && holder != t.TransactionID {
+		if holder != "" && holder != t.TransactionID {
 			rejected[t.TransactionID] = "Duplicate idempotency_key: already used by transaction " + holder + "."
 		}
 	}
@@ -493,11 +480,10 @@ func liveHolder(tx *engine.Tx, key string) string {
 	if !ok {
 		return ""
 	}
-	s, ok := tx.Find(Name, id)
+	f, ok := Files.Find(tx, id)
 	if !ok {
 		return ""
 	}
-	f := s.(payoutfile.State)
 	for _, t := range f.Txns {
 		if t.IdempotencyKey == key && payoutstore.ClaimsKey(f.Header, t) {
 			return t.TransactionID
@@ -563,15 +549,15 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payoutfile.State, rejected
 }
 
 // cancel cancels a file awaiting approval; nothing was held, so no money moves.
-func cancel(tx *engine.Tx, c *topics.Command, in topics.PayoutCancel) (topics.Reply, error) {
-	if _, ok := tx.Find(Name, in.FileID); !ok {
+func cancel(tx *engine.Tx, c *topics.Command, in *topics.PayoutCancel) (topics.Reply, error) {
+	if _, ok := Files.Find(tx, in.FileID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
-	r, err := tx.Ask(Name, in.FileID, payoutfile.Cancel{At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payoutfile.Cancel{At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	before := r.Before.(payoutfile.State)
+	before := r.Before
 	if before.MerchantID != c.MerchantID {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
@@ -579,20 +565,20 @@ func cancel(tx *engine.Tx, c *topics.Command, in topics.PayoutCancel) (topics.Re
 		return engine.Refuse(CodeNotCancellable, "The file cannot be cancelled: its status is "+before.Status+
 			"; only a file awaiting approval (PREVIEW-AND-APPROVE) can be.", "file_id"), nil
 	}
-	f := r.After.(payoutfile.State)
-	ws, ok := tx.Find(walletkind.Name, f.WalletID)
+	f := r.After
+	ws, ok := walletkind.Wallets.Find(tx, f.WalletID)
 	if !ok {
 		return topics.Reply{}, errors.New("engine: wallet " + f.WalletID + " is gone")
 	}
 	sendMoneyEvent(tx, f)
-	callback(tx, c, f, r.Out.(payoutfile.Delta).Changed)
-	return fileReply(f, ws.(wallet.State).View()), nil
+	callback(tx, c, f, deltaOf(r.Out).Changed)
+	return fileReply(f, ws.View()), nil
 }
 
 // results applies a rail's outcomes: paid transactions leave the hold through the
 // ledger, failed ones go back to the available balance, in the same command.
-func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.Reply, error) {
-	if _, ok := tx.Find(Name, in.FileID); !ok {
+func results(tx *engine.Tx, c *topics.Command, in *topics.PayoutResults) (topics.Reply, error) {
+	if _, ok := Files.Find(tx, in.FileID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
 	if in.Stage != topics.PayoutStageFinal && !tx.MerchantOf(c.MerchantID).Enabled {
@@ -607,7 +593,7 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 			ProviderReference: r.ProviderReference, ProviderAccountName: r.ProviderAccountName}
 	}
 	sp := tx.Savepoint()
-	r, err := tx.Ask(Name, in.FileID, payoutfile.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payoutfile.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
@@ -617,7 +603,7 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), "file_id"), nil
 	}
-	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	f, d := r.After, deltaOf(r.Out)
 	if len(d.Unsubmitted) > 0 {
 		// Only a forged or misrouted result names a transaction no rail has yet, or
 		// a simulator's whose submission was refused (merchant disabled, file held
@@ -672,10 +658,10 @@ type OperatorResult struct {
 // (PENDING: no rail has it) in the same transaction. A release queues the file's
 // unsent transactions to their rail again, so sending resumes at once where it
 // stopped (the rails send only what is still due, and never a transaction twice).
-func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics.Reply, error) {
+func operate(tx *engine.Tx, c *topics.Command, in *topics.PayoutOperator) (topics.Reply, error) {
 	action := operatorActions[c.Type]
-	cur, ok := tx.Find(Name, in.FileID)
-	if !ok || cur.(payoutfile.State).MerchantID != c.MerchantID {
+	cur, ok := Files.Find(tx, in.FileID)
+	if !ok || cur.MerchantID != c.MerchantID {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
 	if in.By == "" {
@@ -684,11 +670,11 @@ func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics
 	if action == payoutfile.ActionFail && in.Reason == "" {
 		return engine.Refuse(engine.CodeInvalid, "Failing a file needs a reason, which the merchant is shown.", "reason"), nil
 	}
-	r, err := tx.Ask(Name, in.FileID, payoutfile.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payoutfile.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	before := r.Before.(payoutfile.State)
+	before := r.Before
 	res := OperatorResult{FileID: in.FileID, Action: action, Status: before.Status, OnHold: before.OnHold, Released: "0.00"}
 	switch {
 	case errors.Is(r.Err, payoutfile.ErrNotProcessing):
@@ -703,7 +689,7 @@ func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics
 	case r.Err != nil:
 		return topics.Reply{}, fmt.Errorf("engine: %s of payment file %s: %w", c.Type, in.FileID, r.Err)
 	}
-	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	f, d := r.After, deltaOf(r.Out)
 	if d.Release.Sign() > 0 {
 		if err := settle(tx, f, d); err != nil {
 			return topics.Reply{}, err
@@ -778,7 +764,7 @@ func railTxn(t payoutfile.Txn) topics.PayoutRailTxn {
 // the batch fails.
 func settle(tx *engine.Tx, f payoutfile.State, d payoutfile.Delta) error {
 	step := func(cmd any) error {
-		r, err := tx.Ask(walletkind.Name, f.WalletID, cmd)
+		r, err := walletkind.Wallets.Ask(tx, f.WalletID, cmd)
 		if errors.Is(err, engine.ErrNotFound) {
 			return errors.New("engine: wallet " + f.WalletID + " is gone")
 		}
@@ -812,7 +798,7 @@ func settle(tx *engine.Tx, f payoutfile.State, d payoutfile.Delta) error {
 // partition) and sends the outcome back to the payer's file as a payout.results.
 // A wallet that is not the recipient's, or of another currency, fails the payout
 // without moving money.
-func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (topics.Reply, error) {
+func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (topics.Reply, error) {
 	result := topics.PayoutTxnResult{TransactionID: in.TransactionID}
 	// Money never crosses environments: a live file cannot pay a sandbox wallet
 	// (whose balance is play money) nor the reverse. The API refuses such files;
@@ -825,7 +811,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 	// money is already in motion).
 	found := false
 	if in.WalletID != "" && sameEnv && recipient.Enabled {
-		_, found = tx.Find(walletkind.Name, in.WalletID)
+		_, found = walletkind.Wallets.Find(tx, in.WalletID)
 	}
 	// What the payer called the recipient: its descriptions never show the wallet
 	// an email resolved to.
@@ -837,7 +823,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 		result.Description = "Recipient " + named + " not found."
 	} else {
 		sp := tx.Savepoint()
-		wr, err := tx.Ask(walletkind.Name, in.WalletID, wallet.Collect{
+		wr, err := walletkind.Wallets.Ask(tx, in.WalletID, wallet.Collect{
 			MerchantID: c.MerchantID, TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
 			Clearing: ledger.P2PClearing, Narrative: "P2P payout from " + in.PayerMerchantID + " file " + in.FileID,
 			TransType: wallet.TransTypeP2P, At: tx.At(),
@@ -848,7 +834,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 		switch {
 		case wr.Err != nil:
 			result.Description = "Recipient wallet cannot receive this payout."
-		case wr.After.(wallet.State).Currency != in.Currency:
+		case wr.After.Currency != in.Currency:
 			if err := tx.Rollback(sp); err != nil {
 				return topics.Reply{}, err
 			}
@@ -856,7 +842,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 		default:
 			result.Success, result.Description = true, "Credited to "+named+"."
 			result.ProviderReference = ids.Derive(10, "p2p", in.FileID, in.TransactionID)
-			result.ProviderAccountName = wr.After.(wallet.State).Label
+			result.ProviderAccountName = wr.After.Label
 		}
 	}
 	payload := mustJSON(topics.PayoutResults{FileID: in.FileID, MerchantID: in.PayerMerchantID, Stage: topics.PayoutStageFinal, Batch: "p2p-" + in.TransactionID,
