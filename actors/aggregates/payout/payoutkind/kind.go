@@ -1,4 +1,4 @@
-// Package payoutkind registers the payment-file aggregate (actors/aggregates/payoutfile) with
+// Package payoutkind registers the payment-file aggregate (actors/aggregates/payout) with
 // the engine (docs/adr/0007-one-aggregate-contract.md): a file is initiated,
 // approved (its money held in the paying wallet and its transactions queued to
 // their rail), cancelled, and settled by the rail's results (paid transactions
@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"paysvc/actors/aggregates/payoutfile"
-	"paysvc/actors/aggregates/payoutfile/payoutstore"
+	"paysvc/actors/aggregates/payout"
+	"paysvc/actors/aggregates/payout/payoutstore"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -56,35 +56,35 @@ var payoutTxns = promauto.NewCounterVec(prometheus.CounterOpts{
 }, []string{"provider", "status"})
 
 func init() {
-	for _, p := range payoutfile.Providers {
-		payoutTxns.WithLabelValues(p, payoutfile.TxnComplete)
-		payoutTxns.WithLabelValues(p, payoutfile.TxnFailed)
+	for _, p := range payout.Providers {
+		payoutTxns.WithLabelValues(p, payout.TxnComplete)
+		payoutTxns.WithLabelValues(p, payout.TxnFailed)
 	}
 }
 
 // Files is the payment-file kind as its commands use it through a Tx.
-const Files = engine.Of[payoutfile.State](Name)
+const Files = engine.Of[payout.State](Name)
 
 // Kind is the payment-file aggregate's registration.
 func Kind() engine.Kind {
-	return engine.Define[payoutfile.State](aggregate{},
+	return engine.Define[payout.State](aggregate{},
 		// An initiation opens its file by Create (Tx.Live checks its id), so it
 		// names no instance of its own; it needs its paying wallet.
-		engine.On[payoutfile.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], initiate,
+		engine.On[payout.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], initiate,
 			engine.Needs(initiateNeeds), engine.Prepare(prepareInitiate)),
-		engine.On[payoutfile.State](topics.CmdPayoutApprove, engine.Guard{},
+		engine.On[payout.State](topics.CmdPayoutApprove, engine.Guard{},
 			func(p *topics.PayoutApprove) []string { return []string{p.FileID} }, approve,
 			engine.Prepare(prepareApprove)),
-		engine.On[payoutfile.State](topics.CmdPayoutCancel, engine.Guard{},
+		engine.On[payout.State](topics.CmdPayoutCancel, engine.Guard{},
 			func(p *topics.PayoutCancel) []string { return []string{p.FileID} }, cancel),
 		// A rail's results complete money in motion. The SUBMITTED stage of a
 		// disabled merchant is refused by results, not here: a FINAL outcome must
 		// still land.
-		engine.On[payoutfile.State](topics.CmdPayoutResults, engine.Guard{WhileDisabled: true},
+		engine.On[payout.State](topics.CmdPayoutResults, engine.Guard{WhileDisabled: true},
 			func(p *topics.PayoutResults) []string { return []string{p.FileID} }, results),
 		// A P2P credit, in the recipient's partition, is checked against its payer
 		// (p2pCredit checks the recipient).
-		engine.On[payoutfile.State](topics.CmdPayoutP2PCredit,
+		engine.On[payout.State](topics.CmdPayoutP2PCredit,
 			engine.Guard{WhileDisabled: true, Subject: engine.SubjectOf(func(p *topics.PayoutP2PCredit) string { return p.PayerMerchantID })},
 			noIDs[topics.PayoutP2PCredit], p2pCredit, engine.Needs(p2pNeeds)),
 		// An operator's kill switch of one file must work on a disabled merchant
@@ -97,8 +97,8 @@ func Kind() engine.Kind {
 
 // operator declares one of the operator's commands on a file (hold, release,
 // fail): they share their payload, and operate tells them apart by type.
-func operator(typ string) engine.Command[payoutfile.State] {
-	return engine.On[payoutfile.State](typ, engine.Guard{WhileDisabled: true},
+func operator(typ string) engine.Command[payout.State] {
+	return engine.On[payout.State](typ, engine.Guard{WhileDisabled: true},
 		func(p *topics.PayoutOperator) []string { return []string{p.FileID} }, operate)
 }
 
@@ -111,13 +111,13 @@ func noIDs[P any](*P) []string { return nil }
 type aggregate struct{}
 
 func (aggregate) Name() string { return Name }
-func (aggregate) New(id string) payoutfile.State {
-	return payoutfile.State{Header: payoutfile.Header{FileID: id}}
+func (aggregate) New(id string) payout.State {
+	return payout.State{Header: payout.Header{FileID: id}}
 }
-func (aggregate) Step(s payoutfile.State, msg any) (payoutfile.State, any, error) {
-	return payoutfile.Step(s, msg)
+func (aggregate) Step(s payout.State, msg any) (payout.State, any, error) {
+	return payout.Step(s, msg)
 }
-func (aggregate) Rows() engine.TypedRows[payoutfile.State] { return rows{payoutstore.NewWrites()} }
+func (aggregate) Rows() engine.TypedRows[payout.State] { return rows{payoutstore.NewWrites()} }
 
 // initiateNeeds: an initiation names its paying wallet (or the currency's
 // settlement wallet).
@@ -137,7 +137,7 @@ func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref {
 }
 
 // Refs: a file's wallet holds and pays its money.
-func (aggregate) Refs(s payoutfile.State) []engine.Ref {
+func (aggregate) Refs(s payout.State) []engine.Ref {
 	if s.WalletID != "" {
 		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
 	}
@@ -146,7 +146,7 @@ func (aggregate) Refs(s payoutfile.State) []engine.Ref {
 
 // Index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
 // an approval finds the keys files in memory hold, committed or not.
-func (aggregate) Index(s payoutfile.State) []string {
+func (aggregate) Index(s payout.State) []string {
 	var keys []string
 	for _, t := range s.Txns {
 		if payoutstore.ClaimsKey(s.Header, t) {
@@ -156,18 +156,18 @@ func (aggregate) Index(s payoutfile.State) []string {
 	return keys
 }
 
-func (aggregate) Final(s payoutfile.State) bool {
-	return s.Status == payoutfile.StatusComplete || s.Status == payoutfile.StatusCancelled || s.Status == payoutfile.StatusFailed
+func (aggregate) Final(s payout.State) bool {
+	return s.Status == payout.StatusComplete || s.Status == payout.StatusCancelled || s.Status == payout.StatusFailed
 }
 
-func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[payoutfile.State], error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[payout.State], error) {
 	found, err := payoutstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Stored[payoutfile.State], 0, len(found))
+	out := make([]engine.Stored[payout.State], 0, len(found))
 	for _, s := range found {
-		out = append(out, engine.Stored[payoutfile.State]{ID: s.FileID, Version: s.Version, State: s})
+		out = append(out, engine.Stored[payout.State]{ID: s.FileID, Version: s.Version, State: s})
 	}
 	return out, nil
 }
@@ -240,10 +240,10 @@ func keyHolder(tx *engine.Tx, key string) (string, bool) {
 	return holder, ok
 }
 
-// deltaOf is a file's step's out as its type: payoutfile.Step says what it
+// deltaOf is a file's step's out as its type: payout.Step says what it
 // changed with a Delta (the engine carries outs as any).
-func deltaOf(out any) payoutfile.Delta {
-	d, _ := out.(payoutfile.Delta)
+func deltaOf(out any) payout.Delta {
+	d, _ := out.(payout.Delta)
 	return d
 }
 
@@ -254,7 +254,7 @@ func deltaOf(out any) payoutfile.Delta {
 // batch commits the table alone answers for the key).
 type rows struct{ w *payoutstore.Writes }
 
-func (r rows) Touch(_, _ string, before, after engine.Stored[payoutfile.State], outs []any) error {
+func (r rows) Touch(_, _ string, before, after engine.Stored[payout.State], outs []any) error {
 	b, a := before.State, after.State
 	var changed []int
 	for _, o := range outs {
@@ -273,20 +273,20 @@ func (r rows) Writes() storage.AggregateRows { return r.w }
 
 // fileReply is the reply of initiate, approve and cancel: the file as merchants
 // see it, with its wallet.
-func fileReply(f payoutfile.State, w wallet.View) topics.Reply {
+func fileReply(f payout.State, w wallet.View) topics.Reply {
 	return topics.Reply{Result: mustJSON(f.View(&w, nil))}
 }
 
 // clearingOf is the system account a provider's payouts go to.
 func clearingOf(provider string) string {
 	switch provider {
-	case payoutfile.ProviderPesalink:
+	case payout.ProviderPesalink:
 		return ledger.PesalinkClearing
-	case payoutfile.ProviderAirtime:
+	case payout.ProviderAirtime:
 		return ledger.AirtimeClearing
-	case payoutfile.ProviderRTGS:
+	case payout.ProviderRTGS:
 		return ledger.RTGSClearing
-	case payoutfile.ProviderP2P:
+	case payout.ProviderP2P:
 		return ledger.P2PClearing
 	}
 	return ledger.MpesaClearing
@@ -296,10 +296,10 @@ func clearingOf(provider string) string {
 func counted(tx *engine.Tx, provider string, complete, failed int) {
 	tx.AfterCommit(func() {
 		if complete > 0 {
-			payoutTxns.WithLabelValues(provider, payoutfile.TxnComplete).Add(float64(complete))
+			payoutTxns.WithLabelValues(provider, payout.TxnComplete).Add(float64(complete))
 		}
 		if failed > 0 {
-			payoutTxns.WithLabelValues(provider, payoutfile.TxnFailed).Add(float64(failed))
+			payoutTxns.WithLabelValues(provider, payout.TxnFailed).Add(float64(failed))
 		}
 	})
 }
@@ -333,15 +333,15 @@ func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topi
 	case !w.CanDisburse:
 		return engine.Refuse(CodeCannotDisburse, "This wallet cannot be the source of payouts (can_disburse is false).", "wallet_id"), nil
 	}
-	txns := make([]payoutfile.Txn, len(in.Transactions))
+	txns := make([]payout.Txn, len(in.Transactions))
 	for i, t := range in.Transactions {
-		txns[i] = payoutfile.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
+		txns[i] = payout.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
 			Amount: t.Amount, Charge: t.Charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
 			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
 			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
 			RecipientWalletID: t.RecipientWalletID}
 	}
-	r, err := Files.Create(tx, in.FileID, payoutfile.Create{Header: payoutfile.Header{
+	r, err := Files.Create(tx, in.FileID, payout.Create{Header: payout.Header{
 		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
 		Provider: in.Provider, Currency: in.Currency, RequiresApproval: in.RequiresApproval, BatchReference: in.BatchReference,
 		DeviceID: in.DeviceID, CallbackURL: in.CallbackURL,
@@ -349,7 +349,7 @@ func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topi
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if errors.Is(r.Err, payoutfile.ErrExists) {
+	if errors.Is(r.Err, payout.ErrExists) {
 		// Another command of this batch opened the id first (any merchant's: the
 		// engine names a partition's actors by id).
 		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
@@ -380,7 +380,7 @@ func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics
 	if in.Nonce != "" && in.Nonce != st.Nonce {
 		return engine.Refuse(CodeNonceMismatch, "The nonce does not match this file.", "nonce"), nil
 	}
-	if st.Status != payoutfile.StatusPreview {
+	if st.Status != payout.StatusPreview {
 		return engine.Refuse(CodeNotAwaitingApproval, "The file is not awaiting approval: its status is "+st.Status+".", "file_id"), nil
 	}
 	if _, ok := walletkind.Wallets.Find(tx, st.WalletID); !ok {
@@ -395,12 +395,12 @@ func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics
 // the merchant can top the wallet up and approve again. The refusal's text derives
 // from the wallet's state and the file only, so a re-applied command answers the
 // same. created: the initiation approves in the same command.
-func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created bool) (topics.Reply, error) {
+func approveFile(tx *engine.Tx, c *topics.Command, st payout.State, created bool) (topics.Reply, error) {
 	rejected, err := rejectedKeys(tx, st)
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	hold := payoutfile.HoldFor(st, rejected)
+	hold := payout.HoldFor(st, rejected)
 	var wafter wallet.State
 	if hold.Sign() > 0 {
 		wr, err := walletkind.Wallets.Ask(tx, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
@@ -428,7 +428,7 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created 
 		}
 		wafter = ws
 	}
-	r, err := Files.Ask(tx, st.FileID, payoutfile.Approve{Rejected: rejected, SubmitNow: st.Provider == payoutfile.ProviderP2P, At: tx.At()})
+	r, err := Files.Ask(tx, st.FileID, payout.Approve{Rejected: rejected, SubmitNow: st.Provider == payout.ProviderP2P, At: tx.At()})
 	if err == nil && r.Err != nil {
 		err = r.Err
 	}
@@ -446,7 +446,7 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created 
 // rejectedKeys finds the transactions whose idempotency key is already held: by
 // an earlier transaction of the file, by a transaction of a file in memory
 // (committed or not), or by a stored one (Prepare's facts).
-func rejectedKeys(tx *engine.Tx, st payoutfile.State) (map[string]string, error) {
+func rejectedKeys(tx *engine.Tx, st payout.State) (map[string]string, error) {
 	rejected := map[string]string{}
 	first := map[string]string{}
 	for _, t := range st.Txns {
@@ -497,8 +497,8 @@ func liveHolder(tx *engine.Tx, key string) string {
 // transaction keyed by the recipient merchant. All go through the outbox, in the
 // batch's transaction, with ids derived from the command, so a re-applied command
 // queues the same records.
-func queuePayouts(tx *engine.Tx, c *topics.Command, f payoutfile.State, rejected map[string]string) {
-	if f.Provider == payoutfile.ProviderP2P {
+func queuePayouts(tx *engine.Tx, c *topics.Command, f payout.State, rejected map[string]string) {
+	if f.Provider == payout.ProviderP2P {
 		for _, t := range f.Txns {
 			if _, no := rejected[t.TransactionID]; no {
 				continue
@@ -553,7 +553,7 @@ func cancel(tx *engine.Tx, c *topics.Command, in *topics.PayoutCancel) (topics.R
 	if _, ok := Files.Find(tx, in.FileID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
-	r, err := Files.Ask(tx, in.FileID, payoutfile.Cancel{At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payout.Cancel{At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
@@ -587,17 +587,17 @@ func results(tx *engine.Tx, c *topics.Command, in *topics.PayoutResults) (topics
 		// held). A FINAL outcome still applies: that money is already in motion.
 		return engine.Refuse(engine.CodeMerchantDisabled, "This merchant account is disabled: no payout is sent.", ""), nil
 	}
-	outs := make([]payoutfile.Outcome, len(in.Results))
+	outs := make([]payout.Outcome, len(in.Results))
 	for i, r := range in.Results {
-		outs[i] = payoutfile.Outcome{TransactionID: r.TransactionID, Success: r.Success, Description: r.Description,
+		outs[i] = payout.Outcome{TransactionID: r.TransactionID, Success: r.Success, Description: r.Description,
 			ProviderReference: r.ProviderReference, ProviderAccountName: r.ProviderAccountName}
 	}
 	sp := tx.Savepoint()
-	r, err := Files.Ask(tx, in.FileID, payoutfile.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payout.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if errors.Is(r.Err, payoutfile.ErrOnHold) {
+	if errors.Is(r.Err, payout.ErrOnHold) {
 		return engine.Refuse(CodeFileOnHold, "The payment file is on hold: nothing is sent until an operator releases it.", "file_id"), nil
 	}
 	if r.Err != nil {
@@ -638,8 +638,8 @@ func results(tx *engine.Tx, c *topics.Command, in *topics.PayoutResults) (topics
 }
 
 // operatorActions maps the operator's command types to the file's actions.
-var operatorActions = map[string]string{topics.CmdPayoutHold: payoutfile.ActionHold,
-	topics.CmdPayoutRelease: payoutfile.ActionRelease, topics.CmdPayoutFail: payoutfile.ActionFail}
+var operatorActions = map[string]string{topics.CmdPayoutHold: payout.ActionHold,
+	topics.CmdPayoutRelease: payout.ActionRelease, topics.CmdPayoutFail: payout.ActionFail}
 
 // OperatorResult is the reply of an operator's hold, release or fail.
 type OperatorResult struct {
@@ -667,23 +667,23 @@ func operate(tx *engine.Tx, c *topics.Command, in *topics.PayoutOperator) (topic
 	if in.By == "" {
 		return engine.Refuse(engine.CodeInvalid, "An operator command names its operator (by).", "by"), nil
 	}
-	if action == payoutfile.ActionFail && in.Reason == "" {
+	if action == payout.ActionFail && in.Reason == "" {
 		return engine.Refuse(engine.CodeInvalid, "Failing a file needs a reason, which the merchant is shown.", "reason"), nil
 	}
-	r, err := Files.Ask(tx, in.FileID, payoutfile.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payout.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
 	before := r.Before
 	res := OperatorResult{FileID: in.FileID, Action: action, Status: before.Status, OnHold: before.OnHold, Released: "0.00"}
 	switch {
-	case errors.Is(r.Err, payoutfile.ErrNotProcessing):
+	case errors.Is(r.Err, payout.ErrNotProcessing):
 		return engine.Refuse(CodeNotProcessing, "The payment file is "+before.Status+": only a file being paid (PROCESSING) can be held, released or failed.", "file_id"), nil
-	case errors.Is(r.Err, payoutfile.ErrNoChange):
+	case errors.Is(r.Err, payout.ErrNoChange):
 		res.Message = map[string]string{
-			payoutfile.ActionHold:    "The file is on hold already: nothing changed.",
-			payoutfile.ActionRelease: "The file is not on hold: nothing changed.",
-			payoutfile.ActionFail:    "The file has no unsent transaction to fail (each was handed to its rail or has its outcome): nothing changed.",
+			payout.ActionHold:    "The file is on hold already: nothing changed.",
+			payout.ActionRelease: "The file is not on hold: nothing changed.",
+			payout.ActionFail:    "The file has no unsent transaction to fail (each was handed to its rail or has its outcome): nothing changed.",
 		}[action]
 		return topics.Reply{Result: mustJSON(res)}, nil
 	case r.Err != nil:
@@ -696,7 +696,7 @@ func operate(tx *engine.Tx, c *topics.Command, in *topics.PayoutOperator) (topic
 		}
 		counted(tx, f.Provider, 0, len(d.Changed))
 	}
-	if action == payoutfile.ActionRelease {
+	if action == payout.ActionRelease {
 		queueUnsent(tx, c, f)
 	}
 	tx.Log().Info("payment file changed by an operator", "file_id", f.FileID, "action", action, "by", in.By,
@@ -708,9 +708,9 @@ func operate(tx *engine.Tx, c *topics.Command, in *topics.PayoutOperator) (topic
 	}
 	res.Status, res.OnHold, res.Changed, res.Failed, res.Released = f.Status, f.OnHold, true, len(d.Changed), d.Release.String()
 	res.Message = map[string]string{
-		payoutfile.ActionHold:    "The file is on hold: its unsent transactions are not sent until it is released.",
-		payoutfile.ActionRelease: "The file is released: its unsent transactions are sent again.",
-		payoutfile.ActionFail:    fmt.Sprintf("%d unsent transactions failed and their hold was released.", len(d.Changed)),
+		payout.ActionHold:    "The file is on hold: its unsent transactions are not sent until it is released.",
+		payout.ActionRelease: "The file is released: its unsent transactions are sent again.",
+		payout.ActionFail:    fmt.Sprintf("%d unsent transactions failed and their hold was released.", len(d.Changed)),
 	}[action]
 	return topics.Reply{Result: mustJSON(res)}, nil
 }
@@ -719,8 +719,8 @@ func operate(tx *engine.Tx, c *topics.Command, in *topics.PayoutOperator) (topic
 // rail again: their first requests may have been read while the file was held,
 // and skipped. Chunk numbers start above any the approval or the recovery use
 // (from the file's version), so their outcomes are new commands.
-func queueUnsent(tx *engine.Tx, c *topics.Command, f payoutfile.State) {
-	if f.Provider == payoutfile.ProviderP2P {
+func queueUnsent(tx *engine.Tx, c *topics.Command, f payout.State) {
+	if f.Provider == payout.ProviderP2P {
 		return // credited at approval: nothing waits for a rail
 	}
 	var chunk []topics.PayoutRailTxn
@@ -753,7 +753,7 @@ func queueUnsent(tx *engine.Tx, c *topics.Command, f payoutfile.State) {
 // recovery (below 10^9) gives a request.
 const releaseChunkBase = 1 << 40
 
-func railTxn(t payoutfile.Txn) topics.PayoutRailTxn {
+func railTxn(t payout.Txn) topics.PayoutRailTxn {
 	return topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount,
 		Name: t.Name, IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType,
 		AccountReference: t.AccountReference, BankCode: t.BankCode}
@@ -762,7 +762,7 @@ func railTxn(t payoutfile.Txn) topics.PayoutRailTxn {
 // settle moves a result's money in the wallet: payments out of the hold (ledger
 // entries), failures back to available. A wallet refusing is a broken invariant:
 // the batch fails.
-func settle(tx *engine.Tx, f payoutfile.State, d payoutfile.Delta) error {
+func settle(tx *engine.Tx, f payout.State, d payout.Delta) error {
 	step := func(cmd any) error {
 		r, err := walletkind.Wallets.Ask(tx, f.WalletID, cmd)
 		if errors.Is(err, engine.ErrNotFound) {
@@ -858,11 +858,11 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (to
 	return topics.Reply{Result: mustJSON(result)}, nil
 }
 
-func sendMoneyEvent(tx *engine.Tx, f payoutfile.State) { sendMoneyEventBy(tx, f, nil) }
+func sendMoneyEvent(tx *engine.Tx, f payout.State) { sendMoneyEventBy(tx, f, nil) }
 
 // sendMoneyEventBy reports a change of f; op is the operator's action that made
 // it, if any.
-func sendMoneyEventBy(tx *engine.Tx, f payoutfile.State, op *topics.SendMoneyOperator) {
+func sendMoneyEventBy(tx *engine.Tx, f payout.State, op *topics.SendMoneyOperator) {
 	opt := func(v string) *string {
 		if v == "" {
 			return nil
@@ -884,21 +884,21 @@ func sendMoneyEventBy(tx *engine.Tx, f payoutfile.State, op *topics.SendMoneyOpe
 // callback queues the merchant's callback_url notification of a change: the file
 // header and the transactions changed (topics.CallbackTopic; the dispatcher role
 // signs and delivers it).
-func callback(tx *engine.Tx, c *topics.Command, f payoutfile.State, changed []int) {
+func callback(tx *engine.Tx, c *topics.Command, f payout.State, changed []int) {
 	if f.CallbackURL == "" {
 		return
 	}
 	sorted := slices.Clone(changed)
 	sort.Ints(sorted)
-	txns := make([]payoutfile.Txn, 0, len(sorted))
+	txns := make([]payout.Txn, 0, len(sorted))
 	for _, i := range sorted {
 		txns = append(txns, f.Txns[i])
 	}
 	view := f.View(nil, txns)
 	view.Nonce = "" // it signs the callback
 	body := mustJSON(struct {
-		Topic string              `json:"topic"`
-		Data  payoutfile.FileView `json:"data"`
+		Topic string          `json:"topic"`
+		Data  payout.FileView `json:"data"`
 	}{topics.SendMoneyEvent, view})
 	cb := topics.Callback{ID: ids.DeriveUUID(c.ID, "callback", f.FileID, fmt.Sprint(f.Version)), MerchantID: f.MerchantID,
 		URL: f.CallbackURL, FileID: f.FileID, OccurredAt: tx.At(), Body: body}
