@@ -8,7 +8,7 @@
 //     engine/replies): the machinery that consumes paysvc.commands.v1 and applies
 //     each command to its aggregate exactly once. It names no aggregate; its Tx
 //     money API calls the wallet aggregate's own commands.
-//   - aggregates/ (wallet, invoice, payoutfile, refund, subscription, and the fee
+//   - aggregates/ (wallet, invoice, payout, refund, subscription, and the fee
 //     schedule tariff): the business state and decisions, each registered with the
 //     engine by its <name>kind package and maps its stored rows in its <name>store
 //     package (storage names no aggregate). Only api, cmd and other aggregates

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payout"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/money"
 )
@@ -46,17 +46,17 @@ func worstFileJSON(n int) int {
 	text := func(max int) string { return strings.Repeat("x", max) }
 	at := time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(11*3600+30*60)))
 	big := money.MustParse("100000000.00") // RTGS's maximum, the largest of any provider
-	txns := make([]payoutfile.Txn, n)
+	txns := make([]payout.Txn, n)
 	for i := range txns {
-		txns[i] = payoutfile.Txn{TransactionID: text(10), RequestReferenceID: text(36), Account: text(64), Amount: big, Charge: big,
+		txns[i] = payout.Txn{TransactionID: text(10), RequestReferenceID: text(36), Account: text(64), Amount: big, Charge: big,
 			Name: text(100), IDNumber: text(30), CategoryName: text(60), Narrative: text(100), AccountType: text(20),
-			AccountReference: text(40), BankCode: text(10), IdempotencyKey: text(255), Status: payoutfile.TxnProcessing,
-			StatusCode: payoutfile.TxnCodeStarted, StatusDescription: text(200), ProviderReference: text(64),
+			AccountReference: text(40), BankCode: text(10), IdempotencyKey: text(255), Status: payout.TxnProcessing,
+			StatusCode: payout.TxnCodeStarted, StatusDescription: text(200), ProviderReference: text(64),
 			ProviderAccountName: text(100), CreatedAt: at, UpdatedAt: at}
 	}
 	total := money.MustParse("1000000000000.00") // 10,000 times the largest amount
-	f := payoutfile.State{Header: payoutfile.Header{FileID: text(40), TrackingID: text(36), Nonce: text(64), WalletID: text(40),
-		Provider: payoutfile.ProviderPesalink, Currency: "KES", Status: payoutfile.StatusPreview, StatusCode: payoutfile.CodeAwaiting,
+	f := payout.State{Header: payout.Header{FileID: text(40), TrackingID: text(36), Nonce: text(64), WalletID: text(40),
+		Provider: payout.ProviderPesalink, Currency: "KES", Status: payout.StatusPreview, StatusCode: payout.CodeAwaiting,
 		BatchReference: text(70), DeviceID: text(100), CallbackURL: text(400), FailedReason: text(200), TotalAmount: total,
 		ChargeEstimate: total, PaidAmount: total, FailedAmount: total, ActualCharges: total, Count: MaxFileTransactions,
 		CreatedAt: at, UpdatedAt: at}, Txns: txns}

@@ -16,13 +16,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/aggregates/payoutfile"
-	"paysvc/actors/aggregates/payoutfile/payoutstore"
+	"paysvc/actors/aggregates/payout"
+	"paysvc/actors/aggregates/payout/payoutstore"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/outbound/webhooks"
-	"paysvc/actors/rails/payout"
+	payoutrail "paysvc/actors/rails/payout"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
@@ -35,12 +35,12 @@ const MaxFileTransactions = 10_000
 // payoutLimits are the per-transaction amount limits of each provider (in the
 // file's currency; every provider but P2P pays KES). docs/payouts.md lists them.
 var payoutLimits = map[string][2]money.Amount{
-	payoutfile.ProviderB2C:      {money.MustParse("10"), money.MustParse("150000")},
-	payoutfile.ProviderB2B:      {money.MustParse("10"), money.MustParse("999999")},
-	payoutfile.ProviderPesalink: {money.MustParse("10"), money.MustParse("999999")},
-	payoutfile.ProviderAirtime:  {money.MustParse("10"), money.MustParse("10000")},
-	payoutfile.ProviderRTGS:     {money.MustParse("1"), money.MustParse("100000000")},
-	payoutfile.ProviderP2P:      {money.MustParse("0.01"), money.MustParse("999999")},
+	payout.ProviderB2C:      {money.MustParse("10"), money.MustParse("150000")},
+	payout.ProviderB2B:      {money.MustParse("10"), money.MustParse("999999")},
+	payout.ProviderPesalink: {money.MustParse("10"), money.MustParse("999999")},
+	payout.ProviderAirtime:  {money.MustParse("10"), money.MustParse("10000")},
+	payout.ProviderRTGS:     {money.MustParse("1"), money.MustParse("100000000")},
+	payout.ProviderP2P:      {money.MustParse("0.01"), money.MustParse("999999")},
 }
 
 var (
@@ -68,9 +68,9 @@ var errUnknownProvider = invalid("provider", "provider must be one of MPESA-B2C,
 func canonicalProvider(p string) (string, bool) {
 	p = strings.ToUpper(p)
 	if p == "INTASEND" {
-		p = payoutfile.ProviderP2P
+		p = payout.ProviderP2P
 	}
-	return p, slices.Contains(payoutfile.Providers, p)
+	return p, slices.Contains(payout.Providers, p)
 }
 
 // initiatePayoutFile creates a payment file: POST /send-money/initiation/ answers
@@ -147,7 +147,7 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 	if in.Provider, err = providerOf(b); err != nil {
 		return in, err
 	}
-	if in.Provider != payoutfile.ProviderP2P && in.Currency != "KES" {
+	if in.Provider != payout.ProviderP2P && in.Currency != "KES" {
 		return in, invalid("currency", in.Provider+" pays out in KES only; only P2P files can be in "+in.Currency+".")
 	}
 	approval, err := b.str("requires_approval", false, 3, nil)
@@ -235,7 +235,7 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 	if amount.Cmp(lim[0]) < 0 || amount.Cmp(lim[1]) > 0 {
 		return t, invalid("amount", fmt.Sprintf("%s amounts must be between %s and %s.", f.Provider, lim[0], lim[1]))
 	}
-	if f.Provider == payoutfile.ProviderB2C || f.Provider == payoutfile.ProviderB2B || f.Provider == payoutfile.ProviderAirtime {
+	if f.Provider == payout.ProviderB2C || f.Provider == payout.ProviderB2B || f.Provider == payout.ProviderAirtime {
 		if !tariff.RoundUpShillings(amount).Equal(amount) {
 			return t, invalid("amount", "M-Pesa and airtime amounts are whole shillings.")
 		}
@@ -256,7 +256,7 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		}
 	}
 	switch f.Provider {
-	case payoutfile.ProviderP2P:
+	case payout.ProviderP2P:
 		key := f.Currency + "\x00" + t.Account
 		rec, seen := recipients[key]
 		if !seen {
@@ -280,7 +280,7 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		if rec.WalletID != t.Account {
 			t.RecipientWalletID = rec.WalletID
 		}
-	case payoutfile.ProviderPesalink, payoutfile.ProviderRTGS:
+	case payout.ProviderPesalink, payout.ProviderRTGS:
 		// Bank codes are numbers: "2" and "02" name the same bank. The file keeps
 		// and shows the published form (bank-codes/ke), whatever the client wrote.
 		if t.BankCode == "" {
@@ -288,9 +288,9 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		}
 		if !bankCodePattern.MatchString(t.BankCode) {
 			return t, invalid("bank_code", fmt.Sprintf("bank_code must be a bank's numeric code (digits only, at most %d) from GET /api/v1/send-money/bank-codes/ke/.",
-				payout.MaxBankCodeDigits))
+				payoutrail.MaxBankCodeDigits))
 		}
-		bank, ok := payout.BankByCode(t.BankCode)
+		bank, ok := payoutrail.BankByCode(t.BankCode)
 		if !ok {
 			return t, invalid("bank_code", "bank_code "+t.BankCode+" is not a known Kenyan bank code; see GET /api/v1/send-money/bank-codes/ke/.")
 		}
@@ -299,10 +299,10 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 			return t, err
 		}
 	default:
-		if f.Provider == payoutfile.ProviderB2B && t.AccountType == "" {
+		if f.Provider == payout.ProviderB2B && t.AccountType == "" {
 			return t, invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
 		}
-		if f.Provider == payoutfile.ProviderB2B && t.AccountType == "PayBill" && t.AccountReference == "" {
+		if f.Provider == payout.ProviderB2B && t.AccountType == "PayBill" && t.AccountReference == "" {
 			return t, invalid("account_reference", "account_reference is required for PayBill payments.")
 		}
 		if err := validAccount(f.Provider, t); err != nil {
@@ -319,8 +319,8 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 // validAccount is the rail's format check of a transaction's account, as a 400
 // naming the field.
 func validAccount(provider string, t topics.PayoutTxnIn) error {
-	if err := payout.ValidAccount(provider, t.Account, t.AccountType, t.BankCode); err != nil {
-		var ae *payout.AccountError
+	if err := payoutrail.ValidAccount(provider, t.Account, t.AccountType, t.BankCode); err != nil {
+		var ae *payoutrail.AccountError
 		if errors.As(err, &ae) {
 			return invalid(ae.Field, ae.Message)
 		}
@@ -488,12 +488,12 @@ func (s *Server) validateAccount(c echo.Context) error {
 		return err
 	}
 	switch {
-	case provider == payoutfile.ProviderB2B && accountType == "":
+	case provider == payout.ProviderB2B && accountType == "":
 		return invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
-	case (provider == payoutfile.ProviderPesalink || provider == payoutfile.ProviderRTGS) && bankCode == "":
+	case (provider == payout.ProviderPesalink || provider == payout.ProviderRTGS) && bankCode == "":
 		return invalid("bank_code", "bank_code is required for bank accounts.")
 	}
-	if provider == payoutfile.ProviderP2P {
+	if provider == payout.ProviderP2P {
 		// Resolved as a payout resolves it; an email names a settlement wallet of
 		// currency (KES unless given).
 		currency, err := b.str("currency", false, 3, nil)
@@ -506,12 +506,12 @@ func (s *Server) validateAccount(c echo.Context) error {
 		if !wallet.Currencies[currency] {
 			return invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
 		}
-		v := payout.Validation{Account: account, Status: payout.StatusSuccess}
+		v := payoutrail.Validation{Account: account, Status: payoutrail.StatusSuccess}
 		rec, err := s.p2pRecipient(c.Request().Context(), account, currency)
 		var refused *Error
 		switch {
 		case errors.As(err, &refused):
-			v.Status, v.Description = payout.StatusInvalidAccount, refused.Detail
+			v.Status, v.Description = payoutrail.StatusInvalidAccount, refused.Detail
 		case err != nil:
 			return err
 		default:
@@ -524,10 +524,10 @@ func (s *Server) validateAccount(c echo.Context) error {
 		// every well-formed account "exists". A live server has no provider lookup
 		// yet, so it checks what it can (the format) and says that the rest was
 		// not checked, never a made-up SUCCESS (docs/payouts.md).
-		v := payout.Validation{Account: account, Status: StatusValidationUnavailable,
+		v := payoutrail.Validation{Account: account, Status: StatusValidationUnavailable,
 			Description: "Account lookup is not available for " + provider + " on this server; the account is well formed. The payout's result reports whether the provider accepts it."}
-		if err := payout.ValidAccount(provider, account, accountType, bankCode); err != nil {
-			var ae *payout.AccountError
+		if err := payoutrail.ValidAccount(provider, account, accountType, bankCode); err != nil {
+			var ae *payoutrail.AccountError
 			if !errors.As(err, &ae) {
 				return err
 			}
@@ -535,7 +535,7 @@ func (s *Server) validateAccount(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, v)
 	}
-	return c.JSON(http.StatusOK, payout.Validate(provider, account, accountType, bankCode))
+	return c.JSON(http.StatusOK, payoutrail.Validate(provider, account, accountType, bankCode))
 }
 
 // StatusValidationUnavailable is validate-account's status on a live server for a
@@ -544,7 +544,7 @@ const StatusValidationUnavailable = "VALIDATION_UNAVAILABLE"
 
 // bankCodes is public: the list changes, so clients fetch it.
 func (s *Server) bankCodes(c echo.Context) error {
-	return c.JSON(http.StatusOK, payout.Banks())
+	return c.JSON(http.StatusOK, payoutrail.Banks())
 }
 
 type beneficiaryJSON struct {

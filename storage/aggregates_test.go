@@ -12,8 +12,8 @@ import (
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/aggregates/payoutfile"
-	"paysvc/actors/aggregates/payoutfile/payoutstore"
+	"paysvc/actors/aggregates/payout"
+	"paysvc/actors/aggregates/payout/payoutstore"
 	"paysvc/storage"
 )
 
@@ -106,28 +106,28 @@ func TestCommitBatchAggregates(t *testing.T) {
 	t.Run("Payout_HeaderAndOnlyChangedTransactions", func(t *testing.T) {
 		t.Parallel()
 		b := setupBatch(t)
-		f := payoutfile.State{Header: payoutfile.Header{FileID: "F1", TrackingID: "7d8f9e5a-2c1b-4e0a-9f3d-1a2b3c4d5e6f", MerchantID: "M1",
-			WalletID: "W1", Provider: "MPESA-B2C", Currency: "KES", Status: payoutfile.StatusProcessing, TotalAmount: amt("3.00"),
+		f := payout.State{Header: payout.Header{FileID: "F1", TrackingID: "7d8f9e5a-2c1b-4e0a-9f3d-1a2b3c4d5e6f", MerchantID: "M1",
+			WalletID: "W1", Provider: "MPESA-B2C", Currency: "KES", Status: payout.StatusProcessing, TotalAmount: amt("3.00"),
 			ChargeEstimate: amt("0.00"), Held: amt("3.00"), PaidAmount: amt("0.00"), FailedAmount: amt("0.00"),
 			ActualCharges: amt("0.00"), Count: 3, Version: 1, CreatedAt: t0, UpdatedAt: t0}}
 		for i := range 3 {
-			f.Txns = append(f.Txns, payoutfile.Txn{TransactionID: fmt.Sprintf("T%d", i), Account: "254700000000", Amount: amt("1.00"),
-				Charge: amt("0.00"), IdempotencyKey: fmt.Sprintf("k%d", i), Status: payoutfile.TxnPending, CreatedAt: t0, UpdatedAt: t0})
+			f.Txns = append(f.Txns, payout.Txn{TransactionID: fmt.Sprintf("T%d", i), Account: "254700000000", Amount: amt("1.00"),
+				Charge: amt("0.00"), IdempotencyKey: fmt.Sprintf("k%d", i), Status: payout.TxnPending, CreatedAt: t0, UpdatedAt: t0})
 		}
 		w := payoutstore.NewWrites()
-		w.Touch(payoutfile.State{}, f, []int{0, 1, 2})
+		w.Touch(payout.State{}, f, []int{0, 1, 2})
 		if err := storage.CommitBatch(b.ctx, b.db, aggBatch(b, 1, w)); err != nil {
 			t.Fatal(err)
 		}
 		// T1 then T2 finish in two commands of one batch; T0 is not written again.
 		g := f
-		g.Txns = append([]payoutfile.Txn(nil), f.Txns...)
+		g.Txns = append([]payout.Txn(nil), f.Txns...)
 		g.Version, g.Finished = 2, 1
-		g.Txns[1].Status = payoutfile.TxnComplete
+		g.Txns[1].Status = payout.TxnComplete
 		h := g
-		h.Txns = append([]payoutfile.Txn(nil), g.Txns...)
+		h.Txns = append([]payout.Txn(nil), g.Txns...)
 		h.Version, h.Finished = 3, 2
-		h.Txns[2].Status = payoutfile.TxnFailed
+		h.Txns[2].Status = payout.TxnFailed
 		w = payoutstore.NewWrites()
 		w.Touch(f, g, []int{1})
 		w.Touch(g, h, []int{2})
@@ -146,8 +146,8 @@ func TestCommitBatchAggregates(t *testing.T) {
 		if err := sqlx.SelectContext(b.ctx, b.db, &rows, `SELECT transaction_id, status, claims_key, data::text FROM payout_transactions ORDER BY seq`); err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) != 3 || rows[0].Data != `{"untouched": true}` || rows[1].Status != payoutfile.TxnComplete || !rows[1].Claims ||
-			rows[2].Status != payoutfile.TxnFailed || rows[2].Claims {
+		if len(rows) != 3 || rows[0].Data != `{"untouched": true}` || rows[1].Status != payout.TxnComplete || !rows[1].Claims ||
+			rows[2].Status != payout.TxnFailed || rows[2].Claims {
 			t.Fatalf("transactions %+v", rows)
 		}
 		files, err := payoutstore.Load(b.ctx, b.db, "M1", []string{"F1"})

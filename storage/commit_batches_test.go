@@ -7,7 +7,7 @@ import (
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/aggregates/payoutfile/payoutstore"
+	"paysvc/actors/aggregates/payout/payoutstore"
 	"paysvc/storage"
 )
 

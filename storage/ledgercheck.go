@@ -43,7 +43,7 @@ type HoldMismatch struct {
 // out of the available one. These are all the ways a wallet's available balance
 // leaves its current one (actors/aggregates/wallet: Hold, an uncleared Collect; Release and
 // Disburse take them back), so the sum is exact, not a bound:
-//   - a payment file's held (payoutfile.Header.Held): total plus charges of its
+//   - a payment file's held (payout.Header.Held): total plus charges of its
 //     transactions at approval, less each outcome since, zero once COMPLETE (the
 //     file refuses to complete otherwise), so every file is summed, whatever its
 //     status;

@@ -201,7 +201,7 @@ func StalePayouts(ctx context.Context, q sqlx.QueryerContext, environment string
 		if err := rows.Scan(&s.FileID, &s.MerchantID, &s.Provider, &s.Currency, &data); err != nil {
 			return nil, err
 		}
-		// The rail's fields of a stored transaction (payoutfile.Txn) have the same
+		// The rail's fields of a stored transaction (payout.Txn) have the same
 		// JSON names in topics.PayoutRailTxn; the rest of the row is not the rail's.
 		if err := json.Unmarshal(data, &s.Txn); err != nil {
 			return nil, fmt.Errorf("decode payment transaction: %w", err)
@@ -222,7 +222,7 @@ type PayoutFileOperatorState struct {
 }
 
 // PayoutFileOperator reads the operator's marks on one of the merchant's files
-// from its stored header (payoutfile.Header); another merchant's file is
+// from its stored header (payout.Header); another merchant's file is
 // ErrNotFound.
 func PayoutFileOperator(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (PayoutFileOperatorState, error) {
 	var s PayoutFileOperatorState

@@ -140,5 +140,5 @@ func DuePayoutTxns(ctx context.Context, q sqlx.QueryerContext, environment strin
 }
 
 // payoutFileHeld is true for a file f an operator holds (paysvc payout hold):
-// payoutfile.Header.OnHold, in the file's stored header.
+// payout.Header.OnHold, in the file's stored header.
 const payoutFileHeld = `coalesce((f.data ->> 'on_hold')::boolean, false)`

@@ -1,4 +1,4 @@
-// Package aggregates groups the business aggregates: wallet, invoice, payoutfile,
+// Package aggregates groups the business aggregates: wallet, invoice, payout,
 // refund and subscription, each a package of pure state and decisions, a
 // <name>kind package that registers it with the engine (docs/adr/0007) and a
 // <name>store package that maps its state to and from its rows (the queries that

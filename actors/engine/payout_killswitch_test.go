@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"paysvc/actors/aggregates/payoutfile/payoutkind"
+	"paysvc/actors/aggregates/payout/payoutkind"
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"

@@ -127,7 +127,7 @@ type Unconfigured struct {
 
 // Submit fails every transaction of the chunk. The rails role is the rail here, and
 // reports the submission first: a file takes a FINAL outcome only for a
-// transaction submitted to a rail (payoutfile.Results).
+// transaction submitted to a rail (the payout aggregate's Results).
 func (u Unconfigured) Submit(ctx context.Context, req topics.PayoutRailRequest) error {
 	sub := topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: topics.PayoutStageSubmitted, Batch: fmt.Sprintf("c%d", req.Chunk)}
 	res := topics.PayoutResults{FileID: req.FileID, MerchantID: req.MerchantID, Stage: topics.PayoutStageFinal, Batch: fmt.Sprintf("c%d", req.Chunk)}

@@ -119,7 +119,7 @@ func (r *DarajaB2C) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 		if status == "PENDING" {
 			// The file records the submission before the request leaves, so a result
 			// Daraja sends for it always comes after it in the command log; a result
-			// for a transaction not yet submitted is ignored (payoutfile.Results).
+			// for a transaction not yet submitted is ignored (the payout aggregate's Results).
 			// Each attempt is its own command: a submission the engine refused (the
 			// merchant was disabled) is not the stored answer of the next attempt.
 			salt := strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -17,8 +17,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/aggregates/payoutfile"
-	"paysvc/actors/aggregates/payoutfile/payoutstore"
+	"paysvc/actors/aggregates/payout"
+	"paysvc/actors/aggregates/payout/payoutstore"
 	"paysvc/actors/rails"
 	"paysvc/actors/values/ids"
 	"paysvc/cmd/paysvc/service"
@@ -61,11 +61,11 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 		return usageError{payoutUsage}
 	}
 	switch {
-	case *status == payoutfile.TxnComplete && *reference == "":
+	case *status == payout.TxnComplete && *reference == "":
 		return usageError{"--reference is required with --status COMPLETE\n" + payoutUsage}
-	case *status == payoutfile.TxnFailed && *reason == "":
+	case *status == payout.TxnFailed && *reason == "":
 		*reason = "Finished by the operator: the provider did not pay it."
-	case *status != payoutfile.TxnComplete && *status != payoutfile.TxnFailed:
+	case *status != payout.TxnComplete && *status != payout.TxnFailed:
 		return usageError{"--status must be COMPLETE or FAILED\n" + payoutUsage}
 	}
 	db, err := openMigrated(ctx, cfg)
@@ -84,7 +84,7 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	var txn *payoutfile.Txn
+	var txn *payout.Txn
 	for i := range file.Txns {
 		if file.Txns[i].TransactionID == txnID {
 			txn = &file.Txns[i]
@@ -94,12 +94,12 @@ func payoutCmd(ctx context.Context, cfg service.Config, args []string, stdout, s
 		return fmt.Errorf("payout transaction %q not found in its file %s", txnID, ref.FileID)
 	}
 	// A PENDING transaction was never submitted: no rail has it, and the file would
-	// ignore the outcome (payoutfile.Results), so say so rather than queue it.
-	if file.Status != payoutfile.StatusProcessing || txn.Status != payoutfile.TxnProcessing {
+	// ignore the outcome (payout.Results), so say so rather than queue it.
+	if file.Status != payout.StatusProcessing || txn.Status != payout.TxnProcessing {
 		return fmt.Errorf("payout transaction %s is %s in a %s file: only a transaction waiting for its outcome (submitted, PROCESSING) can be finished",
 			txnID, txn.Status, file.Status)
 	}
-	result := topics.PayoutTxnResult{TransactionID: txnID, Success: *status == payoutfile.TxnComplete}
+	result := topics.PayoutTxnResult{TransactionID: txnID, Success: *status == payout.TxnComplete}
 	if result.Success {
 		result.ProviderReference, result.Description = *reference, "Confirmed by the operator with the provider."
 	} else {
@@ -198,7 +198,7 @@ func payoutOperatorCmd(ctx context.Context, cfg service.Config, typ string, args
 	if err != nil {
 		return err
 	}
-	if file.Status != payoutfile.StatusProcessing {
+	if file.Status != payout.StatusProcessing {
 		return fmt.Errorf("payment file %s is %s: only a file being paid (PROCESSING) can be held, released or failed; nothing changed", fileID, file.Status)
 	}
 	m, err := storage.GetMerchant(ctx, db, merchantID)

@@ -2,7 +2,7 @@ package service
 
 import (
 	"paysvc/actors/aggregates/invoice/invoicekind"
-	"paysvc/actors/aggregates/payoutfile/payoutkind"
+	"paysvc/actors/aggregates/payout/payoutkind"
 	"paysvc/actors/aggregates/refund/refundkind"
 	"paysvc/actors/aggregates/subscription/subscriptionkind"
 	"paysvc/actors/aggregates/wallet/walletkind"

@@ -1,4 +1,4 @@
-package payoutfile
+package payout
 
 // Step is the file's transition as its actor hosts it (actors/engine/aggregate): the new
 // state, and its Delta as what it says of the change.

@@ -1,4 +1,4 @@
-package payoutfile_test
+package payout_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	pf "paysvc/actors/aggregates/payoutfile"
+	pf "paysvc/actors/aggregates/payout"
 	"paysvc/actors/values/money"
 )
 

@@ -1,4 +1,4 @@
-package payoutfile
+package payout
 
 import (
 	"time"

@@ -1,10 +1,10 @@
-package payoutfile_test
+package payout_test
 
 import (
 	"errors"
 	"testing"
 
-	pf "paysvc/actors/aggregates/payoutfile"
+	pf "paysvc/actors/aggregates/payout"
 )
 
 // An operator's fail of a file part paid, part with a rail, part unsent: only the

@@ -1,4 +1,4 @@
-package payoutfile_test
+package payout_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	pf "paysvc/actors/aggregates/payoutfile"
+	pf "paysvc/actors/aggregates/payout"
 	"paysvc/actors/values/money"
 )
 

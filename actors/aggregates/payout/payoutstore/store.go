@@ -9,7 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"paysvc/actors/aggregates/payoutfile"
+	"paysvc/actors/aggregates/payout"
 	"paysvc/storage"
 )
 
@@ -25,7 +25,7 @@ type Writes struct {
 
 type payoutAcc struct {
 	prev    int64
-	state   payoutfile.State
+	state   payout.State
 	changed map[int]bool
 }
 
@@ -34,9 +34,9 @@ func NewWrites() *Writes { return &Writes{files: map[string]*payoutAcc{}} }
 
 // Touch records a file's new state and the positions of the transactions that
 // changed. Rows reads the state when the batch commits, after the engine moved on:
-// after must not be changed in place later (payoutfile's apply functions return new
+// after must not be changed in place later (the payout aggregate's apply functions return new
 // states, cloning the transactions they change).
-func (w *Writes) Touch(before, after payoutfile.State, changed []int) {
+func (w *Writes) Touch(before, after payout.State, changed []int) {
 	a, ok := w.files[after.FileID]
 	if !ok {
 		a = &payoutAcc{prev: before.Version, changed: map[int]bool{}}
@@ -118,27 +118,27 @@ type txnRow struct {
 
 // ClaimsKey reports whether a transaction holds its idempotency key: its file was
 // approved and it did not fail, so no other transaction with the key is paid.
-func ClaimsKey(h payoutfile.Header, t payoutfile.Txn) bool {
-	return t.IdempotencyKey != "" && t.Status != payoutfile.TxnFailed &&
-		(h.Status == payoutfile.StatusProcessing || h.Status == payoutfile.StatusComplete)
+func ClaimsKey(h payout.Header, t payout.Txn) bool {
+	return t.IdempotencyKey != "" && t.Status != payout.TxnFailed &&
+		(h.Status == payout.StatusProcessing || h.Status == payout.StatusComplete)
 }
 
 // Load reads whole files (header and transactions in file order) of one
 // merchant, for the engine to hydrate actors.
-func Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, fileIDs []string) (map[string]payoutfile.State, error) {
+func Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, fileIDs []string) (map[string]payout.State, error) {
 	var heads [][]byte
 	if err := sqlx.SelectContext(ctx, q, &heads, `SELECT data FROM payout_files WHERE merchant_id = $1 AND file_id = ANY($2)`,
 		merchantID, pq.StringArray(fileIDs)); err != nil {
 		return nil, fmt.Errorf("load payment files: %w", err)
 	}
-	out := make(map[string]payoutfile.State, len(heads))
+	out := make(map[string]payout.State, len(heads))
 	found := make([]string, 0, len(heads))
 	for _, d := range heads {
-		var h payoutfile.Header
+		var h payout.Header
 		if err := json.Unmarshal(d, &h); err != nil {
 			return nil, fmt.Errorf("decode payment file: %w", err)
 		}
-		out[h.FileID] = payoutfile.State{Header: h, Txns: make([]payoutfile.Txn, 0, h.Count)}
+		out[h.FileID] = payout.State{Header: h, Txns: make([]payout.Txn, 0, h.Count)}
 		found = append(found, h.FileID)
 	}
 	if len(found) == 0 {
@@ -156,7 +156,7 @@ func Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, fileIDs
 		if err := rows.Scan(&fileID, &data); err != nil {
 			return nil, err
 		}
-		var t payoutfile.Txn
+		var t payout.Txn
 		if err := json.Unmarshal(data, &t); err != nil {
 			return nil, fmt.Errorf("decode payment transaction: %w", err)
 		}
@@ -176,10 +176,10 @@ func Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, fileIDs
 }
 
 // Get reads one of the merchant's whole files.
-func Get(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (payoutfile.State, error) {
+func Get(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (payout.State, error) {
 	m, err := Load(ctx, q, merchantID, []string{fileID})
 	if err != nil {
-		return payoutfile.State{}, err
+		return payout.State{}, err
 	}
 	s, ok := m[fileID]
 	if !ok {

@@ -1,4 +1,4 @@
-package payoutfile_test
+package payout_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	pf "paysvc/actors/aggregates/payoutfile"
+	pf "paysvc/actors/aggregates/payout"
 	"paysvc/actors/aggregates/statedoc"
 	"paysvc/actors/values/money"
 )
@@ -187,7 +187,7 @@ type tableCommand struct {
 }
 
 // tableFileCommands are the pure commands the engine makes of each principal's
-// command (actors/aggregates/payoutfile/payoutkind): payout.initiate -> Create (and, with
+// command (actors/aggregates/payout/payoutkind): payout.initiate -> Create (and, with
 // requires_approval NO, Approve in the same command); payout.approve -> Approve,
 // with Rejected the transactions whose idempotency key is already used and
 // SubmitNow for P2P (the credits are queued in the same batch); payout.cancel ->

@@ -1,11 +1,11 @@
-package payoutfile_test
+package payout_test
 
 import (
 	"errors"
 	"fmt"
 	"testing"
 
-	pf "paysvc/actors/aggregates/payoutfile"
+	pf "paysvc/actors/aggregates/payout"
 )
 
 var fileStatuses = []string{"", pf.StatusPreview, pf.StatusProcessing, pf.StatusComplete, pf.StatusCancelled, pf.StatusFailed}

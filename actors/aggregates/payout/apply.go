@@ -1,4 +1,4 @@
-package payoutfile
+package payout
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ func Apply(s State, cmd any) (State, Delta, error) {
 	case Operator:
 		return applyOperator(s, c)
 	default:
-		return s, Delta{}, fmt.Errorf("payoutfile: unknown command %T", cmd)
+		return s, Delta{}, fmt.Errorf("payout: unknown command %T", cmd)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package payoutkind registers the payment-file aggregate (actors/aggregates/payoutfile) with
+// Package payoutkind registers the payment-file aggregate (actors/aggregates/payout) with
 // the engine (docs/adr/0007-one-aggregate-contract.md): a file is initiated,
 // approved (its money held in the paying wallet and its transactions queued to
 // their rail), cancelled, and settled by the rail's results (paid transactions
@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"paysvc/actors/aggregates/payoutfile"
-	"paysvc/actors/aggregates/payoutfile/payoutstore"
+	"paysvc/actors/aggregates/payout"
+	"paysvc/actors/aggregates/payout/payoutstore"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -56,105 +56,97 @@ var payoutTxns = promauto.NewCounterVec(prometheus.CounterOpts{
 }, []string{"provider", "status"})
 
 func init() {
-	for _, p := range payoutfile.Providers {
-		payoutTxns.WithLabelValues(p, payoutfile.TxnComplete)
-		payoutTxns.WithLabelValues(p, payoutfile.TxnFailed)
+	for _, p := range payout.Providers {
+		payoutTxns.WithLabelValues(p, payout.TxnComplete)
+		payoutTxns.WithLabelValues(p, payout.TxnFailed)
 	}
 }
+
+// Files is the payment-file kind as its commands use it through a Tx.
+const Files = engine.Of[payout.State](Name)
 
 // Kind is the payment-file aggregate's registration.
 func Kind() engine.Kind {
-	return engine.Kind{
-		Name: Name,
-		Commands: map[string]func() any{
-			topics.CmdPayoutInitiate:  func() any { return &topics.PayoutInitiate{} },
-			topics.CmdPayoutApprove:   func() any { return &topics.PayoutApprove{} },
-			topics.CmdPayoutCancel:    func() any { return &topics.PayoutCancel{} },
-			topics.CmdPayoutResults:   func() any { return &topics.PayoutResults{} },
-			topics.CmdPayoutP2PCredit: func() any { return &topics.PayoutP2PCredit{} },
-			topics.CmdPayoutHold:      func() any { return &topics.PayoutOperator{} },
-			topics.CmdPayoutRelease:   func() any { return &topics.PayoutOperator{} },
-			topics.CmdPayoutFail:      func() any { return &topics.PayoutOperator{} },
-		},
-		// A rail's results complete money in motion; a P2P credit, in the
-		// recipient's partition, is checked against its payer (p2pCredit checks
-		// the recipient).
-		Guards: map[string]engine.Guard{
-			topics.CmdPayoutInitiate: {},
-			topics.CmdPayoutApprove:  {},
-			topics.CmdPayoutCancel:   {},
-			// The SUBMITTED stage of a disabled merchant is refused by results,
-			// not here: a FINAL outcome must still land.
-			topics.CmdPayoutResults: {WhileDisabled: true},
-			// An operator's kill switch of one file must work on a disabled
-			// merchant above all (disable, then fail the file a stolen key approved).
-			topics.CmdPayoutHold:    {WhileDisabled: true},
-			topics.CmdPayoutRelease: {WhileDisabled: true},
-			topics.CmdPayoutFail:    {WhileDisabled: true},
-			topics.CmdPayoutP2PCredit: {WhileDisabled: true, Subject: func(payload any) string {
-				if p, ok := payload.(*topics.PayoutP2PCredit); ok {
-					return p.PayerMerchantID
-				}
-				return ""
-			}},
-		},
-		IDs:     func(_ string, p any) []string { return idsOf(p) },
-		Needs:   func(_ string, p any) []engine.Ref { return needs(p) },
-		Refs:    refs,
-		Index:   index,
-		Load:    load,
-		Prepare: prepare,
-		Actor:   engine.Hosted(Name, payoutfile.Step),
-		New:     func(id string) any { return payoutfile.State{Header: payoutfile.Header{FileID: id}} },
-		Rows:    func() engine.Rows { return rows{payoutstore.NewWrites()} },
-		Final:   final,
-		Apply:   apply,
-	}
+	return engine.Define[payout.State](aggregate{},
+		// An initiation opens its file by Create (Tx.Live checks its id), so it
+		// names no instance of its own; it needs its paying wallet.
+		engine.On[payout.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], initiate,
+			engine.Needs(initiateNeeds), engine.Prepare(prepareInitiate)),
+		engine.On[payout.State](topics.CmdPayoutApprove, engine.Guard{},
+			func(p *topics.PayoutApprove) []string { return []string{p.FileID} }, approve,
+			engine.Prepare(prepareApprove)),
+		engine.On[payout.State](topics.CmdPayoutCancel, engine.Guard{},
+			func(p *topics.PayoutCancel) []string { return []string{p.FileID} }, cancel),
+		// A rail's results complete money in motion. The SUBMITTED stage of a
+		// disabled merchant is refused by results, not here: a FINAL outcome must
+		// still land.
+		engine.On[payout.State](topics.CmdPayoutResults, engine.Guard{WhileDisabled: true},
+			func(p *topics.PayoutResults) []string { return []string{p.FileID} }, results),
+		// A P2P credit, in the recipient's partition, is checked against its payer
+		// (p2pCredit checks the recipient).
+		engine.On[payout.State](topics.CmdPayoutP2PCredit,
+			engine.Guard{WhileDisabled: true, Subject: engine.SubjectOf(func(p *topics.PayoutP2PCredit) string { return p.PayerMerchantID })},
+			noIDs[topics.PayoutP2PCredit], p2pCredit, engine.Needs(p2pNeeds)),
+		// An operator's kill switch of one file must work on a disabled merchant
+		// above all (disable, then fail the file a stolen key approved).
+		operator(topics.CmdPayoutHold),
+		operator(topics.CmdPayoutRelease),
+		operator(topics.CmdPayoutFail),
+	)
 }
 
-func idsOf(payload any) []string {
-	switch p := payload.(type) {
-	case *topics.PayoutApprove:
-		return []string{p.FileID}
-	case *topics.PayoutCancel:
-		return []string{p.FileID}
-	case *topics.PayoutResults:
-		return []string{p.FileID}
-	case *topics.PayoutOperator:
-		return []string{p.FileID}
-	}
-	return nil
+// operator declares one of the operator's commands on a file (hold, release,
+// fail): they share their payload, and operate tells them apart by type.
+func operator(typ string) engine.Command[payout.State] {
+	return engine.On[payout.State](typ, engine.Guard{WhileDisabled: true},
+		func(p *topics.PayoutOperator) []string { return []string{p.FileID} }, operate)
 }
 
-// needs: an initiation names its paying wallet (or the currency's settlement
-// wallet); a P2P credit its recipient's.
-func needs(payload any) []engine.Ref {
-	switch p := payload.(type) {
-	case *topics.PayoutInitiate:
-		if p.WalletID != "" {
-			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-		}
-		return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
-	case *topics.PayoutP2PCredit:
-		if p.WalletID != "" {
-			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-		}
+// noIDs is the ids of a command that names no existing file.
+func noIDs[P any](*P) []string { return nil }
+
+// aggregate is the payment file's definition: hosted (its pure Step), loaded by
+// id, indexed by the idempotency keys its transactions hold, referring to its
+// wallet, written through paysvc_apply_payout.
+type aggregate struct{}
+
+func (aggregate) Name() string { return Name }
+func (aggregate) New(id string) payout.State {
+	return payout.State{Header: payout.Header{FileID: id}}
+}
+func (aggregate) Step(s payout.State, msg any) (payout.State, any, error) {
+	return payout.Step(s, msg)
+}
+func (aggregate) Rows() engine.TypedRows[payout.State] { return rows{payoutstore.NewWrites()} }
+
+// initiateNeeds: an initiation names its paying wallet (or the currency's
+// settlement wallet).
+func initiateNeeds(p *topics.PayoutInitiate) []engine.Ref {
+	if p.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
+	}
+	return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
+}
+
+// p2pNeeds: a P2P credit names its recipient's wallet.
+func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref {
+	if p.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
 	}
 	return nil
 }
 
-// refs: a file's wallet holds and pays its money.
-func refs(state any) []engine.Ref {
-	if s, ok := state.(payoutfile.State); ok && s.WalletID != "" {
+// Refs: a file's wallet holds and pays its money.
+func (aggregate) Refs(s payout.State) []engine.Ref {
+	if s.WalletID != "" {
 		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
 	}
 	return nil
 }
 
-// index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
+// Index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
 // an approval finds the keys files in memory hold, committed or not.
-func index(state any) []string {
-	s, _ := state.(payoutfile.State)
+func (aggregate) Index(s payout.State) []string {
 	var keys []string
 	for _, t := range s.Txns {
 		if payoutstore.ClaimsKey(s.Header, t) {
@@ -164,19 +156,18 @@ func index(state any) []string {
 	return keys
 }
 
-func final(state any) bool {
-	s, _ := state.(payoutfile.State)
-	return s.Status == payoutfile.StatusComplete || s.Status == payoutfile.StatusCancelled || s.Status == payoutfile.StatusFailed
+func (aggregate) Final(s payout.State) bool {
+	return s.Status == payout.StatusComplete || s.Status == payout.StatusCancelled || s.Status == payout.StatusFailed
 }
 
-func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[payout.State], error) {
 	found, err := payoutstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Snapshot, 0, len(found))
+	out := make([]engine.Stored[payout.State], 0, len(found))
 	for _, s := range found {
-		out = append(out, engine.Snapshot{ID: s.FileID, Version: s.Version, State: s})
+		out = append(out, engine.Stored[payout.State]{ID: s.FileID, Version: s.Version, State: s})
 	}
 	return out, nil
 }
@@ -188,42 +179,46 @@ const (
 	keyFact      = "key\x00"
 )
 
-// prepare reads, before the batch applies, what the table alone can say: for an
+// Prepare reads, before the batch applies, what the table alone can say: for an
 // initiation whether its file or transaction ids are taken, and for it and an
 // approval which stored transactions hold the file's idempotency keys. Keys
 // claimed by files in memory (committed or not) are the index's (rejectedKeys).
 // A file initiated and approved in one batch has its keys read for the
 // initiation.
-func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, string) (any, bool), c *topics.Command, payload any) (map[string]any, error) {
+func prepareInitiate(ctx context.Context, q sqlx.QueryerContext, _ engine.Finder, c *topics.Command, p *topics.PayoutInitiate) (map[string]any, error) {
 	facts := map[string]any{}
 	var keys []string
-	switch p := payload.(type) {
-	case *topics.PayoutInitiate:
-		txnIDs := make([]string, len(p.Transactions))
-		for i, t := range p.Transactions {
-			txnIDs[i] = t.TransactionID
-			if t.IdempotencyKey != "" {
-				keys = append(keys, t.IdempotencyKey)
-			}
+	txnIDs := make([]string, len(p.Transactions))
+	for i, t := range p.Transactions {
+		txnIDs[i] = t.TransactionID
+		if t.IdempotencyKey != "" {
+			keys = append(keys, t.IdempotencyKey)
 		}
-		taken, err := storage.PayoutIDsTaken(ctx, q, p.FileID, txnIDs)
-		if err != nil {
-			return nil, err
-		}
-		facts[idsTakenFact+p.FileID] = taken
-	case *topics.PayoutApprove:
-		s, ok := find(Name, p.FileID)
-		if !ok {
-			return nil, nil
-		}
-		for _, t := range s.(payoutfile.State).Txns {
-			if t.IdempotencyKey != "" {
-				keys = append(keys, t.IdempotencyKey)
-			}
-		}
-	default:
+	}
+	taken, err := storage.PayoutIDsTaken(ctx, q, p.FileID, txnIDs)
+	if err != nil {
+		return nil, err
+	}
+	facts[idsTakenFact+p.FileID] = taken
+	return keyFacts(ctx, q, c, facts, keys)
+}
+
+func prepareApprove(ctx context.Context, q sqlx.QueryerContext, find engine.Finder, c *topics.Command, p *topics.PayoutApprove) (map[string]any, error) {
+	s, ok := Files.Found(find, p.FileID)
+	if !ok {
 		return nil, nil
 	}
+	var keys []string
+	for _, t := range s.Txns {
+		if t.IdempotencyKey != "" {
+			keys = append(keys, t.IdempotencyKey)
+		}
+	}
+	return keyFacts(ctx, q, c, map[string]any{}, keys)
+}
+
+// keyFacts adds to facts which stored transaction holds each of keys.
+func keyFacts(ctx context.Context, q sqlx.QueryerContext, c *topics.Command, facts map[string]any, keys []string) (map[string]any, error) {
 	if len(keys) == 0 {
 		return facts, nil
 	}
@@ -237,6 +232,21 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, strin
 	return facts, nil
 }
 
+// keyHolder is Prepare's fact of an idempotency key: the stored transaction
+// that holds it ("" for none), and whether it was prepared.
+func keyHolder(tx *engine.Tx, key string) (string, bool) {
+	v, ok := tx.Fact(keyFact + key)
+	holder, _ := v.(string) // facts are the engine's any; keyFacts stores strings
+	return holder, ok
+}
+
+// deltaOf is a file's step's out as its type: payout.Step says what it
+// changed with a Delta (the engine carries outs as any).
+func deltaOf(out any) payout.Delta {
+	d, _ := out.(payout.Delta)
+	return d
+}
+
 // rows writes files through paysvc_apply_payout: a file's header, and the
 // transactions its steps changed, plus those that now hold their idempotency key
 // (a transaction that holds its key must have its row written with claims_key in
@@ -244,13 +254,11 @@ func prepare(ctx context.Context, q sqlx.QueryerContext, find func(string, strin
 // batch commits the table alone answers for the key).
 type rows struct{ w *payoutstore.Writes }
 
-func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) error {
-	b, a := before.State.(payoutfile.State), after.State.(payoutfile.State)
+func (r rows) Touch(_, _ string, before, after engine.Stored[payout.State], outs []any) error {
+	b, a := before.State, after.State
 	var changed []int
 	for _, o := range outs {
-		if d, ok := o.(payoutfile.Delta); ok {
-			changed = append(changed, d.Changed...)
-		}
+		changed = append(changed, deltaOf(o).Changed...)
 	}
 	for i, t := range a.Txns {
 		if payoutstore.ClaimsKey(a.Header, t) && (i >= len(b.Txns) || !payoutstore.ClaimsKey(b.Header, b.Txns[i])) {
@@ -263,40 +271,22 @@ func (r rows) Touch(_, _ string, before, after engine.Snapshot, outs []any) erro
 
 func (r rows) Writes() storage.AggregateRows { return r.w }
 
-func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-	switch in := payload.(type) {
-	case *topics.PayoutInitiate:
-		return initiate(tx, c, *in)
-	case *topics.PayoutApprove:
-		return approve(tx, c, *in)
-	case *topics.PayoutCancel:
-		return cancel(tx, c, *in)
-	case *topics.PayoutResults:
-		return results(tx, c, *in)
-	case *topics.PayoutP2PCredit:
-		return p2pCredit(tx, c, *in)
-	case *topics.PayoutOperator:
-		return operate(tx, c, *in)
-	}
-	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
-}
-
 // fileReply is the reply of initiate, approve and cancel: the file as merchants
 // see it, with its wallet.
-func fileReply(f payoutfile.State, w wallet.View) topics.Reply {
+func fileReply(f payout.State, w wallet.View) topics.Reply {
 	return topics.Reply{Result: mustJSON(f.View(&w, nil))}
 }
 
 // clearingOf is the system account a provider's payouts go to.
 func clearingOf(provider string) string {
 	switch provider {
-	case payoutfile.ProviderPesalink:
+	case payout.ProviderPesalink:
 		return ledger.PesalinkClearing
-	case payoutfile.ProviderAirtime:
+	case payout.ProviderAirtime:
 		return ledger.AirtimeClearing
-	case payoutfile.ProviderRTGS:
+	case payout.ProviderRTGS:
 		return ledger.RTGSClearing
-	case payoutfile.ProviderP2P:
+	case payout.ProviderP2P:
 		return ledger.P2PClearing
 	}
 	return ledger.MpesaClearing
@@ -306,17 +296,17 @@ func clearingOf(provider string) string {
 func counted(tx *engine.Tx, provider string, complete, failed int) {
 	tx.AfterCommit(func() {
 		if complete > 0 {
-			payoutTxns.WithLabelValues(provider, payoutfile.TxnComplete).Add(float64(complete))
+			payoutTxns.WithLabelValues(provider, payout.TxnComplete).Add(float64(complete))
 		}
 		if failed > 0 {
-			payoutTxns.WithLabelValues(provider, payoutfile.TxnFailed).Add(float64(failed))
+			payoutTxns.WithLabelValues(provider, payout.TxnFailed).Add(float64(failed))
 		}
 	})
 }
 
 // initiate opens a file; with requires_approval NO it is approved in the same
 // command (and so the same transaction).
-func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topics.Reply, error) {
+func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topics.Reply, error) {
 	if tx.Live(Name, in.FileID) {
 		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
 	}
@@ -331,11 +321,10 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 		}
 		walletID = id
 	}
-	ws, ok := tx.Find(walletkind.Name, walletID)
+	w, ok := walletkind.Wallets.Find(tx, walletID)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
 	}
-	w := ws.(wallet.State)
 	switch {
 	case !w.Exists() || w.MerchantID != c.MerchantID:
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
@@ -344,15 +333,15 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 	case !w.CanDisburse:
 		return engine.Refuse(CodeCannotDisburse, "This wallet cannot be the source of payouts (can_disburse is false).", "wallet_id"), nil
 	}
-	txns := make([]payoutfile.Txn, len(in.Transactions))
+	txns := make([]payout.Txn, len(in.Transactions))
 	for i, t := range in.Transactions {
-		txns[i] = payoutfile.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
+		txns[i] = payout.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
 			Amount: t.Amount, Charge: t.Charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
 			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
 			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
 			RecipientWalletID: t.RecipientWalletID}
 	}
-	r, err := tx.Create(Name, in.FileID, payoutfile.Create{Header: payoutfile.Header{
+	r, err := Files.Create(tx, in.FileID, payout.Create{Header: payout.Header{
 		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
 		Provider: in.Provider, Currency: in.Currency, RequiresApproval: in.RequiresApproval, BatchReference: in.BatchReference,
 		DeviceID: in.DeviceID, CallbackURL: in.CallbackURL,
@@ -360,7 +349,7 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if errors.Is(r.Err, payoutfile.ErrExists) {
+	if errors.Is(r.Err, payout.ErrExists) {
 		// Another command of this batch opened the id first (any merchant's: the
 		// engine names a partition's actors by id).
 		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
@@ -368,35 +357,33 @@ func initiate(tx *engine.Tx, c *topics.Command, in topics.PayoutInitiate) (topic
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, "Invalid payment file: "+r.Err.Error(), ""), nil
 	}
-	f := r.After.(payoutfile.State)
+	f := r.After
 	if !in.RequiresApproval {
 		// Approved in the same command. If the wallet cannot cover it the file never
 		// comes to be (a 400 changes nothing): the refusal undoes its creation.
 		return approveFile(tx, c, f, true)
 	}
-	d := r.Out.(payoutfile.Delta)
 	sendMoneyEvent(tx, f)
-	callback(tx, c, f, d.Changed)
+	callback(tx, c, f, deltaOf(r.Out).Changed)
 	return fileReply(f, w.View()), nil
 }
 
 // approve approves a file awaiting approval.
-func approve(tx *engine.Tx, c *topics.Command, in topics.PayoutApprove) (topics.Reply, error) {
-	cur, ok := tx.Find(Name, in.FileID)
+func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics.Reply, error) {
+	st, ok := Files.Find(tx, in.FileID)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
-	st := cur.(payoutfile.State)
 	if st.MerchantID != c.MerchantID {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
 	if in.Nonce != "" && in.Nonce != st.Nonce {
 		return engine.Refuse(CodeNonceMismatch, "The nonce does not match this file.", "nonce"), nil
 	}
-	if st.Status != payoutfile.StatusPreview {
+	if st.Status != payout.StatusPreview {
 		return engine.Refuse(CodeNotAwaitingApproval, "The file is not awaiting approval: its status is "+st.Status+".", "file_id"), nil
 	}
-	if _, ok := tx.Find(walletkind.Name, st.WalletID); !ok {
+	if _, ok := walletkind.Wallets.Find(tx, st.WalletID); !ok {
 		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
 	}
 	return approveFile(tx, c, st, false)
@@ -408,15 +395,15 @@ func approve(tx *engine.Tx, c *topics.Command, in topics.PayoutApprove) (topics.
 // the merchant can top the wallet up and approve again. The refusal's text derives
 // from the wallet's state and the file only, so a re-applied command answers the
 // same. created: the initiation approves in the same command.
-func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created bool) (topics.Reply, error) {
+func approveFile(tx *engine.Tx, c *topics.Command, st payout.State, created bool) (topics.Reply, error) {
 	rejected, err := rejectedKeys(tx, st)
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	hold := payoutfile.HoldFor(st, rejected)
+	hold := payout.HoldFor(st, rejected)
 	var wafter wallet.State
 	if hold.Sign() > 0 {
-		wr, err := tx.Ask(walletkind.Name, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
+		wr, err := walletkind.Wallets.Ask(tx, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
 		if err != nil {
 			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
 		}
@@ -433,22 +420,22 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created 
 		if wr.Err != nil {
 			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, wr.Err)
 		}
-		wafter = wr.After.(wallet.State)
+		wafter = wr.After
 	} else {
-		ws, ok := tx.Find(walletkind.Name, st.WalletID)
+		ws, ok := walletkind.Wallets.Find(tx, st.WalletID)
 		if !ok {
 			return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
 		}
-		wafter = ws.(wallet.State)
+		wafter = ws
 	}
-	r, err := tx.Ask(Name, st.FileID, payoutfile.Approve{Rejected: rejected, SubmitNow: st.Provider == payoutfile.ProviderP2P, At: tx.At()})
+	r, err := Files.Ask(tx, st.FileID, payout.Approve{Rejected: rejected, SubmitNow: st.Provider == payout.ProviderP2P, At: tx.At()})
 	if err == nil && r.Err != nil {
 		err = r.Err
 	}
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	f, d := r.After, deltaOf(r.Out)
 	counted(tx, f.Provider, 0, len(rejected))
 	queuePayouts(tx, c, f, rejected)
 	sendMoneyEvent(tx, f)
@@ -459,7 +446,7 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payoutfile.State, created 
 // rejectedKeys finds the transactions whose idempotency key is already held: by
 // an earlier transaction of the file, by a transaction of a file in memory
 // (committed or not), or by a stored one (Prepare's facts).
-func rejectedKeys(tx *engine.Tx, st payoutfile.State) (map[string]string, error) {
+func rejectedKeys(tx *engine.Tx, st payout.State) (map[string]string, error) {
 	rejected := map[string]string{}
 	first := map[string]string{}
 	for _, t := range st.Txns {
@@ -476,11 +463,11 @@ func rejectedKeys(tx *engine.Tx, st payoutfile.State) (map[string]string, error)
 			rejected[t.TransactionID] = "Duplicate idempotency_key: already used by transaction " + holder + "."
 			continue
 		}
-		v, ok := tx.Fact(keyFact + k)
+		holder, ok := keyHolder(tx, k)
 		if !ok {
 			return nil, errors.New("payoutkind: idempotency key of file " + st.FileID + " not prepared")
 		}
-		if holder := v.(string); holder != "" && holder != t.TransactionID {
+		if holder != "" && holder != t.TransactionID {
 			rejected[t.TransactionID] = "Duplicate idempotency_key: already used by transaction " + holder + "."
 		}
 	}
@@ -493,11 +480,10 @@ func liveHolder(tx *engine.Tx, key string) string {
 	if !ok {
 		return ""
 	}
-	s, ok := tx.Find(Name, id)
+	f, ok := Files.Find(tx, id)
 	if !ok {
 		return ""
 	}
-	f := s.(payoutfile.State)
 	for _, t := range f.Txns {
 		if t.IdempotencyKey == key && payoutstore.ClaimsKey(f.Header, t) {
 			return t.TransactionID
@@ -511,8 +497,8 @@ func liveHolder(tx *engine.Tx, key string) string {
 // transaction keyed by the recipient merchant. All go through the outbox, in the
 // batch's transaction, with ids derived from the command, so a re-applied command
 // queues the same records.
-func queuePayouts(tx *engine.Tx, c *topics.Command, f payoutfile.State, rejected map[string]string) {
-	if f.Provider == payoutfile.ProviderP2P {
+func queuePayouts(tx *engine.Tx, c *topics.Command, f payout.State, rejected map[string]string) {
+	if f.Provider == payout.ProviderP2P {
 		for _, t := range f.Txns {
 			if _, no := rejected[t.TransactionID]; no {
 				continue
@@ -563,15 +549,15 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payoutfile.State, rejected
 }
 
 // cancel cancels a file awaiting approval; nothing was held, so no money moves.
-func cancel(tx *engine.Tx, c *topics.Command, in topics.PayoutCancel) (topics.Reply, error) {
-	if _, ok := tx.Find(Name, in.FileID); !ok {
+func cancel(tx *engine.Tx, c *topics.Command, in *topics.PayoutCancel) (topics.Reply, error) {
+	if _, ok := Files.Find(tx, in.FileID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
-	r, err := tx.Ask(Name, in.FileID, payoutfile.Cancel{At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payout.Cancel{At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	before := r.Before.(payoutfile.State)
+	before := r.Before
 	if before.MerchantID != c.MerchantID {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
@@ -579,20 +565,20 @@ func cancel(tx *engine.Tx, c *topics.Command, in topics.PayoutCancel) (topics.Re
 		return engine.Refuse(CodeNotCancellable, "The file cannot be cancelled: its status is "+before.Status+
 			"; only a file awaiting approval (PREVIEW-AND-APPROVE) can be.", "file_id"), nil
 	}
-	f := r.After.(payoutfile.State)
-	ws, ok := tx.Find(walletkind.Name, f.WalletID)
+	f := r.After
+	ws, ok := walletkind.Wallets.Find(tx, f.WalletID)
 	if !ok {
 		return topics.Reply{}, errors.New("engine: wallet " + f.WalletID + " is gone")
 	}
 	sendMoneyEvent(tx, f)
-	callback(tx, c, f, r.Out.(payoutfile.Delta).Changed)
-	return fileReply(f, ws.(wallet.State).View()), nil
+	callback(tx, c, f, deltaOf(r.Out).Changed)
+	return fileReply(f, ws.View()), nil
 }
 
 // results applies a rail's outcomes: paid transactions leave the hold through the
 // ledger, failed ones go back to the available balance, in the same command.
-func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.Reply, error) {
-	if _, ok := tx.Find(Name, in.FileID); !ok {
+func results(tx *engine.Tx, c *topics.Command, in *topics.PayoutResults) (topics.Reply, error) {
+	if _, ok := Files.Find(tx, in.FileID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
 	if in.Stage != topics.PayoutStageFinal && !tx.MerchantOf(c.MerchantID).Enabled {
@@ -601,23 +587,23 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 		// held). A FINAL outcome still applies: that money is already in motion.
 		return engine.Refuse(engine.CodeMerchantDisabled, "This merchant account is disabled: no payout is sent.", ""), nil
 	}
-	outs := make([]payoutfile.Outcome, len(in.Results))
+	outs := make([]payout.Outcome, len(in.Results))
 	for i, r := range in.Results {
-		outs[i] = payoutfile.Outcome{TransactionID: r.TransactionID, Success: r.Success, Description: r.Description,
+		outs[i] = payout.Outcome{TransactionID: r.TransactionID, Success: r.Success, Description: r.Description,
 			ProviderReference: r.ProviderReference, ProviderAccountName: r.ProviderAccountName}
 	}
 	sp := tx.Savepoint()
-	r, err := tx.Ask(Name, in.FileID, payoutfile.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payout.Results{Final: in.Stage == topics.PayoutStageFinal, Outcomes: outs, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	if errors.Is(r.Err, payoutfile.ErrOnHold) {
+	if errors.Is(r.Err, payout.ErrOnHold) {
 		return engine.Refuse(CodeFileOnHold, "The payment file is on hold: nothing is sent until an operator releases it.", "file_id"), nil
 	}
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), "file_id"), nil
 	}
-	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	f, d := r.After, deltaOf(r.Out)
 	if len(d.Unsubmitted) > 0 {
 		// Only a forged or misrouted result names a transaction no rail has yet, or
 		// a simulator's whose submission was refused (merchant disabled, file held
@@ -652,8 +638,8 @@ func results(tx *engine.Tx, c *topics.Command, in topics.PayoutResults) (topics.
 }
 
 // operatorActions maps the operator's command types to the file's actions.
-var operatorActions = map[string]string{topics.CmdPayoutHold: payoutfile.ActionHold,
-	topics.CmdPayoutRelease: payoutfile.ActionRelease, topics.CmdPayoutFail: payoutfile.ActionFail}
+var operatorActions = map[string]string{topics.CmdPayoutHold: payout.ActionHold,
+	topics.CmdPayoutRelease: payout.ActionRelease, topics.CmdPayoutFail: payout.ActionFail}
 
 // OperatorResult is the reply of an operator's hold, release or fail.
 type OperatorResult struct {
@@ -672,45 +658,45 @@ type OperatorResult struct {
 // (PENDING: no rail has it) in the same transaction. A release queues the file's
 // unsent transactions to their rail again, so sending resumes at once where it
 // stopped (the rails send only what is still due, and never a transaction twice).
-func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics.Reply, error) {
+func operate(tx *engine.Tx, c *topics.Command, in *topics.PayoutOperator) (topics.Reply, error) {
 	action := operatorActions[c.Type]
-	cur, ok := tx.Find(Name, in.FileID)
-	if !ok || cur.(payoutfile.State).MerchantID != c.MerchantID {
+	cur, ok := Files.Find(tx, in.FileID)
+	if !ok || cur.MerchantID != c.MerchantID {
 		return engine.Refuse(engine.CodeNotFound, "Payment file not found.", "file_id"), nil
 	}
 	if in.By == "" {
 		return engine.Refuse(engine.CodeInvalid, "An operator command names its operator (by).", "by"), nil
 	}
-	if action == payoutfile.ActionFail && in.Reason == "" {
+	if action == payout.ActionFail && in.Reason == "" {
 		return engine.Refuse(engine.CodeInvalid, "Failing a file needs a reason, which the merchant is shown.", "reason"), nil
 	}
-	r, err := tx.Ask(Name, in.FileID, payoutfile.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
+	r, err := Files.Ask(tx, in.FileID, payout.Operator{Action: action, By: in.By, Reason: in.Reason, CommandID: c.ID, At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	before := r.Before.(payoutfile.State)
+	before := r.Before
 	res := OperatorResult{FileID: in.FileID, Action: action, Status: before.Status, OnHold: before.OnHold, Released: "0.00"}
 	switch {
-	case errors.Is(r.Err, payoutfile.ErrNotProcessing):
+	case errors.Is(r.Err, payout.ErrNotProcessing):
 		return engine.Refuse(CodeNotProcessing, "The payment file is "+before.Status+": only a file being paid (PROCESSING) can be held, released or failed.", "file_id"), nil
-	case errors.Is(r.Err, payoutfile.ErrNoChange):
+	case errors.Is(r.Err, payout.ErrNoChange):
 		res.Message = map[string]string{
-			payoutfile.ActionHold:    "The file is on hold already: nothing changed.",
-			payoutfile.ActionRelease: "The file is not on hold: nothing changed.",
-			payoutfile.ActionFail:    "The file has no unsent transaction to fail (each was handed to its rail or has its outcome): nothing changed.",
+			payout.ActionHold:    "The file is on hold already: nothing changed.",
+			payout.ActionRelease: "The file is not on hold: nothing changed.",
+			payout.ActionFail:    "The file has no unsent transaction to fail (each was handed to its rail or has its outcome): nothing changed.",
 		}[action]
 		return topics.Reply{Result: mustJSON(res)}, nil
 	case r.Err != nil:
 		return topics.Reply{}, fmt.Errorf("engine: %s of payment file %s: %w", c.Type, in.FileID, r.Err)
 	}
-	f, d := r.After.(payoutfile.State), r.Out.(payoutfile.Delta)
+	f, d := r.After, deltaOf(r.Out)
 	if d.Release.Sign() > 0 {
 		if err := settle(tx, f, d); err != nil {
 			return topics.Reply{}, err
 		}
 		counted(tx, f.Provider, 0, len(d.Changed))
 	}
-	if action == payoutfile.ActionRelease {
+	if action == payout.ActionRelease {
 		queueUnsent(tx, c, f)
 	}
 	tx.Log().Info("payment file changed by an operator", "file_id", f.FileID, "action", action, "by", in.By,
@@ -722,9 +708,9 @@ func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics
 	}
 	res.Status, res.OnHold, res.Changed, res.Failed, res.Released = f.Status, f.OnHold, true, len(d.Changed), d.Release.String()
 	res.Message = map[string]string{
-		payoutfile.ActionHold:    "The file is on hold: its unsent transactions are not sent until it is released.",
-		payoutfile.ActionRelease: "The file is released: its unsent transactions are sent again.",
-		payoutfile.ActionFail:    fmt.Sprintf("%d unsent transactions failed and their hold was released.", len(d.Changed)),
+		payout.ActionHold:    "The file is on hold: its unsent transactions are not sent until it is released.",
+		payout.ActionRelease: "The file is released: its unsent transactions are sent again.",
+		payout.ActionFail:    fmt.Sprintf("%d unsent transactions failed and their hold was released.", len(d.Changed)),
 	}[action]
 	return topics.Reply{Result: mustJSON(res)}, nil
 }
@@ -733,8 +719,8 @@ func operate(tx *engine.Tx, c *topics.Command, in topics.PayoutOperator) (topics
 // rail again: their first requests may have been read while the file was held,
 // and skipped. Chunk numbers start above any the approval or the recovery use
 // (from the file's version), so their outcomes are new commands.
-func queueUnsent(tx *engine.Tx, c *topics.Command, f payoutfile.State) {
-	if f.Provider == payoutfile.ProviderP2P {
+func queueUnsent(tx *engine.Tx, c *topics.Command, f payout.State) {
+	if f.Provider == payout.ProviderP2P {
 		return // credited at approval: nothing waits for a rail
 	}
 	var chunk []topics.PayoutRailTxn
@@ -767,7 +753,7 @@ func queueUnsent(tx *engine.Tx, c *topics.Command, f payoutfile.State) {
 // recovery (below 10^9) gives a request.
 const releaseChunkBase = 1 << 40
 
-func railTxn(t payoutfile.Txn) topics.PayoutRailTxn {
+func railTxn(t payout.Txn) topics.PayoutRailTxn {
 	return topics.PayoutRailTxn{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount,
 		Name: t.Name, IDNumber: t.IDNumber, Narrative: t.Narrative, AccountType: t.AccountType,
 		AccountReference: t.AccountReference, BankCode: t.BankCode}
@@ -776,9 +762,9 @@ func railTxn(t payoutfile.Txn) topics.PayoutRailTxn {
 // settle moves a result's money in the wallet: payments out of the hold (ledger
 // entries), failures back to available. A wallet refusing is a broken invariant:
 // the batch fails.
-func settle(tx *engine.Tx, f payoutfile.State, d payoutfile.Delta) error {
+func settle(tx *engine.Tx, f payout.State, d payout.Delta) error {
 	step := func(cmd any) error {
-		r, err := tx.Ask(walletkind.Name, f.WalletID, cmd)
+		r, err := walletkind.Wallets.Ask(tx, f.WalletID, cmd)
 		if errors.Is(err, engine.ErrNotFound) {
 			return errors.New("engine: wallet " + f.WalletID + " is gone")
 		}
@@ -812,7 +798,7 @@ func settle(tx *engine.Tx, f payoutfile.State, d payoutfile.Delta) error {
 // partition) and sends the outcome back to the payer's file as a payout.results.
 // A wallet that is not the recipient's, or of another currency, fails the payout
 // without moving money.
-func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (topics.Reply, error) {
+func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (topics.Reply, error) {
 	result := topics.PayoutTxnResult{TransactionID: in.TransactionID}
 	// Money never crosses environments: a live file cannot pay a sandbox wallet
 	// (whose balance is play money) nor the reverse. The API refuses such files;
@@ -825,7 +811,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 	// money is already in motion).
 	found := false
 	if in.WalletID != "" && sameEnv && recipient.Enabled {
-		_, found = tx.Find(walletkind.Name, in.WalletID)
+		_, found = walletkind.Wallets.Find(tx, in.WalletID)
 	}
 	// What the payer called the recipient: its descriptions never show the wallet
 	// an email resolved to.
@@ -837,7 +823,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 		result.Description = "Recipient " + named + " not found."
 	} else {
 		sp := tx.Savepoint()
-		wr, err := tx.Ask(walletkind.Name, in.WalletID, wallet.Collect{
+		wr, err := walletkind.Wallets.Ask(tx, in.WalletID, wallet.Collect{
 			MerchantID: c.MerchantID, TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
 			Clearing: ledger.P2PClearing, Narrative: "P2P payout from " + in.PayerMerchantID + " file " + in.FileID,
 			TransType: wallet.TransTypeP2P, At: tx.At(),
@@ -848,7 +834,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 		switch {
 		case wr.Err != nil:
 			result.Description = "Recipient wallet cannot receive this payout."
-		case wr.After.(wallet.State).Currency != in.Currency:
+		case wr.After.Currency != in.Currency:
 			if err := tx.Rollback(sp); err != nil {
 				return topics.Reply{}, err
 			}
@@ -856,7 +842,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 		default:
 			result.Success, result.Description = true, "Credited to "+named+"."
 			result.ProviderReference = ids.Derive(10, "p2p", in.FileID, in.TransactionID)
-			result.ProviderAccountName = wr.After.(wallet.State).Label
+			result.ProviderAccountName = wr.After.Label
 		}
 	}
 	payload := mustJSON(topics.PayoutResults{FileID: in.FileID, MerchantID: in.PayerMerchantID, Stage: topics.PayoutStageFinal, Batch: "p2p-" + in.TransactionID,
@@ -872,11 +858,11 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in topics.PayoutP2PCredit) (top
 	return topics.Reply{Result: mustJSON(result)}, nil
 }
 
-func sendMoneyEvent(tx *engine.Tx, f payoutfile.State) { sendMoneyEventBy(tx, f, nil) }
+func sendMoneyEvent(tx *engine.Tx, f payout.State) { sendMoneyEventBy(tx, f, nil) }
 
 // sendMoneyEventBy reports a change of f; op is the operator's action that made
 // it, if any.
-func sendMoneyEventBy(tx *engine.Tx, f payoutfile.State, op *topics.SendMoneyOperator) {
+func sendMoneyEventBy(tx *engine.Tx, f payout.State, op *topics.SendMoneyOperator) {
 	opt := func(v string) *string {
 		if v == "" {
 			return nil
@@ -898,21 +884,21 @@ func sendMoneyEventBy(tx *engine.Tx, f payoutfile.State, op *topics.SendMoneyOpe
 // callback queues the merchant's callback_url notification of a change: the file
 // header and the transactions changed (topics.CallbackTopic; the dispatcher role
 // signs and delivers it).
-func callback(tx *engine.Tx, c *topics.Command, f payoutfile.State, changed []int) {
+func callback(tx *engine.Tx, c *topics.Command, f payout.State, changed []int) {
 	if f.CallbackURL == "" {
 		return
 	}
 	sorted := slices.Clone(changed)
 	sort.Ints(sorted)
-	txns := make([]payoutfile.Txn, 0, len(sorted))
+	txns := make([]payout.Txn, 0, len(sorted))
 	for _, i := range sorted {
 		txns = append(txns, f.Txns[i])
 	}
 	view := f.View(nil, txns)
 	view.Nonce = "" // it signs the callback
 	body := mustJSON(struct {
-		Topic string              `json:"topic"`
-		Data  payoutfile.FileView `json:"data"`
+		Topic string          `json:"topic"`
+		Data  payout.FileView `json:"data"`
 	}{topics.SendMoneyEvent, view})
 	cb := topics.Callback{ID: ids.DeriveUUID(c.ID, "callback", f.FileID, fmt.Sprint(f.Version)), MerchantID: f.MerchantID,
 		URL: f.CallbackURL, FileID: f.FileID, OccurredAt: tx.At(), Body: body}

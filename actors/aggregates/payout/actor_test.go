@@ -1,4 +1,4 @@
-package payoutfile_test
+package payout_test
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/cockroachdb/apd/v3"
 
-	pf "paysvc/actors/aggregates/payoutfile"
+	pf "paysvc/actors/aggregates/payout"
 	"paysvc/actors/engine/aggregate"
 	"paysvc/actors/values/money"
 )
@@ -33,7 +33,7 @@ func setupActor(t *testing.T, start pf.State) *actorBundle {
 		t.Fatal(err)
 	}
 	b := &actorBundle{engine: e, start: start, replies: make(chan aggregate.Response, 4)}
-	b.pid = e.Spawn(aggregate.Producer("payoutfile", start, pf.Step), "payoutfile", actor.WithID(t.Name()))
+	b.pid = e.Spawn(aggregate.Producer("payout", start, pf.Step), "payout", actor.WithID(t.Name()))
 	t.Cleanup(func() { <-e.Poison(b.pid).Done() })
 	return b
 }
