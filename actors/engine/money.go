@@ -5,6 +5,7 @@ import (
 
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/money"
+	"paysvc/storage"
 	"paysvc/topics"
 )
 
@@ -13,17 +14,19 @@ import (
 // entry is checked balanced (Engine.apply). It is the engine's one dependency on
 // an aggregate: the accounts themselves.
 
-// MoneyKind is the kind whose instances hold balances.
-const MoneyKind = "wallet"
+// MoneyKind is the kind whose instances hold balances: the wallet's, named once
+// (storage.WalletKind, which its table and commit are written for).
+const MoneyKind = storage.WalletKind
 
-// Reply codes of the money API's refusals, as the API maps them.
+// Reply codes of the money API's refusals, as the API maps them: the wallet
+// aggregate's own, which it declares.
 const (
-	CodeDestNotFound      = "destination_not_found"
-	CodeInsufficientFunds = "insufficient_funds"
-	CodeCurrencyMismatch  = "currency_mismatch"
-	CodeSameWallet        = "same_wallet"
-	CodeLabelTaken        = "label_taken"
-	CodeBalanceLimit      = "balance_limit"
+	CodeDestNotFound      = wallet.CodeDestNotFound
+	CodeInsufficientFunds = wallet.CodeInsufficientFunds
+	CodeCurrencyMismatch  = wallet.CodeCurrencyMismatch
+	CodeSameWallet        = wallet.CodeSameWallet
+	CodeLabelTaken        = wallet.CodeLabelTaken
+	CodeBalanceLimit      = wallet.CodeBalanceLimit
 )
 
 // A money refusal (insufficient funds, an unknown account...) is an error of
