@@ -372,3 +372,18 @@ func (k Of[S]) Get(tx *Tx, id string) (S, bool) {
 
 // Put is Tx.Put: the whole next state of an instance of the command's own kind.
 func (k Of[S]) Put(tx *Tx, id string, state S) { tx.Put(id, state) }
+
+// FactOf is a fact a Prepare read (Tx.Fact) as the type it stored; ok is false
+// when the fact is absent or of another type.
+func FactOf[T any](tx *Tx, key string) (T, bool) {
+	v, _ := tx.Fact(key)
+	t, ok := v.(T)
+	return t, ok
+}
+
+// OutOf is what a hosted step said (Outcome.Out, or one of TypedRows.Touch's
+// outs) as its aggregate's type for it; ok is false for another type.
+func OutOf[O any](out any) (O, bool) {
+	o, ok := out.(O)
+	return o, ok
+}

@@ -235,15 +235,13 @@ func keyFacts(ctx context.Context, q sqlx.QueryerContext, c *topics.Command, fac
 // keyHolder is Prepare's fact of an idempotency key: the stored transaction
 // that holds it ("" for none), and whether it was prepared.
 func keyHolder(tx *engine.Tx, key string) (string, bool) {
-	v, ok := tx.Fact(keyFact + key)
-	holder, _ := v.(string) // facts are the engine's any; keyFacts stores strings
-	return holder, ok
+	return engine.FactOf[string](tx, keyFact+key) // keyFacts stores strings
 }
 
 // deltaOf is a file's step's out as its type: payout.Step says what it
 // changed with a Delta (the engine carries outs as any).
 func deltaOf(out any) payout.Delta {
-	d, _ := out.(payout.Delta)
+	d, _ := engine.OutOf[payout.Delta](out)
 	return d
 }
 
