@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"paysvc/actors/values/waittest"
 	"testing"
 	"time"
 
@@ -84,13 +85,9 @@ func holdCommits(t *testing.T, b *engineBundle) (holder int, release func()) {
 // waitBlockedBy waits until a commit waits on the lock holder's row lock.
 func waitBlockedBy(t *testing.T, b *engineBundle, holder int) {
 	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no commit ever waited on the offset lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder) != 0, "no commit ever waited on the offset lock"
+	})
 }
 
 // Commands that arrive during a commit are applied while it is in flight (their
@@ -125,16 +122,12 @@ func TestBatchAppliedDuringAFailingCommitIsAppliedAgainOnce(t *testing.T) {
 	before := appliesDuringCommit(t)
 	for range 10 {
 		send()
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // trickling in, each its own poll: the delay is the load's shape, not a wait
 	}
 	// Applied while the commit is still held: the counter moves before the release.
-	deadline := time.Now().Add(replyWait)
-	for appliesDuringCommit(t) == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the commands that arrived during the commit were not applied beside it")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return appliesDuringCommit(t) != before, "the commands that arrived during the commit were not applied beside it"
+	})
 	// The commit in flight fails: it is cancelled while it waits. (A killed
 	// connection would not do: database/sql runs the statement again on a new one.)
 	failures := counter(t, "paysvc_engine_batch_failures_total", "", "")

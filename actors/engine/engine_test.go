@@ -488,7 +488,7 @@ func TestEngine(t *testing.T) {
 			sent = append(sent, c)
 			chans = append(chans, ch)
 			if i%3 == 0 {
-				time.Sleep(time.Duration(i%7) * time.Millisecond)
+				time.Sleep(time.Duration(i%7) * time.Millisecond) // uneven arrivals: the delay is the load's shape
 			}
 			if i > 0 {
 				prev := sent[i-1]

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"fmt"
+	"paysvc/actors/values/waittest"
 	"testing"
 	"time"
 
@@ -40,14 +42,10 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // trickling in, each its own poll: not a wait for anything
 	}
 	// All ten are applied into the open batch beside the held commit.
-	deadline := time.Now().Add(replyWait)
-	for counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")-applied0 < 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v of the ten commands applied beside the held commit after %v",
-				counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")-applied0, replyWait)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")-applied0 >= 10, fmt.Sprintf("%v of the ten commands applied beside the held commit after %v",
+			counter(t, "paysvc_engine_batch_applied_commands_total", "when", "during_commit")-applied0, replyWait)
+	})
 	waits0 := histogramCount(t, "paysvc_engine_commit_wait_seconds")
 	release()
 	ok(t, await(t, firstReply, "the first deposit"))

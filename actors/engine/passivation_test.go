@@ -12,6 +12,7 @@ import (
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/topics"
 )
 
@@ -42,13 +43,9 @@ func (b *engineBundle) startIdleEngine(t *testing.T, idle time.Duration) *engine
 // waitNoLiveActors waits until the engine has passivated every actor.
 func waitNoLiveActors(t *testing.T, eng *engine.Engine) {
 	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for eng.LiveActors() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("engine still holds %d actors after %v of idleness", eng.LiveActors(), replyWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return eng.LiveActors() == 0, fmt.Sprintf("engine still holds %d actors after %v of idleness", eng.LiveActors(), replyWait)
+	})
 }
 
 // holdsActors checks that the engine holds actors after a command sent at sent.
@@ -182,20 +179,13 @@ func TestPassivatingManyActorsReleasesMemory(t *testing.T) {
 	}
 	before := counter(t, "paysvc_engine_memory_releases_total", "", "")
 	b.produce(t, -1, cmds...)
-	deadline := time.Now().Add(replyWait)
-	for b.count(t, `SELECT count(*) FROM wallets WHERE label LIKE 'many %'`) < n {
-		if time.Now().After(deadline) {
-			t.Fatal("the wallets were not all created")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return b.count(t, `SELECT count(*) FROM wallets WHERE label LIKE 'many %'`) >= n, "the wallets were not all created"
+	})
 	waitNoLiveActors(t, eng)
-	for counter(t, "paysvc_engine_memory_releases_total", "", "") == before {
-		if time.Now().After(deadline) {
-			t.Fatal("no memory release after passivating more than a thousand actors")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return counter(t, "paysvc_engine_memory_releases_total", "", "") != before, "no memory release after passivating more than a thousand actors"
+	})
 }
 
 // An invoice's actor is stopped as soon as the batch that made the invoice final
@@ -220,13 +210,9 @@ func TestFinalInvoiceActorIsReleasedAtOnce(t *testing.T) {
 		t.Fatalf("%d live actors after the push and its acceptance, want the wallet and the invoice", live)
 	}
 	ok(t, b.send(t, result("FINAL")))
-	deadline := time.Now().Add(replyWait)
-	for eng.LiveActors() != live-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d live actors after the invoice became final, want %d", eng.LiveActors(), live-1)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return eng.LiveActors() == live-1, fmt.Sprintf("%d live actors after the invoice became final, want %d", eng.LiveActors(), live-1)
+	})
 	if got := counter(t, "paysvc_engine_final_invoices_released_total", "", "") - released; got < 1 {
 		t.Fatalf("released counter moved by %v", got)
 	}

@@ -1,8 +1,8 @@
 package engine_test
 
 import (
+	"paysvc/actors/values/waittest"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -78,13 +78,9 @@ func TestPollReadingWhenTheCommitFailsIsAppliedOnceFromTheLog(t *testing.T) {
 	r.release()
 	// The seal finds K failed: failed() counts it, then seeks the partition back
 	// under the partition's lock, which the poll that reads must take to apply.
-	deadline := time.Now().Add(replyWait)
-	for counter(t, "paysvc_engine_batch_failures_total", "", "") == failures {
-		if time.Now().After(deadline) {
-			t.Fatal("the seal never found the cancelled commit failed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) {
+		return counter(t, "paysvc_engine_batch_failures_total", "", "") != failures, "the seal never found the cancelled commit failed"
+	})
 	// The read still waits: the poll it belongs to was fetched before the seek.
 	if n := b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, r.locker); n == 0 {
 		t.Fatal("the poll's read was no longer waiting when the seal found the failure")
@@ -145,13 +141,9 @@ func readHeldMidCommit(t *testing.T, b *engineBundle, apiRef string) *heldRound 
 	before := appliesDuringCommit(t)
 	r.second = depositCmd(b, t, b.merchant, b.settle, "2.00")
 	r.secondReply = register(r.second)
-	deadline := time.Now().Add(replyWait)
-	for appliesDuringCommit(t) == before { // applied into the open batch beside K
-		if time.Now().After(deadline) {
-			t.Fatal("the second deposit was not applied beside the held commit")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Eventually(t, replyWait, func() (bool, string) { // applied into the open batch beside K
+		return appliesDuringCommit(t) != before, "the second deposit was not applied beside the held commit"
+	})
 
 	lock, err := b.db.BeginTxx(b.ctx, nil)
 	if err != nil {

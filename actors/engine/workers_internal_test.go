@@ -20,7 +20,7 @@ func TestWorkersRunEveryJobOnAtMostTheirNumber(t *testing.T) {
 			n := now.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // the work's duration: long enough to overlap, under test
 			now.Add(-1)
 			done.Add(1)
 		})
