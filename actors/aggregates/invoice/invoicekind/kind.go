@@ -94,105 +94,99 @@ func init() {
 	}
 }
 
+// Invoices is the invoice kind as commands use it through a Tx.
+const Invoices = engine.Of[invoice.State](Name)
+
 // Kind is the invoice aggregate's registration.
 func Kind() engine.Kind {
-	return engine.Kind{
-		Name: Name,
-		Commands: map[string]func() any{
-			topics.CmdInvoiceSTKPush:        func() any { return &topics.InvoiceSTKPush{} },
-			topics.CmdInvoiceProviderResult: func() any { return &topics.ProviderResult{} },
-			topics.CmdInvoiceClear:          func() any { return &topics.InvoiceClear{} },
-		},
+	return engine.Define[invoice.State](aggregate{},
+		engine.On[invoice.State](topics.CmdInvoiceSTKPush, engine.Guard{},
+			func(p *topics.InvoiceSTKPush) []string { return []string{p.InvoiceID} }, stkPush,
+			engine.Needs(needs), engine.Creates(creates)),
 		// A rail's outcome and a clearing complete money already in motion.
-		Guards: map[string]engine.Guard{
-			topics.CmdInvoiceSTKPush:        {},
-			topics.CmdInvoiceProviderResult: {WhileDisabled: true},
-			topics.CmdInvoiceClear:          {WhileDisabled: true},
-		},
-		IDs:       func(_ string, p any) []string { return idsOf(p) },
-		Needs:     func(_ string, p any) []engine.Ref { return needs(p) },
-		Refs:      refs,
-		Load:      load,
-		LoadOwned: loadOwned,
-		Creates:   func(_ string, p any) []string { return creates(p) },
-		Taken:     invoicestore.TakenElsewhere,
-		Actor:     engine.Hosted(Name, invoice.Step),
-		New:       func(id string) any { return invoice.State{InvoiceID: id} },
-		Rows:      func() engine.Rows { return rows{storage.NewInvoiceWrites()} },
-		Final:     final,
-		Apply:     apply,
-	}
+		engine.On[invoice.State](topics.CmdInvoiceProviderResult, engine.Guard{WhileDisabled: true},
+			func(p *topics.ProviderResult) []string { return []string{p.InvoiceID} }, providerResult),
+		engine.On[invoice.State](topics.CmdInvoiceClear, engine.Guard{WhileDisabled: true},
+			func(p *topics.InvoiceClear) []string { return []string{p.InvoiceID} }, clearInvoice),
+	)
 }
 
-func idsOf(payload any) []string {
-	switch p := payload.(type) {
-	case *topics.InvoiceSTKPush:
-		return []string{p.InvoiceID}
-	case *topics.ProviderResult:
-		return []string{p.InvoiceID}
-	case *topics.InvoiceClear:
-		return []string{p.InvoiceID}
-	}
-	return nil
+// aggregate is the invoice's definition: hosted (its pure Step), loaded by id
+// and by merchant, its ids claimed across merchants, written by the core's
+// column arrays.
+type aggregate struct{}
+
+// The parts the engine discovers: a method whose signature drifted would be
+// silently missed, so each is checked here.
+var (
+	_ engine.Hosting[invoice.State]      = aggregate{}
+	_ engine.OwnedLoading[invoice.State] = aggregate{}
+	_ engine.Referring[invoice.State]    = aggregate{}
+	_ engine.Finishing[invoice.State]    = aggregate{}
+	_ engine.Writing[invoice.State]      = aggregate{}
+	_ engine.Claiming                    = aggregate{}
+)
+
+func (aggregate) Name() string                          { return Name }
+func (aggregate) New(id string) invoice.State           { return invoice.State{InvoiceID: id} }
+func (aggregate) Rows() engine.TypedRows[invoice.State] { return rows{storage.NewInvoiceWrites()} }
+
+func (aggregate) Step(s invoice.State, msg any) (invoice.State, any, error) {
+	return invoice.Step(s, msg)
+}
+
+func (aggregate) Taken(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]bool, error) {
+	return invoicestore.TakenElsewhere(ctx, q, want)
 }
 
 // creates: a push opens its invoice, under an id drawn at the edge.
-func creates(payload any) []string {
-	if p, ok := payload.(*topics.InvoiceSTKPush); ok {
-		return []string{p.InvoiceID}
-	}
-	return nil
-}
+func creates(p *topics.InvoiceSTKPush) []string { return []string{p.InvoiceID} }
 
 // needs: a push names its receiving wallet, or the merchant's KES settlement one.
-func needs(payload any) []engine.Ref {
-	if p, ok := payload.(*topics.InvoiceSTKPush); ok {
-		if p.WalletID != "" {
-			return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-		}
-		return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey("KES")}}
+func needs(p *topics.InvoiceSTKPush) []engine.Ref {
+	if p.WalletID != "" {
+		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
 	}
-	return nil
+	return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey("KES")}}
 }
 
-// refs: an invoice's wallet receives its money.
-func refs(state any) []engine.Ref {
-	if s, ok := state.(invoice.State); ok && s.WalletID != "" {
+// Refs: an invoice's wallet receives its money.
+func (aggregate) Refs(s invoice.State) []engine.Ref {
+	if s.WalletID != "" {
 		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
 	}
 	return nil
 }
 
-// final: a COMPLETE or FAILED invoice hardly moves again (its actor goes at commit).
-func final(state any) bool {
-	s, _ := state.(invoice.State)
+// Final: a COMPLETE or FAILED invoice hardly moves again (its actor goes at commit).
+func (aggregate) Final(s invoice.State) bool {
 	return s.State == invoice.StateComplete || s.State == invoice.StateFailed
 }
 
-func snap(s invoice.State) engine.Snapshot {
-	return engine.Snapshot{ID: s.InvoiceID, Version: s.Version, State: s}
+func stored(s invoice.State) engine.Stored[invoice.State] {
+	return engine.Stored[invoice.State]{ID: s.InvoiceID, Version: s.Version, State: s}
 }
 
-func loadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]engine.Snapshot, error) {
+func (aggregate) LoadOwned(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]engine.Stored[invoice.State], error) {
 	found, err := invoicestore.LoadOwned(ctx, q, want)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]engine.Snapshot, len(found))
+	out := make(map[string]engine.Stored[invoice.State], len(found))
 	for _, s := range found {
-		out[engine.InstanceKey(s.MerchantID, s.InvoiceID)] = snap(s)
+		out[engine.InstanceKey(s.MerchantID, s.InvoiceID)] = stored(s)
 	}
 	return out, nil
 }
 
-func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[invoice.State], error) {
 	found, err := invoicestore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Snapshot, 0, len(found))
+	out := make([]engine.Stored[invoice.State], 0, len(found))
 	for _, s := range found {
-		out = append(out, snap(s))
+		out = append(out, stored(s))
 	}
 	return out, nil
 }
@@ -200,24 +194,12 @@ func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList 
 // rows writes invoices as the core's column arrays (migration 0039).
 type rows struct{ w *storage.InvoiceWrites }
 
-func (r rows) Touch(_, _ string, before, after engine.Snapshot, _ []any) error {
-	invoicestore.Touch(r.w, before.State.(invoice.State), after.State.(invoice.State))
+func (r rows) Touch(_, _ string, before, after engine.Stored[invoice.State], _ []any) error {
+	invoicestore.Touch(r.w, before.State, after.State)
 	return nil
 }
 
 func (r rows) Writes() storage.AggregateRows { return r.w }
-
-func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-	switch in := payload.(type) {
-	case *topics.InvoiceSTKPush:
-		return stkPush(tx, c, *in)
-	case *topics.ProviderResult:
-		return providerResult(tx, c, *in)
-	case *topics.InvoiceClear:
-		return clearInvoice(tx, c, *in)
-	}
-	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
-}
 
 // counted books an invoice's state change for when its batch commits.
 func counted(tx *engine.Tx, before, after invoice.State) {
@@ -246,11 +228,11 @@ func collectionCount(before, after invoice.State) func() {
 }
 
 // clearInvoice makes a completed card collection's funds available.
-func clearInvoice(tx *engine.Tx, c *topics.Command, in topics.InvoiceClear) (topics.Reply, error) {
-	if _, ok := tx.Find(Name, in.InvoiceID); !ok {
+func clearInvoice(tx *engine.Tx, c *topics.Command, in *topics.InvoiceClear) (topics.Reply, error) {
+	if _, ok := Invoices.Find(tx, in.InvoiceID); !ok {
 		return engine.Refuse(engine.CodeNotFound, "Invoice not found.", "invoice_id"), nil
 	}
-	r, err := tx.Ask(Name, in.InvoiceID, invoice.Clear{At: tx.At()})
+	r, err := Invoices.Ask(tx, in.InvoiceID, invoice.Clear{At: tx.At()})
 	if err != nil {
 		return topics.Reply{}, err
 	}
@@ -260,8 +242,8 @@ func clearInvoice(tx *engine.Tx, c *topics.Command, in topics.InvoiceClear) (top
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), ""), nil
 	}
-	inv := r.After.(invoice.State)
-	w, err := tx.Ask(walletkind.Name, inv.WalletID, wallet.Release{MerchantID: inv.MerchantID, Amount: inv.NetAmount, At: tx.At()})
+	inv := r.After
+	w, err := walletkind.Wallets.Ask(tx, inv.WalletID, wallet.Release{MerchantID: inv.MerchantID, Amount: inv.NetAmount, At: tx.At()})
 	if errors.Is(err, engine.ErrNotFound) {
 		return topics.Reply{}, errors.New("engine: wallet of invoice " + inv.InvoiceID + " is gone")
 	}
@@ -271,13 +253,13 @@ func clearInvoice(tx *engine.Tx, c *topics.Command, in topics.InvoiceClear) (top
 	if w.Err != nil {
 		return topics.Reply{}, w.Err
 	}
-	counted(tx, r.Before.(invoice.State), inv)
+	counted(tx, r.Before, inv)
 	return topics.Reply{Result: mustJSON(inv)}, nil
 }
 
 // stkPush opens a PENDING invoice, and in the same command queues the prompt for
 // the rails role and emits the collection_event.
-func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics.Reply, error) {
+func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush) (topics.Reply, error) {
 	// Invoice ids are drawn at the edge and are the invoices' primary key across
 	// merchants: an id in use (this merchant's or another's) is refused before
 	// anything is written, so the edge draws another (docs/api-decisions.md, "Ids").
@@ -292,11 +274,10 @@ func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics
 		}
 		walletID = id
 	}
-	ws, ok := tx.Find(walletkind.Name, walletID)
+	tw, ok := walletkind.Wallets.Find(tx, walletID)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
 	}
-	tw := ws.(wallet.State)
 	if tw.MerchantID != c.MerchantID || !tw.Exists() {
 		return engine.Refuse(engine.CodeNotFound, "Wallet not found.", "wallet_id"), nil
 	}
@@ -307,7 +288,7 @@ func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics
 	if in.Provider == "CARD" || in.Provider == "PESALINK" {
 		provider = in.Provider
 	}
-	r, err := tx.Create(Name, in.InvoiceID, invoice.Create{
+	r, err := Invoices.Create(tx, in.InvoiceID, invoice.Create{
 		InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.WalletID, Provider: provider,
 		Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
 		Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
@@ -325,8 +306,8 @@ func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics
 	if r.Err != nil {
 		return engine.Refuse(engine.CodeInvalid, "Invalid invoice: "+r.Err.Error(), ""), nil
 	}
-	after := r.After.(invoice.State)
-	counted(tx, r.Before.(invoice.State), after)
+	after := r.After
+	counted(tx, r.Before, after)
 	collectionEvent(tx, after)
 	if provider == "CARD" || provider == "PESALINK" {
 		topic := topics.RailsCardTopic
@@ -347,12 +328,13 @@ func stkPush(tx *engine.Tx, c *topics.Command, in topics.InvoiceSTKPush) (topics
 
 // providerResult applies a rail's outcome. Completion credits the receiving wallet
 // in the same command; a repeated or late outcome changes nothing.
-func providerResult(tx *engine.Tx, c *topics.Command, in topics.ProviderResult) (topics.Reply, error) {
-	cur, ok := tx.Find(Name, in.InvoiceID)
+func providerResult(tx *engine.Tx, c *topics.Command, in *topics.ProviderResult) (topics.Reply, error) {
+	cur, ok := Invoices.Find(tx, in.InvoiceID)
 	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "Invoice not found.", "invoice_id"), nil
 	}
 	var cmd any
+	settle := false // the rail says the payer paid
 	switch {
 	case in.Stage != StageFinal && in.Stage != StageSent && in.Stage != StageUnknown && in.Stage != StageAccepted:
 		// Only a FINAL outcome settles or fails an invoice: a missing or unknown
@@ -367,21 +349,21 @@ func providerResult(tx *engine.Tx, c *topics.Command, in topics.ProviderResult) 
 	case in.Code == 0:
 		// M-Pesa funds clear at once; card funds when the acquirer settles (invoice.clear).
 		// The paid amount, when the provider reports one, is checked by Apply.
-		cmd = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, Cleared: cur.(invoice.State).Provider != "CARD",
-			Paid: in.PaidAmount, At: tx.At()}
+		cmd, settle = invoice.Settle{Receipt: in.Receipt, CheckoutRequestID: in.CheckoutRequestID, Cleared: cur.Provider != "CARD",
+			Paid: in.PaidAmount, At: tx.At()}, true
 	default:
 		cmd = invoice.Fail{Code: strconv.Itoa(in.Code), Reason: in.Description, CheckoutRequestID: in.CheckoutRequestID, At: tx.At()}
 	}
-	r, err := tx.Ask(Name, in.InvoiceID, cmd)
+	r, err := Invoices.Ask(tx, in.InvoiceID, cmd)
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	before := r.Before.(invoice.State)
+	before := r.Before
 	if errors.Is(r.Err, invoice.ErrDuplicate) || errors.Is(r.Err, invoice.ErrHeld) {
-		return resultAck(r.After.(invoice.State)), nil
+		return resultAck(r.After), nil
 	}
 	if r.Err != nil {
-		if _, success := cmd.(invoice.Settle); success && before.State == invoice.StateFailed {
+		if settle && before.State == invoice.StateFailed {
 			// The rail says the payer paid an invoice the service had failed: the
 			// money may be with the merchant's paybill and not in any wallet. It
 			// is refused (a final state does not move), but never silently.
@@ -392,7 +374,7 @@ func providerResult(tx *engine.Tx, c *topics.Command, in topics.ProviderResult) 
 		}
 		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), ""), nil
 	}
-	inv := r.After.(invoice.State)
+	inv := r.After
 	if inv.Held && !before.Held {
 		// Not credited: the amount M-Pesa reports differs from what was asked
 		// (docs/security.md). The API counted the callback; this is the decision.
@@ -441,7 +423,7 @@ func creditCollection(tx *engine.Tx, inv invoice.State) error {
 	case "PESALINK":
 		clearing, narrative = ledger.PesalinkClearing, "PesaLink payment "+inv.MpesaReference+" "+inv.APIRef
 	}
-	r, err := tx.Ask(walletkind.Name, inv.WalletID, wallet.Collect{
+	r, err := walletkind.Wallets.Ask(tx, inv.WalletID, wallet.Collect{
 		MerchantID: inv.MerchantID, TransactionID: ids.Derive(10, inv.InvoiceID, "collect"), Value: inv.Value,
 		Charges: inv.Charges, NetAmount: inv.NetAmount, Clearing: clearing, Narrative: narrative,
 		Uncleared: !inv.Cleared, At: tx.At(),

@@ -50,63 +50,53 @@ func init() {
 	}
 }
 
-// Kind is the refund aggregate's registration.
+// Books is the refund kind (a book of refunds per invoice) as its commands use
+// it through a Tx.
+const Books = engine.Of[refund.Book](storage.RefundKind)
+
+// Kind is the refund aggregate's registration. Each command names the refund
+// book (by invoice) it works on. The engine's guards (docs/security.md): the
+// merchant's create and cancel, and the rail's take (it is about to send money:
+// not for a disabled merchant), need an enabled merchant of the producer's
+// environment; the rail's outcome completes money already in motion. None is
+// sandbox only (a live refund rail sends the same), but a simulator's
+// (Simulated) is refused for a live merchant.
 func Kind() engine.Kind {
-	return engine.Kind{
-		Name: storage.RefundKind,
-		Commands: map[string]func() any{
-			refund.CmdCreate: func() any { return &refund.Create{} },
-			refund.CmdCancel: func() any { return &refund.Cancel{} },
-			refund.CmdTake:   func() any { return &refund.Take{} },
-			refund.CmdSettle: func() any { return &refund.Settle{} },
-		},
-		IDs:      func(_ string, p any) []string { return ids_(p) },
-		Needs:    func(_ string, p any) []engine.Ref { return needs(p) },
-		Refs:     refs,
-		Load:     load,
-		Apply:    apply,
-		Simulate: Simulate,
-		// The engine's guards (docs/security.md): the merchant's create and
-		// cancel, and the rail's take (it is about to send money: not for a
-		// disabled merchant), need an enabled merchant of the producer's
-		// environment; the rail's outcome completes money already in motion.
-		// None is sandbox only (a live refund rail sends the same), but a
-		// simulator's (Simulated) is refused for a live merchant.
-		Guards: map[string]engine.Guard{
-			refund.CmdCreate: {},
-			refund.CmdCancel: {},
-			refund.CmdTake:   {},
-			refund.CmdSettle: {WhileDisabled: true},
-		},
-	}
+	return engine.Define[refund.Book](aggregate{},
+		engine.On[refund.Book](refund.CmdCreate, engine.Guard{},
+			func(p *refund.Create) []string { return []string{p.InvoiceID} }, create,
+			engine.Needs(needs)),
+		engine.On[refund.Book](refund.CmdCancel, engine.Guard{},
+			func(p *refund.Cancel) []string { return []string{p.InvoiceID} }, cancel),
+		engine.On[refund.Book](refund.CmdTake, engine.Guard{},
+			func(p *refund.Take) []string { return []string{p.InvoiceID} }, take),
+		engine.On[refund.Book](refund.CmdSettle, engine.Guard{WhileDisabled: true},
+			func(p *refund.Settle) []string { return []string{p.InvoiceID} }, settle),
+	)
 }
 
-// ids_ names the refund book (by invoice) a command works on.
-func ids_(payload any) []string {
-	switch p := payload.(type) {
-	case *refund.Create:
-		return []string{p.InvoiceID}
-	case *refund.Cancel:
-		return []string{p.InvoiceID}
-	case *refund.Take:
-		return []string{p.InvoiceID}
-	case *refund.Settle:
-		return []string{p.InvoiceID}
-	}
-	return nil
-}
+// aggregate is the refund's definition: whole books put by its commands (no
+// hosted step), loaded by invoice id, with a sandbox rail.
+type aggregate struct{}
+
+// The parts the engine discovers: a method whose signature drifted would be
+// silently missed, so each is checked here.
+var (
+	_ engine.Referring[refund.Book] = aggregate{}
+	_ engine.Simulating             = aggregate{}
+)
+
+func (aggregate) Name() string { return storage.RefundKind }
+
+func (aggregate) Simulate(ctx context.Context, d engine.SimDeps) error { return Simulate(ctx, d) }
 
 // needs: a refund is opened against its invoice (whose wallet holds the money).
-func needs(payload any) []engine.Ref {
-	if p, ok := payload.(*refund.Create); ok {
-		return []engine.Ref{{Kind: invoicekind.Name, ID: p.InvoiceID}}
-	}
-	return nil
+func needs(p *refund.Create) []engine.Ref {
+	return []engine.Ref{{Kind: invoicekind.Name, ID: p.InvoiceID}}
 }
 
-// refs: a book's refunds hold and pay from their invoice's wallet.
-func refs(state any) []engine.Ref {
-	b, _ := state.(refund.Book)
+// Refs: a book's refunds hold and pay from their invoice's wallet.
+func (aggregate) Refs(b refund.Book) []engine.Ref {
 	var out []engine.Ref
 	seen := map[string]bool{}
 	for _, r := range b.Refunds {
@@ -118,51 +108,47 @@ func refs(state any) []engine.Ref {
 	return out
 }
 
-func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, invoiceIDs []string) ([]engine.Snapshot, error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, invoiceIDs []string) ([]engine.Stored[refund.Book], error) {
 	found, err := refundstore.LoadBooks(ctx, q, merchantID, invoiceIDs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Snapshot, 0, len(found))
+	out := make([]engine.Stored[refund.Book], 0, len(found))
 	for id, b := range found {
-		out = append(out, engine.Snapshot{ID: id, Version: b.Version, State: b.Book})
+		out = append(out, engine.Stored[refund.Book]{ID: id, Version: b.Version, State: b.Book})
 	}
 	return out, nil
 }
 
-func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-	by := refund.PrincipalOf(c.Type)
-	switch in := payload.(type) {
-	case *refund.Create:
-		return create(tx, by, *in)
-	case *refund.Cancel:
-		return move(tx, by, in.InvoiceID, in.RefundID, refund.CmdCancel, "", "", "Cancelled by the merchant")
-	case *refund.Take:
-		return move(tx, by, in.InvoiceID, in.RefundID, refund.CmdTake, "", "", "")
-	case *refund.Settle:
-		if c.ReplyTo != "" {
-			// Before refund.cancel existed, the API sent the merchant's cancel as a
-			// refund.settle to CANCELLED, and only the API waits for replies (a rail
-			// never sets ReplyTo). Such a command still in the log is the merchant's
-			// cancel: taken for the rail's decline, it would release the hold of a
-			// refund the rail may already have paid.
-			return move(tx, refund.ByMerchant, in.InvoiceID, in.RefundID, refund.CmdCancel, "", "", "Cancelled by the merchant")
-		}
-		return move(tx, by, in.InvoiceID, in.RefundID, refund.CmdSettle, in.Status, in.From, in.Resolution)
-	}
-	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
+func cancel(tx *engine.Tx, c *topics.Command, in *refund.Cancel) (topics.Reply, error) {
+	return move(tx, refund.PrincipalOf(c.Type), in.InvoiceID, in.RefundID, refund.CmdCancel, "", "", "Cancelled by the merchant")
 }
 
+func take(tx *engine.Tx, c *topics.Command, in *refund.Take) (topics.Reply, error) {
+	return move(tx, refund.PrincipalOf(c.Type), in.InvoiceID, in.RefundID, refund.CmdTake, "", "", "")
+}
+
+func settle(tx *engine.Tx, c *topics.Command, in *refund.Settle) (topics.Reply, error) {
+	if c.ReplyTo != "" {
+		// Before refund.cancel existed, the API sent the merchant's cancel as a
+		// refund.settle to CANCELLED, and only the API waits for replies (a rail
+		// never sets ReplyTo). Such a command still in the log is the merchant's
+		// cancel: taken for the rail's decline, it would release the hold of a
+		// refund the rail may already have paid.
+		return move(tx, refund.ByMerchant, in.InvoiceID, in.RefundID, refund.CmdCancel, "", "", "Cancelled by the merchant")
+	}
+	return move(tx, refund.PrincipalOf(c.Type), in.InvoiceID, in.RefundID, refund.CmdSettle, in.Status, in.From, in.Resolution)
+}
+
+// book is an invoice's refund book, empty before its first refund.
 func book(tx *engine.Tx, invoiceID string) refund.Book {
-	if s, ok := tx.Get(invoiceID); ok {
-		return s.(refund.Book)
-	}
-	return refund.Book{}
+	b, _ := Books.Get(tx, invoiceID)
+	return b
 }
 
-func create(tx *engine.Tx, by string, in refund.Create) (topics.Reply, error) {
-	found, ok := tx.Find(invoicekind.Name, in.InvoiceID)
-	inv, _ := found.(invoice.State)
+func create(tx *engine.Tx, c *topics.Command, in *refund.Create) (topics.Reply, error) {
+	by := refund.PrincipalOf(c.Type)
+	inv, ok := invoicekind.Invoices.Find(tx, in.InvoiceID)
 	if !ok || inv.MerchantID != tx.Merchant() || !inv.Exists() {
 		return engine.Refuse(engine.CodeNotFound, "Invoice not found.", "invoice"), nil
 	}
@@ -191,7 +177,7 @@ func create(tx *engine.Tx, by string, in refund.Create) (topics.Reply, error) {
 		}
 		return topics.Reply{}, err
 	}
-	tx.Put(b.InvoiceID, b)
+	Books.Put(tx, b.InvoiceID, b)
 	changed(tx, r)
 	return topics.Reply{Result: mustJSON(r.View())}, nil
 }
@@ -243,7 +229,7 @@ func move(tx *engine.Tx, by, invoiceID string, id int64, cmd, report, from, reso
 		return topics.Reply{}, werr
 	}
 	if after.State() != before.State() || !after.TakenAt.Equal(before.TakenAt) {
-		tx.Put(nb.InvoiceID, nb)
+		Books.Put(tx, nb.InvoiceID, nb)
 	}
 	if after.Status != before.Status {
 		// Only a public status change is an event and a count: the rail's take

@@ -57,51 +57,45 @@ func init() {
 	}
 }
 
-// Kind is the subscription aggregate's registration.
+// Subscriptions is the subscription kind as its commands use it through a Tx.
+const Subscriptions = engine.Of[subscription.State](storage.SubscriptionKind)
+
+// Kind is the subscription aggregate's registration. The engine's guards
+// (docs/security.md): a card set up or charged through the sandbox's test cards
+// is sandbox only (no live acquirer is connected: a live activation or cycle
+// would invent money); an unsubscribe only stops billing, so a disabled
+// merchant's is taken.
 func Kind() engine.Kind {
-	return engine.Kind{
-		Name: storage.SubscriptionKind,
-		Commands: map[string]func() any{
-			topics.CmdSubscriptionCreate:      func() any { return &topics.SubscriptionCreate{} },
-			topics.CmdSubscriptionActivate:    func() any { return &topics.SubscriptionActivate{} },
-			topics.CmdSubscriptionCycle:       func() any { return &topics.SubscriptionCycle{} },
-			topics.CmdSubscriptionUnsubscribe: func() any { return &topics.SubscriptionUnsubscribe{} },
-			topics.CmdSubscriptionUpdate:      func() any { return &topics.SubscriptionUpdate{} },
-		},
-		IDs:     func(_ string, p any) []string { return idsOf(p) },
-		Refs:    refs,
-		Load:    load,
-		Creates: func(_ string, p any) []string { return creates(p) },
-		Taken:   taken,
-		Apply:   apply,
-		// The engine's guards (docs/security.md): a card set up or charged
-		// through the sandbox's test cards is sandbox only (no live acquirer is
-		// connected: a live activation or cycle would invent money); an
-		// unsubscribe only stops billing, so a disabled merchant's is taken.
-		Guards: map[string]engine.Guard{
-			topics.CmdSubscriptionCreate:      {},
-			topics.CmdSubscriptionActivate:    {SandboxOnly: true},
-			topics.CmdSubscriptionCycle:       {SandboxOnly: true},
-			topics.CmdSubscriptionUnsubscribe: {WhileDisabled: true},
-			topics.CmdSubscriptionUpdate:      {},
-		},
-	}
+	return engine.Define[subscription.State](aggregate{},
+		engine.On[subscription.State](topics.CmdSubscriptionCreate, engine.Guard{},
+			func(p *topics.SubscriptionCreate) []string { return idOf(p.SubscriptionID) }, create,
+			engine.Creates(creates)),
+		engine.On[subscription.State](topics.CmdSubscriptionActivate, engine.Guard{SandboxOnly: true},
+			func(p *topics.SubscriptionActivate) []string { return idOf(p.SubscriptionID) }, activate),
+		engine.On[subscription.State](topics.CmdSubscriptionCycle, engine.Guard{SandboxOnly: true},
+			func(p *topics.SubscriptionCycle) []string { return idOf(p.SubscriptionID) }, cycle),
+		engine.On[subscription.State](topics.CmdSubscriptionUnsubscribe, engine.Guard{WhileDisabled: true},
+			func(p *topics.SubscriptionUnsubscribe) []string { return idOf(p.SubscriptionID) }, unsubscribe),
+		engine.On[subscription.State](topics.CmdSubscriptionUpdate, engine.Guard{},
+			func(p *topics.SubscriptionUpdate) []string { return idOf(p.SubscriptionID) }, update),
+	)
 }
 
-func idsOf(payload any) []string {
-	var id string
-	switch p := payload.(type) {
-	case *topics.SubscriptionCreate:
-		id = p.SubscriptionID
-	case *topics.SubscriptionActivate:
-		id = p.SubscriptionID
-	case *topics.SubscriptionCycle:
-		id = p.SubscriptionID
-	case *topics.SubscriptionUnsubscribe:
-		id = p.SubscriptionID
-	case *topics.SubscriptionUpdate:
-		id = p.SubscriptionID
-	}
+// aggregate is the subscription's definition: whole states put by its commands
+// (no hosted step), loaded by id, its ids claimed across merchants.
+type aggregate struct{}
+
+// The parts the engine discovers: a method whose signature drifted would be
+// silently missed, so each is checked here.
+var (
+	_ engine.Referring[subscription.State] = aggregate{}
+	_ engine.Claiming                      = aggregate{}
+)
+
+func (aggregate) Name() string { return storage.SubscriptionKind }
+
+// idOf is the one instance a command names; none when the payload names none.
+func idOf(id string) []string {
 	if id == "" {
 		return nil
 	}
@@ -109,58 +103,37 @@ func idsOf(payload any) []string {
 }
 
 // creates: a create opens its subscription, under an id drawn at the edge.
-func creates(payload any) []string {
-	if p, ok := payload.(*topics.SubscriptionCreate); ok {
-		return []string{p.SubscriptionID}
-	}
-	return nil
-}
+func creates(p *topics.SubscriptionCreate) []string { return []string{p.SubscriptionID} }
 
-// taken: subscription ids are the subscriptions table's primary key across merchants.
-func taken(ctx context.Context, q sqlx.QueryerContext, o storage.Owned) (map[string]bool, error) {
+// Taken: subscription ids are the subscriptions table's primary key across merchants.
+func (aggregate) Taken(ctx context.Context, q sqlx.QueryerContext, o storage.Owned) (map[string]bool, error) {
 	return storage.TakenElsewhere(ctx, q, "subscriptions", "subscription_id", o)
 }
 
-// refs: a subscription's payments go to its wallet.
-func refs(state any) []engine.Ref {
-	if s, ok := state.(subscription.State); ok && s.WalletID != "" {
+// Refs: a subscription's payments go to its wallet.
+func (aggregate) Refs(s subscription.State) []engine.Ref {
+	if s.WalletID != "" {
 		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
 	}
 	return nil
 }
 
-func load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Snapshot, error) {
+func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, idList []string) ([]engine.Stored[subscription.State], error) {
 	found, err := subscriptionstore.Load(ctx, q, merchantID, idList)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Snapshot, 0, len(found))
+	out := make([]engine.Stored[subscription.State], 0, len(found))
 	for id, s := range found {
-		out = append(out, engine.Snapshot{ID: id, Version: s.Version, State: s.State})
+		out = append(out, engine.Stored[subscription.State]{ID: id, Version: s.Version, State: s.State})
 	}
 	return out, nil
 }
 
-func apply(tx *engine.Tx, c *topics.Command, payload any) (topics.Reply, error) {
-	switch in := payload.(type) {
-	case *topics.SubscriptionCreate:
-		return create(tx, *in)
-	case *topics.SubscriptionActivate:
-		return activate(tx, *in)
-	case *topics.SubscriptionCycle:
-		return cycle(tx, *in)
-	case *topics.SubscriptionUnsubscribe:
-		return unsubscribe(tx, *in)
-	case *topics.SubscriptionUpdate:
-		return update(tx, *in)
-	}
-	return engine.Refuse(engine.CodeInvalid, "malformed "+c.Type+" payload", ""), nil
-}
-
+// get is the merchant's subscription id (not found: none, or another merchant's).
 func get(tx *engine.Tx, id string) (subscription.State, bool) {
-	if s, ok := tx.Get(id); ok {
-		st := s.(subscription.State)
-		return st, st.Exists() && st.MerchantID == tx.Merchant()
+	if s, ok := Subscriptions.Get(tx, id); ok {
+		return s, s.Exists() && s.MerchantID == tx.Merchant()
 	}
 	return subscription.State{}, false
 }
@@ -179,7 +152,7 @@ func plan(p topics.SubscriptionPlan) subscription.Plan {
 
 // put stores the new state, emits its subscription_event and answers it.
 func put(tx *engine.Tx, n subscription.State) topics.Reply {
-	tx.Put(n.SubscriptionID, n)
+	Subscriptions.Put(tx, n.SubscriptionID, n)
 	tx.Event(topics.SubscriptionEvent, n.SubscriptionID, Event(n))
 	return current(n)
 }
@@ -187,8 +160,8 @@ func put(tx *engine.Tx, n subscription.State) topics.Reply {
 // current answers the state without changing it (a repeated or overtaken command).
 func current(s subscription.State) topics.Reply { return topics.Reply{Result: mustJSON(s)} }
 
-func create(tx *engine.Tx, in topics.SubscriptionCreate) (topics.Reply, error) {
-	if _, ok := tx.Get(in.SubscriptionID); ok || tx.TakenElsewhere(in.SubscriptionID) {
+func create(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCreate) (topics.Reply, error) {
+	if _, ok := Subscriptions.Get(tx, in.SubscriptionID); ok || tx.TakenElsewhere(in.SubscriptionID) {
 		return engine.Refuse(engine.CodeIDTaken, "Subscription id is already in use; retry the request.", ""), nil
 	}
 	if in.WalletID == "" {
@@ -205,7 +178,7 @@ func create(tx *engine.Tx, in topics.SubscriptionCreate) (topics.Reply, error) {
 	return put(tx, n), nil
 }
 
-func activate(tx *engine.Tx, in topics.SubscriptionActivate) (topics.Reply, error) {
+func activate(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionActivate) (topics.Reply, error) {
 	s, ok := get(tx, in.SubscriptionID)
 	if !ok {
 		return notFound(), nil
@@ -238,7 +211,7 @@ func declineReason(outcome string) string {
 	return "The card was declined: its outcome is unknown."
 }
 
-func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
+func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topics.Reply, error) {
 	s, ok := get(tx, in.SubscriptionID)
 	if !ok {
 		return notFound(), nil
@@ -272,7 +245,7 @@ func cycle(tx *engine.Tx, in topics.SubscriptionCycle) (topics.Reply, error) {
 		}
 	}
 	charge.Approved, charge.Reason = reason == "", reason
-	charge.Payment = payment(s, in, invoiceID, reason, narrative, tx)
+	charge.Payment = payment(s, *in, invoiceID, reason, narrative, tx)
 	n, err := subscription.ApplyBy(s, subscription.ByScheduler, charge)
 	if err != nil {
 		return topics.Reply{}, err // validated above: a broken invariant fails the batch (and undoes the credit)
@@ -322,7 +295,7 @@ func payment(s subscription.State, in topics.SubscriptionCycle, invoiceID, reaso
 	return &subscription.Payment{InvoiceID: invoiceID, Slot: in.Slot, Date: in.Date, Status: st, Invoice: mustJSON(inv)}
 }
 
-func unsubscribe(tx *engine.Tx, in topics.SubscriptionUnsubscribe) (topics.Reply, error) {
+func unsubscribe(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUnsubscribe) (topics.Reply, error) {
 	s, ok := get(tx, in.SubscriptionID)
 	if !ok {
 		return notFound(), nil
@@ -337,7 +310,7 @@ func unsubscribe(tx *engine.Tx, in topics.SubscriptionUnsubscribe) (topics.Reply
 	return put(tx, n), nil
 }
 
-func update(tx *engine.Tx, in topics.SubscriptionUpdate) (topics.Reply, error) {
+func update(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUpdate) (topics.Reply, error) {
 	s, ok := get(tx, in.SubscriptionID)
 	if !ok {
 		return notFound(), nil
