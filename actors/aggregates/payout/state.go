@@ -6,11 +6,11 @@ import (
 	"paysvc/actors/values/money"
 )
 
-// File statuses. The first four are the spec's. FAILED is no longer reached: earlier
-// versions failed a file whose wallet could not cover it at approval, and such files
-// may still be stored; an approval that cannot be funded is now refused and leaves
-// the file awaiting approval (docs/payouts.md). FAILED stays a terminal status so
-// those stored files read and refuse commands as before.
+// File statuses. The first four are the spec's. No step makes a file FAILED: an
+// approval that cannot be funded is refused and leaves the file awaiting approval
+// (docs/payouts.md). FAILED is a terminal status that files stored by versions
+// which failed such a file still hold; they read and refuse commands as any
+// terminal file.
 const (
 	StatusPreview    = "PREVIEW-AND-APPROVE"
 	StatusProcessing = "PROCESSING"
@@ -19,7 +19,7 @@ const (
 	StatusFailed     = "FAILED"
 )
 
-// File status codes (COMPAT.md; BF110 is paysvc's own, for the legacy FAILED).
+// File status codes (docs/compat.md; BF110 is paysvc's own, for a stored FAILED file).
 const (
 	CodeNew        = "BP101"
 	CodeAwaiting   = "BP103"

@@ -3,8 +3,8 @@
 // refund of that invoice, so the rule "refunds never add up to more than the
 // invoice collected" is checked against one state that the engine's partition
 // (all of a merchant's commands, in order) changes one command at a time, also
-// under concurrent requests. The engine wiring is in refundkind, the storage in
-// storage/refunds.go, the table and its batch function in migration 0026.
+// under concurrent requests. The engine wiring is in refundkind, its rows and reads
+// in refundstore, and its batch function in storage/functions/paysvc_apply_refund.sql.
 package refund
 
 import (
