@@ -16,6 +16,7 @@ import (
 	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -43,11 +44,11 @@ var callbackInvoiceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 func (s *Server) mpesaCallback(c echo.Context) error {
 	tok := s.cfg.DarajaCallbackToken
 	if tok == "" || subtle.ConstantTimeCompare([]byte(c.Param("token")), []byte(tok)) != 1 {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
 	named := c.Param("invoice")
 	if named != "" && !callbackInvoiceRE.MatchString(named) {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
 	raw, err := rawBody(c)
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	}
 	res, err := mpesa.ParseCallback(raw)
 	if err != nil {
-		return invalid("Body", "Not a valid M-Pesa STK callback.")
+		return edge.Invalid("Body", "Not a valid M-Pesa STK callback.")
 	}
 	ctx := c.Request().Context()
 	accepted := func() error { return c.JSON(http.StatusOK, map[string]any{"ResultCode": 0, "ResultDesc": "Accepted"}) }

@@ -11,6 +11,7 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/topics"
 )
 
@@ -38,11 +39,11 @@ func (s *Server) collection(c echo.Context) error {
 		return err
 	}
 	if method != "M-PESA" && method != "PESALINK" {
-		return invalid("method", "method must be M-PESA or PESALINK.")
+		return edge.Invalid("method", "method must be M-PESA or PESALINK.")
 	}
 	if method == "PESALINK" && s.cfg.Environment != "sandbox" {
 		// No live PesaLink connection: refuse rather than leave invoices pending.
-		return invalid("method", "PESALINK collections are not available on this server yet.")
+		return edge.Invalid("method", "PESALINK collections are not available on this server yet.")
 	}
 	target, err := s.readPaymentTarget(c, b)
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *Server) collection(c echo.Context) error {
 	if method == "PESALINK" && target.checkout != nil {
 		// A session prices M-Pesa and card by its own tariffs; it has no bank
 		// tariff, and the payer must not pick who pays the fee (docs/api-decisions.md).
-		return invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
+		return edge.Invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
 	}
 	sessionPhone := target.checkout != nil && target.checkout.PhoneNumber != nil
 	phone, err := b.text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
@@ -71,7 +72,7 @@ func (s *Server) collection(c echo.Context) error {
 		}
 	}
 	if phone != "" && !phonePattern.MatchString(phone) {
-		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
 	cust, err := readCustomer(b, "")
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Server) collection(c echo.Context) error {
 	}
 	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+target.currency+".")
+		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
 	}
 	if err != nil {
 		return err
@@ -112,7 +113,7 @@ func (s *Server) collection(c echo.Context) error {
 			return err
 		}
 		if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-			return invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		if target.checkout != nil {
 			tar = target.checkout.MobileTarrif

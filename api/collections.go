@@ -14,6 +14,7 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -41,7 +42,7 @@ func (s *Server) stkPush(c echo.Context) error {
 		return err
 	}
 	if !phonePattern.MatchString(phone) {
-		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
 	raw, _, err := b.amount("amount", true)
 	if err != nil {
@@ -59,12 +60,12 @@ func (s *Server) stkPush(c echo.Context) error {
 	}
 	amount := tariff.RoundUpShillings(raw)
 	if amount.Cmp(mpesaMin) < 0 || amount.Cmp(mpesaMax) > 0 {
-		return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000.")
+		return edge.Invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000.")
 	}
 	if cur, err := b.str("currency", false, 3, nil); err != nil {
 		return err
 	} else if cur != "" && cur != "KES" {
-		return invalid("currency", "M-Pesa STK push collects in KES.")
+		return edge.Invalid("currency", "M-Pesa STK push collects in KES.")
 	}
 	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
 	if err != nil {
@@ -135,10 +136,10 @@ func tarOrDefault(t string) string {
 func (s *Server) stkQuote(tar string, amount money.Amount) (tariff.Quote, error) {
 	q, err := s.cfg.Fees.Quote(tariff.MethodMpesa, tar, amount)
 	if errors.Is(err, tariff.ErrUnknownTariff) {
-		return q, invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		return q, edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	}
 	if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-		return q, invalid("amount", "The amount does not cover the transaction fee.")
+		return q, edge.Invalid("amount", "The amount does not cover the transaction fee.")
 	}
 	if err != nil {
 		return q, err
@@ -164,9 +165,9 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inv, err := invoicestore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	inv, err := invoicestore.Get(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Invoice not found.")
+		return edge.NotFound("Invoice not found.")
 	}
 	if err != nil {
 		return err
@@ -176,11 +177,11 @@ func (s *Server) paymentStatus(c echo.Context) error {
 		byInvoice := claims.Invoice != "" && claims.Invoice == id
 		byCheckout := claims.Checkout != "" && claims.Checkout == checkout
 		if !byInvoice && !byCheckout {
-			return clientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
+			return edge.ClientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
 		}
 	}
 	if checkout != "" && inv.CheckoutID != checkout {
-		return notFound("Invoice not found for this checkout.")
+		return edge.NotFound("Invoice not found for this checkout.")
 	}
 	sess := renderSession(inv)
 	hidePayer(c, &sess)

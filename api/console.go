@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 )
 
 // The merchant console (docs/console.md): server-rendered pages at /console/ for a
@@ -105,16 +106,16 @@ type navItem struct {
 
 var consoleNav = []navItem{
 	{Path: "/console", Label: "Overview"},
-	{Path: "/console/wallets", Label: "Wallets", Need: PermViewWallets},
-	{Path: "/console/collections", Label: "Collections", Need: PermViewCollections},
-	{Path: "/console/payment-files", Label: "Payment files", Need: PermViewFiles},
-	{Path: "/console/refunds", Label: "Refunds", Need: PermViewRefunds},
-	{Path: "/console/subscriptions", Label: "Subscriptions", Need: PermViewSubscriptions},
-	{Path: "/console/payment-links", Label: "Payment links", Need: PermViewCollections},
-	{Path: "/console/webhooks", Label: "Webhooks", Need: PermViewWebhooks},
+	{Path: "/console/wallets", Label: "Wallets", Need: edge.PermViewWallets},
+	{Path: "/console/collections", Label: "Collections", Need: edge.PermViewCollections},
+	{Path: "/console/payment-files", Label: "Payment files", Need: edge.PermViewFiles},
+	{Path: "/console/refunds", Label: "Refunds", Need: edge.PermViewRefunds},
+	{Path: "/console/subscriptions", Label: "Subscriptions", Need: edge.PermViewSubscriptions},
+	{Path: "/console/payment-links", Label: "Payment links", Need: edge.PermViewCollections},
+	{Path: "/console/webhooks", Label: "Webhooks", Need: edge.PermViewWebhooks},
 	{Path: "/console/keys", Label: "API keys", Need: needFull},
 	{Path: "/console/mailbox", Label: "Mailbox", Need: needFull, Sandbox: true},
-	{Path: "/console/test-clocks", Label: "Test clocks", Need: PermViewSubscriptions, Sandbox: true},
+	{Path: "/console/test-clocks", Label: "Test clocks", Need: edge.PermViewSubscriptions, Sandbox: true},
 }
 
 // may reports whether the session may use something needing need.
@@ -147,13 +148,13 @@ type consoleView struct {
 func (s *Server) renderConsole(c echo.Context, status int, name string, v consoleView) error {
 	t, ok := consoleTemplates[name]
 	if !ok {
-		return errInternal
+		return edge.ErrInternal
 	}
 	v.Sandbox = s.cfg.Environment == "sandbox"
 	if cs := consoleOf(c); cs != nil {
 		v.Merchant, v.KeyID, v.Full, v.CSRF = cs.merchant, cs.principal.KeyID, cs.full(), cs.csrf
 		v.Can = map[string]bool{}
-		for _, p := range Permissions {
+		for _, p := range edge.Permissions {
 			v.Can[p.Name] = cs.principal.Can(p.Name)
 		}
 		here := c.Request().URL.Path
@@ -183,7 +184,7 @@ func (s *Server) renderConsole(c echo.Context, status int, name string, v consol
 // addresses hold only ids, and other sites still get no referrer. And no-store:
 // secrets shown once, balances and form tokens must not be cached.
 func consoleHeaders(h http.Header) {
-	pageHeaders(h)
+	edge.PageHeaders(h)
 	h.Set("Content-Security-Policy", consoleCSP)
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
@@ -253,33 +254,33 @@ func (s *Server) consoleRoutes(e *echo.Echo) {
 	s.handle(e, POST, consoleSignInPath, s.consoleSignIn, open)
 	cr(POST, "/console/sign-out", s.consoleSignOut, needNothing)
 	cr(GET, consoleHome, s.consoleOverview, needNothing)
-	cr(GET, "/console/wallets", s.consoleWallets, PermViewWallets)
-	cr(GET, "/console/wallets/:wallet_id", s.consoleWallet, PermViewWallets)
-	cr(GET, "/console/collections", s.consoleCollections, PermViewCollections)
-	cr(GET, "/console/payment-files", s.consoleFiles, PermViewFiles)
-	cr(GET, "/console/payment-files/:file_id", s.consoleFile, PermViewFiles)
-	cr(POST, "/console/payment-files/:file_id/approve", s.consoleFileAction("approve"), PermApproveFiles)
-	cr(POST, "/console/payment-files/:file_id/cancel", s.consoleFileAction("cancel"), PermChangeFiles)
-	cr(GET, "/console/refunds", s.consoleRefunds, PermViewRefunds)
-	cr(GET, "/console/refunds/new", s.consoleRefundForm, PermAddRefunds)
-	cr(POST, "/console/refunds", s.consoleCreateRefund, PermAddRefunds)
-	cr(POST, "/console/refunds/:refund_id/cancel", s.consoleCancelRefund, PermAddRefunds)
-	cr(GET, "/console/subscriptions", s.consoleSubscriptions, PermViewSubscriptions)
-	cr(POST, "/console/subscriptions/:subscription_id/cancel", s.consoleCancelSubscription, PermChangeSubscriptions)
-	cr(GET, "/console/payment-links", s.consoleLinks, PermViewCollections)
-	cr(POST, "/console/payment-links", s.consoleCreateLink, PermAddCollections)
-	cr(POST, "/console/payment-links/:link_id/deactivate", s.consoleDeactivateLink, PermAddCollections)
-	cr(GET, "/console/webhooks", s.consoleWebhooks, PermViewWebhooks)
-	cr(GET, "/console/webhooks/events/:event_id", s.consoleWebhookEvent, PermViewWebhooks)
-	cr(POST, "/console/webhooks/events/:event_id/replay", s.consoleReplay, PermChangeWebhooks)
-	cr(POST, "/console/webhooks/:webhook_id/rotate-secret", s.consoleRotateSecret, PermChangeWebhooks)
+	cr(GET, "/console/wallets", s.consoleWallets, edge.PermViewWallets)
+	cr(GET, "/console/wallets/:wallet_id", s.consoleWallet, edge.PermViewWallets)
+	cr(GET, "/console/collections", s.consoleCollections, edge.PermViewCollections)
+	cr(GET, "/console/payment-files", s.consoleFiles, edge.PermViewFiles)
+	cr(GET, "/console/payment-files/:file_id", s.consoleFile, edge.PermViewFiles)
+	cr(POST, "/console/payment-files/:file_id/approve", s.consoleFileAction("approve"), edge.PermApproveFiles)
+	cr(POST, "/console/payment-files/:file_id/cancel", s.consoleFileAction("cancel"), edge.PermChangeFiles)
+	cr(GET, "/console/refunds", s.consoleRefunds, edge.PermViewRefunds)
+	cr(GET, "/console/refunds/new", s.consoleRefundForm, edge.PermAddRefunds)
+	cr(POST, "/console/refunds", s.consoleCreateRefund, edge.PermAddRefunds)
+	cr(POST, "/console/refunds/:refund_id/cancel", s.consoleCancelRefund, edge.PermAddRefunds)
+	cr(GET, "/console/subscriptions", s.consoleSubscriptions, edge.PermViewSubscriptions)
+	cr(POST, "/console/subscriptions/:subscription_id/cancel", s.consoleCancelSubscription, edge.PermChangeSubscriptions)
+	cr(GET, "/console/payment-links", s.consoleLinks, edge.PermViewCollections)
+	cr(POST, "/console/payment-links", s.consoleCreateLink, edge.PermAddCollections)
+	cr(POST, "/console/payment-links/:link_id/deactivate", s.consoleDeactivateLink, edge.PermAddCollections)
+	cr(GET, "/console/webhooks", s.consoleWebhooks, edge.PermViewWebhooks)
+	cr(GET, "/console/webhooks/events/:event_id", s.consoleWebhookEvent, edge.PermViewWebhooks)
+	cr(POST, "/console/webhooks/events/:event_id/replay", s.consoleReplay, edge.PermChangeWebhooks)
+	cr(POST, "/console/webhooks/:webhook_id/rotate-secret", s.consoleRotateSecret, edge.PermChangeWebhooks)
 	cr(GET, "/console/keys", s.consoleKeys, needFull)
 	cr(POST, "/console/keys", s.consoleCreateKey, needFull)
 	cr(POST, "/console/keys/:key_id/revoke", s.consoleRevokeKey, needFull)
 	cr(GET, "/console/mailbox", s.consoleMailbox, needSandbox+":"+needFull)
-	cr(GET, "/console/test-clocks", s.consoleTestClocks, needSandbox+":"+PermViewSubscriptions)
-	cr(POST, "/console/test-clocks", s.consoleCreateTestClock, needSandbox+":"+PermChangeSubscriptions)
-	cr(POST, "/console/test-clocks/:clock_id/advance", s.consoleAdvanceTestClock, needSandbox+":"+PermChangeSubscriptions)
+	cr(GET, "/console/test-clocks", s.consoleTestClocks, needSandbox+":"+edge.PermViewSubscriptions)
+	cr(POST, "/console/test-clocks", s.consoleCreateTestClock, needSandbox+":"+edge.PermChangeSubscriptions)
+	cr(POST, "/console/test-clocks/:clock_id/advance", s.consoleAdvanceTestClock, needSandbox+":"+edge.PermChangeSubscriptions)
 }
 
 // replyRecorder keeps the answer of an API route the console called.
@@ -341,7 +342,7 @@ func (s *Server) consoleCall(c echo.Context, method, target string, body any, id
 	if xff := outer.Header.Get("X-Forwarded-For"); xff != "" {
 		req.Header.Set("X-Forwarded-For", xff)
 	}
-	req.Header.Set("X-Request-Id", requestID(c))
+	req.Header.Set("X-Request-Id", edge.RequestID(c))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"paysvc/actors/aggregates/refund"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -139,7 +140,7 @@ func (s *Server) consoleOverview(c echo.Context) error {
 	cs := consoleOf(c)
 	ctx := c.Request().Context()
 	data := map[string]any{}
-	if cs.may(PermViewWallets) {
+	if cs.may(edge.PermViewWallets) {
 		rows, more, err := storage.ConsoleWallets(ctx, s.db, cs.principal.MerchantID, nil, consolePageSize)
 		if err != nil {
 			return err
@@ -151,8 +152,8 @@ func (s *Server) consoleOverview(c echo.Context) error {
 		}
 		data["Charts"] = charts
 	}
-	att, err := storage.ConsoleAttention(ctx, s.db, cs.principal.MerchantID, cs.may(PermViewFiles), cs.may(PermViewWebhooks),
-		cs.may(PermViewSubscriptions))
+	att, err := storage.ConsoleAttention(ctx, s.db, cs.principal.MerchantID, cs.may(edge.PermViewFiles), cs.may(edge.PermViewWebhooks),
+		cs.may(edge.PermViewSubscriptions))
 	if err != nil {
 		return err
 	}
@@ -340,7 +341,7 @@ func (s *Server) consoleRefunds(c echo.Context) error {
 func (s *Server) consoleRefundForm(c echo.Context) error {
 	inv := searchTerm(c.QueryParam("invoice"))
 	var invoice map[string]any
-	if inv != "" && len(inv) <= 40 && consoleOf(c).may(PermViewCollections) {
+	if inv != "" && len(inv) <= 40 && consoleOf(c).may(edge.PermViewCollections) {
 		rows, _, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, inv, "", nil, 1)
 		if err != nil {
 			return err
@@ -512,7 +513,7 @@ func (s *Server) renderKeys(c echo.Context, status int, newSecret string, newPer
 		return err
 	}
 	return s.renderConsole(c, status, "keys", consoleView{Title: "API keys", Data: map[string]any{"Keys": keys,
-		"Permissions": Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem,
+		"Permissions": edge.Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem,
 		"Once": formOnce(cs, keyFormPurpose)}})
 }
 
@@ -533,7 +534,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 	}
 	var perms []string
 	for _, p := range form["permission"] {
-		if !KnownPermission(p) {
+		if !edge.KnownPermission(p) {
 			return s.consoleProblem(c, http.StatusBadRequest, "Not done", "Unknown permission.")
 		}
 		if !slices.Contains(perms, p) {
@@ -549,7 +550,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 		}
 		return s.renderKeys(c, e.Status, "", nil, e.Detail)
 	}
-	key, id := NewKey("secret", s.cfg.Environment)
+	key, id := edge.NewKey("secret", s.cfg.Environment)
 	made, created, err := storage.InsertKeyOnce(c.Request().Context(), s.db, once, storage.APIKey{KeyID: id,
 		MerchantID: cs.principal.MerchantID, Kind: "secret", Environment: s.cfg.Environment, Permissions: perms, Unrestricted: false}, sha256Of(key))
 	if err != nil {
@@ -635,7 +636,7 @@ func (s *Server) consoleCreateTestClock(c echo.Context) error {
 		ID string `json:"test_clock_id"`
 	}
 	if err := json.Unmarshal(r.Body, &clock); err != nil || clock.ID == "" {
-		return errors.Join(errInternal, err)
+		return errors.Join(edge.ErrInternal, err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/console/test-clocks?clock="+url.QueryEscape(clock.ID)+"&done=clock-created")
 }

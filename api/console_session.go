@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -40,7 +41,7 @@ const (
 
 // consoleSession is the signed-in merchant as a console request sees it.
 type consoleSession struct {
-	principal *Principal
+	principal *edge.Principal
 	merchant  string // the merchant's name
 	csrf      string
 	tokenHash []byte
@@ -119,7 +120,7 @@ func unsafeMethod(m string) bool {
 }
 
 // errCSRF is the refusal of a cross-site or tokenless console form.
-var errCSRF = &Error{Status: http.StatusForbidden, Type: "client_error", Code: "csrf_refused",
+var errCSRF = &edge.Error{Status: http.StatusForbidden, Type: "client_error", Code: "csrf_refused",
 	Detail: "This form did not come from this console page. Reload the page and try again."}
 
 // toSignIn sends the browser to the sign-in page: the console's answer to a missing,
@@ -178,9 +179,9 @@ func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
 				return errCSRF
 			}
 		}
-		p := &Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions,
+		p := &edge.Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions,
 			Unrestricted: sess.Unrestricted}
-		c.Set(ctxPrincipal, p)
+		edge.SetPrincipal(c, p)
 		c.Set(ctxConsole, &consoleSession{principal: p, merchant: sess.MerchantName, csrf: sess.CSRFToken, tokenHash: h})
 		consoleHeaders(c.Response().Header())
 		return next(c)
@@ -192,7 +193,7 @@ var signInMessages = map[string]string{
 	"expired":     "Your session has ended. Sign in again.",
 	"signed-out":  "You have signed out.",
 	"revoked":     "The key of this session has been revoked. Sign in with a valid key.",
-	"disabled":    msgCannotTransact,
+	"disabled":    edge.MsgCannotTransact,
 	"environment": "That session belongs to another environment. Sign in with a key of this one.",
 }
 
@@ -239,7 +240,7 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 			return e
 		}
 		msg := e.Detail
-		if msg == msgInvalidToken {
+		if msg == edge.MsgInvalidToken {
 			msg = "That is not a valid secret key of this environment."
 		}
 		return s.renderSignIn(c, e.Status, pre.Value, "", msg)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -70,7 +71,7 @@ func readFullName(b body, c *topics.PaymentCustomer) error {
 	}
 	first, last := parts[0], strings.Join(parts[1:], " ")
 	if len(first) > 45 || len(last) > 45 {
-		return invalid("name", "Each part of the name must have no more than 45 characters.")
+		return edge.Invalid("name", "Each part of the name must have no more than 45 characters.")
 	}
 	c.FirstName, c.LastName = first, last
 	return nil
@@ -115,13 +116,13 @@ func readRedirectURL(b body, field string) (string, error) {
 	u, perr := url.Parse(v)
 	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
 		strings.ContainsAny(v, " \t\r\n") {
-		return "", invalid(field, field+" must be an absolute http or https URL.")
+		return "", edge.Invalid(field, field+" must be an absolute http or https URL.")
 	}
 	return v, nil
 }
 
 // walletNotFound is the answer for a wallet_id that names none of the merchant's
 // wallets (another merchant's included), as the engine gives it for an STK push.
-func walletNotFound() *Error {
-	return &Error{Status: http.StatusNotFound, Type: "client_error", Code: "not_found", Detail: "Wallet not found.", Attr: "wallet_id"}
+func walletNotFound() *edge.Error {
+	return &edge.Error{Status: http.StatusNotFound, Type: "client_error", Code: "not_found", Detail: "Wallet not found.", Attr: "wallet_id"}
 }

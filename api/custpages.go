@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -90,7 +91,7 @@ const (
 // customerProblemOf is the page for a refusal e on a page of kind, and its status.
 // merchant is the capability's merchant when the refusal came after it was
 // admitted ("" before: an unknown address names no one).
-func customerProblemOf(kind string, e *Error, merchant string) (int, customerProblem) {
+func customerProblemOf(kind string, e *edge.Error, merchant string) (int, customerProblem) {
 	contact := "the business that sent you here"
 	if merchant != "" {
 		contact = merchant
@@ -122,7 +123,7 @@ func customerProblemOf(kind string, e *Error, merchant string) (int, customerPro
 // customerErrorPage renders e as a page when the request is a browser's on a
 // customer page; false when it is not (the caller answers JSON) or the page could
 // not be rendered.
-func (s *Server) customerErrorPage(c echo.Context, e *Error) bool {
+func (s *Server) customerErrorPage(c echo.Context, e *edge.Error) bool {
 	r := c.Request()
 	kind := customerPageKind(r.URL.Path)
 	if kind == "" || !prefersHTML(r.Header.Get("Accept")) {
@@ -133,12 +134,12 @@ func (s *Server) customerErrorPage(c echo.Context, e *Error) bool {
 		merchant = m.Name
 	}
 	status, p := customerProblemOf(kind, e, merchant)
-	p.RequestID = requestID(c)
+	p.RequestID = edge.RequestID(c)
 	if e.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	if err := s.renderPageStatus(c, status, "problem", hostedPage{Title: p.Heading, Merchant: merchant, Static: true, Data: p}); err != nil {
-		s.log.Warn("render customer error page", "request_id", requestID(c), "err", err)
+		s.log.Warn("render customer error page", "request_id", edge.RequestID(c), "err", err)
 		return false
 	}
 	return true

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 )
 
 // body is a request's JSON object, read field by field so every refusal names its
@@ -50,7 +51,7 @@ func parseBody(raw []byte) (body, error) {
 	b = nil
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&b); err != nil || b == nil {
-		return nil, &Error{Status: 400, Type: "validation_error", Code: "parse_error", Detail: "Request body must be a JSON object."}
+		return nil, &edge.Error{Status: 400, Type: "validation_error", Code: "parse_error", Detail: "Request body must be a JSON object."}
 	}
 	return b, nil
 }
@@ -66,15 +67,15 @@ func rawBody(c echo.Context) ([]byte, error) {
 		return nil, err
 	}
 	// Checked once per request: auth, idempotency and the handler all read the body.
-	if e, ok := c.Get(ctxBodyText).(*Error); ok {
+	if e, ok := c.Get(ctxBodyText).(*edge.Error); ok {
 		if e != nil {
 			return nil, e
 		}
 		return raw, nil
 	}
-	var refused *Error
+	var refused *edge.Error
 	if te := checkJSONText(raw); te != nil {
-		refused = invalid(te.path, te.path+": "+string(te.problem))
+		refused = edge.Invalid(te.path, te.path+": "+string(te.problem))
 	}
 	c.Set(ctxBodyText, refused)
 	if refused != nil {
@@ -96,9 +97,9 @@ func unreadBody(c echo.Context) ([]byte, error) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, clientError(413, "request_too_large", "Request body is too large.")
+			return nil, edge.ClientError(413, "request_too_large", "Request body is too large.")
 		}
-		return nil, clientError(400, "bad_request", "Request body could not be read.")
+		return nil, edge.ClientError(400, "bad_request", "Request body could not be read.")
 	}
 	c.Set(ctxRawBody, b)
 	return b, nil
@@ -114,22 +115,22 @@ func (b body) str(field string, required bool, maxLen int, pattern *regexp.Regex
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		if required {
-			return "", invalid(field, "This field is required.")
+			return "", edge.Invalid(field, "This field is required.")
 		}
 		return "", nil
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
-		return "", invalid(field, "Must be a string.")
+		return "", edge.Invalid(field, "Must be a string.")
 	}
 	if s == "" && required {
-		return "", invalid(field, "This field may not be blank.")
+		return "", edge.Invalid(field, "This field may not be blank.")
 	}
 	if maxLen > 0 && utf8.RuneCountInString(s) > maxLen {
-		return "", invalid(field, fmt.Sprintf("Ensure this field has no more than %d characters.", maxLen))
+		return "", edge.Invalid(field, fmt.Sprintf("Ensure this field has no more than %d characters.", maxLen))
 	}
 	if s != "" && pattern != nil && !pattern.MatchString(s) {
-		return "", invalid(field, "Contains characters that are not allowed.")
+		return "", edge.Invalid(field, "Contains characters that are not allowed.")
 	}
 	return s, nil
 }
@@ -154,7 +155,7 @@ func (b body) boolean(field string, def bool) (bool, error) {
 			return false, nil
 		}
 	}
-	return false, invalid(field, "Must be a boolean.")
+	return false, edge.Invalid(field, "Must be a boolean.")
 }
 
 // amount reads a money field from a JSON string or number token (never float64).
@@ -162,13 +163,13 @@ func (b body) amount(field string, required bool) (money.Amount, bool, error) {
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		if required {
-			return money.Amount{}, false, invalid(field, "This field is required.")
+			return money.Amount{}, false, edge.Invalid(field, "This field is required.")
 		}
 		return money.Amount{}, false, nil
 	}
 	var a money.Amount
 	if err := a.UnmarshalJSON(v); err != nil {
-		return a, false, invalid(field, "A valid decimal amount with at most 2 decimal places is required.")
+		return a, false, edge.Invalid(field, "A valid decimal amount with at most 2 decimal places is required.")
 	}
 	return a, true, nil
 }
@@ -181,7 +182,7 @@ func (b body) text(field string, required bool, maxLen int, pattern *regexp.Rege
 	if ok && len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
 		var n json.Number
 		if err := json.Unmarshal(v, &n); err != nil {
-			return "", invalid(field, "Must be a string.")
+			return "", edge.Invalid(field, "Must be a string.")
 		}
 		q, _ := json.Marshal(n.String())
 		b[field] = q
@@ -196,17 +197,17 @@ func (b body) integer(field string, required bool, def, lo, hi int) (n int, pres
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		if required {
-			return 0, false, invalid(field, "This field is required.")
+			return 0, false, edge.Invalid(field, "This field is required.")
 		}
 		return def, false, nil
 	}
 	s := string(v)
 	if len(s) > 0 && s[0] == '"' {
 		if err := json.Unmarshal(v, &s); err != nil {
-			return 0, true, invalid(field, "A valid integer is required.")
+			return 0, true, edge.Invalid(field, "A valid integer is required.")
 		}
 	}
-	bad := invalid(field, fmt.Sprintf("A whole number between %d and %d is required.", lo, hi))
+	bad := edge.Invalid(field, fmt.Sprintf("A whole number between %d and %d is required.", lo, hi))
 	if s == "" || len(s) > 12 {
 		return 0, true, bad
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
 
 // The hosted pages (checkout, payment links, subscription setup and plan
@@ -64,7 +66,7 @@ func loadStaticAssets() map[string]staticAsset {
 func assetURL(name string) (string, error) {
 	a, ok := staticAssets[name]
 	if !ok {
-		return "", &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "no asset " + name}
+		return "", &edge.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "no asset " + name}
 	}
 	return "/static/" + name + "?v=" + a.version, nil
 }
@@ -101,25 +103,6 @@ type hostedPage struct {
 	Data   any
 }
 
-// pageCSP allows the page's own script, stylesheet and images and its calls to paysvc,
-// nothing else: no inline script or style, no third-party host, no framing (against
-// clickjacking a payment button), no <base> or form posting elsewhere, and DOM sinks
-// locked to Trusted Types (the script only ever sets textContent).
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
-	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'"
-
-// pageHeaders are the security headers of every hosted page and static file.
-func pageHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("X-Frame-Options", "DENY") // frame-ancestors for browsers that predate it
-	h.Set("X-Content-Type-Options", "nosniff")
-	// The checkout id is in the page's address: the merchant's site behind "Continue"
-	// learns it from the redirect's query, never from a Referer.
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
-}
-
 // renderPage writes a hosted page. It renders into a buffer first, so a template
 // error is the generic 500, never half a page.
 func (s *Server) renderPage(c echo.Context, name string, p hostedPage) error {
@@ -131,7 +114,7 @@ func (s *Server) renderPage(c echo.Context, name string, p hostedPage) error {
 func (s *Server) renderPageStatus(c echo.Context, status int, name string, p hostedPage) error {
 	t, ok := pageTemplates[name]
 	if !ok {
-		return errInternal
+		return edge.ErrInternal
 	}
 	p.Sandbox = s.cfg.Environment == "sandbox"
 	var buf bytes.Buffer
@@ -139,7 +122,7 @@ func (s *Server) renderPageStatus(c echo.Context, status int, name string, p hos
 		return err
 	}
 	h := c.Response().Header()
-	pageHeaders(h)
+	edge.PageHeaders(h)
 	// A page carries a fresh signature and the session's live state: never cached.
 	h.Set("Cache-Control", "no-store")
 	return c.HTMLBlob(status, buf.Bytes())
@@ -151,10 +134,10 @@ func (s *Server) renderPageStatus(c echo.Context, status int, name string, p hos
 func (s *Server) serveStatic(c echo.Context) error {
 	a, ok := staticAssets[c.Param("name")]
 	if !ok {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
 	h := c.Response().Header()
-	pageHeaders(h)
+	edge.PageHeaders(h)
 	if c.QueryParam("v") == a.version {
 		h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {

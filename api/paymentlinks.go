@@ -13,6 +13,7 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -82,7 +83,7 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 			return err
 		}
 		if !linkCurrencies[v] {
-			return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+			return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 		}
 		l.Currency = v
 	}
@@ -93,10 +94,10 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		}
 		cents, err := a.Cents()
 		if err != nil || a.Sign() < 0 {
-			return invalid("amount", "Amount must be 0 (the customer enters it) or greater.")
+			return edge.Invalid("amount", "Amount must be 0 (the customer enters it) or greater.")
 		}
 		if cents%100 != 0 {
-			return invalid("amount", "Amount must be a whole number of "+l.Currency+" (no cents).")
+			return edge.Invalid("amount", "Amount must be a whole number of "+l.Currency+" (no cents).")
 		}
 		l.Amount = cents / 100
 	}
@@ -119,7 +120,7 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 			return err
 		}
 		if v != tariff.BusinessPays && v != tariff.CustomerPays {
-			return invalid(f.name, f.name+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid(f.name, f.name+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		*f.dst = v
 	}
@@ -148,7 +149,7 @@ func (s *Server) createPaymentLink(c echo.Context) error {
 	if _, err := b.str("title", true, 140, namePattern); err != nil {
 		return err
 	}
-	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: principal(c).MerchantID, IsActive: true, Currency: "KES",
+	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, Currency: "KES",
 		MobileTarrif: tariff.BusinessPays, CardTarrif: tariff.BusinessPays, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	if err := s.readLinkFields(b, &l); err != nil {
 		return err
@@ -166,7 +167,7 @@ func (s *Server) listPaymentLinks(c echo.Context) error {
 		return err
 	}
 	links, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.PaymentLink, int, error) {
-		return storage.ListPaymentLinks(c.Request().Context(), q, principal(c).MerchantID, p.size, p.offset())
+		return storage.ListPaymentLinks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, p.size, p.offset())
 	})
 	if err != nil {
 		return err
@@ -178,10 +179,10 @@ func (s *Server) listPaymentLinks(c echo.Context) error {
 	return c.JSON(http.StatusOK, p.list(c, total, out))
 }
 
-func linkNotFound() *Error { return notFound("Payment link not found.") }
+func linkNotFound() *edge.Error { return edge.NotFound("Payment link not found.") }
 
 func (s *Server) getPaymentLink(c echo.Context) error {
-	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("link_id"))
+	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("link_id"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return linkNotFound()
 	}
@@ -213,7 +214,7 @@ func (s *Server) deactivatePaymentLink(c echo.Context) error {
 }
 
 func (s *Server) changeLink(c echo.Context, change func(*storage.PaymentLink) error) error {
-	l, err := storage.UpdatePaymentLink(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("link_id"), change)
+	l, err := storage.UpdatePaymentLink(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("link_id"), change)
 	if errors.Is(err, storage.ErrNotFound) {
 		return linkNotFound()
 	}
@@ -226,15 +227,15 @@ func (s *Server) changeLink(c echo.Context, change func(*storage.PaymentLink) er
 // linkRefusal says why a link takes no payment now, nil when it does. Payments in
 // flight (within their storage.LinkHolds) count against the limit: they may still
 // complete.
-func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *Error {
+func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *edge.Error {
 	if !l.IsActive {
-		return clientError(http.StatusBadRequest, "payment_link_inactive", "This payment link is not accepting payments.")
+		return edge.ClientError(http.StatusBadRequest, "payment_link_inactive", "This payment link is not accepting payments.")
 	}
 	if l.UsageLimit > 0 && u.Completed >= l.UsageLimit {
-		return clientError(http.StatusBadRequest, "payment_link_limit_reached", "This payment link has reached its limit of payments.")
+		return edge.ClientError(http.StatusBadRequest, "payment_link_limit_reached", "This payment link has reached its limit of payments.")
 	}
 	if l.UsageLimit > 0 && u.Completed+u.InFlight >= l.UsageLimit {
-		return clientError(http.StatusBadRequest, "payment_link_busy",
+		return edge.ClientError(http.StatusBadRequest, "payment_link_busy",
 			"Other payments through this link are in progress and would reach its limit. Please try again in a few minutes.")
 	}
 	return nil
@@ -350,7 +351,7 @@ func (s *Server) paymentLinkQR(c echo.Context) error {
 		return err
 	}
 	h := c.Response().Header()
-	pageHeaders(h)
+	edge.PageHeaders(h)
 	// The image only ever shows the link's address, fixed for the link's life.
 	h.Set("Cache-Control", "public, max-age=86400")
 	return c.Blob(http.StatusOK, "image/png", png)
@@ -376,7 +377,7 @@ func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*lin
 		return nil, err
 	}
 	ctx := c.Request().Context()
-	co, err := storage.GetCheckout(ctx, s.db, principal(c).MerchantID, cmd.CheckoutID)
+	co, err := storage.GetCheckout(ctx, s.db, edge.PrincipalOf(c).MerchantID, cmd.CheckoutID)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +394,7 @@ func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*lin
 		}
 		if co.Amount == nil || !co.Amount.Equal(money.FromUnits(l.Amount*100)) || co.Currency != l.Currency ||
 			co.MobileTarrif != l.MobileTarrif || co.CardTarrif != l.CardTarrif {
-			return clientError(http.StatusConflict, "payment_link_changed",
+			return edge.ClientError(http.StatusConflict, "payment_link_changed",
 				"The payment link was changed since this page was opened. Please reload the page.")
 		}
 		return nil
@@ -414,7 +415,7 @@ func (u *linkUse) settled(inv invoice.State) {
 	}
 	if err := storage.SettleLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID, inv.InvoiceID); err != nil {
 		// The use stays on the generated id: it counts as in flight for LinkHolds.Send.
-		u.s.log.Error("settle payment link use", "request_id", requestID(u.c), "err", err)
+		u.s.log.Error("settle payment link use", "request_id", edge.RequestID(u.c), "err", err)
 	}
 }
 
@@ -424,7 +425,7 @@ func (u *linkUse) refused() {
 		return
 	}
 	if err := storage.ReleaseLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID); err != nil {
-		u.s.log.Error("release payment link use", "request_id", requestID(u.c), "err", err)
+		u.s.log.Error("release payment link use", "request_id", edge.RequestID(u.c), "err", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/outbound/mail"
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -93,14 +94,14 @@ func (s *Server) createPayRequest(c echo.Context) error {
 		return err
 	}
 	if !wallet.Currencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
 	amount, hasAmount, err := b.amount("amount", false)
 	if err != nil {
 		return err
 	}
 	if hasAmount && amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
+		return edge.Invalid("amount", "Amount must be greater than 0.")
 	}
 	if hasAmount {
 		if err := s.payableAmount(currency, amount); err != nil {
@@ -115,7 +116,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	if raw, ok := b["autosend_reminder"]; ok && string(raw) != "null" {
 		d, err := strconv.Atoi(strings.Trim(string(raw), `"`))
 		if err != nil || !reminderDays[d] {
-			return invalid("autosend_reminder", "autosend_reminder must be 0, 1, 2, 3 or 7.")
+			return edge.Invalid("autosend_reminder", "autosend_reminder must be 0, 1, 2, 3 or 7.")
 		}
 		days = d
 	}
@@ -128,11 +129,11 @@ func (s *Server) createPayRequest(c echo.Context) error {
 			return err
 		}
 		if v != "" && v != "BUSINESS-PAYS" && v != "CUSTOMER-PAYS" {
-			return invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		tariffs[f] = tarOrDefault(v)
 	}
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: p.MerchantID, Currency: currency, Email: &email,
 		CardTarrif: tariffs["card_tarrif"], MobileTarrif: tariffs["mobile_tarrif"], FirstName: &first, LastName: &last,
@@ -169,10 +170,10 @@ func (s *Server) createPayRequest(c echo.Context) error {
 
 func (s *Server) getPayRequest(c echo.Context) error {
 	ctx := c.Request().Context()
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	pr, err := storage.GetPayRequest(ctx, s.db, p.MerchantID, c.Param("request_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Pay request not found.")
+		return edge.NotFound("Pay request not found.")
 	}
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
 
 type sandboxMailJSON struct {
@@ -29,7 +31,7 @@ type sandboxMailJSON struct {
 func (s *Server) sandboxMail(c echo.Context) error {
 	out := []sandboxMailJSON{}
 	if s.sink != nil {
-		merchant := principal(c).MerchantID
+		merchant := edge.PrincipalOf(c).MerchantID
 		for _, m := range s.sink.Messages() {
 			msg, err := mail.ReadMessage(strings.NewReader(string(m.Data)))
 			if err != nil || msg.Header.Get("X-Paysvc-Merchant") != merchant {

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -143,11 +144,11 @@ type subscribeView struct {
 func (s *Server) publicPlan(c echo.Context) (storage.Plan, storage.Merchant, error) {
 	id := c.Param("plan_id")
 	if !planIDPattern.MatchString(id) {
-		return storage.Plan{}, storage.Merchant{}, notFound(capPlan.missing)
+		return storage.Plan{}, storage.Merchant{}, edge.NotFound(capPlan.missing)
 	}
 	p, err := storage.PlanByID(c.Request().Context(), s.db, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return p, storage.Merchant{}, notFound(capPlan.missing)
+		return p, storage.Merchant{}, edge.NotFound(capPlan.missing)
 	}
 	if err != nil {
 		return p, storage.Merchant{}, err
@@ -180,7 +181,7 @@ func (s *Server) planSubscribe(c echo.Context) error {
 	}
 	if s.cfg.Environment != "sandbox" {
 		// A subscription whose card cannot be set up would only wait forever.
-		return clientError(http.StatusBadRequest, "method_unavailable", "Subscribing is not available on this server yet: no card acquirer is connected.")
+		return edge.ClientError(http.StatusBadRequest, "method_unavailable", "Subscribing is not available on this server yet: no card acquirer is connected.")
 	}
 	b, err := readBody(c)
 	if err != nil {
@@ -191,7 +192,7 @@ func (s *Server) planSubscribe(c echo.Context) error {
 		return err
 	}
 	if !emailPattern.MatchString(u.Email) {
-		return invalid("email", "Enter a valid email address.")
+		return edge.Invalid("email", "Enter a valid email address.")
 	}
 	for _, f := range []string{"first_name", "last_name"} {
 		v, err := b.str(f, true, customerNameMax, namePattern)
@@ -211,7 +212,7 @@ func (s *Server) planSubscribe(c echo.Context) error {
 	if country != "" {
 		country = strings.ToUpper(country)
 		if !iso3166[country] {
-			return invalid("country", "country must be an ISO 3166-1 alpha-2 code, e.g. KE, US, GB.")
+			return edge.Invalid("country", "country must be an ISO 3166-1 alpha-2 code, e.g. KE, US, GB.")
 		}
 		if (country == "US" || country == "CA" || country == "GB") && zipcode == "" {
 			return errZipcodeRequired
@@ -232,7 +233,7 @@ func (s *Server) planSubscribe(c echo.Context) error {
 		return err
 	}
 	// The command is the merchant's, issued for it as the setup endpoint does.
-	c.Set(ctxPrincipal, &Principal{MerchantID: m.MerchantID, Kind: "subscribe"})
+	edge.SetPrincipal(c, &edge.Principal{MerchantID: m.MerchantID, Kind: "subscribe"})
 	r, err := s.issueSubscriptionCreate(c, m.MerchantID, newSubscription{plan: p, customer: cu,
 		start: subscription.Today(time.Now()), redirect: deref(p.RedirectURL)})
 	if err != nil {

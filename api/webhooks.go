@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/outbound/webhooks"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 			// The checks' own words about the merchant's URL (no lookups are made at
 			// this point), without the Go package prefixes.
 			msg := strings.ReplaceAll(err.Error(), "outbound: ", "")
-			return invalid("endpoint", "Invalid endpoint: "+msg+".")
+			return edge.Invalid("endpoint", "Invalid endpoint: "+msg+".")
 		}
 		w.Endpoint = ep
 	}
@@ -73,7 +74,7 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 			return err
 		}
 		if len(ch) < 8 {
-			return invalid("challenge", "The challenge (signing secret) must be at least 8 characters.")
+			return edge.Invalid("challenge", "The challenge (signing secret) must be at least 8 characters.")
 		}
 		w.Challenge = ch
 	}
@@ -96,7 +97,7 @@ func (s *Server) listWebhooks(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Webhook, int, error) {
-		return storage.ListWebhooks(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return storage.ListWebhooks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -114,7 +115,7 @@ func (s *Server) createWebhook(c echo.Context) error {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	w := storage.Webhook{MerchantID: principal(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
+	w := storage.Webhook{MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
 	if err := s.applyWebhookFields(b, &w, true); err != nil {
 		return err
 	}
@@ -131,9 +132,9 @@ func (s *Server) createWebhook(c echo.Context) error {
 }
 
 func (s *Server) pathWebhook(c echo.Context) (storage.Webhook, error) {
-	w, err := storage.GetWebhook(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("webhook_id"))
+	w, err := storage.GetWebhook(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("webhook_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return w, notFound("Webhook not found.")
+		return w, edge.NotFound("Webhook not found.")
 	}
 	return w, err
 }
@@ -216,9 +217,9 @@ func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook) error {
 }
 
 func (s *Server) deleteWebhook(c echo.Context) error {
-	err := storage.DeleteWebhook(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("webhook_id"))
+	err := storage.DeleteWebhook(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("webhook_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Webhook not found.")
+		return edge.NotFound("Webhook not found.")
 	}
 	if err != nil {
 		return err

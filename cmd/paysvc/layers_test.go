@@ -33,11 +33,15 @@ var layers = []struct {
 	{"actors/rails", "rails", []string{"storage", "topics", "values"}},
 	{"actors/outbound", "outbound", []string{"storage", "topics", "values"}},
 	{"actors", "actors", nil},
-	{"api", "api", []string{"aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
+	// The product surfaces' shared edge (principal, permissions, key format, the
+	// error shape, request ids, page headers): what the JSON API and the console
+	// both name, so neither imports the other for it.
+	{"api/edge", "edge", []string{"values"}},
+	{"api", "api", []string{"edge", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
 	// Commands wire everything, except that none links the load generator: it is
 	// its own command (cmd/paysvc-bench), so the service binary carries no bench
 	// code (TestLayers also checks paysvc's whole dependency list).
-	{"cmd", "cmd", []string{"aggregates", "engine", "rails", "outbound", "actors", "api", "storage", "topics", "values"}},
+	{"cmd", "cmd", []string{"aggregates", "engine", "rails", "outbound", "actors", "api", "edge", "storage", "topics", "values"}},
 	{"cmd/paysvc-bench", "bench", []string{"*"}},
 	{"ops", "ops", []string{"*"}},
 }
