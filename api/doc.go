@@ -19,13 +19,14 @@
 //     local URL, and the embedded SMTP sink's mail (GET /api/v1/sandbox/mail);
 //   - the providers' callbacks (Daraja STK and B2C), authenticated by the secret
 //     token in their path.
-//   - the merchant console at /console/ (console.go, console_pages.go,
-//     console_session.go; templates in console/): HTML pages behind a server-side
-//     session that a secret key became at sign-in. It writes nothing itself: each
-//     action calls one of the API's own routes in-process with the session's
-//     principal, so permissions, Idempotency-Key and commands are the API's. Its
-//     pages and forms answer HTML, and its refusals before a session exists (a
-//     cross-site form) are the JSON error shape.
+//   - the merchant console at /console/, which is package api/console: this
+//     package builds it with the API's own handler, key check and page assets,
+//     and mounts its routes in the route table; every action it takes is a call
+//     of one of the API's routes in-process with the session's principal.
+//
+// What the API and the console share (the principal, the permission catalogue,
+// the key format, the error shape, request ids, the pages' security headers) is
+// package api/edge.
 //
 // Every route declares who may call it in routes() (server.go): docs/security.md's
 // route table lists them, and a test keeps the two in step.

@@ -36,7 +36,7 @@ const (
 	// kindOpen: no credential (the checkout page, bank codes, health).
 	kindOpen
 	// kindConsole: a merchant console page or form, with the session cookie that a
-	// secret key became at sign-in (console_session.go); the page's own need is
+	// secret key became at sign-in (api/console, session.go); the page's own need is
 	// checked by the console, and every action by the API route it calls.
 	kindConsole
 )
@@ -123,7 +123,7 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 	case kindCallback:
 		mw = []echo.MiddlewareFunc{s.limitCallback}
 	case kindConsole:
-		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, s.authConsole, s.limitPrincipal}
+		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, s.console.Authenticate, s.limitPrincipal}
 	default:
 		auth := map[routeKind]echo.MiddlewareFunc{kindSecret: s.authSecret, kindPublicOrSecret: s.authPublicOrSecret,
 			kindCollection: s.authCollection, kindStatus: s.authStatus, kindPublicKey: s.authPublicOnly,

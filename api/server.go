@@ -19,6 +19,7 @@ import (
 	"paysvc/actors/outbound/mail"
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/actors/values/ids"
+	"paysvc/api/console"
 	"paysvc/api/edge"
 	"paysvc/api/openapi"
 	"paysvc/storage"
@@ -182,6 +183,7 @@ type Server struct {
 	validateEndpoint func(string) error
 	webhookClient    *outbound.Client // replays
 	listen           *listenHub       // sandbox listen streams (listen.go)
+	console          *console.Console // the merchant console at /console/
 	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
 	declared map[string]access
 	// openapi is the description of the routes, built from declared (openapi.go).
@@ -222,6 +224,18 @@ func New(cfg Config, d Deps) *Server {
 	// SDKs turn a redirected POST into a GET, and one of them follows no redirects.
 	e.Pre(middleware.RemoveTrailingSlash())
 	e.Use(s.requestID, s.traceRequest, s.observe, s.recoverPanics, s.connectionClose, s.limitBody, s.refuseUnstorable)
+	s.console = console.New(console.Config{Environment: cfg.Environment, PublicBaseURL: cfg.PublicBaseURL, Idle: cfg.ConsoleIdle,
+		MaxAge: cfg.ConsoleMaxAge}, console.Deps{
+		DB:  d.DB,
+		API: e,
+		Verify: func(ctx context.Context, key string) (*edge.Principal, *edge.Error) {
+			return s.auth.verify(ctx, key, "secret")
+		},
+		ForgetKey: s.auth.cache.forget,
+		Asset:     assetURL,
+		PlanURL:   s.planURL,
+		LinkURL:   s.linkURL,
+	})
 	s.routes(e)
 	s.openapi = s.describeRoutes()
 	s.echo = e
@@ -367,9 +381,15 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
 	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
 
-	// The merchant console (console.go): its own pages and forms behind a session;
-	// every action it takes calls one of the routes above.
-	s.consoleRoutes(e)
+	// The merchant console (package api/console): its own pages and forms behind a
+	// session; every action it takes calls one of the routes above.
+	s.console.Routes(func(method, path string, h echo.HandlerFunc, session bool) {
+		a := open
+		if session {
+			a = access{kind: kindConsole}
+		}
+		r(method, path, h, a)
+	})
 
 	// Unknown paths: 404, rate limited by address like every public route.
 	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return edge.NotFound("Not found.") }, open)

@@ -37,7 +37,11 @@ var layers = []struct {
 	// error shape, request ids, page headers): what the JSON API and the console
 	// both name, so neither imports the other for it.
 	{"api/edge", "edge", []string{"values"}},
-	{"api", "api", []string{"edge", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
+	// The merchant console: pages over storage reads and, for everything it does,
+	// calls of the JSON API's routes through the handler it is given, so it never
+	// imports api. It names the refund reasons its form offers.
+	{"api/console", "console", []string{"edge", "storage", "values", "paysvc/actors/aggregates/refund"}},
+	{"api", "api", []string{"edge", "console", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
 	// Commands wire everything, except that none links the load generator: it is
 	// its own command (cmd/paysvc-bench), so the service binary carries no bench
 	// code (TestLayers also checks paysvc's whole dependency list).

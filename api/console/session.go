@@ -1,4 +1,4 @@
-package api
+package console
 
 import (
 	"crypto/sha256"
@@ -25,11 +25,6 @@ import (
 // merchant ends the session at once. Unsafe methods need the session's
 // synchroniser token in the form and a same-origin request (Origin and
 // Sec-Fetch-Site).
-
-// consolePrincipalKey carries a console session's principal into the API route a
-// console action calls (verifyBearer). A context value: no request from outside
-// can set it.
-type consolePrincipalKey struct{}
 
 const (
 	ctxConsole = "paysvc.console" // *consoleSession
@@ -61,7 +56,7 @@ func consoleOf(c echo.Context) *consoleSession {
 // paysvc sees is plain http (r.TLS is nil) though the browser's is https, and a
 // session cookie set without Secure there would also be sent, and could be
 // planted, over plain http to that host.
-func (s *Server) consoleHTTPS() bool {
+func (s *Console) consoleHTTPS() bool {
 	return s.cfg.Environment == "live" || strings.HasPrefix(strings.ToLower(s.cfg.PublicBaseURL), "https://")
 }
 
@@ -71,7 +66,7 @@ func (s *Server) consoleHTTPS() bool {
 // for this host exactly, at path /, so neither a sibling subdomain nor a plain-http
 // answer can set or replace it. Only a sandbox reached over plain http (local
 // development) keeps the unprefixed name, which a browser would not accept there.
-func (s *Server) consoleCookieName() string {
+func (s *Console) consoleCookieName() string {
 	switch {
 	case s.cfg.Environment == "live":
 		return "__Host-console_session"
@@ -81,7 +76,7 @@ func (s *Server) consoleCookieName() string {
 	return "console_session"
 }
 
-func (s *Server) consoleCookie(c echo.Context, name, value string, maxAge int) *http.Cookie {
+func (s *Console) consoleCookie(c echo.Context, name, value string, maxAge int) *http.Cookie {
 	path := "/console"
 	https := s.consoleHTTPS()
 	if https {
@@ -100,7 +95,7 @@ func sha256Of(token string) []byte {
 // unsafe request comes from. Sec-Fetch-Site, when sent, must be same-origin; Origin
 // must be sent and name this host (and https on a live server). A request with
 // neither is refused: every browser that can hold the cookie sends Origin on POST.
-func (s *Server) sameOrigin(r *http.Request) bool {
+func (s *Console) sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		return false
 	}
@@ -133,10 +128,10 @@ func toSignIn(c echo.Context, reason string) error {
 	return c.Redirect(http.StatusSeeOther, target)
 }
 
-// authConsole admits a request with a live session of this server's environment,
+// Authenticate admits a request with a live session of this server's environment,
 // whose key is still a valid secret key of an enabled merchant; for an unsafe
 // method, from this origin with the session's form token.
-func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Console) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if unsafeMethod(r.Method) && !s.sameOrigin(r) {
@@ -147,7 +142,7 @@ func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
 			return toSignIn(c, "")
 		}
 		h := sha256Of(ck.Value)
-		sess, err := storage.TouchConsoleSession(r.Context(), s.db, h, s.cfg.ConsoleIdle, s.cfg.ConsoleMaxAge)
+		sess, err := storage.TouchConsoleSession(r.Context(), s.db, h, s.cfg.Idle, s.cfg.MaxAge)
 		if errors.Is(err, storage.ErrNotFound) {
 			c.SetCookie(s.consoleCookie(c, s.consoleCookieName(), "", -1))
 			return toSignIn(c, "expired")
@@ -200,13 +195,13 @@ var signInMessages = map[string]string{
 // consoleSignInPage shows the sign-in form. Its pre-session token (a cookie and the
 // same value in the form) with the origin check refuses a sign-in posted from
 // another site, which could otherwise sign the merchant into someone else's account.
-func (s *Server) consoleSignInPage(c echo.Context) error {
+func (s *Console) consoleSignInPage(c echo.Context) error {
 	pre := ids.Secret()
 	c.SetCookie(s.consoleCookie(c, consoleSignInCookie, pre, 3600))
 	return s.renderSignIn(c, http.StatusOK, pre, signInMessages[c.QueryParam("reason")], "")
 }
 
-func (s *Server) renderSignIn(c echo.Context, status int, pre, notice, problem string) error {
+func (s *Console) renderSignIn(c echo.Context, status int, pre, notice, problem string) error {
 	return s.renderConsole(c, status, "sign-in", consoleView{Title: "Sign in", CSRF: pre,
 		Data: map[string]string{"Notice": notice, "Problem": problem}})
 }
@@ -215,7 +210,7 @@ func (s *Server) renderSignIn(c echo.Context, status int, pre, notice, problem s
 // the API checks a Bearer key (environment, revocation, merchant enabled) and is
 // never stored or sent back. A session id the browser brought is never adopted: it
 // is ended, and a fresh token is issued (session fixation).
-func (s *Server) consoleSignIn(c echo.Context) error {
+func (s *Console) consoleSignIn(c echo.Context) error {
 	r := c.Request()
 	if !s.sameOrigin(r) {
 		return errCSRF
@@ -234,7 +229,7 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 	if key == "" || len(key) > 200 {
 		return s.renderSignIn(c, http.StatusUnauthorized, pre.Value, "", "Enter a secret key.")
 	}
-	p, e := s.auth.verify(ctx, key, "secret")
+	p, e := s.verify(ctx, key)
 	if e != nil {
 		if e.Status >= 500 {
 			return e
@@ -245,10 +240,10 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 		}
 		return s.renderSignIn(c, e.Status, pre.Value, "", msg)
 	}
-	if err := storage.DeleteExpiredConsoleSessions(ctx, s.db, s.cfg.ConsoleIdle, s.cfg.ConsoleMaxAge); err != nil {
+	if err := storage.DeleteExpiredConsoleSessions(ctx, s.db, s.cfg.Idle, s.cfg.MaxAge); err != nil {
 		return err
 	}
-	if err := storage.DeleteOldConsoleFormUses(ctx, s.db, s.cfg.ConsoleMaxAge); err != nil {
+	if err := storage.DeleteOldConsoleFormUses(ctx, s.db, s.cfg.MaxAge); err != nil {
 		return err
 	}
 	token := ids.Secret()
@@ -256,13 +251,13 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 		return err
 	}
 	c.SetCookie(s.consoleCookie(c, consoleSignInCookie, "", -1))
-	c.SetCookie(s.consoleCookie(c, s.consoleCookieName(), token, int(s.cfg.ConsoleMaxAge/time.Second)))
+	c.SetCookie(s.consoleCookie(c, s.consoleCookieName(), token, int(s.cfg.MaxAge/time.Second)))
 	return c.Redirect(http.StatusSeeOther, consoleHome)
 }
 
 // consoleSignOut ends the session server-side, so the cookie is worthless even if a
 // copy of it survives in the browser.
-func (s *Server) consoleSignOut(c echo.Context) error {
+func (s *Console) consoleSignOut(c echo.Context) error {
 	if err := storage.DeleteConsoleSession(c.Request().Context(), s.db, consoleOf(c).tokenHash); err != nil {
 		return err
 	}
