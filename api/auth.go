@@ -134,14 +134,14 @@ func publicKey(c echo.Context) string {
 			return v
 		}
 	}
-	// The body's text is judged after authentication (readBody in the handler), so a
+	// The body's text is judged after authentication (edge.ReadBody in the handler), so a
 	// bad field is a 400 naming it, not a missing key.
-	raw, err := unreadBody(c)
+	raw, err := edge.UnreadBody(c)
 	if err != nil {
 		return ""
 	}
-	if b, err := parseBody(raw); err == nil {
-		if v, err := b.str("public_key", false, 200, nil); err == nil {
+	if b, err := edge.ParseBody(raw); err == nil {
+		if v, err := b.Str("public_key", false, 200, nil); err == nil {
 			return v
 		}
 	}
@@ -259,11 +259,11 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 	public := s.authPublicOrSecret(next)
 	return func(c echo.Context) error {
 		if c.Request().Header.Get("Authorization") == "" {
-			b, err := readBody(c)
+			b, err := edge.ReadBody(c)
 			if err != nil {
 				return err
 			}
-			if sig, err := b.str("signature", false, 1024, nil); err != nil {
+			if sig, err := b.Str("signature", false, 1024, nil); err != nil {
 				return err
 			} else if sig != "" {
 				claims, err := s.verifySignature(c.Request().Context(), sig)
@@ -288,22 +288,22 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 	either := s.authPublicOrSecret(next)
 	return func(c echo.Context) error {
-		b, err := readBody(c)
+		b, err := edge.ReadBody(c)
 		if err != nil {
 			return err
 		}
 		if c.Request().Header.Get("Authorization") != "" {
-			if b.has("public_key") {
+			if b.Has("public_key") {
 				return edge.Invalid("public_key", "Use either a secret key (Bearer) or public_key, not both.")
 			}
 			return either(c)
 		}
-		if publicKey(c) == "" && b.has("signature") {
-			sig, err := b.str("signature", true, 1024, nil)
+		if publicKey(c) == "" && b.Has("signature") {
+			sig, err := b.Str("signature", true, 1024, nil)
 			if err != nil {
 				return err
 			}
-			checkout, err := b.str("checkout_id", true, 64, nil)
+			checkout, err := b.Str("checkout_id", true, 64, nil)
 			if err != nil {
 				return err
 			}

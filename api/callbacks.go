@@ -50,7 +50,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	if named != "" && !callbackInvoiceRE.MatchString(named) {
 		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}

@@ -53,8 +53,8 @@ func cardNetwork(pan string) string {
 // readCardFields validates card_number (digits, Luhn), expiry (MM/YY, not past)
 // and cvv, and returns the number without spaces. The caller keeps only what it
 // must (last four digits, network, a masked number): never the number or the CVV.
-func readCardFields(b body) (string, error) {
-	pan, err := b.str("card_number", true, 23, nil)
+func readCardFields(b edge.Body) (string, error) {
+	pan, err := b.Str("card_number", true, 23, nil)
 	if err != nil {
 		return "", err
 	}
@@ -62,7 +62,7 @@ func readCardFields(b body) (string, error) {
 	if !panPattern.MatchString(pan) || !luhn(pan) {
 		return "", edge.Invalid("card_number", "Enter a valid card number.")
 	}
-	exp, err := b.str("expiry", true, 5, nil)
+	exp, err := b.Str("expiry", true, 5, nil)
 	if err != nil {
 		return "", err
 	}
@@ -75,7 +75,7 @@ func readCardFields(b body) (string, error) {
 	if time.Date(2000+year, time.Month(month)+1, 1, 0, 0, 0, 0, time.UTC).Before(time.Now()) {
 		return "", edge.Invalid("expiry", "The card has expired.")
 	}
-	if cvv, err := b.str("cvv", true, 4, nil); err != nil {
+	if cvv, err := b.Str("cvv", true, 4, nil); err != nil {
 		return "", err
 	} else if !cvvPattern.MatchString(cvv) {
 		return "", edge.Invalid("cvv", "Enter the 3 or 4 digit security code.")
@@ -92,7 +92,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 		// No live card acquirer is connected: refuse rather than leave invoices pending.
 		return edge.ClientError(http.StatusBadRequest, "method_unavailable", "Card payments are not available on this server yet.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -104,11 +104,11 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", false, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
-	tar, err := b.str("card_tarrif", false, 20, nil)
+	tar, err := b.Str("card_tarrif", false, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 		// The session's tariff, whatever the request says (the page is public).
 		tar = target.checkout.CardTarrif
 	}
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.text("phone_number", false, 20, nil)
+	phone, err := b.Text("phone_number", false, 20, nil)
 	if err != nil {
 		return err
 	}

@@ -59,18 +59,18 @@ func (s *Server) renderCheckout(c echo.Context, co storage.Checkout) (checkoutJS
 // createCheckout creates a checkout session (public key only). With unique_api_ref
 // and an existing session of the same api_ref, that session is returned instead.
 func (s *Server) createCheckout(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	currency, err := b.Str("currency", true, 3, nil)
 	if err != nil {
 		return err
 	}
 	if !checkoutCurrencies[currency] {
 		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP, UGX, TZS.")
 	}
-	amount, ok, err := b.amount("amount", true)
+	amount, ok, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
@@ -83,17 +83,17 @@ func (s *Server) createCheckout(c echo.Context) error {
 	if err := s.payableAmount(currency, amount); err != nil {
 		return err
 	}
-	email, err := b.str("email", false, 254, emailPattern)
+	email, err := b.Str("email", false, 254, emailPattern)
 	if err != nil {
 		return err
 	}
-	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", false, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
 	tariffs := map[string]string{}
 	for _, f := range []string{"card_tarrif", "mobile_tarrif"} {
-		v, err := b.str(f, false, 20, nil)
+		v, err := b.Str(f, false, 20, nil)
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func (s *Server) createCheckout(c echo.Context) error {
 		}
 		tariffs[f] = tarOrDefault(v)
 	}
-	unique, err := b.boolean("unique_api_ref", false)
+	unique, err := b.Bool("unique_api_ref", false)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) createCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.text("phone_number", false, 20, nil)
+	phone, err := b.Text("phone_number", false, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -124,18 +124,18 @@ func (s *Server) createCheckout(c echo.Context) error {
 	// The Python SDK also sends method, callback_url and version (often null). The
 	// page offers every method and outcomes go to webhooks: they are checked and
 	// not kept (docs/api-decisions.md).
-	if _, err := b.str("method", false, 20, nil); err != nil {
+	if _, err := b.Str("method", false, 20, nil); err != nil {
 		return err
 	}
 	if _, err := readRedirectURL(b, "callback_url"); err != nil {
 		return err
 	}
-	if _, err := b.str("version", false, 20, nil); err != nil {
+	if _, err := b.Str("version", false, 20, nil); err != nil {
 		return err
 	}
 	p := edge.PrincipalOf(c)
 	ctx := c.Request().Context()
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
@@ -320,25 +320,25 @@ type paymentTarget struct {
 }
 
 // readPaymentTarget reads and checks currency, amount, email and checkout_id.
-func (s *Server) readPaymentTarget(c echo.Context, b body) (paymentTarget, error) {
+func (s *Server) readPaymentTarget(c echo.Context, b edge.Body) (paymentTarget, error) {
 	var t paymentTarget
 	var err error
-	if t.currency, err = b.str("currency", true, 3, nil); err != nil {
+	if t.currency, err = b.Str("currency", true, 3, nil); err != nil {
 		return t, err
 	}
 	if !wallet.Currencies[t.currency] && !checkoutOnlyCurrencies[t.currency] {
 		return t, edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	if t.amount, _, err = b.amount("amount", true); err != nil {
+	if t.amount, _, err = b.Amount("amount", true); err != nil {
 		return t, err
 	}
 	if t.amount.Sign() <= 0 {
 		return t, edge.Invalid("amount", "Amount must be greater than 0.")
 	}
-	if t.email, err = b.str("email", false, 254, emailPattern); err != nil {
+	if t.email, err = b.Str("email", false, 254, emailPattern); err != nil {
 		return t, err
 	}
-	if t.checkoutID, err = b.str("checkout_id", false, 64, nil); err != nil {
+	if t.checkoutID, err = b.Str("checkout_id", false, 64, nil); err != nil {
 		return t, err
 	}
 	if t.checkoutID == "" {

@@ -30,11 +30,11 @@ var (
 // customer like the STK push; amounts in USD, EUR or GBP are converted to KES at the
 // configured rates (M-Pesa settles in KES) before the KES 10..150,000 limit applies.
 func (s *Server) collection(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	method, err := b.str("method", true, 20, nil)
+	method, err := b.Str("method", true, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	apiRef, err := b.str("api_ref", true, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", true, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (s *Server) collection(c echo.Context) error {
 		return edge.Invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
 	}
 	sessionPhone := target.checkout != nil && target.checkout.PhoneNumber != nil
-	phone, err := b.text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
+	phone, err := b.Text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) collection(c echo.Context) error {
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
 		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {
-		tar, err := b.str("bank_tarrif", false, 20, nil)
+		tar, err := b.Str("bank_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (s *Server) collection(c echo.Context) error {
 		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
 		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
 	} else {
-		tar, err := b.str("mobile_tarrif", false, 20, nil)
+		tar, err := b.Str("mobile_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}

@@ -38,17 +38,17 @@ var customerFields = []struct {
 
 // readCustomer reads the payer's details. comment is the body field that carries
 // the customer's comment ("comment" on a checkout; "" where none is taken).
-func readCustomer(b body, comment string) (topics.PaymentCustomer, error) {
+func readCustomer(b edge.Body, comment string) (topics.PaymentCustomer, error) {
 	var c topics.PaymentCustomer
 	for _, f := range customerFields {
-		v, err := b.str(f.name, false, f.max, f.pattern)
+		v, err := b.Str(f.name, false, f.max, f.pattern)
 		if err != nil {
 			return c, err
 		}
 		f.set(&c, v)
 	}
 	if comment != "" {
-		v, err := b.str(comment, false, 255, commentPattern)
+		v, err := b.Str(comment, false, 255, commentPattern)
 		if err != nil {
 			return c, err
 		}
@@ -60,8 +60,8 @@ func readCustomer(b body, comment string) (topics.PaymentCustomer, error) {
 // readFullName reads the Python SDK's single `name` (its STK push sends one) into
 // first and last name where the request gives neither: the first word is the
 // first name, the rest the last name, each held to the names' limits.
-func readFullName(b body, c *topics.PaymentCustomer) error {
-	name, err := b.str("name", false, 91, namePattern)
+func readFullName(b edge.Body, c *topics.PaymentCustomer) error {
+	name, err := b.Str("name", false, 91, namePattern)
 	if err != nil || name == "" || c.FirstName != "" || c.LastName != "" {
 		return err
 	}
@@ -78,8 +78,8 @@ func readFullName(b body, c *topics.PaymentCustomer) error {
 }
 
 // readHost reads the invoice's origin host (the spec's pattern, at most 200).
-func readHost(b body) (string, error) {
-	return b.str("host", false, 200, hostPattern)
+func readHost(b edge.Body) (string, error) {
+	return b.Str("host", false, 200, hostPattern)
 }
 
 // withSession fills the payer details the request left out from the checkout
@@ -108,8 +108,8 @@ func withSession(c topics.PaymentCustomer, co *storage.Checkout) topics.PaymentC
 // readRedirectURL reads an absolute http(s) URL of at most 400 characters: the
 // hosted page will send the payer's browser there, so no other scheme
 // (javascript:, data:) may get in.
-func readRedirectURL(b body, field string) (string, error) {
-	v, err := b.str(field, false, 400, nil)
+func readRedirectURL(b edge.Body, field string) (string, error) {
+	v, err := b.Str(field, false, 400, nil)
 	if err != nil || v == "" {
 		return v, err
 	}

@@ -82,9 +82,9 @@ func renderCustomer(c storage.Customer) customerRecordJSON {
 // and may be left out otherwise (the /customers/ form: a payer may be known by
 // email alone), but are never blanked. Every other field: absent or null keeps the
 // stored value, "" clears it, anything else replaces it.
-func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.CustomerUpsert, error) {
+func readCustomerUpsert(c echo.Context, b edge.Body, requireNames bool) (storage.CustomerUpsert, error) {
 	u := storage.CustomerUpsert{MerchantID: edge.PrincipalOf(c).MerchantID, Fields: map[string]*string{}}
-	email, err := b.str("email", true, emailMax, nil)
+	email, err := b.Str("email", true, emailMax, nil)
 	if err != nil {
 		return u, err
 	}
@@ -93,10 +93,10 @@ func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.Cust
 	}
 	u.Email = email
 	for _, f := range []string{"first_name", "last_name"} {
-		if !requireNames && !b.has(f) {
+		if !requireNames && !b.Has(f) {
 			continue
 		}
-		v, err := b.str(f, true, customerNameMax, namePattern)
+		v, err := b.Str(f, true, customerNameMax, namePattern)
 		if err != nil {
 			return u, err
 		}
@@ -111,10 +111,10 @@ func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.Cust
 		{"city", cityMax, nil}, {"state", stateMax, nil}, {"zipcode", zipcodeMax, zipcodePattern}, {"country", 2, nil},
 	}
 	for _, f := range fields {
-		if !b.has(f.name) {
+		if !b.Has(f.name) {
 			continue
 		}
-		v, err := b.str(f.name, false, f.max, f.pattern)
+		v, err := b.Str(f.name, false, f.max, f.pattern)
 		if err != nil {
 			return u, err
 		}
@@ -147,7 +147,7 @@ func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.Cust
 var errZipcodeRequired = edge.Invalid("zipcode", "zipcode is required when country is US, CA or GB.")
 
 func (s *Server) saveCustomer(c echo.Context, requireNames bool) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}

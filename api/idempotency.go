@@ -60,7 +60,7 @@ func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.Ha
 			return edge.Invalid("Idempotency-Key", "Idempotency-Key must be printable text.")
 		}
 		p := edge.PrincipalOf(c)
-		raw, err := rawBody(c)
+		raw, err := edge.RawBody(c)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ var cardFields = map[string]bool{"cvv": true, "cvc": true, "cvv2": true, "expiry
 // card's last four digits. A body that is not a JSON object is fingerprinted as
 // one constant: the handler refuses it (400) whatever it holds.
 func cardFingerprintBody(raw []byte) []byte {
-	b, err := parseBody(raw)
+	b, err := edge.ParseBody(raw)
 	if err != nil {
 		return []byte("card route: unparsable body")
 	}
@@ -165,7 +165,7 @@ func cardFingerprintBody(raw []byte) []byte {
 
 // idempotentCommandID derives a keyed request's command id from everything that
 // makes it one operation: who (merchant and principal kind), what (method, route
-// pattern, path values), the key, and the request's hash (method, path and body).
+// pattern, path values), the key, and the request's hash (method, path and edge.Body).
 // Two requests share an id only if they are the same request with the same key.
 func idempotentCommandID(c echo.Context, p *edge.Principal, key string, hash []byte) string {
 	return ids.DeriveUUID("idem/v2", p.MerchantID, p.Kind, c.Request().Method, c.Path(),

@@ -266,11 +266,11 @@ func sseField(v string) string { return strings.NewReplacer("\r", "", "\n", "").
 // It goes through the outbox like a real event, so subscribed webhooks and listen
 // streams get it; ids start with evt_sample_ (event) and sample_ (data).
 func (s *Server) triggerEvent(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	topic, err := b.str("topic", true, 50, nil)
+	topic, err := b.Str("topic", true, 50, nil)
 	if err != nil {
 		return err
 	}

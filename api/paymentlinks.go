@@ -54,16 +54,16 @@ func (s *Server) renderLink(l storage.PaymentLink) paymentLinkJSON {
 
 // readLinkFields applies the body's fields to l: every field present is checked
 // and set, absent ones keep l's value (create starts from the defaults).
-func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
-	if b.has("title") {
-		t, err := b.str("title", true, 140, namePattern)
+func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink) error {
+	if b.Has("title") {
+		t, err := b.Str("title", true, 140, namePattern)
 		if err != nil {
 			return err
 		}
 		l.Title = t
 	}
-	if b.has("is_active") {
-		v, err := b.boolean("is_active", true)
+	if b.Has("is_active") {
+		v, err := b.Bool("is_active", true)
 		if err != nil {
 			return err
 		}
@@ -77,8 +77,8 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		}
 		l.RedirectURL = optional(v)
 	}
-	if b.has("currency") {
-		v, err := b.str("currency", true, 3, nil)
+	if b.Has("currency") {
+		v, err := b.Str("currency", true, 3, nil)
 		if err != nil {
 			return err
 		}
@@ -87,8 +87,8 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		}
 		l.Currency = v
 	}
-	if b.has("amount") {
-		a, _, err := b.amount("amount", true)
+	if b.Has("amount") {
+		a, _, err := b.Amount("amount", true)
 		if err != nil {
 			return err
 		}
@@ -101,8 +101,8 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		}
 		l.Amount = cents / 100
 	}
-	if b.has("usage_limit") {
-		n, _, err := b.integer("usage_limit", true, 0, 0, maxUsageLimit)
+	if b.Has("usage_limit") {
+		n, _, err := b.Int("usage_limit", true, 0, 0, maxUsageLimit)
 		if err != nil {
 			return err
 		}
@@ -112,10 +112,10 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		name string
 		dst  *string
 	}{{"mobile_tarrif", &l.MobileTarrif}, {"card_tarrif", &l.CardTarrif}} {
-		if !b.has(f.name) {
+		if !b.Has(f.name) {
 			continue
 		}
-		v, err := b.str(f.name, true, 20, nil)
+		v, err := b.Str(f.name, true, 20, nil)
 		if err != nil {
 			return err
 		}
@@ -142,11 +142,11 @@ func (t paymentTarget) paymentLinkID() string {
 
 // createPaymentLink creates a link (the Python SDK's paymentlinks.create).
 func (s *Server) createPaymentLink(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if _, err := b.str("title", true, 140, namePattern); err != nil {
+	if _, err := b.Str("title", true, 140, namePattern); err != nil {
 		return err
 	}
 	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, Currency: "KES",
@@ -195,12 +195,12 @@ func (s *Server) getPaymentLink(c echo.Context) error {
 // updatePaymentLink is PATCH and PUT: both change only the fields sent; PUT also
 // requires title, as a full representation always has it.
 func (s *Server) updatePaymentLink(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	if c.Request().Method == http.MethodPut {
-		if _, err := b.str("title", true, 140, namePattern); err != nil {
+		if _, err := b.Str("title", true, 140, namePattern); err != nil {
 			return err
 		}
 	}

@@ -37,7 +37,7 @@ func (s *Server) b2cResult(c echo.Context) error {
 	if !s.darajaToken(c) {
 		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (s *Server) b2cStatus(c echo.Context) error {
 	if !s.darajaToken(c) {
 		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *Server) b2cTimeout(c echo.Context) error {
 	if !s.darajaToken(c) {
 		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}

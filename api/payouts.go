@@ -51,8 +51,8 @@ var (
 )
 
 // providerOf reads and normalises the provider (INTASEND is the SDKs' name for P2P).
-func providerOf(b body) (string, error) {
-	p, err := b.str("provider", true, 20, nil)
+func providerOf(b edge.Body) (string, error) {
+	p, err := b.Str("provider", true, 20, nil)
 	if err != nil {
 		return "", err
 	}
@@ -135,11 +135,11 @@ func (s *Server) withCallbackSecret(ctx context.Context, result json.RawMessage)
 // refusal names its field (transactions[i].field for a transaction's).
 func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) {
 	var in topics.PayoutInitiate
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return in, err
 	}
-	if in.Currency, err = b.str("currency", true, 3, nil); err != nil {
+	if in.Currency, err = b.Str("currency", true, 3, nil); err != nil {
 		return in, err
 	}
 	if !wallet.Currencies[in.Currency] {
@@ -151,7 +151,7 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 	if in.Provider != payoutfile.ProviderP2P && in.Currency != "KES" {
 		return in, edge.Invalid("currency", in.Provider+" pays out in KES only; only P2P files can be in "+in.Currency+".")
 	}
-	approval, err := b.str("requires_approval", false, 3, nil)
+	approval, err := b.Str("requires_approval", false, 3, nil)
 	if err != nil {
 		return in, err
 	}
@@ -162,16 +162,16 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 	default:
 		return in, edge.Invalid("requires_approval", `requires_approval must be "YES" or "NO".`)
 	}
-	if in.WalletID, err = b.str("wallet_id", false, 40, walletIDPattern); err != nil {
+	if in.WalletID, err = b.Str("wallet_id", false, 40, walletIDPattern); err != nil {
 		return in, err
 	}
-	if in.BatchReference, err = b.str("batch_reference", false, 70, textPattern); err != nil {
+	if in.BatchReference, err = b.Str("batch_reference", false, 70, textPattern); err != nil {
 		return in, err
 	}
-	if in.DeviceID, err = b.str("device_id", false, 100, textPattern); err != nil {
+	if in.DeviceID, err = b.Str("device_id", false, 100, textPattern); err != nil {
 		return in, err
 	}
-	if in.CallbackURL, err = b.str("callback_url", false, 400, nil); err != nil {
+	if in.CallbackURL, err = b.Str("callback_url", false, 400, nil); err != nil {
 		return in, err
 	}
 	if in.CallbackURL != "" {
@@ -219,16 +219,16 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 
 func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json.RawMessage, recipients map[string]storage.Recipient) (topics.PayoutTxnIn, error) {
 	var t topics.PayoutTxnIn
-	var tb body
+	var tb edge.Body
 	if err := json.Unmarshal(raw, &tb); err != nil || tb == nil {
 		return t, edge.Invalid("", "Each transaction must be a JSON object.")
 	}
 	var err error
-	if t.Account, err = tb.text("account", true, 64, textPattern); err != nil {
+	if t.Account, err = tb.Text("account", true, 64, textPattern); err != nil {
 		return t, err
 	}
 	t.Account = strings.TrimSpace(t.Account)
-	amount, _, err := tb.amount("amount", true)
+	amount, _, err := tb.Amount("amount", true)
 	if err != nil {
 		return t, err
 	}
@@ -252,7 +252,7 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		{"bank_code", &t.BankCode, 10}, {"idempotency_key", &t.IdempotencyKey, 255},
 	}
 	for _, fl := range fields {
-		if *fl.dst, err = tb.text(fl.name, false, fl.max, textPattern); err != nil {
+		if *fl.dst, err = tb.Text(fl.name, false, fl.max, textPattern); err != nil {
 			return t, err
 		}
 	}
@@ -375,14 +375,14 @@ func (s *Server) payoutFee(provider string, amount money.Amount) (money.Amount, 
 
 // fileRef reads the file of an approve/cancel/status body: file_id or tracking_id,
 // checked against the merchant's files (another merchant's is 404).
-func (s *Server) fileRef(c echo.Context, b body, fileRequired bool) (string, error) {
-	fileID, err := b.str("file_id", false, 40, nil)
+func (s *Server) fileRef(c echo.Context, b edge.Body, fileRequired bool) (string, error) {
+	fileID, err := b.Str("file_id", false, 40, nil)
 	if err != nil {
 		return "", err
 	}
 	tracking := ""
 	if !fileRequired {
-		if tracking, err = b.str("tracking_id", false, 36, nil); err != nil {
+		if tracking, err = b.Str("tracking_id", false, 36, nil); err != nil {
 			return "", err
 		}
 	}
@@ -404,8 +404,8 @@ func (s *Server) fileRef(c echo.Context, b body, fileRequired bool) (string, err
 
 // fileRequest is the common start of approve, cancel and status: the body and the
 // merchant's file it names (the key's permission is checked with the route).
-func (s *Server) fileRequest(c echo.Context, fileRequired bool) (body, string, error) {
-	b, err := readBody(c)
+func (s *Server) fileRequest(c echo.Context, fileRequired bool) (edge.Body, string, error) {
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return nil, "", err
 	}
@@ -420,7 +420,7 @@ func (s *Server) approvePayoutFile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	nonce, err := b.str("nonce", false, 64, nil)
+	nonce, err := b.Str("nonce", false, 64, nil)
 	if err != nil {
 		return err
 	}
@@ -468,7 +468,7 @@ func (s *Server) payoutStatus(c echo.Context) error {
 // a sandbox server, and with a format check only on a live one; P2P destinations
 // are wallets of this service and of its environment, checked here.
 func (s *Server) validateAccount(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -476,15 +476,15 @@ func (s *Server) validateAccount(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	account, err := b.text("account", true, 64, textPattern)
+	account, err := b.Text("account", true, 64, textPattern)
 	if err != nil {
 		return err
 	}
-	accountType, err := b.str("account_type", false, 20, nil)
+	accountType, err := b.Str("account_type", false, 20, nil)
 	if err != nil {
 		return err
 	}
-	bankCode, err := b.text("bank_code", false, 10, nil)
+	bankCode, err := b.Text("bank_code", false, 10, nil)
 	if err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func (s *Server) validateAccount(c echo.Context) error {
 	if provider == payoutfile.ProviderP2P {
 		// Resolved as a payout resolves it; an email names a settlement wallet of
 		// currency (KES unless given).
-		currency, err := b.str("currency", false, 3, nil)
+		currency, err := b.Str("currency", false, 3, nil)
 		if err != nil {
 			return err
 		}

@@ -73,30 +73,30 @@ func renderPayRequest(pr storage.PayRequest, co storage.Checkout, url string) pa
 // once. A failed email is recorded (sent_status FAILED, failed_details), the request
 // itself is kept.
 func (s *Server) createPayRequest(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	first, err := b.str("first_name", true, 45, namePattern)
+	first, err := b.Str("first_name", true, 45, namePattern)
 	if err != nil {
 		return err
 	}
-	last, err := b.str("last_name", true, 45, namePattern)
+	last, err := b.Str("last_name", true, 45, namePattern)
 	if err != nil {
 		return err
 	}
-	email, err := b.str("email", true, 254, emailPattern)
+	email, err := b.Str("email", true, 254, emailPattern)
 	if err != nil {
 		return err
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	currency, err := b.Str("currency", true, 3, nil)
 	if err != nil {
 		return err
 	}
 	if !wallet.Currencies[currency] {
 		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	amount, hasAmount, err := b.amount("amount", false)
+	amount, hasAmount, err := b.Amount("amount", false)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 			return err
 		}
 	}
-	reason, err := b.str("reason", false, 500, nil)
+	reason, err := b.Str("reason", false, 500, nil)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	// paying request says (readPaymentTarget's callers).
 	tariffs := map[string]string{}
 	for _, f := range []string{"card_tarrif", "mobile_tarrif"} {
-		v, err := b.str(f, false, 20, nil)
+		v, err := b.Str(f, false, 20, nil)
 		if err != nil {
 			return err
 		}

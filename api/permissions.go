@@ -176,11 +176,11 @@ func permissionDenied(perm, what string) *edge.Error {
 // same command, so it needs approve_files too. A body the handler will refuse
 // anyway asks for nothing here.
 func approvalRequested(c echo.Context) (string, string) {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return "", ""
 	}
-	if v, err := b.str("requires_approval", false, 3, nil); err == nil && strings.EqualFold(v, "NO") {
+	if v, err := b.Str("requires_approval", false, 3, nil); err == nil && strings.EqualFold(v, "NO") {
 		return edge.PermApproveFiles, `initiate a payment file with requires_approval "NO", which approves it`
 	}
 	return "", ""

@@ -71,25 +71,25 @@ func (s *Server) renderPlan(p storage.Plan) planJSON {
 // created, or updated in place under its own plan_id. Fields the body leaves out
 // keep their stored values on an update and take their defaults on a creation.
 func (s *Server) upsertPlan(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	p := storage.Plan{MerchantID: edge.PrincipalOf(c).MerchantID}
-	if p.Name, err = b.str("name", true, planNameMax, nil); err != nil {
+	if p.Name, err = b.Str("name", true, planNameMax, nil); err != nil {
 		return err
 	}
 	if !planNamePattern.MatchString(p.Name) {
 		return edge.Invalid("name", "name may contain only letters and digits.")
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 {
 		return edge.Invalid("amount", "Amount must be greater than 0.")
 	}
-	if p.Currency, err = b.str("currency", true, 3, nil); err != nil {
+	if p.Currency, err = b.Str("currency", true, 3, nil); err != nil {
 		return err
 	}
 	if !wallet.Currencies[p.Currency] {
@@ -100,7 +100,7 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	}
 	p.Amount = amount
 	var given []string
-	unit, err := b.str("frequency_unit", false, 1, nil)
+	unit, err := b.Str("frequency_unit", false, 1, nil)
 	if err != nil {
 		return err
 	}
@@ -114,14 +114,14 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	if unit == "" {
 		p.FrequencyUnit = defaultFreqUnit // on creation; an update keeps the stored unit
 	}
-	if p.Frequency, _, err = b.integer("frequency", true, 0, 1, maxFrequency["D"]); err != nil {
+	if p.Frequency, _, err = b.Int("frequency", true, 0, 1, maxFrequency["D"]); err != nil {
 		return err
 	}
 	if unit != "" && p.Frequency > maxFrequency[unit] {
 		return edge.Invalid("frequency", fmt.Sprintf("frequency must be at most %d when frequency_unit is %s (%s): one interval is at most five years.",
 			maxFrequency[unit], unit, unitNames[unit]))
 	}
-	cycles, hasCycles, err := b.integer("billing_cycles", false, defaultCycles, 1, maxBillingCycles)
+	cycles, hasCycles, err := b.Int("billing_cycles", false, defaultCycles, 1, maxBillingCycles)
 	if err != nil {
 		return err
 	}
@@ -129,15 +129,15 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	if hasCycles {
 		given = append(given, "billing_cycles")
 	}
-	if b.has("reference") {
-		ref, err := b.str("reference", false, planReferenceMax, nil)
+	if b.Has("reference") {
+		ref, err := b.Str("reference", false, planReferenceMax, nil)
 		if err != nil {
 			return err
 		}
 		p.Reference, given = optional(ref), append(given, "reference")
 	}
-	if b.has("redirect_url") {
-		u, err := b.str("redirect_url", false, planRedirectMax, nil)
+	if b.Has("redirect_url") {
+		u, err := b.Str("redirect_url", false, planRedirectMax, nil)
 		if err != nil {
 			return err
 		}

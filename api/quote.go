@@ -78,11 +78,11 @@ type estimateJSON struct {
 // use. It reads nothing of the merchant's and changes nothing, so the public key
 // is enough (the Python SDK sends it).
 func (s *Server) amountEstimate(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	word, err := b.str("method", true, 20, nil)
+	word, err := b.Str("method", true, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *Server) amountEstimate(c echo.Context) error {
 	if !ok {
 		return edge.Invalid("method", "method must be M-PESA, CARD-PAYMENT or PESALINK.")
 	}
-	currency, err := b.str("currency", false, 3, nil)
+	currency, err := b.Str("currency", false, 3, nil)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (s *Server) amountEstimate(c echo.Context) error {
 	if !wallet.Currencies[currency] {
 		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
@@ -112,10 +112,10 @@ func (s *Server) amountEstimate(c echo.Context) error {
 		return edge.Invalid("method", word+" payments are not available on this server yet.")
 	}
 	tarField := "tarrif"
-	if !b.has(tarField) {
+	if !b.Has(tarField) {
 		tarField = tariffFields[method]
 	}
-	tar, err := b.str(tarField, false, 20, nil)
+	tar, err := b.Str(tarField, false, 20, nil)
 	if err != nil {
 		return err
 	}

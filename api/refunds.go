@@ -75,29 +75,29 @@ func (s *Server) getRefund(c echo.Context) error {
 }
 
 func (s *Server) createRefund(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	inv, err := b.text("invoice", true, 40, walletIDPattern)
+	inv, err := b.Text("invoice", true, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 || amount.Cmp(maxRefund) > 0 {
 		return edge.Invalid("amount", "Amount must be greater than 0 and at most "+maxRefund.String()+".")
 	}
-	reason, err := b.str("reason", true, 40, nil)
+	reason, err := b.Str("reason", true, 40, nil)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(refund.Reasons, reason) {
 		return edge.Invalid("reason", "reason must be one of: "+strings.Join(refund.Reasons, ", ")+".")
 	}
-	details, err := b.str("reason_details", false, refund.MaxReasonDetails, nil)
+	details, err := b.Str("reason_details", false, refund.MaxReasonDetails, nil)
 	if err != nil {
 		return err
 	}

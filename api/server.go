@@ -28,8 +28,6 @@ import (
 
 // Context keys.
 const (
-	ctxRawBody   = "paysvc.raw_body"
-	ctxBodyText  = "paysvc.body_text" // *edge.Error: the body's text check, nil when it passed
 	ctxCommandID = "paysvc.command_id"
 	ctxSignature = "paysvc.signature"
 )
@@ -494,17 +492,17 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		for _, v := range c.ParamValues() {
-			if !storableText(v) {
+			if !edge.StorableText(v) {
 				return edge.NotFound("Not found.")
 			}
 		}
 		for name, vs := range c.QueryParams() {
-			ok := storableText(name)
+			ok := edge.StorableText(name)
 			for _, v := range vs {
-				ok = ok && storableText(v)
+				ok = ok && edge.StorableText(v)
 			}
 			if !ok {
-				attr := safeAttr(name)
+				attr := edge.SafeAttr(name)
 				return edge.Invalid(attr, attr+": Must be valid UTF-8 text without NUL characters.")
 			}
 		}

@@ -183,29 +183,29 @@ func (s *Server) planSubscribe(c echo.Context) error {
 		// A subscription whose card cannot be set up would only wait forever.
 		return edge.ClientError(http.StatusBadRequest, "method_unavailable", "Subscribing is not available on this server yet: no card acquirer is connected.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	u := storage.CustomerUpsert{MerchantID: m.MerchantID, Fields: map[string]*string{}}
-	if u.Email, err = b.str("email", true, emailMax, nil); err != nil {
+	if u.Email, err = b.Str("email", true, emailMax, nil); err != nil {
 		return err
 	}
 	if !emailPattern.MatchString(u.Email) {
 		return edge.Invalid("email", "Enter a valid email address.")
 	}
 	for _, f := range []string{"first_name", "last_name"} {
-		v, err := b.str(f, true, customerNameMax, namePattern)
+		v, err := b.Str(f, true, customerNameMax, namePattern)
 		if err != nil {
 			return err
 		}
 		u.Fields[f] = &v
 	}
-	country, err := b.str("country", false, 2, nil)
+	country, err := b.Str("country", false, 2, nil)
 	if err != nil {
 		return err
 	}
-	zipcode, err := b.str("zipcode", false, zipcodeMax, zipcodePattern)
+	zipcode, err := b.Str("zipcode", false, zipcodeMax, zipcodePattern)
 	if err != nil {
 		return err
 	}

@@ -175,8 +175,8 @@ func (s *Server) today(ctx context.Context, merchantID, clockID string) (string,
 }
 
 // readDate reads an optional YYYY-MM-DD date that must be today or later.
-func readDate(b body, field, today string) (string, error) {
-	d, err := b.str(field, false, 10, nil)
+func readDate(b edge.Body, field, today string) (string, error) {
+	d, err := b.Str(field, false, 10, nil)
 	if err != nil || d == "" {
 		return "", err
 	}
@@ -189,8 +189,8 @@ func readDate(b body, field, today string) (string, error) {
 	return d, nil
 }
 
-func (s *Server) bodyPlan(ctx context.Context, merchantID string, b body, required bool) (*storage.Plan, error) {
-	id, err := b.str("plan_id", required, 40, nil)
+func (s *Server) bodyPlan(ctx context.Context, merchantID string, b edge.Body, required bool) (*storage.Plan, error) {
+	id, err := b.Str("plan_id", required, 40, nil)
 	if err != nil || id == "" {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func deref(p *string) string {
 func (s *Server) createSubscription(c echo.Context) error {
 	ctx := c.Request().Context()
 	merchant := edge.PrincipalOf(c).MerchantID
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (s *Server) createSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	custID, err := b.str("customer_id", true, 40, nil)
+	custID, err := b.Str("customer_id", true, 40, nil)
 	if err != nil {
 		return err
 	}
@@ -241,11 +241,11 @@ func (s *Server) createSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	reference, err := b.str("reference", false, 45, nil)
+	reference, err := b.Str("reference", false, 45, nil)
 	if err != nil {
 		return err
 	}
-	redirect, err := b.str("redirect_url", false, 2048, nil)
+	redirect, err := b.Str("redirect_url", false, 2048, nil)
 	if err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func (s *Server) createSubscription(c echo.Context) error {
 	if redirect == "" {
 		redirect = deref(plan.RedirectURL)
 	}
-	clockID, err := b.str("test_clock_id", false, 40, nil)
+	clockID, err := b.Str("test_clock_id", false, 40, nil)
 	if err != nil {
 		return err
 	}
@@ -372,7 +372,7 @@ func (s *Server) updateSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -502,7 +502,7 @@ func (s *Server) setupCard(c echo.Context) error {
 	if st.Status != subscription.StatusPending && st.Status != subscription.StatusFailed {
 		return edge.ClientError(http.StatusBadRequest, "subscription_status", "This subscription is "+st.Status+": it takes no card.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -510,7 +510,7 @@ func (s *Server) setupCard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	code, err := b.str("challenge_code", false, 12, nil)
+	code, err := b.Str("challenge_code", false, 12, nil)
 	if err != nil {
 		return err
 	}

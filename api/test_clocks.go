@@ -50,7 +50,7 @@ const testClockAhead = 5 * 365 * 24 * time.Hour
 
 // readFrozenTime reads an RFC 3339 time or a Unix timestamp (Stripe's form),
 // within the test clocks' window.
-func readFrozenTime(b body, field string) (time.Time, error) {
+func readFrozenTime(b edge.Body, field string) (time.Time, error) {
 	raw, ok := b[field]
 	if !ok || string(raw) == "null" {
 		return time.Time{}, edge.Invalid(field, field+" is required.")
@@ -60,7 +60,7 @@ func readFrozenTime(b body, field string) (time.Time, error) {
 	if sec, err := strconv.ParseInt(string(raw), 10, 64); err == nil && sec > 0 && sec < 1<<40 {
 		t = time.Unix(sec, 0).UTC()
 	} else {
-		v, err := b.str(field, true, 40, nil)
+		v, err := b.Str(field, true, 40, nil)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -80,7 +80,7 @@ func (s *Server) createTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Server) createTestClock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	name, err := b.str("name", false, 100, nil)
+	name, err := b.Str("name", false, 100, nil)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Server) advanceTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}

@@ -102,18 +102,18 @@ func (s *Server) walletTransactions(c echo.Context) error {
 }
 
 func (s *Server) createWallet(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	currency, err := b.Str("currency", true, 3, nil)
 	if err != nil {
 		return err
 	}
 	if !wallet.Currencies[currency] {
 		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	typ, err := b.str("wallet_type", false, 20, nil)
+	typ, err := b.Str("wallet_type", false, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -125,14 +125,14 @@ func (s *Server) createWallet(c echo.Context) error {
 	default:
 		return edge.Invalid("wallet_type", "wallet_type must be WORKING.")
 	}
-	label, err := b.str("label", true, 100, labelPattern)
+	label, err := b.Str("label", true, 100, labelPattern)
 	if err != nil {
 		return err
 	}
 	if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(label)), "SETTLEMENT") {
 		return edge.Invalid("label", "Labels starting with SETTLEMENT are reserved for settlement wallets.")
 	}
-	canDisburse, err := b.boolean("can_disburse", false)
+	canDisburse, err := b.Bool("can_disburse", false)
 	if err != nil {
 		return err
 	}
@@ -165,22 +165,22 @@ func (s *Server) intraTransfer(c echo.Context) error {
 	if !walletIDPattern.MatchString(from) {
 		return edge.NotFound("Wallet not found.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	to, err := b.str("wallet_id", true, 40, walletIDPattern)
+	to, err := b.Str("wallet_id", true, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 || amount.Cmp(wallet.MaxTransfer) > 0 {
 		return edge.Invalid("amount", "Amount must be greater than 0 and at most 999999.00.")
 	}
-	narrative, err := b.str("narrative", true, 200, narrativePattern)
+	narrative, err := b.Str("narrative", true, 200, narrativePattern)
 	if err != nil {
 		return err
 	}
@@ -196,18 +196,18 @@ func (s *Server) sandboxDeposit(c echo.Context) error {
 	if !walletIDPattern.MatchString(id) {
 		return edge.NotFound("Wallet not found.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 || amount.Cmp(maxDeposit) > 0 {
 		return edge.Invalid("amount", "Amount must be greater than 0 and at most 10000000.00.")
 	}
-	narrative, err := b.str("narrative", false, 200, narrativePattern)
+	narrative, err := b.Str("narrative", false, 200, narrativePattern)
 	if err != nil {
 		return err
 	}

@@ -54,9 +54,9 @@ func renderSignedWebhook(w storage.Webhook) signedWebhookJSON {
 }
 
 // applyWebhookFields reads the editable fields present in the body onto w.
-func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) error {
-	if b.has("endpoint") || creating {
-		ep, err := b.str("endpoint", true, 500, nil)
+func (s *Server) applyWebhookFields(b edge.Body, w *storage.Webhook, creating bool) error {
+	if b.Has("endpoint") || creating {
+		ep, err := b.Str("endpoint", true, 500, nil)
 		if err != nil {
 			return err
 		}
@@ -68,8 +68,8 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 		}
 		w.Endpoint = ep
 	}
-	if b.has("challenge") || creating {
-		ch, err := b.str("challenge", true, 200, nil)
+	if b.Has("challenge") || creating {
+		ch, err := b.Str("challenge", true, 200, nil)
 		if err != nil {
 			return err
 		}
@@ -82,7 +82,7 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 		"reversal_event": &w.ReversalEvent, "wallet_transfer_event": &w.WalletTransferEvent, "subscription_event": &w.SubscriptionEvent,
 		"include_challenge": &w.IncludeChallenge}
 	for name, dst := range flags {
-		v, err := b.boolean(name, *dst)
+		v, err := b.Bool(name, *dst)
 		if err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (s *Server) listWebhooks(c echo.Context) error {
 }
 
 func (s *Server) createWebhook(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -154,15 +154,15 @@ func (s *Server) updateWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	if err := s.applyWebhookFields(b, &w, false); err != nil {
 		return err
 	}
-	if b.has("is_active") {
-		active, err := b.boolean("is_active", w.IsActive)
+	if b.Has("is_active") {
+		active, err := b.Bool("is_active", w.IsActive)
 		if err != nil {
 			return err
 		}
@@ -190,12 +190,12 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if b.has("challenge") {
-		if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
+	if b.Has("challenge") {
+		if err := s.applyWebhookFields(edge.Body{"challenge": b["challenge"]}, &w, false); err != nil {
 			return err
 		}
 	}
