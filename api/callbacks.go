@@ -99,7 +99,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	// the URL, or else Daraja's status query agreeing (docs/security.md, "STK
 	// callbacks prove themselves").
 	if proven, err := s.provenSTK(ctx, named, c.Param("mac"), inv, res); err != nil {
-		return unavailable() // the query could not be asked: Daraja retries, nothing applied
+		return edge.Unavailable() // the query could not be asked: Daraja retries, nothing applied
 	} else if !proven {
 		return accepted()
 	}
@@ -117,7 +117,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	}
 	if err := s.kafka.ProduceSync(ctx, &kgo.Record{Topic: s.ns.Topic(topics.CommandsTopic), Key: topics.CommandKey(inv.MerchantID), Value: value}).FirstErr(); err != nil {
 		s.log.Error("produce M-Pesa callback outcome", "invoice_id", inv.InvoiceID, "err", err)
-		return unavailable() // Daraja retries a callback that is not acknowledged
+		return edge.Unavailable() // Daraja retries a callback that is not acknowledged
 	}
 	return accepted()
 }

@@ -91,7 +91,7 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 		return r, nil
 	case err := <-failed:
 		s.log.ErrorContext(ctx, "produce command", "request_id", edge.RequestID(c), "type", typ, "err", err)
-		return topics.Reply{}, unavailable()
+		return topics.Reply{}, edge.Unavailable()
 	case <-timer.C:
 		replyTimeouts.Inc()
 		if storedType, stored, ok, err := storage.ProcessedCommand(ctx, s.db, p.MerchantID, id); err == nil && ok {

@@ -40,7 +40,7 @@ func TestCustomerProblemOfLimitsAndFaults(t *testing.T) {
 	if st != 429 || p.Heading != "Too many attempts" || !strings.Contains(p.Next, "Wait a minute") {
 		t.Errorf("throttled: %d %+v", st, p)
 	}
-	for _, e := range []*edge.Error{edge.ErrInternal, unavailable()} {
+	for _, e := range []*edge.Error{edge.ErrInternal, edge.Unavailable()} {
 		st, p := customerProblemOf("link", e, "Duka")
 		if st != e.Status || p.Heading != "Something went wrong on our side" || strings.Contains(p.Detail+p.Next, e.Detail) {
 			t.Errorf("%d: %d %+v", e.Status, st, p)

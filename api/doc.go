@@ -14,9 +14,11 @@
 //     (custpages.go);
 //   - their stylesheet, script and icon under /static/ (embedded, pages/static), so
 //     a page loads nothing from another host;
-//   - in the sandbox, a server-sent event stream of the merchant's events
-//     (GET /api/v1/events/listen, listen.go) that `paysvc listen` forwards to a
-//     local URL, and the embedded SMTP sink's mail (GET /api/v1/sandbox/mail);
+//   - in the sandbox, the developer tools of package api/sandbox: a server-sent
+//     event stream of the merchant's events (GET /api/v1/events/listen) that
+//     `paysvc listen` forwards to a local URL, sample events, the embedded SMTP
+//     sink's mail (GET /api/v1/sandbox/mail) and subscription test clocks, each
+//     declared in the route table here;
 //   - the providers' callbacks (Daraja STK and B2C), authenticated by the secret
 //     token in their path.
 //   - the merchant console at /console/, which is package api/console: this
@@ -24,7 +26,7 @@
 //     and mounts its routes in the route table; every action it takes is a call
 //     of one of the API's routes in-process with the session's principal.
 //
-// What the API and the console share (the principal, the permission catalogue,
+// What the API, the console and the sandbox tools share (the principal, the permission catalogue,
 // the key format, the error shape, request ids, the pages' security headers) is
 // package api/edge.
 //

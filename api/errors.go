@@ -66,7 +66,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 			Detail: "The request contains a value that cannot be stored (bad characters or out of range)."}
 	case dependencyDown(err):
 		s.log.Warn("dependency unavailable", "request_id", edge.RequestID(c), "route", c.Path(), "err", err)
-		ae = unavailable()
+		ae = edge.Unavailable()
 	default:
 		s.log.Error("unhandled error", "request_id", edge.RequestID(c), "route", c.Path(), "err", err)
 		ae = edge.ErrInternal

@@ -79,7 +79,7 @@ func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.Ha
 		legacy, err := storage.IdempotencyKeyHeld(ctx, s.idemDB, p.MerchantID, key, s.cfg.IdempotencyTTL)
 		if err != nil {
 			s.log.Error("idempotency lookup", "request_id", edge.RequestID(c), "err", err)
-			return unavailable()
+			return edge.Unavailable()
 		}
 		if legacy {
 			recordKey, commandID = key, ids.DeriveUUID("idem", p.MerchantID, key)
@@ -87,7 +87,7 @@ func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.Ha
 		outcome, rec, err := storage.BeginIdempotent(ctx, s.idemDB, p.MerchantID, recordKey, hash, commandID, idempotencyLock, s.cfg.IdempotencyTTL)
 		if err != nil {
 			s.log.Error("idempotency begin", "request_id", edge.RequestID(c), "err", err)
-			return unavailable()
+			return edge.Unavailable()
 		}
 		switch outcome {
 		case storage.IdemMismatch:
@@ -188,9 +188,4 @@ type captureWriter struct {
 func (w *captureWriter) Write(b []byte) (int, error) {
 	w.buf.Write(b)
 	return w.ResponseWriter.Write(b)
-}
-
-func unavailable() *edge.Error {
-	return &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
-		Detail: "The service is temporarily unavailable; retry with the same Idempotency-Key.", RetryAfter: 1}
 }

@@ -100,7 +100,7 @@ func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.Payo
 		Batch: "b2c-" + txnID, Results: []topics.PayoutTxnResult{out}}
 	if err := rails.PayoutSink(s.kafka, s.ns, rails.Origin{Environment: s.cfg.Environment})(ctx, r); err != nil {
 		s.log.Error("produce M-Pesa B2C result", "transaction_id", txnID, "file_id", ref.FileID, "err", err)
-		return unavailable() // Daraja retries a result that is not acknowledged
+		return edge.Unavailable() // Daraja retries a result that is not acknowledged
 	}
 	return darajaAccepted(c)
 }

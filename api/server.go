@@ -22,6 +22,7 @@ import (
 	"paysvc/api/console"
 	"paysvc/api/edge"
 	"paysvc/api/openapi"
+	"paysvc/api/sandbox"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -176,11 +177,10 @@ type Server struct {
 	ready    func() bool
 	sig      *signer
 	mailer   mail.Sender
-	sink     *mail.Sink
 	// validateEndpoint checks a webhook endpoint at configuration time.
 	validateEndpoint func(string) error
 	webhookClient    *outbound.Client // replays
-	listen           *listenHub       // sandbox listen streams (listen.go)
+	sandbox          *sandbox.Tools   // the sandbox's developer tools
 	console          *console.Console // the merchant console at /console/
 	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
 	declared map[string]access
@@ -208,8 +208,6 @@ func New(cfg Config, d Deps) *Server {
 		ready:    d.Ready,
 		sig:      &signer{db: d.DB, env: cfg.Environment},
 		mailer:   d.Mailer,
-		sink:     d.Sink,
-		listen:   newListenHub(d.Brokers),
 		stkQuery: d.STKQuery,
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
@@ -234,6 +232,8 @@ func New(cfg Config, d Deps) *Server {
 		PlanURL:   s.planURL,
 		LinkURL:   s.linkURL,
 	})
+	s.sandbox = sandbox.New(sandbox.Deps{Environment: cfg.Environment, DB: d.DB, Kafka: d.Kafka, Brokers: d.Brokers,
+		Namespace: d.Namespace, Sink: d.Sink, Log: s.log, Ready: d.Ready, Redraw: s.redraw})
 	s.routes(e)
 	s.openapi = s.describeRoutes()
 	s.echo = e
@@ -333,11 +333,11 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, opens(capSetupToken))
 	r(GET, "/subscribe/:plan_id", s.planSubscribePage, opens(capPlan))
 	r(POST, "/subscribe/:plan_id", s.planSubscribe, opens(capPlan))
-	// Sandbox test clocks for subscriptions (test_clocks.go); 404 on a live server.
+	// Sandbox test clocks for subscriptions (api/sandbox); 404 on a live server.
 	tc := v1 + "/subscriptions/test_clocks"
-	r(POST, tc, s.createTestClock, secret(edge.PermChangeSubscriptions, "create subscription test clocks (sandbox)"))
-	r(GET, tc+"/:clock_id", s.getTestClock, secret(edge.PermViewSubscriptions, "read subscription test clocks (sandbox)"))
-	r(POST, tc+"/:clock_id/advance", s.advanceTestClock, secret(edge.PermChangeSubscriptions, "advance subscription test clocks (sandbox)"))
+	r(POST, tc, s.sandbox.CreateTestClock, secret(edge.PermChangeSubscriptions, "create subscription test clocks (sandbox)"))
+	r(GET, tc+"/:clock_id", s.sandbox.GetTestClock, secret(edge.PermViewSubscriptions, "read subscription test clocks (sandbox)"))
+	r(POST, tc+"/:clock_id/advance", s.sandbox.AdvanceTestClock, secret(edge.PermChangeSubscriptions, "advance subscription test clocks (sandbox)"))
 	// The same customer records as the payers of collections (the Python SDK's
 	// customers API): collection permissions.
 	r(POST, v1+"/customers", s.upsertCustomer, secret(edge.PermAddCollections, "create and change customers").idem())
@@ -375,9 +375,9 @@ func (s *Server) routes(e *echo.Echo) {
 
 	sandbox := access{kind: kindSandbox}
 	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
-	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
-	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
-	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
+	r(GET, v1+"/sandbox/mail", s.sandbox.Mail, sandbox)
+	r(GET, v1+"/events/listen", s.sandbox.ListenEvents, sandbox)
+	r(POST, v1+"/events/trigger", s.sandbox.TriggerEvent, sandbox.idem())
 
 	// The merchant console (package api/console): its own pages and forms behind a
 	// session; every action it takes calls one of the routes above.

@@ -38,6 +38,13 @@ func NotFound(detail string) *Error {
 // error" and the request id, never the error's own text.
 var ErrInternal = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "internal error"}
 
+// Unavailable is a 503 for a dependency that could not be reached: the request
+// changed nothing and may be retried as it was.
+func Unavailable() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+		Detail: "The service is temporarily unavailable; retry with the same Idempotency-Key.", RetryAfter: 1}
+}
+
 // Two of the interface's messages, word for word, that the console shows too.
 const (
 	MsgInvalidToken   = "Invalid api token"

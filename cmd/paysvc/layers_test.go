@@ -41,7 +41,10 @@ var layers = []struct {
 	// calls of the JSON API's routes through the handler it is given, so it never
 	// imports api. It names the refund reasons its form offers.
 	{"api/console", "console", []string{"edge", "storage", "values", "paysvc/actors/aggregates/refund"}},
-	{"api", "api", []string{"edge", "console", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
+	// The sandbox's developer tools (listen streams, trigger, mail, test clocks):
+	// storage and the event topics directly, the rest through the edge.
+	{"api/sandbox", "sandbox", []string{"edge", "outbound", "storage", "topics", "values"}},
+	{"api", "api", []string{"edge", "console", "sandbox", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
 	// Commands wire everything, except that none links the load generator: it is
 	// its own command (cmd/paysvc-bench), so the service binary carries no bench
 	// code (TestLayers also checks paysvc's whole dependency list).

@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"bytes"
@@ -100,13 +100,13 @@ func listenTopics(v string) (map[string]string, error) {
 	return out, nil
 }
 
-// listenEvents streams the merchant's events from the moment of connection (or from
+// ListenEvents streams the merchant's events from the moment of connection (or from
 // ?since=, Unix milliseconds, at most listenBacklog ago) as Server-Sent Events:
 // `id` the event id, `event` its topic, `data` the exact body a webhook delivery of
 // it carries, with the X-Paysvc-Listen-Challenge header as its challenge. Records
 // come from a consumer without a group, so streams do not disturb each other or the
 // dispatcher; another merchant's records are never sent.
-func (s *Server) listenEvents(c echo.Context) error {
+func (s *Tools) ListenEvents(c echo.Context) error {
 	p := edge.PrincipalOf(c)
 	want, err := listenTopics(c.QueryParam("events"))
 	if err != nil {
@@ -148,7 +148,7 @@ func (s *Server) listenEvents(c echo.Context) error {
 	start, err := s.listenStart(c.Request().Context(), kts, from, c.QueryParam("since") != "")
 	if err != nil {
 		s.log.Warn("listen: list offsets", "request_id", edge.RequestID(c), "err", err)
-		return unavailable()
+		return edge.Unavailable()
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumePartitions(start), kgo.ClientID("paysvc-listen"))
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Server) listenEvents(c echo.Context) error {
 // listed by its own later request, which may already be past a new event; the end
 // listed first cannot be. topicNames are logical; the offsets are keyed by the
 // cluster's names (the server's namespace), as the stream's client consumes them.
-func (s *Server) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
+func (s *Tools) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
 	start, err := topics.EndOffsets(ctx, s.kafka, s.ns, topicNames...)
 	if err != nil || !bySince {
 		return start, err
@@ -262,10 +262,10 @@ func sseMessage(r *kgo.Record, merchant string, want map[string]string, challeng
 
 func sseField(v string) string { return strings.NewReplacer("\r", "", "\n", "").Replace(v) }
 
-// triggerEvent queues a sample event of a topic for the merchant, body {"topic"}.
+// TriggerEvent queues a sample event of a topic for the merchant, body {"topic"}.
 // It goes through the outbox like a real event, so subscribed webhooks and listen
 // streams get it; ids start with evt_sample_ (event) and sample_ (data).
-func (s *Server) triggerEvent(c echo.Context) error {
+func (s *Tools) TriggerEvent(c echo.Context) error {
 	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err

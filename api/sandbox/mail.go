@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"io"
@@ -25,10 +25,10 @@ type sandboxMailJSON struct {
 	ReceivedAt time.Time `json:"received_at"`
 }
 
-// sandboxMail lists what the embedded SMTP sink received for the merchant (sandbox
+// Mail lists what the embedded SMTP sink received for the merchant (sandbox
 // only): the pay-request emails a developer would otherwise have to fetch from a
 // real mailbox.
-func (s *Server) sandboxMail(c echo.Context) error {
+func (s *Tools) Mail(c echo.Context) error {
 	out := []sandboxMailJSON{}
 	if s.sink != nil {
 		merchant := edge.PrincipalOf(c).MerchantID

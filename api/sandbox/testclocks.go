@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"errors"
@@ -32,8 +32,8 @@ func renderTestClock(c storage.TestClock) testClockJSON {
 
 // sandboxOnly refuses test clocks on a live server (404 JSON: the resource does
 // not exist there), so a live subscription can never be billed early.
-func (s *Server) sandboxOnly() error {
-	if s.cfg.Environment != "sandbox" {
+func (s *Tools) sandboxOnly() error {
+	if s.env != "sandbox" {
 		return edge.ClientError(http.StatusNotFound, "not_found", "Test clocks exist only in the sandbox.")
 	}
 	return nil
@@ -76,7 +76,7 @@ func readFrozenTime(b edge.Body, field string) (time.Time, error) {
 	return t, nil
 }
 
-func (s *Server) createTestClock(c echo.Context) error {
+func (s *Tools) CreateTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (s *Server) createTestClock(c echo.Context) error {
 	return c.JSON(http.StatusCreated, renderTestClock(tc))
 }
 
-func (s *Server) getTestClock(c echo.Context) error {
+func (s *Tools) GetTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
@@ -118,9 +118,9 @@ func (s *Server) getTestClock(c echo.Context) error {
 	return c.JSON(http.StatusOK, renderTestClock(tc))
 }
 
-// advanceTestClock moves the clock forward; the scheduler then bills every cycle
+// AdvanceTestClock moves the clock forward; the scheduler then bills every cycle
 // that fell due up to the new time, in date order.
-func (s *Server) advanceTestClock(c echo.Context) error {
+func (s *Tools) AdvanceTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
