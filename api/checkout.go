@@ -14,6 +14,7 @@ import (
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 )
 
@@ -298,7 +299,7 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	if data.Amount != "" {
 		title = "Pay " + co.Currency + " " + data.Amount
 	}
-	return s.renderPage(c, "checkout", hostedPage{Title: title, Merchant: merchant.Name, Data: data})
+	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
 }
 
 // checkoutRedirectURL is the session's redirect_url, "" when it has none.

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 )
 
@@ -138,7 +139,7 @@ func (s *Server) customerErrorPage(c echo.Context, e *edge.Error) bool {
 	if e.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	if err := s.renderPageStatus(c, status, "problem", hostedPage{Title: p.Heading, Merchant: merchant, Static: true, Data: p}); err != nil {
+	if err := s.renderPageStatus(c, status, "problem", pages.Page{Title: p.Heading, Merchant: merchant, Static: true, Data: p}); err != nil {
 		s.log.Warn("render customer error page", "request_id", edge.RequestID(c), "err", err)
 		return false
 	}

@@ -6,13 +6,13 @@
 // from the Postgres snapshots, always scoped by the authenticated merchant.
 //
 // Besides the JSON API it serves:
-//   - the customer's HTML pages (pages.go, subpages.go, paymentlinks.go; templates
-//     in pages/): the hosted checkout page, a payment link's page, a plan's subscribe
+//   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide
+//     what each shows; package api/pages lays it out): the hosted checkout page, a payment link's page, a plan's subscribe
 //     page and a subscription's card setup page, each opened by the capability its
 //     path names (capability.go) and rendered under a strict Content-Security-Policy;
 //     a browser's request there that is refused gets a page, not the JSON error
 //     (custpages.go);
-//   - their stylesheet, script and icon under /static/ (embedded, pages/static), so
+//   - their stylesheet, script and icon under /static/ (embedded in api/pages), so
 //     a page loads nothing from another host;
 //   - in the sandbox, the developer tools of package api/sandbox: a server-sent
 //     event stream of the merchant's events (GET /api/v1/events/listen) that

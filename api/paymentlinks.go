@@ -14,6 +14,7 @@ import (
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -284,7 +285,7 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 		}
 		// 410: this address takes no payment now (custpages.go gives the same
 		// status to the session a browser would open here).
-		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", hostedPage{Title: heading, Merchant: merchant.Name, Static: true,
+		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", pages.Page{Title: heading, Merchant: merchant.Name, Static: true,
 			Data: closedView{Heading: heading, Detail: e.Detail + " Please contact " + merchant.Name + "."}})
 	}
 	data := checkoutView{Link: l.LinkID, Currency: l.Currency, Reason: l.Title, APIRef: l.Title,
@@ -299,7 +300,7 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 	if data.Amount != "" {
 		title = "Pay " + l.Currency + " " + data.Amount
 	}
-	return s.renderPage(c, "checkout", hostedPage{Title: title, Merchant: merchant.Name, Data: data})
+	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
 }
 
 // paymentLinkSession opens the checkout session one customer pays a link through

@@ -22,6 +22,7 @@ import (
 	"paysvc/api/console"
 	"paysvc/api/edge"
 	"paysvc/api/openapi"
+	"paysvc/api/pages"
 	"paysvc/api/sandbox"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -228,7 +229,7 @@ func New(cfg Config, d Deps) *Server {
 			return s.auth.verify(ctx, key, "secret")
 		},
 		ForgetKey: s.auth.cache.forget,
-		Asset:     assetURL,
+		Asset:     pages.AssetURL,
 		PlanURL:   s.planURL,
 		LinkURL:   s.linkURL,
 	})
@@ -279,9 +280,9 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(GET, "/checkout/:checkout_id", s.checkoutPage, opens(capCheckout))
-	// The hosted pages' stylesheet, script and icon (pages.go): served here, so a
+	// The hosted pages' stylesheet, script and icon (api/pages): served here, so a
 	// page needs no other host.
-	r(GET, "/static/:name", s.serveStatic, open)
+	r(GET, "/static/:name", pages.ServeStatic, open)
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(edge.PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(edge.PermViewCollections, "read pay requests"))
 	// Payment links (paymentlinks.go): merchant configuration with the secret key,

@@ -12,6 +12,7 @@ import (
 
 	"paysvc/actors/aggregates/subscription"
 	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 )
 
@@ -125,7 +126,7 @@ func (s *Server) subscriptionSetupPage(c echo.Context) error {
 	if v.Heading != "" {
 		title = v.Heading
 	}
-	return s.renderPage(c, "subscription_setup", hostedPage{Title: title, Merchant: m.Name, Data: v})
+	return s.renderPage(c, "subscription_setup", pages.Page{Title: title, Merchant: m.Name, Data: v})
 }
 
 // subscribeView is the plan subscribe page.
@@ -164,7 +165,7 @@ func (s *Server) planSubscribePage(c echo.Context) error {
 		return err
 	}
 	v := subscribeView{planTerms: termsOf(p), PlanID: p.PlanID, Unavailable: s.cfg.Environment != "sandbox"}
-	return s.renderPage(c, "subscribe", hostedPage{Title: "Subscribe to " + p.Name, Merchant: m.Name, Data: v})
+	return s.renderPage(c, "subscribe", pages.Page{Title: "Subscribe to " + p.Name, Merchant: m.Name, Data: v})
 }
 
 // planSubscribe is POST /subscribe/{plan_id}/ (no credential): the customer's

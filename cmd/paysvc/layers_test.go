@@ -44,7 +44,9 @@ var layers = []struct {
 	// The sandbox's developer tools (listen streams, trigger, mail, test clocks):
 	// storage and the event topics directly, the rest through the edge.
 	{"api/sandbox", "sandbox", []string{"edge", "outbound", "storage", "topics", "values"}},
-	{"api", "api", []string{"edge", "console", "sandbox", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
+	// The hosted pages' layer: templates, /static/ assets, page headers.
+	{"api/pages", "pages", []string{"edge"}},
+	{"api", "api", []string{"edge", "console", "sandbox", "pages", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
 	// Commands wire everything, except that none links the load generator: it is
 	// its own command (cmd/paysvc-bench), so the service binary carries no bench
 	// code (TestLayers also checks paysvc's whole dependency list).
