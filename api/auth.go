@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,41 +12,16 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
 // The four 401 messages of the interface, word for word.
 const (
-	msgInvalidToken   = "Invalid api token"
 	msgWrongEnv       = "Invalid token for live environment"
 	msgNoCredentials  = "No credentials provided"
 	msgSpacesInBearer = "Bearer string should not contain spaces"
-	msgCannotTransact = "Your account cannot transact. Contact support to enable it."
 )
-
-// Key prefixes; the environment part is "test" (sandbox) or "live".
-const (
-	PublicPrefix = "ISPubKey_"
-	SecretPrefix = "ISSecretKey_"
-)
-
-// Principal is who a request acts for.
-type Principal struct {
-	MerchantID  string
-	KeyID       string
-	Kind        string // public or secret
-	Permissions []string
-	// Unrestricted is the key's own flag (storage.APIKey.Unrestricted): it
-	// alone grants every permission. An empty list grants nothing.
-	Unrestricted bool
-}
-
-// Can reports whether the key holds a permission: an unrestricted key (the
-// merchant's main secret key) holds them all, any other only those it lists.
-func (p *Principal) Can(perm string) bool {
-	return p.Unrestricted || slices.Contains(p.Permissions, perm)
-}
 
 // keyCache keeps recent key lookups so a busy merchant does not cost a query per
 // request. Entries live for ttl, which bounds how long a revoked key still works.
@@ -86,27 +60,6 @@ func newAuthenticator(db *sqlx.DB, env string, ttl time.Duration) *authenticator
 	return &authenticator{db: db, env: env, cache: keyCache{ttl: ttl, m: map[[32]byte]cachedKey{}}}
 }
 
-// NewKey makes a key of a kind ("public" or "secret") for an environment: the
-// prefix, the environment, 64 hex characters (256 bits). keyID is its non-secret
-// start, which operators and the console show and revoke by. The key is shown
-// once; only its SHA-256 is stored.
-func NewKey(kind, env string) (key, keyID string) {
-	prefix := SecretPrefix
-	if kind == "public" {
-		prefix = PublicPrefix
-	}
-	marker := envMarker(env)[1:]
-	key = prefix + marker + ids.Secret()
-	return key, key[:len(prefix)+len(marker)+12]
-}
-
-func envMarker(env string) string {
-	if env == "live" {
-		return "_live_"
-	}
-	return "_test_"
-}
-
 // lookup finds a key by its hash, through the cache.
 func (a *authenticator) lookup(ctx context.Context, key string) (storage.APIKey, error) {
 	h := sha256.Sum256([]byte(key))
@@ -133,7 +86,7 @@ func (a *authenticator) lookup(ctx context.Context, key string) (storage.APIKey,
 // already holds as valid: no database is asked, so a flood cannot use it as one.
 func (a *authenticator) knownSecret(r *http.Request) bool {
 	tok, e := bearer(r)
-	if e != nil || !strings.HasPrefix(tok, SecretPrefix) {
+	if e != nil || !strings.HasPrefix(tok, edge.SecretPrefix) {
 		return false
 	}
 	h := sha256.Sum256([]byte(tok))
@@ -144,13 +97,13 @@ func (a *authenticator) knownSecret(r *http.Request) bool {
 		c.key.Environment == a.env && c.key.MerchantEnvironment == a.env && c.key.MerchantEnabled
 }
 
-func unauthorized(msg string) *Error {
-	return &Error{Status: http.StatusUnauthorized, Type: "client_error", Code: "authentication_failed", Detail: msg}
+func unauthorized(msg string) *edge.Error {
+	return &edge.Error{Status: http.StatusUnauthorized, Type: "client_error", Code: "authentication_failed", Detail: msg}
 }
 
 // bearer extracts the secret key from the Authorization header, with the
 // interface's messages for a missing or malformed header.
-func bearer(r *http.Request) (string, *Error) {
+func bearer(r *http.Request) (string, *edge.Error) {
 	h := r.Header.Get("Authorization")
 	if strings.TrimSpace(h) == "" {
 		return "", unauthorized(msgNoCredentials)
@@ -181,14 +134,14 @@ func publicKey(c echo.Context) string {
 			return v
 		}
 	}
-	// The body's text is judged after authentication (readBody in the handler), so a
+	// The body's text is judged after authentication (edge.ReadBody in the handler), so a
 	// bad field is a 400 naming it, not a missing key.
-	raw, err := unreadBody(c)
+	raw, err := edge.UnreadBody(c)
 	if err != nil {
 		return ""
 	}
-	if b, err := parseBody(raw); err == nil {
-		if v, err := b.str("public_key", false, 200, nil); err == nil {
+	if b, err := edge.ParseBody(raw); err == nil {
+		if v, err := b.Str("public_key", false, 200, nil); err == nil {
 			return v
 		}
 	}
@@ -196,39 +149,39 @@ func publicKey(c echo.Context) string {
 }
 
 // verify checks a key of the given kind against the store and the environment.
-func (a *authenticator) verify(ctx context.Context, key, kind string) (*Principal, *Error) {
-	prefix := SecretPrefix
+func (a *authenticator) verify(ctx context.Context, key, kind string) (*edge.Principal, *edge.Error) {
+	prefix := edge.SecretPrefix
 	if kind == "public" {
-		prefix = PublicPrefix
+		prefix = edge.PublicPrefix
 	}
 	if !strings.HasPrefix(key, prefix) {
-		return nil, unauthorized(msgInvalidToken)
+		return nil, unauthorized(edge.MsgInvalidToken)
 	}
 	rest := key[len(prefix):]
 	// envMarker starts with "_": compare the rest of it, without building a string.
-	if !strings.HasPrefix(rest, envMarker(a.env)[1:]) {
+	if !strings.HasPrefix(rest, edge.EnvMarker(a.env)[1:]) {
 		if strings.HasPrefix(rest, "test_") || strings.HasPrefix(rest, "live_") {
 			return nil, unauthorized(msgWrongEnv)
 		}
-		return nil, unauthorized(msgInvalidToken)
+		return nil, unauthorized(edge.MsgInvalidToken)
 	}
 	k, err := a.lookup(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, unauthorized(msgInvalidToken)
+		return nil, unauthorized(edge.MsgInvalidToken)
 	}
 	if err != nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+		return nil, &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
 			Detail: "Authentication is temporarily unavailable; retry shortly.", RetryAfter: 1}
 	}
 	// The merchant's environment too: a key is a capability of its merchant, and a
 	// key row that disagreed with its merchant must not open the other environment.
 	if k.Kind != kind || k.RevokedAt != nil || k.Environment != a.env || k.MerchantEnvironment != a.env {
-		return nil, unauthorized(msgInvalidToken)
+		return nil, unauthorized(edge.MsgInvalidToken)
 	}
 	if !k.MerchantEnabled {
-		return nil, clientError(http.StatusForbidden, "permission_denied", msgCannotTransact)
+		return nil, edge.ClientError(http.StatusForbidden, "permission_denied", edge.MsgCannotTransact)
 	}
-	return &Principal{MerchantID: k.MerchantID, KeyID: k.KeyID, Kind: k.Kind, Permissions: k.Permissions,
+	return &edge.Principal{MerchantID: k.MerchantID, KeyID: k.KeyID, Kind: k.Kind, Permissions: k.Permissions,
 		Unrestricted: k.Unrestricted && k.Kind == "secret"}, nil
 }
 
@@ -244,12 +197,12 @@ func (s *Server) authSecret(next echo.HandlerFunc) echo.HandlerFunc {
 
 // verifyBearer authenticates the Authorization header's secret key and records the
 // principal on the request.
-func (s *Server) verifyBearer(c echo.Context) *Error {
+func (s *Server) verifyBearer(c echo.Context) *edge.Error {
 	// A console action reaches the API's own route with its session's principal
-	// (consoleCall): the same permission check, idempotency and handler as a
+	// (edge.WithCaller): the same permission check, idempotency and handler as a
 	// Bearer request. Only the console can put it there, in the Go context.
-	if p, ok := c.Request().Context().Value(consolePrincipalKey{}).(*Principal); ok {
-		c.Set(ctxPrincipal, p)
+	if p, ok := edge.CallerOf(c.Request().Context()); ok {
+		edge.SetPrincipal(c, p)
 		return nil
 	}
 	tok, e := bearer(c.Request())
@@ -260,7 +213,7 @@ func (s *Server) verifyBearer(c echo.Context) *Error {
 	if e != nil {
 		return e
 	}
-	c.Set(ctxPrincipal, p)
+	edge.SetPrincipal(c, p)
 	return nil
 }
 
@@ -270,7 +223,7 @@ func (s *Server) authSandboxSecret(next echo.HandlerFunc) echo.HandlerFunc {
 	inner := s.authSecret(next)
 	return func(c echo.Context) error {
 		if s.cfg.Environment != "sandbox" {
-			return notFound("Not found.")
+			return edge.NotFound("Not found.")
 		}
 		return inner(c)
 	}
@@ -294,14 +247,9 @@ func (s *Server) authPublicOrSecret(next echo.HandlerFunc) echo.HandlerFunc {
 		if e != nil {
 			return e
 		}
-		c.Set(ctxPrincipal, p)
+		edge.SetPrincipal(c, p)
 		return next(c)
 	}
-}
-
-func principal(c echo.Context) *Principal {
-	p, _ := c.Get(ctxPrincipal).(*Principal)
-	return p
 }
 
 // authStatus accepts what /payment/status accepts: a secret key, the `signature`
@@ -311,11 +259,11 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 	public := s.authPublicOrSecret(next)
 	return func(c echo.Context) error {
 		if c.Request().Header.Get("Authorization") == "" {
-			b, err := readBody(c)
+			b, err := edge.ReadBody(c)
 			if err != nil {
 				return err
 			}
-			if sig, err := b.str("signature", false, 1024, nil); err != nil {
+			if sig, err := b.Str("signature", false, 1024, nil); err != nil {
 				return err
 			} else if sig != "" {
 				claims, err := s.verifySignature(c.Request().Context(), sig)
@@ -325,7 +273,7 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 				if err != nil {
 					return err
 				}
-				c.Set(ctxPrincipal, &Principal{MerchantID: claims.Merchant, Kind: "signature"})
+				edge.SetPrincipal(c, &edge.Principal{MerchantID: claims.Merchant, Kind: "signature"})
 				c.Set(ctxSignature, claims)
 				return next(c)
 			}
@@ -340,22 +288,22 @@ func (s *Server) authStatus(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 	either := s.authPublicOrSecret(next)
 	return func(c echo.Context) error {
-		b, err := readBody(c)
+		b, err := edge.ReadBody(c)
 		if err != nil {
 			return err
 		}
 		if c.Request().Header.Get("Authorization") != "" {
-			if b.has("public_key") {
-				return invalid("public_key", "Use either a secret key (Bearer) or public_key, not both.")
+			if b.Has("public_key") {
+				return edge.Invalid("public_key", "Use either a secret key (Bearer) or public_key, not both.")
 			}
 			return either(c)
 		}
-		if publicKey(c) == "" && b.has("signature") {
-			sig, err := b.str("signature", true, 1024, nil)
+		if publicKey(c) == "" && b.Has("signature") {
+			sig, err := b.Str("signature", true, 1024, nil)
 			if err != nil {
 				return err
 			}
-			checkout, err := b.str("checkout_id", true, 64, nil)
+			checkout, err := b.Str("checkout_id", true, 64, nil)
 			if err != nil {
 				return err
 			}
@@ -366,7 +314,7 @@ func (s *Server) authCollection(next echo.HandlerFunc) echo.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			c.Set(ctxPrincipal, &Principal{MerchantID: claims.Merchant, Kind: "signature"})
+			edge.SetPrincipal(c, &edge.Principal{MerchantID: claims.Merchant, Kind: "signature"})
 			c.Set(ctxSignature, claims) // which checkout it opens (prefilledPhone)
 			return next(c)
 		}
@@ -389,7 +337,7 @@ func (s *Server) authPublicOnly(next echo.HandlerFunc) echo.HandlerFunc {
 		p, e := s.auth.verify(c.Request().Context(), pk, "public")
 		if e != nil {
 			if e.Detail == msgWrongEnv {
-				return invalid("public_key", "The public key is not valid for this environment.")
+				return edge.Invalid("public_key", "The public key is not valid for this environment.")
 			}
 			return e
 		}
@@ -401,11 +349,11 @@ func (s *Server) authPublicOnly(next echo.HandlerFunc) echo.HandlerFunc {
 			if e := s.verifyBearer(c); e != nil {
 				return e
 			}
-			if principal(c).MerchantID != p.MerchantID {
-				return unauthorized(msgInvalidToken)
+			if edge.PrincipalOf(c).MerchantID != p.MerchantID {
+				return unauthorized(edge.MsgInvalidToken)
 			}
 		}
-		c.Set(ctxPrincipal, p)
+		edge.SetPrincipal(c, p)
 		return next(c)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/lib/pq"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
 )
@@ -39,7 +40,7 @@ func TestAuthPublicOrSecret(t *testing.T) {
 	}
 	s := New(Config{}, Deps{DB: schema.DB, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	handler := s.authPublicOrSecret(func(c echo.Context) error {
-		return c.JSON(http.StatusOK, map[string]string{"merchant": principal(c).MerchantID, "kind": principal(c).Kind})
+		return c.JSON(http.StatusOK, map[string]string{"merchant": edge.PrincipalOf(c).MerchantID, "kind": edge.PrincipalOf(c).Kind})
 	})
 	call := func(body string, headers ...string) (int, string) {
 		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(body))

@@ -16,6 +16,7 @@ import (
 	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails"
 	"paysvc/actors/rails/mpesa"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -43,19 +44,19 @@ var callbackInvoiceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 func (s *Server) mpesaCallback(c echo.Context) error {
 	tok := s.cfg.DarajaCallbackToken
 	if tok == "" || subtle.ConstantTimeCompare([]byte(c.Param("token")), []byte(tok)) != 1 {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
 	named := c.Param("invoice")
 	if named != "" && !callbackInvoiceRE.MatchString(named) {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}
 	res, err := mpesa.ParseCallback(raw)
 	if err != nil {
-		return invalid("Body", "Not a valid M-Pesa STK callback.")
+		return edge.Invalid("Body", "Not a valid M-Pesa STK callback.")
 	}
 	ctx := c.Request().Context()
 	accepted := func() error { return c.JSON(http.StatusOK, map[string]any{"ResultCode": 0, "ResultDesc": "Accepted"}) }
@@ -98,7 +99,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	// the URL, or else Daraja's status query agreeing (docs/security.md, "STK
 	// callbacks prove themselves").
 	if proven, err := s.provenSTK(ctx, named, c.Param("mac"), inv, res); err != nil {
-		return unavailable() // the query could not be asked: Daraja retries, nothing applied
+		return edge.Unavailable() // the query could not be asked: Daraja retries, nothing applied
 	} else if !proven {
 		return accepted()
 	}
@@ -116,7 +117,7 @@ func (s *Server) mpesaCallback(c echo.Context) error {
 	}
 	if err := s.kafka.ProduceSync(ctx, &kgo.Record{Topic: s.ns.Topic(topics.CommandsTopic), Key: topics.CommandKey(inv.MerchantID), Value: value}).FirstErr(); err != nil {
 		s.log.Error("produce M-Pesa callback outcome", "invoice_id", inv.InvoiceID, "err", err)
-		return unavailable() // Daraja retries a callback that is not acknowledged
+		return edge.Unavailable() // Daraja retries a callback that is not acknowledged
 	}
 	return accepted()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription/subscriptionstore"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) bindCapability(cp *capability) echo.MiddlewareFunc {
 			ctx := c.Request().Context()
 			id, err := cp.owner(s, c)
 			if errors.Is(err, storage.ErrNotFound) {
-				return notFound(cp.missing)
+				return edge.NotFound(cp.missing)
 			}
 			if err != nil {
 				return err
@@ -88,7 +89,7 @@ func (s *Server) bindCapability(cp *capability) echo.MiddlewareFunc {
 				return err
 			}
 			if !ok {
-				return notFound(cp.missing)
+				return edge.NotFound(cp.missing)
 			}
 			c.Set(ctxCapabilityMerchant, m)
 			return next(c)
@@ -102,7 +103,7 @@ func (s *Server) bindCapability(cp *capability) echo.MiddlewareFunc {
 func capabilityOwner(c echo.Context, merchantID string, cp *capability) (storage.Merchant, error) {
 	m, ok := c.Get(ctxCapabilityMerchant).(storage.Merchant)
 	if !ok || merchantID == "" || m.MerchantID != merchantID {
-		return storage.Merchant{}, notFound(cp.missing)
+		return storage.Merchant{}, edge.NotFound(cp.missing)
 	}
 	return m, nil
 }

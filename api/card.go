@@ -12,6 +12,7 @@ import (
 
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
+	"paysvc/api/edge"
 	"paysvc/topics"
 )
 
@@ -52,32 +53,32 @@ func cardNetwork(pan string) string {
 // readCardFields validates card_number (digits, Luhn), expiry (MM/YY, not past)
 // and cvv, and returns the number without spaces. The caller keeps only what it
 // must (last four digits, network, a masked number): never the number or the CVV.
-func readCardFields(b body) (string, error) {
-	pan, err := b.str("card_number", true, 23, nil)
+func readCardFields(b edge.Body) (string, error) {
+	pan, err := b.Str("card_number", true, 23, nil)
 	if err != nil {
 		return "", err
 	}
 	pan = strings.ReplaceAll(pan, " ", "")
 	if !panPattern.MatchString(pan) || !luhn(pan) {
-		return "", invalid("card_number", "Enter a valid card number.")
+		return "", edge.Invalid("card_number", "Enter a valid card number.")
 	}
-	exp, err := b.str("expiry", true, 5, nil)
+	exp, err := b.Str("expiry", true, 5, nil)
 	if err != nil {
 		return "", err
 	}
 	m := expiryPattern.FindStringSubmatch(exp)
 	if m == nil {
-		return "", invalid("expiry", "Enter the expiry as MM/YY.")
+		return "", edge.Invalid("expiry", "Enter the expiry as MM/YY.")
 	}
 	month, _ := strconv.Atoi(m[1])
 	year, _ := strconv.Atoi(m[2])
 	if time.Date(2000+year, time.Month(month)+1, 1, 0, 0, 0, 0, time.UTC).Before(time.Now()) {
-		return "", invalid("expiry", "The card has expired.")
+		return "", edge.Invalid("expiry", "The card has expired.")
 	}
-	if cvv, err := b.str("cvv", true, 4, nil); err != nil {
+	if cvv, err := b.Str("cvv", true, 4, nil); err != nil {
 		return "", err
 	} else if !cvvPattern.MatchString(cvv) {
-		return "", invalid("cvv", "Enter the 3 or 4 digit security code.")
+		return "", edge.Invalid("cvv", "Enter the 3 or 4 digit security code.")
 	}
 	return pan, nil
 }
@@ -89,9 +90,9 @@ func readCardFields(b body) (string, error) {
 func (s *Server) cardPayment(c echo.Context) error {
 	if s.cfg.Environment != "sandbox" {
 		// No live card acquirer is connected: refuse rather than leave invoices pending.
-		return clientError(http.StatusBadRequest, "method_unavailable", "Card payments are not available on this server yet.")
+		return edge.ClientError(http.StatusBadRequest, "method_unavailable", "Card payments are not available on this server yet.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -103,22 +104,22 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", false, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
-	tar, err := b.str("card_tarrif", false, 20, nil)
+	tar, err := b.Str("card_tarrif", false, 20, nil)
 	if err != nil {
 		return err
 	}
 	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-		return invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		return edge.Invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	}
 	if target.checkout != nil {
 		// The session's tariff, whatever the request says (the page is public).
 		tar = target.checkout.CardTarrif
 	}
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
@@ -130,19 +131,19 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.text("phone_number", false, 20, nil)
+	phone, err := b.Text("phone_number", false, 20, nil)
 	if err != nil {
 		return err
 	}
 	if phone != "" && !phonePattern.MatchString(phone) {
-		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
 	if phone == "" && target.checkout != nil && target.checkout.PhoneNumber != nil {
 		phone = *target.checkout.PhoneNumber
 	}
 	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+target.currency+".")
+		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
 	}
 	if err != nil {
 		return err

@@ -13,6 +13,8 @@ import (
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 )
 
@@ -58,50 +60,50 @@ func (s *Server) renderCheckout(c echo.Context, co storage.Checkout) (checkoutJS
 // createCheckout creates a checkout session (public key only). With unique_api_ref
 // and an existing session of the same api_ref, that session is returned instead.
 func (s *Server) createCheckout(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	currency, err := b.Str("currency", true, 3, nil)
 	if err != nil {
 		return err
 	}
 	if !checkoutCurrencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP, UGX, TZS.")
+		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP, UGX, TZS.")
 	}
-	amount, ok, err := b.amount("amount", true)
+	amount, ok, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if ok && amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
+		return edge.Invalid("amount", "Amount must be greater than 0.")
 	}
 	if (currency == "UGX" || currency == "TZS") && (amount.Cmp(ugxTzsMin) < 0 || amount.Cmp(ugxTzsMax) > 0) {
-		return invalid("amount", "Checkout amounts in UGX and TZS must be between 500 and 5,000,000.")
+		return edge.Invalid("amount", "Checkout amounts in UGX and TZS must be between 500 and 5,000,000.")
 	}
 	if err := s.payableAmount(currency, amount); err != nil {
 		return err
 	}
-	email, err := b.str("email", false, 254, emailPattern)
+	email, err := b.Str("email", false, 254, emailPattern)
 	if err != nil {
 		return err
 	}
-	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", false, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
 	tariffs := map[string]string{}
 	for _, f := range []string{"card_tarrif", "mobile_tarrif"} {
-		v, err := b.str(f, false, 20, nil)
+		v, err := b.Str(f, false, 20, nil)
 		if err != nil {
 			return err
 		}
 		if v != "" && v != tariff.BusinessPays && v != tariff.CustomerPays {
-			return invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		tariffs[f] = tarOrDefault(v)
 	}
-	unique, err := b.boolean("unique_api_ref", false)
+	unique, err := b.Bool("unique_api_ref", false)
 	if err != nil {
 		return err
 	}
@@ -109,12 +111,12 @@ func (s *Server) createCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	phone, err := b.text("phone_number", false, 20, nil)
+	phone, err := b.Text("phone_number", false, 20, nil)
 	if err != nil {
 		return err
 	}
 	if phone != "" && !phonePattern.MatchString(phone) {
-		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
 	redirect, err := readRedirectURL(b, "redirect_url")
 	if err != nil {
@@ -123,18 +125,18 @@ func (s *Server) createCheckout(c echo.Context) error {
 	// The Python SDK also sends method, callback_url and version (often null). The
 	// page offers every method and outcomes go to webhooks: they are checked and
 	// not kept (docs/api-decisions.md).
-	if _, err := b.str("method", false, 20, nil); err != nil {
+	if _, err := b.Str("method", false, 20, nil); err != nil {
 		return err
 	}
 	if _, err := readRedirectURL(b, "callback_url"); err != nil {
 		return err
 	}
-	if _, err := b.str("version", false, 20, nil); err != nil {
+	if _, err := b.Str("version", false, 20, nil); err != nil {
 		return err
 	}
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	ctx := c.Request().Context()
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
@@ -194,7 +196,7 @@ func (s *Server) checkoutWallet(ctx context.Context, merchantID, walletID string
 		return err
 	}
 	if w.Currency != tariff.Settlement {
-		return invalid("wallet_id", "Checkout payments settle in KES: wallet_id must be a KES wallet (this one holds "+w.Currency+").")
+		return edge.Invalid("wallet_id", "Checkout payments settle in KES: wallet_id must be a KES wallet (this one holds "+w.Currency+").")
 	}
 	return nil
 }
@@ -206,13 +208,13 @@ func (s *Server) checkoutWallet(ctx context.Context, merchantID, walletID string
 func (s *Server) payableAmount(currency string, amount money.Amount) error {
 	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+currency+".")
+		return edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
 	}
 	if err != nil {
 		return err
 	}
 	if kes.Cmp(maxCollectionKES) > 0 {
-		return invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")
+		return edge.Invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")
 	}
 	return nil
 }
@@ -222,7 +224,7 @@ func (s *Server) payableAmount(currency string, amount money.Amount) error {
 func (s *Server) checkoutFor(ctx context.Context, merchantID, checkoutID string) (storage.Checkout, error) {
 	co, err := storage.GetCheckout(ctx, s.db, merchantID, checkoutID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return co, notFound("Checkout session not found.")
+		return co, edge.NotFound("Checkout session not found.")
 	}
 	return co, err
 }
@@ -251,7 +253,7 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	co, err := storage.CheckoutByID(ctx, s.db, c.Param("checkout_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Checkout session not found.")
+		return edge.NotFound("Checkout session not found.")
 	}
 	if err != nil {
 		return err
@@ -297,7 +299,7 @@ func (s *Server) checkoutPage(c echo.Context) error {
 	if data.Amount != "" {
 		title = "Pay " + co.Currency + " " + data.Amount
 	}
-	return s.renderPage(c, "checkout", hostedPage{Title: title, Merchant: merchant.Name, Data: data})
+	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
 }
 
 // checkoutRedirectURL is the session's redirect_url, "" when it has none.
@@ -319,42 +321,42 @@ type paymentTarget struct {
 }
 
 // readPaymentTarget reads and checks currency, amount, email and checkout_id.
-func (s *Server) readPaymentTarget(c echo.Context, b body) (paymentTarget, error) {
+func (s *Server) readPaymentTarget(c echo.Context, b edge.Body) (paymentTarget, error) {
 	var t paymentTarget
 	var err error
-	if t.currency, err = b.str("currency", true, 3, nil); err != nil {
+	if t.currency, err = b.Str("currency", true, 3, nil); err != nil {
 		return t, err
 	}
 	if !wallet.Currencies[t.currency] && !checkoutOnlyCurrencies[t.currency] {
-		return t, invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		return t, edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	if t.amount, _, err = b.amount("amount", true); err != nil {
+	if t.amount, _, err = b.Amount("amount", true); err != nil {
 		return t, err
 	}
 	if t.amount.Sign() <= 0 {
-		return t, invalid("amount", "Amount must be greater than 0.")
+		return t, edge.Invalid("amount", "Amount must be greater than 0.")
 	}
-	if t.email, err = b.str("email", false, 254, emailPattern); err != nil {
+	if t.email, err = b.Str("email", false, 254, emailPattern); err != nil {
 		return t, err
 	}
-	if t.checkoutID, err = b.str("checkout_id", false, 64, nil); err != nil {
+	if t.checkoutID, err = b.Str("checkout_id", false, 64, nil); err != nil {
 		return t, err
 	}
 	if t.checkoutID == "" {
 		if checkoutOnlyCurrencies[t.currency] {
-			return t, invalid("currency", t.currency+" payments are taken through a checkout session in "+t.currency+" only.")
+			return t, edge.Invalid("currency", t.currency+" payments are taken through a checkout session in "+t.currency+" only.")
 		}
 		return t, nil
 	}
-	co, err := s.checkoutFor(c.Request().Context(), principal(c).MerchantID, t.checkoutID)
+	co, err := s.checkoutFor(c.Request().Context(), edge.PrincipalOf(c).MerchantID, t.checkoutID)
 	if err != nil {
 		return t, err
 	}
 	if co.Currency != t.currency {
-		return t, invalid("currency", "The checkout session is in "+co.Currency+".")
+		return t, edge.Invalid("currency", "The checkout session is in "+co.Currency+".")
 	}
 	if co.Amount != nil && co.Amount.Sign() > 0 && !co.Amount.Equal(t.amount) {
-		return t, invalid("amount", "The checkout session asks for "+co.Amount.String()+".")
+		return t, edge.Invalid("amount", "The checkout session asks for "+co.Amount.String()+".")
 	}
 	if t.email == "" && co.Email != nil {
 		t.email = *co.Email
@@ -388,7 +390,7 @@ func (t paymentTarget) sessionWallet(requested string) string {
 // paid from (docs/security.md, "Payer data by principal"). Whoever else sends a
 // mask gets the refusal of any malformed number.
 func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) (string, error) {
-	bad := invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+	bad := edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	claims, bySig := c.Get(ctxSignature).(signatureClaims)
 	if t.checkout == nil || !bySignature(c) || !bySig || claims.Checkout == "" || claims.Checkout != t.checkout.CheckoutID {
 		return "", bad
@@ -416,6 +418,6 @@ func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) 
 // bySignature reports whether the request authenticated with a signature (a
 // capability of one checkout or invoice), not a key of the merchant.
 func bySignature(c echo.Context) bool {
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	return p != nil && p.Kind == "signature"
 }

@@ -11,6 +11,7 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/topics"
 )
 
@@ -29,36 +30,36 @@ var (
 // customer like the STK push; amounts in USD, EUR or GBP are converted to KES at the
 // configured rates (M-Pesa settles in KES) before the KES 10..150,000 limit applies.
 func (s *Server) collection(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	method, err := b.str("method", true, 20, nil)
+	method, err := b.Str("method", true, 20, nil)
 	if err != nil {
 		return err
 	}
 	if method != "M-PESA" && method != "PESALINK" {
-		return invalid("method", "method must be M-PESA or PESALINK.")
+		return edge.Invalid("method", "method must be M-PESA or PESALINK.")
 	}
 	if method == "PESALINK" && s.cfg.Environment != "sandbox" {
 		// No live PesaLink connection: refuse rather than leave invoices pending.
-		return invalid("method", "PESALINK collections are not available on this server yet.")
+		return edge.Invalid("method", "PESALINK collections are not available on this server yet.")
 	}
 	target, err := s.readPaymentTarget(c, b)
 	if err != nil {
 		return err
 	}
-	apiRef, err := b.str("api_ref", true, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", true, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
 	if method == "PESALINK" && target.checkout != nil {
 		// A session prices M-Pesa and card by its own tariffs; it has no bank
 		// tariff, and the payer must not pick who pays the fee (docs/api-decisions.md).
-		return invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
+		return edge.Invalid("method", "Checkout sessions are paid by M-Pesa or card, not PESALINK.")
 	}
 	sessionPhone := target.checkout != nil && target.checkout.PhoneNumber != nil
-	phone, err := b.text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
+	phone, err := b.Text("phone_number", method == "M-PESA" && !sessionPhone, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func (s *Server) collection(c echo.Context) error {
 		}
 	}
 	if phone != "" && !phonePattern.MatchString(phone) {
-		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
 	cust, err := readCustomer(b, "")
 	if err != nil {
@@ -81,13 +82,13 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
 	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+target.currency+".")
+		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
 	}
 	if err != nil {
 		return err
@@ -96,7 +97,7 @@ func (s *Server) collection(c echo.Context) error {
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
 		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {
-		tar, err := b.str("bank_tarrif", false, 20, nil)
+		tar, err := b.Str("bank_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}
@@ -107,12 +108,12 @@ func (s *Server) collection(c echo.Context) error {
 		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
 		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
 	} else {
-		tar, err := b.str("mobile_tarrif", false, 20, nil)
+		tar, err := b.Str("mobile_tarrif", false, 20, nil)
 		if err != nil {
 			return err
 		}
 		if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-			return invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		if target.checkout != nil {
 			tar = target.checkout.MobileTarrif

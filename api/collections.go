@@ -14,6 +14,7 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -32,18 +33,18 @@ const resultCodesLink = "https://developer.safaricom.co.ke/APIs/MpesaExpressSimu
 // rounded up to whole shillings first), opened by the engine in PENDING, and the
 // prompt goes out through the rails role after the commit.
 func (s *Server) stkPush(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	phone, err := b.text("phone_number", true, 20, nil)
+	phone, err := b.Text("phone_number", true, 20, nil)
 	if err != nil {
 		return err
 	}
 	if !phonePattern.MatchString(phone) {
-		return invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
+		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
-	raw, _, err := b.amount("amount", true)
+	raw, _, err := b.Amount("amount", true)
 	if err != nil {
 		// M-Pesa amounts may carry more decimals: they are rounded up, not refused.
 		v := b["amount"]
@@ -59,25 +60,25 @@ func (s *Server) stkPush(c echo.Context) error {
 	}
 	amount := tariff.RoundUpShillings(raw)
 	if amount.Cmp(mpesaMin) < 0 || amount.Cmp(mpesaMax) > 0 {
-		return invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000.")
+		return edge.Invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000.")
 	}
-	if cur, err := b.str("currency", false, 3, nil); err != nil {
+	if cur, err := b.Str("currency", false, 3, nil); err != nil {
 		return err
 	} else if cur != "" && cur != "KES" {
-		return invalid("currency", "M-Pesa STK push collects in KES.")
+		return edge.Invalid("currency", "M-Pesa STK push collects in KES.")
 	}
-	apiRef, err := b.str("api_ref", false, 140, apiRefPattern)
+	apiRef, err := b.Str("api_ref", false, 140, apiRefPattern)
 	if err != nil {
 		return err
 	}
 	if apiRef == "" {
 		apiRef = "MPesa Express"
 	}
-	walletID, err := b.str("wallet_id", false, 40, walletIDPattern)
+	walletID, err := b.Str("wallet_id", false, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
-	tar, err := b.str("mobile_tarrif", false, 20, nil)
+	tar, err := b.Str("mobile_tarrif", false, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func (s *Server) stkPush(c echo.Context) error {
 		return err
 	}
 	// The payer's details (the Python SDK sends name, email and narrative).
-	email, err := b.str("email", false, 254, emailPattern)
+	email, err := b.Str("email", false, 254, emailPattern)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err := readFullName(b, &cust); err != nil {
 		return err
 	}
-	narrative, err := b.str("narrative", false, 140, nil)
+	narrative, err := b.Str("narrative", false, 140, nil)
 	if err != nil {
 		return err
 	}
@@ -135,10 +136,10 @@ func tarOrDefault(t string) string {
 func (s *Server) stkQuote(tar string, amount money.Amount) (tariff.Quote, error) {
 	q, err := s.cfg.Fees.Quote(tariff.MethodMpesa, tar, amount)
 	if errors.Is(err, tariff.ErrUnknownTariff) {
-		return q, invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		return q, edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	}
 	if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-		return q, invalid("amount", "The amount does not cover the transaction fee.")
+		return q, edge.Invalid("amount", "The amount does not cover the transaction fee.")
 	}
 	if err != nil {
 		return q, err
@@ -152,21 +153,21 @@ func (s *Server) stkQuote(tar string, amount money.Amount) (tariff.Quote, error)
 
 // paymentStatus returns an invoice and its session meta.
 func (s *Server) paymentStatus(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	id, err := b.str("invoice_id", true, 40, walletIDPattern)
+	id, err := b.Str("invoice_id", true, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
-	checkout, err := b.str("checkout_id", false, 64, nil)
+	checkout, err := b.Str("checkout_id", false, 64, nil)
 	if err != nil {
 		return err
 	}
-	inv, err := invoicestore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	inv, err := invoicestore.Get(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Invoice not found.")
+		return edge.NotFound("Invoice not found.")
 	}
 	if err != nil {
 		return err
@@ -176,11 +177,11 @@ func (s *Server) paymentStatus(c echo.Context) error {
 		byInvoice := claims.Invoice != "" && claims.Invoice == id
 		byCheckout := claims.Checkout != "" && claims.Checkout == checkout
 		if !byInvoice && !byCheckout {
-			return clientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
+			return edge.ClientError(http.StatusForbidden, "permission_denied", "The signature is not valid for this invoice.")
 		}
 	}
 	if checkout != "" && inv.CheckoutID != checkout {
-		return notFound("Invoice not found for this checkout.")
+		return edge.NotFound("Invoice not found for this checkout.")
 	}
 	sess := renderSession(inv)
 	hidePayer(c, &sess)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/tracing"
@@ -22,12 +23,12 @@ import (
 // time, the stored reply is looked up before giving up with 504 (the command may
 // still apply; a retry with the same Idempotency-Key cannot apply it twice).
 func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, error) {
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	select {
 	case s.inflight <- struct{}{}:
 		defer func() { <-s.inflight }()
 	default:
-		return topics.Reply{}, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "overloaded",
+		return topics.Reply{}, &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "overloaded",
 			Detail: "Too many requests in flight; retry shortly.", RetryAfter: 1}
 	}
 	id, _ := c.Get(ctxCommandID).(string)
@@ -89,8 +90,8 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	case r := <-ch:
 		return r, nil
 	case err := <-failed:
-		s.log.ErrorContext(ctx, "produce command", "request_id", requestID(c), "type", typ, "err", err)
-		return topics.Reply{}, unavailable()
+		s.log.ErrorContext(ctx, "produce command", "request_id", edge.RequestID(c), "type", typ, "err", err)
+		return topics.Reply{}, edge.Unavailable()
 	case <-timer.C:
 		replyTimeouts.Inc()
 		if storedType, stored, ok, err := storage.ProcessedCommand(ctx, s.db, p.MerchantID, id); err == nil && ok {
@@ -102,10 +103,10 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 				return r, nil
 			}
 		}
-		return topics.Reply{}, &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "timeout",
+		return topics.Reply{}, &edge.Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "timeout",
 			Detail: "The request was accepted but its outcome is not known yet; retry with the same Idempotency-Key."}
 	case <-ctx.Done():
-		return topics.Reply{}, &Error{Status: 499, Type: "client_error", Code: "client_closed", Detail: "Client closed the request."}
+		return topics.Reply{}, &edge.Error{Status: 499, Type: "client_error", Code: "client_closed", Detail: "Client closed the request."}
 	}
 }
 
@@ -140,10 +141,10 @@ var replyStatus = map[string]int{
 }
 
 // refusal turns a reply error into the API error.
-func refusal(re *topics.ReplyError) *Error {
+func refusal(re *topics.ReplyError) *edge.Error {
 	status, ok := replyStatus[re.Code]
 	if !ok {
-		return errInternal
+		return edge.ErrInternal
 	}
 	typ := "client_error"
 	switch {
@@ -152,5 +153,5 @@ func refusal(re *topics.ReplyError) *Error {
 	case status >= 500:
 		typ = "server_error"
 	}
-	return &Error{Status: status, Type: typ, Code: re.Code, Detail: re.Detail, Attr: re.Attr}
+	return &edge.Error{Status: status, Type: typ, Code: re.Code, Detail: re.Detail, Attr: re.Attr}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -37,17 +38,17 @@ var customerFields = []struct {
 
 // readCustomer reads the payer's details. comment is the body field that carries
 // the customer's comment ("comment" on a checkout; "" where none is taken).
-func readCustomer(b body, comment string) (topics.PaymentCustomer, error) {
+func readCustomer(b edge.Body, comment string) (topics.PaymentCustomer, error) {
 	var c topics.PaymentCustomer
 	for _, f := range customerFields {
-		v, err := b.str(f.name, false, f.max, f.pattern)
+		v, err := b.Str(f.name, false, f.max, f.pattern)
 		if err != nil {
 			return c, err
 		}
 		f.set(&c, v)
 	}
 	if comment != "" {
-		v, err := b.str(comment, false, 255, commentPattern)
+		v, err := b.Str(comment, false, 255, commentPattern)
 		if err != nil {
 			return c, err
 		}
@@ -59,8 +60,8 @@ func readCustomer(b body, comment string) (topics.PaymentCustomer, error) {
 // readFullName reads the Python SDK's single `name` (its STK push sends one) into
 // first and last name where the request gives neither: the first word is the
 // first name, the rest the last name, each held to the names' limits.
-func readFullName(b body, c *topics.PaymentCustomer) error {
-	name, err := b.str("name", false, 91, namePattern)
+func readFullName(b edge.Body, c *topics.PaymentCustomer) error {
+	name, err := b.Str("name", false, 91, namePattern)
 	if err != nil || name == "" || c.FirstName != "" || c.LastName != "" {
 		return err
 	}
@@ -70,15 +71,15 @@ func readFullName(b body, c *topics.PaymentCustomer) error {
 	}
 	first, last := parts[0], strings.Join(parts[1:], " ")
 	if len(first) > 45 || len(last) > 45 {
-		return invalid("name", "Each part of the name must have no more than 45 characters.")
+		return edge.Invalid("name", "Each part of the name must have no more than 45 characters.")
 	}
 	c.FirstName, c.LastName = first, last
 	return nil
 }
 
 // readHost reads the invoice's origin host (the spec's pattern, at most 200).
-func readHost(b body) (string, error) {
-	return b.str("host", false, 200, hostPattern)
+func readHost(b edge.Body) (string, error) {
+	return b.Str("host", false, 200, hostPattern)
 }
 
 // withSession fills the payer details the request left out from the checkout
@@ -107,21 +108,21 @@ func withSession(c topics.PaymentCustomer, co *storage.Checkout) topics.PaymentC
 // readRedirectURL reads an absolute http(s) URL of at most 400 characters: the
 // hosted page will send the payer's browser there, so no other scheme
 // (javascript:, data:) may get in.
-func readRedirectURL(b body, field string) (string, error) {
-	v, err := b.str(field, false, 400, nil)
+func readRedirectURL(b edge.Body, field string) (string, error) {
+	v, err := b.Str(field, false, 400, nil)
 	if err != nil || v == "" {
 		return v, err
 	}
 	u, perr := url.Parse(v)
 	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
 		strings.ContainsAny(v, " \t\r\n") {
-		return "", invalid(field, field+" must be an absolute http or https URL.")
+		return "", edge.Invalid(field, field+" must be an absolute http or https URL.")
 	}
 	return v, nil
 }
 
 // walletNotFound is the answer for a wallet_id that names none of the merchant's
 // wallets (another merchant's included), as the engine gives it for an STK push.
-func walletNotFound() *Error {
-	return &Error{Status: http.StatusNotFound, Type: "client_error", Code: "not_found", Detail: "Wallet not found.", Attr: "wallet_id"}
+func walletNotFound() *edge.Error {
+	return &edge.Error{Status: http.StatusNotFound, Type: "client_error", Code: "not_found", Detail: "Wallet not found.", Attr: "wallet_id"}
 }

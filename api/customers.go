@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -81,21 +82,21 @@ func renderCustomer(c storage.Customer) customerRecordJSON {
 // and may be left out otherwise (the /customers/ form: a payer may be known by
 // email alone), but are never blanked. Every other field: absent or null keeps the
 // stored value, "" clears it, anything else replaces it.
-func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.CustomerUpsert, error) {
-	u := storage.CustomerUpsert{MerchantID: principal(c).MerchantID, Fields: map[string]*string{}}
-	email, err := b.str("email", true, emailMax, nil)
+func readCustomerUpsert(c echo.Context, b edge.Body, requireNames bool) (storage.CustomerUpsert, error) {
+	u := storage.CustomerUpsert{MerchantID: edge.PrincipalOf(c).MerchantID, Fields: map[string]*string{}}
+	email, err := b.Str("email", true, emailMax, nil)
 	if err != nil {
 		return u, err
 	}
 	if !emailPattern.MatchString(email) {
-		return u, invalid("email", "Enter a valid email address.")
+		return u, edge.Invalid("email", "Enter a valid email address.")
 	}
 	u.Email = email
 	for _, f := range []string{"first_name", "last_name"} {
-		if !requireNames && !b.has(f) {
+		if !requireNames && !b.Has(f) {
 			continue
 		}
-		v, err := b.str(f, true, customerNameMax, namePattern)
+		v, err := b.Str(f, true, customerNameMax, namePattern)
 		if err != nil {
 			return u, err
 		}
@@ -110,10 +111,10 @@ func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.Cust
 		{"city", cityMax, nil}, {"state", stateMax, nil}, {"zipcode", zipcodeMax, zipcodePattern}, {"country", 2, nil},
 	}
 	for _, f := range fields {
-		if !b.has(f.name) {
+		if !b.Has(f.name) {
 			continue
 		}
-		v, err := b.str(f.name, false, f.max, f.pattern)
+		v, err := b.Str(f.name, false, f.max, f.pattern)
 		if err != nil {
 			return u, err
 		}
@@ -127,13 +128,13 @@ func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.Cust
 			}
 		}
 		if digits < 7 || digits > 15 {
-			return u, invalid("phone_number", "Enter the phone number in international format, e.g. +254712345678 (7 to 15 digits).")
+			return u, edge.Invalid("phone_number", "Enter the phone number in international format, e.g. +254712345678 (7 to 15 digits).")
 		}
 	}
 	if cc := u.Fields["country"]; cc != nil {
 		up := strings.ToUpper(*cc)
 		if !iso3166[up] {
-			return u, invalid("country", "country must be an ISO 3166-1 alpha-2 code, e.g. KE, US, GB.")
+			return u, edge.Invalid("country", "country must be an ISO 3166-1 alpha-2 code, e.g. KE, US, GB.")
 		}
 		u.Fields["country"] = &up
 	}
@@ -143,10 +144,10 @@ func readCustomerUpsert(c echo.Context, b body, requireNames bool) (storage.Cust
 // errZipcodeRequired answers the database's zipcode rule (customers_zipcode_required),
 // which holds for the stored record: a body that leaves zipcode out relies on the
 // stored one.
-var errZipcodeRequired = invalid("zipcode", "zipcode is required when country is US, CA or GB.")
+var errZipcodeRequired = edge.Invalid("zipcode", "zipcode is required when country is US, CA or GB.")
 
 func (s *Server) saveCustomer(c echo.Context, requireNames bool) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -176,11 +177,11 @@ func (s *Server) saveCustomer(c echo.Context, requireNames bool) error {
 	// The form of each route reads its records with its own permission: a key
 	// that may write customers but not read them must not read, through an upsert
 	// naming an email, what the record already held.
-	read := PermViewCollections
+	read := edge.PermViewCollections
 	if requireNames {
-		read = PermViewSubscriptions
+		read = edge.PermViewSubscriptions
 	}
-	if p := principal(c); !p.Can(read) {
+	if p := edge.PrincipalOf(c); !p.Can(read) {
 		hideStoredCustomer(&out, u.Fields)
 	}
 	return c.JSON(status, out)
@@ -199,7 +200,7 @@ func (s *Server) listCustomers(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Customer, int, error) {
-		return storage.ListCustomers(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return storage.ListCustomers(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -212,9 +213,9 @@ func (s *Server) listCustomers(c echo.Context) error {
 }
 
 func (s *Server) pathCustomer(c echo.Context) (storage.Customer, error) {
-	cu, err := storage.GetCustomer(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("customer_id"))
+	cu, err := storage.GetCustomer(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("customer_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return cu, notFound("Customer not found.")
+		return cu, edge.NotFound("Customer not found.")
 	}
 	return cu, err
 }

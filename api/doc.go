@@ -6,26 +6,29 @@
 // from the Postgres snapshots, always scoped by the authenticated merchant.
 //
 // Besides the JSON API it serves:
-//   - the customer's HTML pages (pages.go, subpages.go, paymentlinks.go; templates
-//     in pages/): the hosted checkout page, a payment link's page, a plan's subscribe
+//   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide
+//     what each shows; package api/pages lays it out): the hosted checkout page, a payment link's page, a plan's subscribe
 //     page and a subscription's card setup page, each opened by the capability its
 //     path names (capability.go) and rendered under a strict Content-Security-Policy;
 //     a browser's request there that is refused gets a page, not the JSON error
 //     (custpages.go);
-//   - their stylesheet, script and icon under /static/ (embedded, pages/static), so
+//   - their stylesheet, script and icon under /static/ (embedded in api/pages), so
 //     a page loads nothing from another host;
-//   - in the sandbox, a server-sent event stream of the merchant's events
-//     (GET /api/v1/events/listen, listen.go) that `paysvc listen` forwards to a
-//     local URL, and the embedded SMTP sink's mail (GET /api/v1/sandbox/mail);
+//   - in the sandbox, the developer tools of package api/sandbox: a server-sent
+//     event stream of the merchant's events (GET /api/v1/events/listen) that
+//     `paysvc listen` forwards to a local URL, sample events, the embedded SMTP
+//     sink's mail (GET /api/v1/sandbox/mail) and subscription test clocks, each
+//     declared in the route table here;
 //   - the providers' callbacks (Daraja STK and B2C), authenticated by the secret
 //     token in their path.
-//   - the merchant console at /console/ (console.go, console_pages.go,
-//     console_session.go; templates in console/): HTML pages behind a server-side
-//     session that a secret key became at sign-in. It writes nothing itself: each
-//     action calls one of the API's own routes in-process with the session's
-//     principal, so permissions, Idempotency-Key and commands are the API's. Its
-//     pages and forms answer HTML, and its refusals before a session exists (a
-//     cross-site form) are the JSON error shape.
+//   - the merchant console at /console/, which is package api/console: this
+//     package builds it with the API's own handler, key check and page assets,
+//     and mounts its routes in the route table; every action it takes is a call
+//     of one of the API's routes in-process with the session's principal.
+//
+// What the API, the console and the sandbox tools share (the principal, the permission catalogue,
+// the key format, the error shape, request ids, the pages' security headers) is
+// package api/edge.
 //
 // Every route declares who may call it in routes() (server.go): docs/security.md's
 // route table lists them, and a test keeps the two in step.

@@ -13,34 +13,9 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
-
-// Error is a refusal the client can act on. Its text is always safe to show.
-type Error struct {
-	Status int
-	Type   string // client_error, validation_error, server_error
-	Code   string
-	Detail string
-	Attr   string
-	// RetryAfter, when set, becomes a Retry-After header (seconds).
-	RetryAfter int
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail) }
-
-func clientError(status int, code, detail string) *Error {
-	return &Error{Status: status, Type: "client_error", Code: code, Detail: detail}
-}
-
-func invalid(attr, detail string) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "validation_error", Code: "invalid", Detail: detail, Attr: attr}
-}
-
-func notFound(detail string) *Error {
-	return clientError(http.StatusNotFound, "not_found", detail)
-}
-
-var errInternal = &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "internal error"}
 
 // errorItem and errorBody are the one error shape: `detail` for clients of the
 // public service, `type`/`errors[]` for newer clients, `request_id` for support.
@@ -57,7 +32,7 @@ type errorBody struct {
 	RequestID string      `json:"request_id"`
 }
 
-func (s *Server) renderError(c echo.Context, e *Error) error {
+func (s *Server) renderError(c echo.Context, e *edge.Error) error {
 	item := errorItem{Code: e.Code, Detail: e.Detail}
 	if e.Attr != "" {
 		a := e.Attr
@@ -66,7 +41,7 @@ func (s *Server) renderError(c echo.Context, e *Error) error {
 	if e.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
 	}
-	return c.JSON(e.Status, errorBody{Type: e.Type, Detail: e.Detail, Errors: []errorItem{item}, RequestID: requestID(c)})
+	return c.JSON(e.Status, errorBody{Type: e.Type, Detail: e.Detail, Errors: []errorItem{item}, RequestID: edge.RequestID(c)})
 }
 
 // handleError is Echo's error handler: every error leaves as the JSON shape above
@@ -76,7 +51,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var ae *Error
+	var ae *edge.Error
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &ae):
@@ -86,18 +61,18 @@ func (s *Server) handleError(err error, c echo.Context) {
 		// The database refused a value the edge let through (bytes it cannot store, a
 		// number out of range): the request's fault, so a 400, but a gap in the edge's
 		// checks, so logged. The driver's text may quote the value and is never shown.
-		s.log.Warn("database refused request data", "request_id", requestID(c), "route", c.Path(), "err", err)
-		ae = &Error{Status: http.StatusBadRequest, Type: "validation_error", Code: "invalid",
+		s.log.Warn("database refused request data", "request_id", edge.RequestID(c), "route", c.Path(), "err", err)
+		ae = &edge.Error{Status: http.StatusBadRequest, Type: "validation_error", Code: "invalid",
 			Detail: "The request contains a value that cannot be stored (bad characters or out of range)."}
 	case dependencyDown(err):
-		s.log.Warn("dependency unavailable", "request_id", requestID(c), "route", c.Path(), "err", err)
-		ae = unavailable()
+		s.log.Warn("dependency unavailable", "request_id", edge.RequestID(c), "route", c.Path(), "err", err)
+		ae = edge.Unavailable()
 	default:
-		s.log.Error("unhandled error", "request_id", requestID(c), "route", c.Path(), "err", err)
-		ae = errInternal
+		s.log.Error("unhandled error", "request_id", edge.RequestID(c), "route", c.Path(), "err", err)
+		ae = edge.ErrInternal
 	}
-	if ae.Status >= 500 && ae != errInternal {
-		s.log.Warn("server refusal", "request_id", requestID(c), "route", c.Path(), "code", ae.Code)
+	if ae.Status >= 500 && ae != edge.ErrInternal {
+		s.log.Warn("server refusal", "request_id", edge.RequestID(c), "route", c.Path(), "code", ae.Code)
 	}
 	if s.customerErrorPage(c, ae) {
 		return // a customer's browser on a hosted page reads a page (custpages.go)
@@ -107,23 +82,23 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
-func fromEcho(he *echo.HTTPError) *Error {
+func fromEcho(he *echo.HTTPError) *edge.Error {
 	switch he.Code {
 	case http.StatusNotFound:
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	case http.StatusMethodNotAllowed:
-		return clientError(he.Code, "method_not_allowed", "Method not allowed.")
+		return edge.ClientError(he.Code, "method_not_allowed", "Method not allowed.")
 	case http.StatusRequestEntityTooLarge:
-		return clientError(he.Code, "request_too_large", "Request body is too large.")
+		return edge.ClientError(he.Code, "request_too_large", "Request body is too large.")
 	case http.StatusUnsupportedMediaType:
-		return clientError(he.Code, "unsupported_media_type", "Request body must be JSON.")
+		return edge.ClientError(he.Code, "unsupported_media_type", "Request body must be JSON.")
 	case http.StatusTooManyRequests:
-		return &Error{Status: he.Code, Type: "client_error", Code: "throttled", Detail: "Request was throttled.", RetryAfter: 1}
+		return &edge.Error{Status: he.Code, Type: "client_error", Code: "throttled", Detail: "Request was throttled.", RetryAfter: 1}
 	}
 	if he.Code >= 400 && he.Code < 500 {
-		return clientError(he.Code, "error", http.StatusText(he.Code)+".")
+		return edge.ClientError(he.Code, "error", http.StatusText(he.Code)+".")
 	}
-	return errInternal
+	return edge.ErrInternal
 }
 
 // badInputBytes reports a PostgreSQL data exception (SQLSTATE class 22: invalid

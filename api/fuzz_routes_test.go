@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -242,23 +244,31 @@ func newFuzzer(t *testing.T, b *bundle, seed uint64) *fuzzer {
 // that a field added later is fuzzed too.
 func handlerFields(t *testing.T) []string {
 	t.Helper()
-	files, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`\.(?:str|text|amount|boolean|has)\("([a-z_]+)"`)
+	// The handlers are this package's and its product packages' (api/console,
+	// api/sandbox...): every non-test Go file under this directory.
+	re := regexp.MustCompile(`\.(?:Str|Text|Amount|Bool|Has)\("([a-z_]+)"`)
 	set := map[string]bool{}
-	for _, fi := range files {
-		if !strings.HasSuffix(fi.Name(), ".go") || strings.HasSuffix(fi.Name(), "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(fi.Name())
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			t.Fatal(err)
+			return err
+		}
+		if d.IsDir() && d.Name() == "node_modules" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
 		}
 		for _, m := range re.FindAllSubmatch(src, -1) {
 			set[string(m[1])] = true
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(set) < 20 {
 		t.Fatalf("found only %d body fields in the handlers: the field scan is broken", len(set))

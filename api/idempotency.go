@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -51,15 +52,15 @@ func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.Ha
 			return next(c)
 		}
 		if len(key) > 255 {
-			return invalid("Idempotency-Key", "Idempotency-Key must be at most 255 characters.")
+			return edge.Invalid("Idempotency-Key", "Idempotency-Key must be at most 255 characters.")
 		}
 		if strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) || !utf8.ValidString(key) {
 			// Control characters never occur in a sane key, and "\n" separates the
 			// scope from the key in the stored record.
-			return invalid("Idempotency-Key", "Idempotency-Key must be printable text.")
+			return edge.Invalid("Idempotency-Key", "Idempotency-Key must be printable text.")
 		}
-		p := principal(c)
-		raw, err := rawBody(c)
+		p := edge.PrincipalOf(c)
+		raw, err := edge.RawBody(c)
 		if err != nil {
 			return err
 		}
@@ -77,22 +78,22 @@ func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.Ha
 		// still applied once. Remove one TTL after every instance runs this code.
 		legacy, err := storage.IdempotencyKeyHeld(ctx, s.idemDB, p.MerchantID, key, s.cfg.IdempotencyTTL)
 		if err != nil {
-			s.log.Error("idempotency lookup", "request_id", requestID(c), "err", err)
-			return unavailable()
+			s.log.Error("idempotency lookup", "request_id", edge.RequestID(c), "err", err)
+			return edge.Unavailable()
 		}
 		if legacy {
 			recordKey, commandID = key, ids.DeriveUUID("idem", p.MerchantID, key)
 		}
 		outcome, rec, err := storage.BeginIdempotent(ctx, s.idemDB, p.MerchantID, recordKey, hash, commandID, idempotencyLock, s.cfg.IdempotencyTTL)
 		if err != nil {
-			s.log.Error("idempotency begin", "request_id", requestID(c), "err", err)
-			return unavailable()
+			s.log.Error("idempotency begin", "request_id", edge.RequestID(c), "err", err)
+			return edge.Unavailable()
 		}
 		switch outcome {
 		case storage.IdemMismatch:
 			return errKeyReused
 		case storage.IdemInFlight:
-			return &Error{Status: http.StatusConflict, Type: "client_error", Code: "idempotency_key_in_use",
+			return &edge.Error{Status: http.StatusConflict, Type: "client_error", Code: "idempotency_key_in_use",
 				Detail: "A request with this Idempotency-Key is still being processed.", RetryAfter: 1}
 		case storage.IdemReplay:
 			idempotentReplays.Inc()
@@ -113,10 +114,10 @@ func (s *Server) idempotentHandler(next echo.HandlerFunc, cardBody bool) echo.Ha
 		// 499 (the client went away while waiting) is an unknown outcome too.
 		if status := c.Response().Status; status < 500 && status != 499 {
 			if err := storage.CompleteIdempotent(bg, s.idemDB, p.MerchantID, recordKey, status, capture.buf.Bytes()); err != nil {
-				s.log.Error("idempotency complete", "request_id", requestID(c), "err", err)
+				s.log.Error("idempotency complete", "request_id", edge.RequestID(c), "err", err)
 			}
 		} else if err := storage.ReleaseIdempotent(bg, s.idemDB, p.MerchantID, recordKey); err != nil {
-			s.log.Error("idempotency release", "request_id", requestID(c), "err", err)
+			s.log.Error("idempotency release", "request_id", edge.RequestID(c), "err", err)
 		}
 		return nil
 	}
@@ -138,7 +139,7 @@ var cardFields = map[string]bool{"cvv": true, "cvc": true, "cvv2": true, "expiry
 // card's last four digits. A body that is not a JSON object is fingerprinted as
 // one constant: the handler refuses it (400) whatever it holds.
 func cardFingerprintBody(raw []byte) []byte {
-	b, err := parseBody(raw)
+	b, err := edge.ParseBody(raw)
 	if err != nil {
 		return []byte("card route: unparsable body")
 	}
@@ -164,9 +165,9 @@ func cardFingerprintBody(raw []byte) []byte {
 
 // idempotentCommandID derives a keyed request's command id from everything that
 // makes it one operation: who (merchant and principal kind), what (method, route
-// pattern, path values), the key, and the request's hash (method, path and body).
+// pattern, path values), the key, and the request's hash (method, path and edge.Body).
 // Two requests share an id only if they are the same request with the same key.
-func idempotentCommandID(c echo.Context, p *Principal, key string, hash []byte) string {
+func idempotentCommandID(c echo.Context, p *edge.Principal, key string, hash []byte) string {
 	return ids.DeriveUUID("idem/v2", p.MerchantID, p.Kind, c.Request().Method, c.Path(),
 		strings.Join(c.ParamValues(), "/"), key, hex.EncodeToString(hash))
 }
@@ -175,7 +176,7 @@ func idempotentCommandID(c echo.Context, p *Principal, key string, hash []byte) 
 // this code (actors/engine/reused.go); it is the same client mistake as above.
 func init() { replyStatus["idempotency_key_reused"] = http.StatusUnprocessableEntity }
 
-var errKeyReused = &Error{Status: http.StatusUnprocessableEntity, Type: "client_error", Code: "idempotency_key_reused",
+var errKeyReused = &edge.Error{Status: http.StatusUnprocessableEntity, Type: "client_error", Code: "idempotency_key_reused",
 	Detail: "This Idempotency-Key was already used with a different request."}
 
 // captureWriter keeps a copy of the response body for the idempotency record.
@@ -187,9 +188,4 @@ type captureWriter struct {
 func (w *captureWriter) Write(b []byte) (int, error) {
 	w.buf.Write(b)
 	return w.ResponseWriter.Write(b)
-}
-
-func unavailable() *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
-		Detail: "The service is temporarily unavailable; retry with the same Idempotency-Key.", RetryAfter: 1}
 }

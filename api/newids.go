@@ -11,6 +11,7 @@ import (
 
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -43,7 +44,7 @@ func (s *Server) newID() string {
 
 // errIDsTaken is what a request gets when every id it drew was taken: nothing
 // was created, and the same request again will draw others.
-var errIDsTaken = &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: engine.CodeIDTaken,
+var errIDsTaken = &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: engine.CodeIDTaken,
 	Detail: "The new resource's id was already in use; nothing was created. Retry the request.", RetryAfter: 1}
 
 // freshIDs runs op, which draws the new ids of a resource and sends the command
@@ -58,12 +59,12 @@ func (s *Server) freshIDs(c echo.Context, op func() error) error {
 	defer c.Set(ctxCommandID, base)
 	for draw := 1; ; draw++ {
 		err := op()
-		var e *Error
+		var e *edge.Error
 		if !errors.As(err, &e) || e.Code != engine.CodeIDTaken {
 			return err
 		}
 		idClashes.Inc()
-		s.log.Warn("new id already in use; drawing another", "request_id", requestID(c), "draw", draw)
+		s.log.Warn("new id already in use; drawing another", "request_id", edge.RequestID(c), "draw", draw)
 		if draw == maxIDDraws {
 			return errIDsTaken
 		}
@@ -85,7 +86,7 @@ func (s *Server) redraw(c echo.Context, prefix string, insert func(id string) er
 			return err
 		}
 		idClashes.Inc()
-		s.log.Warn("new id already in use; drawing another", "request_id", requestID(c), "draw", draw)
+		s.log.Warn("new id already in use; drawing another", "request_id", edge.RequestID(c), "draw", draw)
 		if draw == maxIDDraws {
 			return errIDsTaken
 		}

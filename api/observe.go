@@ -9,6 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"paysvc/api/edge"
 )
 
 var (
@@ -62,9 +64,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		m.requests.Inc()
 		m.seconds.Observe(d.Seconds())
 		if s.log.Enabled(c.Request().Context(), -4) || status >= 400 || d > time.Second {
-			attrs := []any{"request_id", requestID(c), "method", c.Request().Method, "route", route,
+			attrs := []any{"request_id", edge.RequestID(c), "method", c.Request().Method, "route", route,
 				"status", status, "duration_ms", float64(d.Microseconds()) / 1000}
-			if p := principal(c); p != nil {
+			if p := edge.PrincipalOf(c); p != nil {
 				attrs = append(attrs, "merchant_id", p.MerchantID)
 			}
 			// With the request's context: its trace id goes on the line (tracing.LogHandler).

@@ -1,183 +1,32 @@
 package api
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"embed"
-	"encoding/hex"
-	"html/template"
-	"io/fs"
 	"net/http"
-	"net/url"
-	"path"
-	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/pages"
 )
 
 // The hosted pages (checkout, payment links, subscription setup and plan
-// subscribe: subpages.go) share one layer: html/template files embedded in the binary, one
-// layout, one stylesheet and one script served by paysvc itself under /static/, and
-// the same security headers. A customer's browser talks to paysvc and nothing else
-// (docs/api-decisions.md, "Hosted pages").
+// subscribe: subpages.go) decide here what a page shows; package api/pages lays
+// it out, under the pages' security headers, with the assets paysvc serves
+// under /static/.
 
-//go:embed pages/*.html pages/static/*
-var pageFiles embed.FS
-
-// staticAsset is one file served under /static/: its bytes, type and content hash.
-type staticAsset struct {
-	body        []byte
-	contentType string
-	version     string // first 12 hex digits of the SHA-256 of body
-}
-
-var (
-	staticAssets  = loadStaticAssets()
-	pageTemplates = loadPageTemplates()
-)
-
-func loadStaticAssets() map[string]staticAsset {
-	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-		".svg": "image/svg+xml"}
-	out := map[string]staticAsset{}
-	entries, err := fs.ReadDir(pageFiles, "pages/static")
-	if err != nil {
-		panic(err)
-	}
-	for _, e := range entries {
-		body, err := pageFiles.ReadFile("pages/static/" + e.Name())
-		if err != nil {
-			panic(err)
-		}
-		ct, ok := types[path.Ext(e.Name())]
-		if !ok {
-			panic("api: static file " + e.Name() + " has no known content type")
-		}
-		sum := sha256.Sum256(body)
-		out[e.Name()] = staticAsset{body: body, contentType: ct, version: hex.EncodeToString(sum[:])[:12]}
-	}
-	return out
-}
-
-// assetURL is a static file's address with its content hash: a new release changes
-// the address, so browsers may cache each version for good.
-func assetURL(name string) (string, error) {
-	a, ok := staticAssets[name]
-	if !ok {
-		return "", &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "error", Detail: "no asset " + name}
-	}
-	return "/static/" + name + "?v=" + a.version, nil
-}
-
-// loadPageTemplates parses every page with the shared layout: each page file defines
-// "title" and "content", layout.html the document around them.
-func loadPageTemplates() map[string]*template.Template {
-	layout := template.Must(template.New("layout.html").Funcs(template.FuncMap{"asset": assetURL}).
-		ParseFS(pageFiles, "pages/layout.html"))
-	names, err := fs.Glob(pageFiles, "pages/*.html")
-	if err != nil {
-		panic(err)
-	}
-	out := map[string]*template.Template{}
-	for _, n := range names {
-		base := path.Base(n)
-		if base == "layout.html" {
-			continue
-		}
-		out[strings.TrimSuffix(base, ".html")] = template.Must(template.Must(layout.Clone()).ParseFS(pageFiles, n))
-	}
-	return out
-}
-
-// hostedPage is what every hosted page's layout shows: who is paid, and whether money is
-// real. Data is the page's own view.
-type hostedPage struct {
-	Title    string
-	Merchant string // merchants.name: the customer must see whom they pay
-	Sandbox  bool   // a test-mode banner: no real money moves
-	// Static pages (a closed link, an error) take no payment: they load no script
-	// and do not ask for one.
-	Static bool
-	Data   any
-}
-
-// pageCSP allows the page's own script, stylesheet and images and its calls to paysvc,
-// nothing else: no inline script or style, no third-party host, no framing (against
-// clickjacking a payment button), no <base> or form posting elsewhere, and DOM sinks
-// locked to Trusted Types (the script only ever sets textContent).
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
-	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'"
-
-// pageHeaders are the security headers of every hosted page and static file.
-func pageHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("X-Frame-Options", "DENY") // frame-ancestors for browsers that predate it
-	h.Set("X-Content-Type-Options", "nosniff")
-	// The checkout id is in the page's address: the merchant's site behind "Continue"
-	// learns it from the redirect's query, never from a Referer.
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
-}
-
-// renderPage writes a hosted page. It renders into a buffer first, so a template
-// error is the generic 500, never half a page.
-func (s *Server) renderPage(c echo.Context, name string, p hostedPage) error {
+// renderPage writes a hosted page.
+func (s *Server) renderPage(c echo.Context, name string, p pages.Page) error {
 	return s.renderPageStatus(c, http.StatusOK, name, p)
 }
 
 // renderPageStatus is renderPage with the status a page that refuses (a closed
 // link, an error page) answers with.
-func (s *Server) renderPageStatus(c echo.Context, status int, name string, p hostedPage) error {
-	t, ok := pageTemplates[name]
-	if !ok {
-		return errInternal
-	}
+func (s *Server) renderPageStatus(c echo.Context, status int, name string, p pages.Page) error {
 	p.Sandbox = s.cfg.Environment == "sandbox"
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
-		return err
-	}
-	h := c.Response().Header()
-	pageHeaders(h)
-	// A page carries a fresh signature and the session's live state: never cached.
-	h.Set("Cache-Control", "no-store")
-	return c.HTMLBlob(status, buf.Bytes())
-}
-
-// serveStatic serves the pages' stylesheet, script and images from the binary. An
-// address with the current content hash may be cached for good; any other for a
-// short while (an old page open during a release still gets working files).
-func (s *Server) serveStatic(c echo.Context) error {
-	a, ok := staticAssets[c.Param("name")]
-	if !ok {
-		return notFound("Not found.")
-	}
-	h := c.Response().Header()
-	pageHeaders(h)
-	if c.QueryParam("v") == a.version {
-		h.Set("Cache-Control", "public, max-age=31536000, immutable")
-	} else {
-		h.Set("Cache-Control", "public, max-age=300")
-	}
-	return c.Blob(http.StatusOK, a.contentType, a.body)
+	return pages.Render(c, status, name, p)
 }
 
 // pageRedirect is a redirect URL a page may send the customer to after paying, with
-// the host to name on the "Continue" link; "" when there is none or it is unsafe: only
-// an absolute https address (http too in the sandbox, for local development), with no
-// credentials in it. html/template would neutralise a javascript: URL in href, but
-// the script navigates to it too, so it is checked here.
+// the host to name on the "Continue" link ("" when unsafe: pages.Redirect).
 func (s *Server) pageRedirect(raw string) (string, string) {
-	if raw == "" || len(raw) > 400 {
-		return "", ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
-		return "", ""
-	}
-	if u.Scheme != "https" && (u.Scheme != "http" || s.cfg.Environment != "sandbox") {
-		return "", ""
-	}
-	return u.String(), u.Hostname()
+	return pages.Redirect(raw, s.cfg.Environment == "sandbox")
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
 
 const (
@@ -24,14 +26,14 @@ func pageOf(c echo.Context) (page, error) {
 	if v := c.QueryParam("page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1_000_000 {
-			return p, invalid("page", "Invalid page.")
+			return p, edge.Invalid("page", "Invalid page.")
 		}
 		p.number = n
 	}
 	if v := c.QueryParam("page_size"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxPageSize {
-			return p, invalid("page_size", "page_size must be between 1 and 500.")
+			return p, edge.Invalid("page_size", "page_size must be between 1 and 500.")
 		}
 		p.size = n
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -24,7 +25,7 @@ import (
 // (an ISO country, US/CA/GB with a zipcode): a payment is never refused because of
 // the customer book.
 func (s *Server) linkPayer(c echo.Context, cmd topics.InvoiceSTKPush) (string, error) {
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	ctx := c.Request().Context()
 	fields := map[string]*string{}
 	set := func(col, v string) {

@@ -13,6 +13,8 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -53,16 +55,16 @@ func (s *Server) renderLink(l storage.PaymentLink) paymentLinkJSON {
 
 // readLinkFields applies the body's fields to l: every field present is checked
 // and set, absent ones keep l's value (create starts from the defaults).
-func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
-	if b.has("title") {
-		t, err := b.str("title", true, 140, namePattern)
+func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink) error {
+	if b.Has("title") {
+		t, err := b.Str("title", true, 140, namePattern)
 		if err != nil {
 			return err
 		}
 		l.Title = t
 	}
-	if b.has("is_active") {
-		v, err := b.boolean("is_active", true)
+	if b.Has("is_active") {
+		v, err := b.Bool("is_active", true)
 		if err != nil {
 			return err
 		}
@@ -76,32 +78,32 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		}
 		l.RedirectURL = optional(v)
 	}
-	if b.has("currency") {
-		v, err := b.str("currency", true, 3, nil)
+	if b.Has("currency") {
+		v, err := b.Str("currency", true, 3, nil)
 		if err != nil {
 			return err
 		}
 		if !linkCurrencies[v] {
-			return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+			return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 		}
 		l.Currency = v
 	}
-	if b.has("amount") {
-		a, _, err := b.amount("amount", true)
+	if b.Has("amount") {
+		a, _, err := b.Amount("amount", true)
 		if err != nil {
 			return err
 		}
 		cents, err := a.Cents()
 		if err != nil || a.Sign() < 0 {
-			return invalid("amount", "Amount must be 0 (the customer enters it) or greater.")
+			return edge.Invalid("amount", "Amount must be 0 (the customer enters it) or greater.")
 		}
 		if cents%100 != 0 {
-			return invalid("amount", "Amount must be a whole number of "+l.Currency+" (no cents).")
+			return edge.Invalid("amount", "Amount must be a whole number of "+l.Currency+" (no cents).")
 		}
 		l.Amount = cents / 100
 	}
-	if b.has("usage_limit") {
-		n, _, err := b.integer("usage_limit", true, 0, 0, maxUsageLimit)
+	if b.Has("usage_limit") {
+		n, _, err := b.Int("usage_limit", true, 0, 0, maxUsageLimit)
 		if err != nil {
 			return err
 		}
@@ -111,15 +113,15 @@ func (s *Server) readLinkFields(b body, l *storage.PaymentLink) error {
 		name string
 		dst  *string
 	}{{"mobile_tarrif", &l.MobileTarrif}, {"card_tarrif", &l.CardTarrif}} {
-		if !b.has(f.name) {
+		if !b.Has(f.name) {
 			continue
 		}
-		v, err := b.str(f.name, true, 20, nil)
+		v, err := b.Str(f.name, true, 20, nil)
 		if err != nil {
 			return err
 		}
 		if v != tariff.BusinessPays && v != tariff.CustomerPays {
-			return invalid(f.name, f.name+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid(f.name, f.name+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		*f.dst = v
 	}
@@ -141,14 +143,14 @@ func (t paymentTarget) paymentLinkID() string {
 
 // createPaymentLink creates a link (the Python SDK's paymentlinks.create).
 func (s *Server) createPaymentLink(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if _, err := b.str("title", true, 140, namePattern); err != nil {
+	if _, err := b.Str("title", true, 140, namePattern); err != nil {
 		return err
 	}
-	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: principal(c).MerchantID, IsActive: true, Currency: "KES",
+	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, Currency: "KES",
 		MobileTarrif: tariff.BusinessPays, CardTarrif: tariff.BusinessPays, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	if err := s.readLinkFields(b, &l); err != nil {
 		return err
@@ -166,7 +168,7 @@ func (s *Server) listPaymentLinks(c echo.Context) error {
 		return err
 	}
 	links, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.PaymentLink, int, error) {
-		return storage.ListPaymentLinks(c.Request().Context(), q, principal(c).MerchantID, p.size, p.offset())
+		return storage.ListPaymentLinks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, p.size, p.offset())
 	})
 	if err != nil {
 		return err
@@ -178,10 +180,10 @@ func (s *Server) listPaymentLinks(c echo.Context) error {
 	return c.JSON(http.StatusOK, p.list(c, total, out))
 }
 
-func linkNotFound() *Error { return notFound("Payment link not found.") }
+func linkNotFound() *edge.Error { return edge.NotFound("Payment link not found.") }
 
 func (s *Server) getPaymentLink(c echo.Context) error {
-	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("link_id"))
+	l, err := storage.GetPaymentLink(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("link_id"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return linkNotFound()
 	}
@@ -194,12 +196,12 @@ func (s *Server) getPaymentLink(c echo.Context) error {
 // updatePaymentLink is PATCH and PUT: both change only the fields sent; PUT also
 // requires title, as a full representation always has it.
 func (s *Server) updatePaymentLink(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	if c.Request().Method == http.MethodPut {
-		if _, err := b.str("title", true, 140, namePattern); err != nil {
+		if _, err := b.Str("title", true, 140, namePattern); err != nil {
 			return err
 		}
 	}
@@ -213,7 +215,7 @@ func (s *Server) deactivatePaymentLink(c echo.Context) error {
 }
 
 func (s *Server) changeLink(c echo.Context, change func(*storage.PaymentLink) error) error {
-	l, err := storage.UpdatePaymentLink(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("link_id"), change)
+	l, err := storage.UpdatePaymentLink(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("link_id"), change)
 	if errors.Is(err, storage.ErrNotFound) {
 		return linkNotFound()
 	}
@@ -226,15 +228,15 @@ func (s *Server) changeLink(c echo.Context, change func(*storage.PaymentLink) er
 // linkRefusal says why a link takes no payment now, nil when it does. Payments in
 // flight (within their storage.LinkHolds) count against the limit: they may still
 // complete.
-func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *Error {
+func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *edge.Error {
 	if !l.IsActive {
-		return clientError(http.StatusBadRequest, "payment_link_inactive", "This payment link is not accepting payments.")
+		return edge.ClientError(http.StatusBadRequest, "payment_link_inactive", "This payment link is not accepting payments.")
 	}
 	if l.UsageLimit > 0 && u.Completed >= l.UsageLimit {
-		return clientError(http.StatusBadRequest, "payment_link_limit_reached", "This payment link has reached its limit of payments.")
+		return edge.ClientError(http.StatusBadRequest, "payment_link_limit_reached", "This payment link has reached its limit of payments.")
 	}
 	if l.UsageLimit > 0 && u.Completed+u.InFlight >= l.UsageLimit {
-		return clientError(http.StatusBadRequest, "payment_link_busy",
+		return edge.ClientError(http.StatusBadRequest, "payment_link_busy",
 			"Other payments through this link are in progress and would reach its limit. Please try again in a few minutes.")
 	}
 	return nil
@@ -283,7 +285,7 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 		}
 		// 410: this address takes no payment now (custpages.go gives the same
 		// status to the session a browser would open here).
-		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", hostedPage{Title: heading, Merchant: merchant.Name, Static: true,
+		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", pages.Page{Title: heading, Merchant: merchant.Name, Static: true,
 			Data: closedView{Heading: heading, Detail: e.Detail + " Please contact " + merchant.Name + "."}})
 	}
 	data := checkoutView{Link: l.LinkID, Currency: l.Currency, Reason: l.Title, APIRef: l.Title,
@@ -298,7 +300,7 @@ func (s *Server) paymentLinkPage(c echo.Context) error {
 	if data.Amount != "" {
 		title = "Pay " + l.Currency + " " + data.Amount
 	}
-	return s.renderPage(c, "checkout", hostedPage{Title: title, Merchant: merchant.Name, Data: data})
+	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
 }
 
 // paymentLinkSession opens the checkout session one customer pays a link through
@@ -350,7 +352,7 @@ func (s *Server) paymentLinkQR(c echo.Context) error {
 		return err
 	}
 	h := c.Response().Header()
-	pageHeaders(h)
+	edge.PageHeaders(h)
 	// The image only ever shows the link's address, fixed for the link's life.
 	h.Set("Cache-Control", "public, max-age=86400")
 	return c.Blob(http.StatusOK, "image/png", png)
@@ -376,7 +378,7 @@ func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*lin
 		return nil, err
 	}
 	ctx := c.Request().Context()
-	co, err := storage.GetCheckout(ctx, s.db, principal(c).MerchantID, cmd.CheckoutID)
+	co, err := storage.GetCheckout(ctx, s.db, edge.PrincipalOf(c).MerchantID, cmd.CheckoutID)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +395,7 @@ func (s *Server) reserveLinkUse(c echo.Context, cmd topics.InvoiceSTKPush) (*lin
 		}
 		if co.Amount == nil || !co.Amount.Equal(money.FromUnits(l.Amount*100)) || co.Currency != l.Currency ||
 			co.MobileTarrif != l.MobileTarrif || co.CardTarrif != l.CardTarrif {
-			return clientError(http.StatusConflict, "payment_link_changed",
+			return edge.ClientError(http.StatusConflict, "payment_link_changed",
 				"The payment link was changed since this page was opened. Please reload the page.")
 		}
 		return nil
@@ -414,7 +416,7 @@ func (u *linkUse) settled(inv invoice.State) {
 	}
 	if err := storage.SettleLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID, inv.InvoiceID); err != nil {
 		// The use stays on the generated id: it counts as in flight for LinkHolds.Send.
-		u.s.log.Error("settle payment link use", "request_id", requestID(u.c), "err", err)
+		u.s.log.Error("settle payment link use", "request_id", edge.RequestID(u.c), "err", err)
 	}
 }
 
@@ -424,7 +426,7 @@ func (u *linkUse) refused() {
 		return
 	}
 	if err := storage.ReleaseLinkUse(u.c.Request().Context(), u.s.db, u.linkID, u.commandID); err != nil {
-		u.s.log.Error("release payment link use", "request_id", requestID(u.c), "err", err)
+		u.s.log.Error("release payment link use", "request_id", edge.RequestID(u.c), "err", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/payout"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -34,15 +35,15 @@ func darajaAccepted(c echo.Context) error {
 // once, and a transaction already final ignores any later outcome.
 func (s *Server) b2cResult(c echo.Context) error {
 	if !s.darajaToken(c) {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}
 	res, err := mpesa.ParseB2CResult(raw)
 	if err != nil {
-		return invalid("Body", "Not a valid M-Pesa B2C result.")
+		return edge.Invalid("Body", "Not a valid M-Pesa B2C result.")
 	}
 	out := topics.PayoutTxnResult{TransactionID: res.OriginatorConversationID, Success: res.Success(), Description: res.Description}
 	if res.Success() {
@@ -99,7 +100,7 @@ func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.Payo
 		Batch: "b2c-" + txnID, Results: []topics.PayoutTxnResult{out}}
 	if err := rails.PayoutSink(s.kafka, s.ns, rails.Origin{Environment: s.cfg.Environment})(ctx, r); err != nil {
 		s.log.Error("produce M-Pesa B2C result", "transaction_id", txnID, "file_id", ref.FileID, "err", err)
-		return unavailable() // Daraja retries a result that is not acknowledged
+		return edge.Unavailable() // Daraja retries a result that is not acknowledged
 	}
 	return darajaAccepted(c)
 }
@@ -112,15 +113,15 @@ func (s *Server) b2cApply(c echo.Context, ref storage.PayoutRef, out topics.Payo
 // it is logged, acknowledged, and the transaction stays PROCESSING.
 func (s *Server) b2cStatus(c echo.Context) error {
 	if !s.darajaToken(c) {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}
 	res, err := mpesa.ParseStatusResult(raw)
 	if err != nil {
-		return invalid("Body", "Not a valid M-Pesa transaction status result.")
+		return edge.Invalid("Body", "Not a valid M-Pesa transaction status result.")
 	}
 	logArgs := []any{"conversation_id", clipLog(res.ConversationID), "result_code", res.Code,
 		"result_desc", clipLog(res.Description), "transaction_status", clipLog(res.Status)}
@@ -158,9 +159,9 @@ func (s *Server) b2cStatus(c echo.Context) error {
 // one follows, finishes it, otherwise an operator does. The notice is only logged.
 func (s *Server) b2cTimeout(c echo.Context) error {
 	if !s.darajaToken(c) {
-		return notFound("Not found.")
+		return edge.NotFound("Not found.")
 	}
-	raw, err := rawBody(c)
+	raw, err := edge.RawBody(c)
 	if err != nil {
 		return err
 	}
@@ -173,7 +174,7 @@ func (s *Server) b2cTimeout(c echo.Context) error {
 		} `json:"Result"`
 	}
 	if len(raw) > 64<<10 || json.Unmarshal(raw, &body) != nil || body.Result == nil {
-		return invalid("Body", "Not a valid M-Pesa B2C timeout notice.")
+		return edge.Invalid("Body", "Not a valid M-Pesa B2C timeout notice.")
 	}
 	s.log.Warn("M-Pesa B2C queue timeout: the payout stays PROCESSING until its result or an operator",
 		"transaction_id", clipLog(body.Result.OriginatorConversationID), "conversation_id", clipLog(body.Result.ConversationID),

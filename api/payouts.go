@@ -25,6 +25,7 @@ import (
 	payoutrail "paysvc/actors/rails/payout"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -50,8 +51,8 @@ var (
 )
 
 // providerOf reads and normalises the provider (INTASEND is the SDKs' name for P2P).
-func providerOf(b body) (string, error) {
-	p, err := b.str("provider", true, 20, nil)
+func providerOf(b edge.Body) (string, error) {
+	p, err := b.Str("provider", true, 20, nil)
 	if err != nil {
 		return "", err
 	}
@@ -61,7 +62,7 @@ func providerOf(b body) (string, error) {
 	return "", errUnknownProvider
 }
 
-var errUnknownProvider = invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
+var errUnknownProvider = edge.Invalid("provider", "provider must be one of MPESA-B2C, MPESA-B2B, PESALINK, P2P (or INTASEND), AIRTIME, RTGS.")
 
 // canonicalProvider is the provider's stored name (INTASEND is stored as P2P), and
 // whether it is a payout provider at all.
@@ -134,23 +135,23 @@ func (s *Server) withCallbackSecret(ctx context.Context, result json.RawMessage)
 // refusal names its field (transactions[i].field for a transaction's).
 func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) {
 	var in topics.PayoutInitiate
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return in, err
 	}
-	if in.Currency, err = b.str("currency", true, 3, nil); err != nil {
+	if in.Currency, err = b.Str("currency", true, 3, nil); err != nil {
 		return in, err
 	}
 	if !wallet.Currencies[in.Currency] {
-		return in, invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
+		return in, edge.Invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
 	}
 	if in.Provider, err = providerOf(b); err != nil {
 		return in, err
 	}
 	if in.Provider != payout.ProviderP2P && in.Currency != "KES" {
-		return in, invalid("currency", in.Provider+" pays out in KES only; only P2P files can be in "+in.Currency+".")
+		return in, edge.Invalid("currency", in.Provider+" pays out in KES only; only P2P files can be in "+in.Currency+".")
 	}
-	approval, err := b.str("requires_approval", false, 3, nil)
+	approval, err := b.Str("requires_approval", false, 3, nil)
 	if err != nil {
 		return in, err
 	}
@@ -159,18 +160,18 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 		in.RequiresApproval = true
 	case "NO":
 	default:
-		return in, invalid("requires_approval", `requires_approval must be "YES" or "NO".`)
+		return in, edge.Invalid("requires_approval", `requires_approval must be "YES" or "NO".`)
 	}
-	if in.WalletID, err = b.str("wallet_id", false, 40, walletIDPattern); err != nil {
+	if in.WalletID, err = b.Str("wallet_id", false, 40, walletIDPattern); err != nil {
 		return in, err
 	}
-	if in.BatchReference, err = b.str("batch_reference", false, 70, textPattern); err != nil {
+	if in.BatchReference, err = b.Str("batch_reference", false, 70, textPattern); err != nil {
 		return in, err
 	}
-	if in.DeviceID, err = b.str("device_id", false, 100, textPattern); err != nil {
+	if in.DeviceID, err = b.Str("device_id", false, 100, textPattern); err != nil {
 		return in, err
 	}
-	if in.CallbackURL, err = b.str("callback_url", false, 400, nil); err != nil {
+	if in.CallbackURL, err = b.Str("callback_url", false, 400, nil); err != nil {
 		return in, err
 	}
 	if in.CallbackURL != "" {
@@ -178,22 +179,22 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 		secure := perr == nil && u.Scheme == "https"
 		plainOK := perr == nil && u.Scheme == "http" && s.cfg.Environment == "sandbox"
 		if perr != nil || u.Host == "" || !(secure || plainOK) {
-			return in, invalid("callback_url", "callback_url must be an absolute HTTPS URL.")
+			return in, edge.Invalid("callback_url", "callback_url must be an absolute HTTPS URL.")
 		}
 	}
 	raw, ok := b["transactions"]
 	if !ok || string(raw) == "null" {
-		return in, invalid("transactions", "This field is required.")
+		return in, edge.Invalid("transactions", "This field is required.")
 	}
 	var txns []json.RawMessage
 	if err := json.Unmarshal(raw, &txns); err != nil {
-		return in, invalid("transactions", "transactions must be an array of transactions.")
+		return in, edge.Invalid("transactions", "transactions must be an array of transactions.")
 	}
 	if len(txns) == 0 {
-		return in, invalid("transactions", "A payment file needs at least one transaction.")
+		return in, edge.Invalid("transactions", "A payment file needs at least one transaction.")
 	}
 	if len(txns) > MaxFileTransactions {
-		return in, invalid("transactions", fmt.Sprintf("A payment file carries at most %d transactions; split it.", MaxFileTransactions))
+		return in, edge.Invalid("transactions", fmt.Sprintf("A payment file carries at most %d transactions; split it.", MaxFileTransactions))
 	}
 	in.TrackingID, in.Nonce = ids.UUID(), strings.ToLower(ids.Alias(8)) // the ids: drawIDs
 	in.Transactions = make([]topics.PayoutTxnIn, len(txns))
@@ -201,13 +202,13 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 	for i, rawTxn := range txns {
 		t, err := s.readPayoutTxn(c, in, rawTxn, recipients)
 		if err != nil {
-			var e *Error
+			var e *edge.Error
 			if errors.As(err, &e) {
 				at := fmt.Sprintf("transactions[%d]", i)
 				if e.Attr != "" {
 					at += "." + e.Attr
 				}
-				return in, &Error{Status: e.Status, Type: e.Type, Code: e.Code, Detail: at + ": " + e.Detail, Attr: at}
+				return in, &edge.Error{Status: e.Status, Type: e.Type, Code: e.Code, Detail: at + ": " + e.Detail, Attr: at}
 			}
 			return in, err
 		}
@@ -218,26 +219,26 @@ func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) 
 
 func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json.RawMessage, recipients map[string]storage.Recipient) (topics.PayoutTxnIn, error) {
 	var t topics.PayoutTxnIn
-	var tb body
+	var tb edge.Body
 	if err := json.Unmarshal(raw, &tb); err != nil || tb == nil {
-		return t, invalid("", "Each transaction must be a JSON object.")
+		return t, edge.Invalid("", "Each transaction must be a JSON object.")
 	}
 	var err error
-	if t.Account, err = tb.text("account", true, 64, textPattern); err != nil {
+	if t.Account, err = tb.Text("account", true, 64, textPattern); err != nil {
 		return t, err
 	}
 	t.Account = strings.TrimSpace(t.Account)
-	amount, _, err := tb.amount("amount", true)
+	amount, _, err := tb.Amount("amount", true)
 	if err != nil {
 		return t, err
 	}
 	lim := payoutLimits[f.Provider]
 	if amount.Cmp(lim[0]) < 0 || amount.Cmp(lim[1]) > 0 {
-		return t, invalid("amount", fmt.Sprintf("%s amounts must be between %s and %s.", f.Provider, lim[0], lim[1]))
+		return t, edge.Invalid("amount", fmt.Sprintf("%s amounts must be between %s and %s.", f.Provider, lim[0], lim[1]))
 	}
 	if f.Provider == payout.ProviderB2C || f.Provider == payout.ProviderB2B || f.Provider == payout.ProviderAirtime {
 		if !tariff.RoundUpShillings(amount).Equal(amount) {
-			return t, invalid("amount", "M-Pesa and airtime amounts are whole shillings.")
+			return t, edge.Invalid("amount", "M-Pesa and airtime amounts are whole shillings.")
 		}
 	}
 	t.Amount = amount
@@ -251,7 +252,7 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		{"bank_code", &t.BankCode, 10}, {"idempotency_key", &t.IdempotencyKey, 255},
 	}
 	for _, fl := range fields {
-		if *fl.dst, err = tb.text(fl.name, false, fl.max, textPattern); err != nil {
+		if *fl.dst, err = tb.Text(fl.name, false, fl.max, textPattern); err != nil {
 			return t, err
 		}
 	}
@@ -267,14 +268,14 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 			recipients[key] = rec
 		}
 		if rec.Currency != f.Currency {
-			return t, invalid("account", "Wallet "+t.Account+" holds "+rec.Currency+"; this file pays "+f.Currency+".")
+			return t, edge.Invalid("account", "Wallet "+t.Account+" holds "+rec.Currency+"; this file pays "+f.Currency+".")
 		}
 		// Without wallet_id the file pays from the merchant's settlement wallet of its
 		// currency, so that wallet is the payer too.
 		paysItself := rec.WalletID == f.WalletID ||
-			(f.WalletID == "" && rec.MerchantID == principal(c).MerchantID && rec.WalletType == "SETTLEMENT")
+			(f.WalletID == "" && rec.MerchantID == edge.PrincipalOf(c).MerchantID && rec.WalletType == "SETTLEMENT")
 		if paysItself {
-			return t, invalid("account", "A P2P payout cannot go to the wallet that pays it.")
+			return t, edge.Invalid("account", "A P2P payout cannot go to the wallet that pays it.")
 		}
 		t.RecipientMerchantID = rec.MerchantID
 		if rec.WalletID != t.Account {
@@ -284,15 +285,15 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		// Bank codes are numbers: "2" and "02" name the same bank. The file keeps
 		// and shows the published form (bank-codes/ke), whatever the client wrote.
 		if t.BankCode == "" {
-			return t, invalid("bank_code", "bank_code is required for every "+f.Provider+" transaction.")
+			return t, edge.Invalid("bank_code", "bank_code is required for every "+f.Provider+" transaction.")
 		}
 		if !bankCodePattern.MatchString(t.BankCode) {
-			return t, invalid("bank_code", fmt.Sprintf("bank_code must be a bank's numeric code (digits only, at most %d) from GET /api/v1/send-money/bank-codes/ke/.",
+			return t, edge.Invalid("bank_code", fmt.Sprintf("bank_code must be a bank's numeric code (digits only, at most %d) from GET /api/v1/send-money/bank-codes/ke/.",
 				payoutrail.MaxBankCodeDigits))
 		}
 		bank, ok := payoutrail.BankByCode(t.BankCode)
 		if !ok {
-			return t, invalid("bank_code", "bank_code "+t.BankCode+" is not a known Kenyan bank code; see GET /api/v1/send-money/bank-codes/ke/.")
+			return t, edge.Invalid("bank_code", "bank_code "+t.BankCode+" is not a known Kenyan bank code; see GET /api/v1/send-money/bank-codes/ke/.")
 		}
 		t.BankCode = bank.BankCode
 		if err := validAccount(f.Provider, t); err != nil {
@@ -300,10 +301,10 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 		}
 	default:
 		if f.Provider == payout.ProviderB2B && t.AccountType == "" {
-			return t, invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
+			return t, edge.Invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
 		}
 		if f.Provider == payout.ProviderB2B && t.AccountType == "PayBill" && t.AccountReference == "" {
-			return t, invalid("account_reference", "account_reference is required for PayBill payments.")
+			return t, edge.Invalid("account_reference", "account_reference is required for PayBill payments.")
 		}
 		if err := validAccount(f.Provider, t); err != nil {
 			return t, err
@@ -322,9 +323,9 @@ func validAccount(provider string, t topics.PayoutTxnIn) error {
 	if err := payoutrail.ValidAccount(provider, t.Account, t.AccountType, t.BankCode); err != nil {
 		var ae *payoutrail.AccountError
 		if errors.As(err, &ae) {
-			return invalid(ae.Field, ae.Message)
+			return edge.Invalid(ae.Field, ae.Message)
 		}
-		return invalid("account", "The account is not valid for "+provider+".")
+		return edge.Invalid("account", "The account is not valid for "+provider+".")
 	}
 	return nil
 }
@@ -352,14 +353,14 @@ func (s *Server) p2pRecipient(ctx context.Context, account, currency string) (st
 	case p2pEmailPattern.MatchString(account):
 		rec, err = storage.EmailRecipient(ctx, s.db, account, currency, s.cfg.Environment)
 		if errors.Is(err, storage.ErrNotFound) {
-			return rec, invalid("account", "No merchant of this service receives "+currency+" P2P payouts at "+account+".")
+			return rec, edge.Invalid("account", "No merchant of this service receives "+currency+" P2P payouts at "+account+".")
 		}
 		return rec, err
 	case p2pPhonePattern.MatchString(account):
-		return rec, invalid("account", "A P2P (INTASEND) payout goes to a wallet of this service, named by its wallet id or by "+
+		return rec, edge.Invalid("account", "A P2P (INTASEND) payout goes to a wallet of this service, named by its wallet id or by "+
 			"its merchant's email; a phone number names no wallet here. To pay a phone number, use MPESA-B2C.")
 	}
-	return rec, invalid("account", "No wallet "+account+" exists to receive this P2P payout.")
+	return rec, edge.Invalid("account", "No wallet "+account+" exists to receive this P2P payoutrail.")
 }
 
 // payoutFee prices one payout; a provider missing from PAYSVC_FEES uses its default.
@@ -374,37 +375,37 @@ func (s *Server) payoutFee(provider string, amount money.Amount) (money.Amount, 
 
 // fileRef reads the file of an approve/cancel/status body: file_id or tracking_id,
 // checked against the merchant's files (another merchant's is 404).
-func (s *Server) fileRef(c echo.Context, b body, fileRequired bool) (string, error) {
-	fileID, err := b.str("file_id", false, 40, nil)
+func (s *Server) fileRef(c echo.Context, b edge.Body, fileRequired bool) (string, error) {
+	fileID, err := b.Str("file_id", false, 40, nil)
 	if err != nil {
 		return "", err
 	}
 	tracking := ""
 	if !fileRequired {
-		if tracking, err = b.str("tracking_id", false, 36, nil); err != nil {
+		if tracking, err = b.Str("tracking_id", false, 36, nil); err != nil {
 			return "", err
 		}
 	}
 	if fileID == "" && tracking == "" {
 		if fileRequired {
-			return "", invalid("file_id", "This field is required.")
+			return "", edge.Invalid("file_id", "This field is required.")
 		}
-		return "", invalid("tracking_id", "tracking_id (or file_id) is required.")
+		return "", edge.Invalid("tracking_id", "tracking_id (or file_id) is required.")
 	}
 	if (fileID != "" && !fileIDPattern.MatchString(fileID)) || (tracking != "" && !trackingPattern.MatchString(tracking)) {
-		return "", notFound("Payment file not found.")
+		return "", edge.NotFound("Payment file not found.")
 	}
-	id, err := storage.PayoutFileID(c.Request().Context(), s.db, principal(c).MerchantID, fileID, tracking)
+	id, err := storage.PayoutFileID(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, fileID, tracking)
 	if errors.Is(err, storage.ErrNotFound) {
-		return "", notFound("Payment file not found.")
+		return "", edge.NotFound("Payment file not found.")
 	}
 	return id, err
 }
 
 // fileRequest is the common start of approve, cancel and status: the body and the
 // merchant's file it names (the key's permission is checked with the route).
-func (s *Server) fileRequest(c echo.Context, fileRequired bool) (body, string, error) {
-	b, err := readBody(c)
+func (s *Server) fileRequest(c echo.Context, fileRequired bool) (edge.Body, string, error) {
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return nil, "", err
 	}
@@ -419,7 +420,7 @@ func (s *Server) approvePayoutFile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	nonce, err := b.str("nonce", false, 64, nil)
+	nonce, err := b.Str("nonce", false, 64, nil)
 	if err != nil {
 		return err
 	}
@@ -450,7 +451,7 @@ func (s *Server) payoutStatus(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	merchant := principal(c).MerchantID
+	merchant := edge.PrincipalOf(c).MerchantID
 	f, err := payoutstore.Get(ctx, s.db, merchant, id)
 	if err != nil {
 		return err
@@ -467,7 +468,7 @@ func (s *Server) payoutStatus(c echo.Context) error {
 // a sandbox server, and with a format check only on a live one; P2P destinations
 // are wallets of this service and of its environment, checked here.
 func (s *Server) validateAccount(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -475,28 +476,28 @@ func (s *Server) validateAccount(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	account, err := b.text("account", true, 64, textPattern)
+	account, err := b.Text("account", true, 64, textPattern)
 	if err != nil {
 		return err
 	}
-	accountType, err := b.str("account_type", false, 20, nil)
+	accountType, err := b.Str("account_type", false, 20, nil)
 	if err != nil {
 		return err
 	}
-	bankCode, err := b.text("bank_code", false, 10, nil)
+	bankCode, err := b.Text("bank_code", false, 10, nil)
 	if err != nil {
 		return err
 	}
 	switch {
 	case provider == payout.ProviderB2B && accountType == "":
-		return invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
+		return edge.Invalid("account_type", "account_type is required for MPESA-B2B: PayBill or TillNumber.")
 	case (provider == payout.ProviderPesalink || provider == payout.ProviderRTGS) && bankCode == "":
-		return invalid("bank_code", "bank_code is required for bank accounts.")
+		return edge.Invalid("bank_code", "bank_code is required for bank accounts.")
 	}
 	if provider == payout.ProviderP2P {
 		// Resolved as a payout resolves it; an email names a settlement wallet of
 		// currency (KES unless given).
-		currency, err := b.str("currency", false, 3, nil)
+		currency, err := b.Str("currency", false, 3, nil)
 		if err != nil {
 			return err
 		}
@@ -504,11 +505,11 @@ func (s *Server) validateAccount(c echo.Context) error {
 			currency = "KES"
 		}
 		if !wallet.Currencies[currency] {
-			return invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
+			return edge.Invalid("currency", "currency must be one of KES, USD, EUR, GBP.")
 		}
 		v := payoutrail.Validation{Account: account, Status: payoutrail.StatusSuccess}
 		rec, err := s.p2pRecipient(c.Request().Context(), account, currency)
-		var refused *Error
+		var refused *edge.Error
 		switch {
 		case errors.As(err, &refused):
 			v.Status, v.Description = payoutrail.StatusInvalidAccount, refused.Detail
@@ -566,7 +567,7 @@ func (s *Server) beneficiaries(c echo.Context) error {
 			return errUnknownProvider
 		}
 	}
-	rows, err := storage.FrequentBeneficiaries(c.Request().Context(), s.db, principal(c).MerchantID, provider, 50)
+	rows, err := storage.FrequentBeneficiaries(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, provider, 50)
 	if err != nil {
 		return err
 	}

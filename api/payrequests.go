@@ -16,6 +16,7 @@ import (
 	"paysvc/actors/outbound/mail"
 	"paysvc/actors/values/every"
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -73,42 +74,42 @@ func renderPayRequest(pr storage.PayRequest, co storage.Checkout, url string) pa
 // once. A failed email is recorded (sent_status FAILED, failed_details), the request
 // itself is kept.
 func (s *Server) createPayRequest(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	first, err := b.str("first_name", true, 45, namePattern)
+	first, err := b.Str("first_name", true, 45, namePattern)
 	if err != nil {
 		return err
 	}
-	last, err := b.str("last_name", true, 45, namePattern)
+	last, err := b.Str("last_name", true, 45, namePattern)
 	if err != nil {
 		return err
 	}
-	email, err := b.str("email", true, 254, emailPattern)
+	email, err := b.Str("email", true, 254, emailPattern)
 	if err != nil {
 		return err
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	currency, err := b.Str("currency", true, 3, nil)
 	if err != nil {
 		return err
 	}
 	if !wallet.Currencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	amount, hasAmount, err := b.amount("amount", false)
+	amount, hasAmount, err := b.Amount("amount", false)
 	if err != nil {
 		return err
 	}
 	if hasAmount && amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
+		return edge.Invalid("amount", "Amount must be greater than 0.")
 	}
 	if hasAmount {
 		if err := s.payableAmount(currency, amount); err != nil {
 			return err
 		}
 	}
-	reason, err := b.str("reason", false, 500, nil)
+	reason, err := b.Str("reason", false, 500, nil)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	if raw, ok := b["autosend_reminder"]; ok && string(raw) != "null" {
 		d, err := strconv.Atoi(strings.Trim(string(raw), `"`))
 		if err != nil || !reminderDays[d] {
-			return invalid("autosend_reminder", "autosend_reminder must be 0, 1, 2, 3 or 7.")
+			return edge.Invalid("autosend_reminder", "autosend_reminder must be 0, 1, 2, 3 or 7.")
 		}
 		days = d
 	}
@@ -124,16 +125,16 @@ func (s *Server) createPayRequest(c echo.Context) error {
 	// paying request says (readPaymentTarget's callers).
 	tariffs := map[string]string{}
 	for _, f := range []string{"card_tarrif", "mobile_tarrif"} {
-		v, err := b.str(f, false, 20, nil)
+		v, err := b.Str(f, false, 20, nil)
 		if err != nil {
 			return err
 		}
 		if v != "" && v != "BUSINESS-PAYS" && v != "CUSTOMER-PAYS" {
-			return invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+			return edge.Invalid(f, f+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		tariffs[f] = tarOrDefault(v)
 	}
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: p.MerchantID, Currency: currency, Email: &email,
 		CardTarrif: tariffs["card_tarrif"], MobileTarrif: tariffs["mobile_tarrif"], FirstName: &first, LastName: &last,
@@ -170,10 +171,10 @@ func (s *Server) createPayRequest(c echo.Context) error {
 
 func (s *Server) getPayRequest(c echo.Context) error {
 	ctx := c.Request().Context()
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	pr, err := storage.GetPayRequest(ctx, s.db, p.MerchantID, c.Param("request_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Pay request not found.")
+		return edge.NotFound("Pay request not found.")
 	}
 	if err != nil {
 		return err

@@ -7,59 +7,9 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
-
-// The permissions a restricted secret key can hold (`paysvc key create --permissions`).
-// The merchant's main secret key holds no list and may do everything. The spec names
-// the three file permissions; the others cover every other route, read apart from
-// write, so a key given to a reporting job cannot move money or redirect webhooks.
-const (
-	PermViewWallets         = "view_wallets"
-	PermAddWallets          = "add_wallets"
-	PermAddTransfers        = "add_transfers"
-	PermViewCollections     = "view_collections"
-	PermAddCollections      = "add_collections"
-	PermViewFiles           = "view_files"
-	PermAddFiles            = "add_files"
-	PermChangeFiles         = "change_files"
-	PermApproveFiles        = "approve_files"
-	PermViewWebhooks        = "view_webhooks"
-	PermChangeWebhooks      = "change_webhooks"
-	PermViewRefunds         = "view_refunds"
-	PermAddRefunds          = "add_refunds"
-	PermViewSubscriptions   = "view_subscriptions"
-	PermChangeSubscriptions = "change_subscriptions"
-)
-
-// Permissions is every permission with what it grants, in the order docs list them.
-// `paysvc key create` refuses any other name.
-var Permissions = []struct{ Name, Grants string }{
-	{PermViewWallets, "list and read wallets and their transactions"},
-	{PermAddWallets, "create wallets"},
-	{PermAddTransfers, "move money between the merchant's own wallets (intra_transfer)"},
-	{PermViewCollections, "read collection status, pay requests, customers and their payments, payment links; see payers' personal data in full"},
-	{PermAddCollections, "start collections with the secret key: STK push, collection, card, pay requests; create and update customers (/customers/); create and change payment links"},
-	{PermViewFiles, "read payment files and frequently used beneficiaries"},
-	{PermAddFiles, "create payment files (awaiting approval) and validate recipient accounts"},
-	{PermChangeFiles, "cancel payment files"},
-	{PermApproveFiles, "approve payment files, including initiation with requires_approval NO"},
-	{PermViewWebhooks, "list webhooks and their deliveries (the deliveries carry event payloads)"},
-	{PermChangeWebhooks, "create, change, delete webhooks, rotate their secrets, replay events"},
-	{PermViewRefunds, "list and read refunds (chargebacks)"},
-	{PermAddRefunds, "request refunds of collected invoices and cancel them (holds and moves money)"},
-	{PermViewSubscriptions, "list and read subscription plans and subscription customers"},
-	{PermChangeSubscriptions, "create and update subscription plans and subscription customers"},
-}
-
-// KnownPermission reports whether name is a permission of the catalogue.
-func KnownPermission(name string) bool {
-	for _, p := range Permissions {
-		if p.Name == name {
-			return true
-		}
-	}
-	return false
-}
 
 // routeKind is who may call a route and how they prove it.
 type routeKind int
@@ -86,7 +36,7 @@ const (
 	// kindOpen: no credential (the checkout page, bank codes, health).
 	kindOpen
 	// kindConsole: a merchant console page or form, with the session cookie that a
-	// secret key became at sign-in (console_session.go); the page's own need is
+	// secret key became at sign-in (api/console, session.go); the page's own need is
 	// checked by the console, and every action by the API route it calls.
 	kindConsole
 )
@@ -173,7 +123,7 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 	case kindCallback:
 		mw = []echo.MiddlewareFunc{s.limitCallback}
 	case kindConsole:
-		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, s.authConsole, s.limitPrincipal}
+		mw = []echo.MiddlewareFunc{s.limitBeforeAuth, s.console.Authenticate, s.limitPrincipal}
 	default:
 		auth := map[routeKind]echo.MiddlewareFunc{kindSecret: s.authSecret, kindPublicOrSecret: s.authPublicOrSecret,
 			kindCollection: s.authCollection, kindStatus: s.authStatus, kindPublicKey: s.authPublicOnly,
@@ -193,13 +143,13 @@ func (s *Server) handle(e *echo.Echo, method, path string, h echo.HandlerFunc, a
 func (s *Server) permit(a access) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			p := principal(c)
+			p := edge.PrincipalOf(c)
 			if p == nil || p.Kind != "secret" {
 				return next(c)
 			}
 			if a.kind == kindSandbox {
 				if !p.Unrestricted {
-					return clientError(http.StatusForbidden, "permission_denied",
+					return edge.ClientError(http.StatusForbidden, "permission_denied",
 						"Sandbox tools need the merchant's unrestricted secret key; this API key is restricted.")
 				}
 				return next(c)
@@ -217,8 +167,8 @@ func (s *Server) permit(a access) echo.MiddlewareFunc {
 	}
 }
 
-func permissionDenied(perm, what string) *Error {
-	return &Error{Status: http.StatusForbidden, Type: "client_error", Code: "permission_denied",
+func permissionDenied(perm, what string) *edge.Error {
+	return &edge.Error{Status: http.StatusForbidden, Type: "client_error", Code: "permission_denied",
 		Detail: fmt.Sprintf("This API key does not have the %s permission, which is required to %s.", perm, what)}
 }
 
@@ -226,12 +176,12 @@ func permissionDenied(perm, what string) *Error {
 // same command, so it needs approve_files too. A body the handler will refuse
 // anyway asks for nothing here.
 func approvalRequested(c echo.Context) (string, string) {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return "", ""
 	}
-	if v, err := b.str("requires_approval", false, 3, nil); err == nil && strings.EqualFold(v, "NO") {
-		return PermApproveFiles, `initiate a payment file with requires_approval "NO", which approves it`
+	if v, err := b.Str("requires_approval", false, 3, nil); err == nil && strings.EqualFold(v, "NO") {
+		return edge.PermApproveFiles, `initiate a payment file with requires_approval "NO", which approves it`
 	}
 	return "", ""
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
 
 // Every route of the router carries a declared access (who may call it and, for
@@ -34,7 +36,7 @@ func TestEveryRouteDeclaresAccess(t *testing.T) {
 		}
 		switch a.kind {
 		case kindSecret, kindPublicOrSecret, kindCollection, kindStatus:
-			if !KnownPermission(a.perm) {
+			if !edge.KnownPermission(a.perm) {
 				t.Errorf("route %s accepts secret keys but names no known permission (%q)", key, a.perm)
 			}
 			if a.what == "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"paysvc/api"
+	"paysvc/api/edge"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -146,7 +147,7 @@ func TestEveryRouteEnforcesItsPermission(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var all []string
-	for _, p := range api.Permissions {
+	for _, p := range edge.Permissions {
 		all = append(all, p.Name)
 	}
 	keys := map[string][]string{}

@@ -14,6 +14,7 @@ import (
 
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -70,42 +71,42 @@ func (s *Server) renderPlan(p storage.Plan) planJSON {
 // created, or updated in place under its own plan_id. Fields the body leaves out
 // keep their stored values on an update and take their defaults on a creation.
 func (s *Server) upsertPlan(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	p := storage.Plan{MerchantID: principal(c).MerchantID}
-	if p.Name, err = b.str("name", true, planNameMax, nil); err != nil {
+	p := storage.Plan{MerchantID: edge.PrincipalOf(c).MerchantID}
+	if p.Name, err = b.Str("name", true, planNameMax, nil); err != nil {
 		return err
 	}
 	if !planNamePattern.MatchString(p.Name) {
-		return invalid("name", "name may contain only letters and digits.")
+		return edge.Invalid("name", "name may contain only letters and digits.")
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
+		return edge.Invalid("amount", "Amount must be greater than 0.")
 	}
-	if p.Currency, err = b.str("currency", true, 3, nil); err != nil {
+	if p.Currency, err = b.Str("currency", true, 3, nil); err != nil {
 		return err
 	}
 	if !wallet.Currencies[p.Currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
 	if err := s.payableAmount(p.Currency, amount); err != nil {
 		return err
 	}
 	p.Amount = amount
 	var given []string
-	unit, err := b.str("frequency_unit", false, 1, nil)
+	unit, err := b.Str("frequency_unit", false, 1, nil)
 	if err != nil {
 		return err
 	}
 	if unit != "" {
 		if maxFrequency[unit] == 0 {
-			return invalid("frequency_unit", "frequency_unit must be D, W, M or Y.")
+			return edge.Invalid("frequency_unit", "frequency_unit must be D, W, M or Y.")
 		}
 		given = append(given, "frequency_unit")
 	}
@@ -113,14 +114,14 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	if unit == "" {
 		p.FrequencyUnit = defaultFreqUnit // on creation; an update keeps the stored unit
 	}
-	if p.Frequency, _, err = b.integer("frequency", true, 0, 1, maxFrequency["D"]); err != nil {
+	if p.Frequency, _, err = b.Int("frequency", true, 0, 1, maxFrequency["D"]); err != nil {
 		return err
 	}
 	if unit != "" && p.Frequency > maxFrequency[unit] {
-		return invalid("frequency", fmt.Sprintf("frequency must be at most %d when frequency_unit is %s (%s): one interval is at most five years.",
+		return edge.Invalid("frequency", fmt.Sprintf("frequency must be at most %d when frequency_unit is %s (%s): one interval is at most five years.",
 			maxFrequency[unit], unit, unitNames[unit]))
 	}
-	cycles, hasCycles, err := b.integer("billing_cycles", false, defaultCycles, 1, maxBillingCycles)
+	cycles, hasCycles, err := b.Int("billing_cycles", false, defaultCycles, 1, maxBillingCycles)
 	if err != nil {
 		return err
 	}
@@ -128,20 +129,20 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	if hasCycles {
 		given = append(given, "billing_cycles")
 	}
-	if b.has("reference") {
-		ref, err := b.str("reference", false, planReferenceMax, nil)
+	if b.Has("reference") {
+		ref, err := b.Str("reference", false, planReferenceMax, nil)
 		if err != nil {
 			return err
 		}
 		p.Reference, given = optional(ref), append(given, "reference")
 	}
-	if b.has("redirect_url") {
-		u, err := b.str("redirect_url", false, planRedirectMax, nil)
+	if b.Has("redirect_url") {
+		u, err := b.Str("redirect_url", false, planRedirectMax, nil)
 		if err != nil {
 			return err
 		}
 		if u != "" && !webURL(u) {
-			return invalid("redirect_url", "redirect_url must be an absolute http or https URL.")
+			return edge.Invalid("redirect_url", "redirect_url must be an absolute http or https URL.")
 		}
 		p.RedirectURL, given = optional(u), append(given, "redirect_url")
 	}
@@ -156,7 +157,7 @@ func (s *Server) upsertPlan(c echo.Context) error {
 	if errors.Is(err, storage.ErrFrequencyBound) {
 		// The body left the unit out and the stored plan's unit is shorter than the
 		// frequency asked (the database checks it against the unit the row will have).
-		return invalid("frequency", "frequency is too long for the plan's frequency_unit: one interval is at most 1825 days, 260 weeks, 60 months or 5 years.")
+		return edge.Invalid("frequency", "frequency is too long for the plan's frequency_unit: one interval is at most 1825 days, 260 weeks, 60 months or 5 years.")
 	}
 	if err != nil {
 		return err
@@ -184,7 +185,7 @@ func (s *Server) listPlans(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Plan, int, error) {
-		return storage.ListPlans(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return storage.ListPlans(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -197,9 +198,9 @@ func (s *Server) listPlans(c echo.Context) error {
 }
 
 func (s *Server) getPlan(c echo.Context) error {
-	p, err := storage.GetPlan(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("plan_id"))
+	p, err := storage.GetPlan(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("plan_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Plan not found.")
+		return edge.NotFound("Plan not found.")
 	}
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/refund"
+	"paysvc/api/edge"
 	"paysvc/topics"
 )
 
@@ -24,8 +25,8 @@ import (
 // seesPayers reports whether the request's principal may read payers' personal
 // data in full: a secret key holding view_collections.
 func seesPayers(c echo.Context) bool {
-	p := principal(c)
-	return p != nil && p.Kind == "secret" && p.Can(PermViewCollections)
+	p := edge.PrincipalOf(c)
+	return p != nil && p.Kind == "secret" && p.Can(edge.PermViewCollections)
 }
 
 // mask hides the middle of a payer's value, keeping at most four characters, and

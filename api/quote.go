@@ -9,6 +9,7 @@ import (
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 )
 
 // estimateMethods maps what clients send as `method` to the fee schedule's name.
@@ -35,22 +36,22 @@ func (s *Server) priceCollection(method, tar string, kes money.Amount) (tariff.Q
 	if method == tariff.MethodMpesa {
 		kes = tariff.RoundUpShillings(kes)
 		if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
-			return tariff.Quote{}, kes, invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
+			return tariff.Quote{}, kes, edge.Invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
 		}
 		q, err := s.stkQuote(tar, kes)
 		return q, kes, err
 	}
 	if kes.Cmp(maxCollectionKES) > 0 {
-		return tariff.Quote{}, kes, invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")
+		return tariff.Quote{}, kes, edge.Invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")
 	}
 	q, err := s.cfg.Fees.Quote(method, tar, kes)
 	switch {
 	case errors.Is(err, tariff.ErrUnknownTariff):
-		return q, kes, invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		return q, kes, edge.Invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	case errors.Is(err, tariff.ErrFeeExceedsAmount):
-		return q, kes, invalid("amount", "The amount does not cover the "+method+" fee.")
+		return q, kes, edge.Invalid("amount", "The amount does not cover the "+method+" fee.")
 	case errors.Is(err, tariff.ErrUnknownMethod):
-		return q, kes, invalid("method", "This server does not collect by "+method+".")
+		return q, kes, edge.Invalid("method", "This server does not collect by "+method+".")
 	}
 	return q, kes, err
 }
@@ -77,19 +78,19 @@ type estimateJSON struct {
 // use. It reads nothing of the merchant's and changes nothing, so the public key
 // is enough (the Python SDK sends it).
 func (s *Server) amountEstimate(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	word, err := b.str("method", true, 20, nil)
+	word, err := b.Str("method", true, 20, nil)
 	if err != nil {
 		return err
 	}
 	method, ok := estimateMethods[word]
 	if !ok {
-		return invalid("method", "method must be M-PESA, CARD-PAYMENT or PESALINK.")
+		return edge.Invalid("method", "method must be M-PESA, CARD-PAYMENT or PESALINK.")
 	}
-	currency, err := b.str("currency", false, 3, nil)
+	currency, err := b.Str("currency", false, 3, nil)
 	if err != nil {
 		return err
 	}
@@ -97,33 +98,33 @@ func (s *Server) amountEstimate(c echo.Context) error {
 		currency = "KES"
 	}
 	if !wallet.Currencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 {
-		return invalid("amount", "Amount must be greater than 0.")
+		return edge.Invalid("amount", "Amount must be greater than 0.")
 	}
 	if method != tariff.MethodMpesa && s.cfg.Environment != "sandbox" {
 		// As the payment calls themselves: no live card acquirer or PesaLink link yet.
-		return invalid("method", word+" payments are not available on this server yet.")
+		return edge.Invalid("method", word+" payments are not available on this server yet.")
 	}
 	tarField := "tarrif"
-	if !b.has(tarField) {
+	if !b.Has(tarField) {
 		tarField = tariffFields[method]
 	}
-	tar, err := b.str(tarField, false, 20, nil)
+	tar, err := b.Str(tarField, false, 20, nil)
 	if err != nil {
 		return err
 	}
 	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-		return invalid(tarField, tarField+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+		return edge.Invalid(tarField, tarField+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	}
 	kes, rate, err := s.cfg.Rates.ToKES(currency, amount)
 	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return invalid("currency", "No exchange rate is configured for "+currency+".")
+		return edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
 	}
 	if err != nil {
 		return err

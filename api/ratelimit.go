@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
 
 // maxBuckets bounds each limiter's table: about 100 bytes a bucket, so a flood of
@@ -135,9 +137,9 @@ func newLimits(cfg Config) *limits {
 	return l
 }
 
-func throttled(wait int) *Error {
+func throttled(wait int) *edge.Error {
 	rateLimited.Inc()
-	return &Error{Status: http.StatusTooManyRequests, Type: "client_error", Code: "throttled",
+	return &edge.Error{Status: http.StatusTooManyRequests, Type: "client_error", Code: "throttled",
 		Detail: "Request was throttled. Retry after the number of seconds in Retry-After.", RetryAfter: max(wait, 1)}
 }
 
@@ -205,7 +207,7 @@ func (s *Server) limitCallback(next echo.HandlerFunc) echo.HandlerFunc {
 			if ok, wait := s.limits.addrs.take(s.clientIP(c), time.Now()); !ok {
 				return throttled(wait)
 			}
-			return notFound("Not found.")
+			return edge.NotFound("Not found.")
 		}
 		if ok, wait := s.limits.callbacks.take("daraja", time.Now()); !ok {
 			return throttled(wait)
@@ -227,7 +229,7 @@ func (s *Server) limitBeforeAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return throttled(wait)
 		}
 		err := next(c)
-		if principal(c) == nil {
+		if edge.PrincipalOf(c) == nil {
 			s.limits.addrs.take(ip, time.Now())
 		}
 		return err
@@ -240,7 +242,7 @@ func (s *Server) limitBeforeAuth(next echo.HandlerFunc) echo.HandlerFunc {
 // checkout for everyone); for a signature, the address's.
 func (s *Server) limitPrincipal(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p := principal(c)
+		p := edge.PrincipalOf(c)
 		if p == nil {
 			return next(c)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"paysvc/actors/aggregates/refund"
 	"paysvc/actors/aggregates/refund/refundstore"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) listRefunds(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]refund.Refund, int, error) {
-		return refundstore.List(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return refundstore.List(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -50,15 +51,15 @@ func (s *Server) listRefunds(c echo.Context) error {
 func (s *Server) pathRefund(c echo.Context) (refund.Refund, error) {
 	raw := c.Param("refund_id")
 	if !refundIDPattern.MatchString(raw) {
-		return refund.Refund{}, notFound("Refund not found.")
+		return refund.Refund{}, edge.NotFound("Refund not found.")
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil {
-		return refund.Refund{}, notFound("Refund not found.")
+		return refund.Refund{}, edge.NotFound("Refund not found.")
 	}
-	r, err := refundstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	r, err := refundstore.Get(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return r, notFound("Refund not found.")
+		return r, edge.NotFound("Refund not found.")
 	}
 	return r, err
 }
@@ -74,29 +75,29 @@ func (s *Server) getRefund(c echo.Context) error {
 }
 
 func (s *Server) createRefund(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	inv, err := b.text("invoice", true, 40, walletIDPattern)
+	inv, err := b.Text("invoice", true, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 || amount.Cmp(maxRefund) > 0 {
-		return invalid("amount", "Amount must be greater than 0 and at most "+maxRefund.String()+".")
+		return edge.Invalid("amount", "Amount must be greater than 0 and at most "+maxRefund.String()+".")
 	}
-	reason, err := b.str("reason", true, 40, nil)
+	reason, err := b.Str("reason", true, 40, nil)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(refund.Reasons, reason) {
-		return invalid("reason", "reason must be one of: "+strings.Join(refund.Reasons, ", ")+".")
+		return edge.Invalid("reason", "reason must be one of: "+strings.Join(refund.Reasons, ", ")+".")
 	}
-	details, err := b.str("reason_details", false, refund.MaxReasonDetails, nil)
+	details, err := b.Str("reason_details", false, refund.MaxReasonDetails, nil)
 	if err != nil {
 		return err
 	}

@@ -19,16 +19,17 @@ import (
 	"paysvc/actors/outbound/mail"
 	"paysvc/actors/outbound/webhooks/outbound"
 	"paysvc/actors/values/ids"
+	"paysvc/api/console"
+	"paysvc/api/edge"
 	"paysvc/api/openapi"
+	"paysvc/api/pages"
+	"paysvc/api/sandbox"
 	"paysvc/storage"
 	"paysvc/topics"
 )
 
 // Context keys.
 const (
-	ctxPrincipal = "paysvc.principal"
-	ctxRawBody   = "paysvc.raw_body"
-	ctxBodyText  = "paysvc.body_text" // *Error: the body's text check, nil when it passed
 	ctxCommandID = "paysvc.command_id"
 	ctxSignature = "paysvc.signature"
 )
@@ -177,11 +178,11 @@ type Server struct {
 	ready    func() bool
 	sig      *signer
 	mailer   mail.Sender
-	sink     *mail.Sink
 	// validateEndpoint checks a webhook endpoint at configuration time.
 	validateEndpoint func(string) error
 	webhookClient    *outbound.Client // replays
-	listen           *listenHub       // sandbox listen streams (listen.go)
+	sandbox          *sandbox.Tools   // the sandbox's developer tools
+	console          *console.Console // the merchant console at /console/
 	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
 	declared map[string]access
 	// openapi is the description of the routes, built from declared (openapi.go).
@@ -208,8 +209,6 @@ func New(cfg Config, d Deps) *Server {
 		ready:    d.Ready,
 		sig:      &signer{db: d.DB, env: cfg.Environment},
 		mailer:   d.Mailer,
-		sink:     d.Sink,
-		listen:   newListenHub(d.Brokers),
 		stkQuery: d.STKQuery,
 	}
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
@@ -222,6 +221,20 @@ func New(cfg Config, d Deps) *Server {
 	// SDKs turn a redirected POST into a GET, and one of them follows no redirects.
 	e.Pre(middleware.RemoveTrailingSlash())
 	e.Use(s.requestID, s.traceRequest, s.observe, s.recoverPanics, s.connectionClose, s.limitBody, s.refuseUnstorable)
+	s.console = console.New(console.Config{Environment: cfg.Environment, PublicBaseURL: cfg.PublicBaseURL, Idle: cfg.ConsoleIdle,
+		MaxAge: cfg.ConsoleMaxAge}, console.Deps{
+		DB:  d.DB,
+		API: e,
+		Verify: func(ctx context.Context, key string) (*edge.Principal, *edge.Error) {
+			return s.auth.verify(ctx, key, "secret")
+		},
+		ForgetKey: s.auth.cache.forget,
+		Asset:     pages.AssetURL,
+		PlanURL:   s.planURL,
+		LinkURL:   s.linkURL,
+	})
+	s.sandbox = sandbox.New(sandbox.Deps{Environment: cfg.Environment, DB: d.DB, Kafka: d.Kafka, Brokers: d.Brokers,
+		Namespace: d.Namespace, Sink: d.Sink, Log: s.log, Ready: d.Ready, Redraw: s.redraw})
 	s.routes(e)
 	s.openapi = s.describeRoutes()
 	s.echo = e
@@ -249,37 +262,37 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, v1+"/openapi.json", s.openapiJSON, open)
 	r(GET, v1+"/openapi.yaml", s.openapiYAML, open)
 
-	r(GET, v1+"/wallets", s.listWallets, secret(PermViewWallets, "list wallets"))
-	r(POST, v1+"/wallets", s.createWallet, secret(PermAddWallets, "create wallets").idem())
-	r(GET, v1+"/wallets/:wallet_id", s.getWallet, secret(PermViewWallets, "read wallets"))
-	r(GET, v1+"/wallets/:wallet_id/transactions", s.walletTransactions, secret(PermViewWallets, "read wallet transactions"))
-	r(POST, v1+"/wallets/:wallet_id/intra_transfer", s.intraTransfer, secret(PermAddTransfers, "move money between wallets").idem())
+	r(GET, v1+"/wallets", s.listWallets, secret(edge.PermViewWallets, "list wallets"))
+	r(POST, v1+"/wallets", s.createWallet, secret(edge.PermAddWallets, "create wallets").idem())
+	r(GET, v1+"/wallets/:wallet_id", s.getWallet, secret(edge.PermViewWallets, "read wallets"))
+	r(GET, v1+"/wallets/:wallet_id/transactions", s.walletTransactions, secret(edge.PermViewWallets, "read wallet transactions"))
+	r(POST, v1+"/wallets/:wallet_id/intra_transfer", s.intraTransfer, secret(edge.PermAddTransfers, "move money between wallets").idem())
 
 	r(POST, v1+"/payment/mpesa-stk-push", s.stkPush,
-		access{kind: kindPublicOrSecret, perm: PermAddCollections, what: "start collections", idempotent: true})
-	r(POST, v1+"/payment/status", s.paymentStatus, access{kind: kindStatus, perm: PermViewCollections, what: "read collections"})
+		access{kind: kindPublicOrSecret, perm: edge.PermAddCollections, what: "start collections", idempotent: true})
+	r(POST, v1+"/payment/status", s.paymentStatus, access{kind: kindStatus, perm: edge.PermViewCollections, what: "read collections"})
 	r(POST, v1+"/payment/collection", s.collection,
-		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true})
+		access{kind: kindCollection, perm: edge.PermAddCollections, what: "start collections", idempotent: true})
 	r(POST, v1+"/payment/card", s.cardPayment,
-		access{kind: kindCollection, perm: PermAddCollections, what: "start collections", idempotent: true, cardBody: true})
+		access{kind: kindCollection, perm: edge.PermAddCollections, what: "start collections", idempotent: true, cardBody: true})
 	r(POST, v1+"/payment/get_amount_estimate", s.amountEstimate,
-		access{kind: kindPublicOrSecret, perm: PermViewCollections, what: "estimate collection fees"})
+		access{kind: kindPublicOrSecret, perm: edge.PermViewCollections, what: "estimate collection fees"})
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(GET, "/checkout/:checkout_id", s.checkoutPage, opens(capCheckout))
-	// The hosted pages' stylesheet, script and icon (pages.go): served here, so a
+	// The hosted pages' stylesheet, script and icon (api/pages): served here, so a
 	// page needs no other host.
-	r(GET, "/static/:name", s.serveStatic, open)
-	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(PermAddCollections, "send pay requests").idem())
-	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(PermViewCollections, "read pay requests"))
+	r(GET, "/static/:name", pages.ServeStatic, open)
+	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(edge.PermAddCollections, "send pay requests").idem())
+	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(edge.PermViewCollections, "read pay requests"))
 	// Payment links (paymentlinks.go): merchant configuration with the secret key,
 	// and each link's public page, the session it opens and its QR code.
-	r(GET, v1+"/paymentlinks", s.listPaymentLinks, secret(PermViewCollections, "list payment links"))
-	r(POST, v1+"/paymentlinks", s.createPaymentLink, secret(PermAddCollections, "create payment links").idem())
-	r(GET, v1+"/paymentlinks/:link_id", s.getPaymentLink, secret(PermViewCollections, "read payment links"))
-	r(PATCH, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(PermAddCollections, "change payment links"))
-	r(PUT, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(PermAddCollections, "change payment links"))
-	r(POST, v1+"/paymentlinks/:link_id/deactivate", s.deactivatePaymentLink, secret(PermAddCollections, "change payment links"))
+	r(GET, v1+"/paymentlinks", s.listPaymentLinks, secret(edge.PermViewCollections, "list payment links"))
+	r(POST, v1+"/paymentlinks", s.createPaymentLink, secret(edge.PermAddCollections, "create payment links").idem())
+	r(GET, v1+"/paymentlinks/:link_id", s.getPaymentLink, secret(edge.PermViewCollections, "read payment links"))
+	r(PATCH, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
+	r(PUT, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
+	r(POST, v1+"/paymentlinks/:link_id/deactivate", s.deactivatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
 	r(GET, "/pay/:link_id", s.paymentLinkPage, opens(capPaymentLink))
 	r(POST, "/pay/:link_id/session", s.paymentLinkSession, opens(capPaymentLink))
 	r(GET, "/pay/:link_id/qr.png", s.paymentLinkQR, opens(capPaymentLink))
@@ -293,25 +306,25 @@ func (s *Server) routes(e *echo.Echo) {
 	// hyphenated aliases (COMPAT.md). Not money state: written directly (plans.go,
 	// customers.go).
 	for _, base := range []string{v1 + "/subscriptions/plans", v1 + "/subscriptions-plans"} {
-		r(POST, base, s.upsertPlan, secret(PermChangeSubscriptions, "create and change subscription plans").idem())
-		r(GET, base, s.listPlans, secret(PermViewSubscriptions, "list subscription plans"))
-		r(GET, base+"/:plan_id", s.getPlan, secret(PermViewSubscriptions, "read subscription plans"))
+		r(POST, base, s.upsertPlan, secret(edge.PermChangeSubscriptions, "create and change subscription plans").idem())
+		r(GET, base, s.listPlans, secret(edge.PermViewSubscriptions, "list subscription plans"))
+		r(GET, base+"/:plan_id", s.getPlan, secret(edge.PermViewSubscriptions, "read subscription plans"))
 	}
 	for _, base := range []string{v1 + "/subscriptions/customers", v1 + "/subscriptions-customers"} {
-		r(POST, base, s.upsertSubscriptionCustomer, secret(PermChangeSubscriptions, "create and change subscription customers").idem())
-		r(GET, base, s.listCustomers, secret(PermViewSubscriptions, "list subscription customers"))
-		r(GET, base+"/:customer_id", s.getCustomer, secret(PermViewSubscriptions, "read subscription customers"))
+		r(POST, base, s.upsertSubscriptionCustomer, secret(edge.PermChangeSubscriptions, "create and change subscription customers").idem())
+		r(GET, base, s.listCustomers, secret(edge.PermViewSubscriptions, "list subscription customers"))
+		r(GET, base+"/:customer_id", s.getCustomer, secret(edge.PermViewSubscriptions, "read subscription customers"))
 	}
 	// Subscriptions (subscriptions.go): created PENDING with a setup_url; the card
 	// setup endpoint is a public capability route (the token is the credential,
 	// like the checkout page's id), rate limited by address.
 	subs := v1 + "/subscriptions/subscriptions"
-	r(POST, subs, s.createSubscription, secret(PermChangeSubscriptions, "create subscriptions").idem())
-	r(GET, subs, s.listSubscriptions, secret(PermViewSubscriptions, "list subscriptions"))
-	r(GET, subs+"/:subscription_id", s.getSubscription, secret(PermViewSubscriptions, "read subscriptions"))
-	r(PUT, subs+"/:subscription_id", s.updateSubscription, secret(PermChangeSubscriptions, "change subscriptions").idem())
-	r(POST, subs+"/:subscription_id/unsubscribe", s.unsubscribe, secret(PermChangeSubscriptions, "cancel subscriptions").idem())
-	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(PermViewSubscriptions, "read subscriptions' payments"))
+	r(POST, subs, s.createSubscription, secret(edge.PermChangeSubscriptions, "create subscriptions").idem())
+	r(GET, subs, s.listSubscriptions, secret(edge.PermViewSubscriptions, "list subscriptions"))
+	r(GET, subs+"/:subscription_id", s.getSubscription, secret(edge.PermViewSubscriptions, "read subscriptions"))
+	r(PUT, subs+"/:subscription_id", s.updateSubscription, secret(edge.PermChangeSubscriptions, "change subscriptions").idem())
+	r(POST, subs+"/:subscription_id/unsubscribe", s.unsubscribe, secret(edge.PermChangeSubscriptions, "cancel subscriptions").idem())
+	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(edge.PermViewSubscriptions, "read subscriptions' payments"))
 	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, opens(capSetupToken))
 	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, opens(capSetupToken))
 	// The customer's subscription pages (subpages.go): the setup page at setup_url
@@ -321,68 +334,74 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, opens(capSetupToken))
 	r(GET, "/subscribe/:plan_id", s.planSubscribePage, opens(capPlan))
 	r(POST, "/subscribe/:plan_id", s.planSubscribe, opens(capPlan))
-	// Sandbox test clocks for subscriptions (test_clocks.go); 404 on a live server.
+	// Sandbox test clocks for subscriptions (api/sandbox); 404 on a live server.
 	tc := v1 + "/subscriptions/test_clocks"
-	r(POST, tc, s.createTestClock, secret(PermChangeSubscriptions, "create subscription test clocks (sandbox)"))
-	r(GET, tc+"/:clock_id", s.getTestClock, secret(PermViewSubscriptions, "read subscription test clocks (sandbox)"))
-	r(POST, tc+"/:clock_id/advance", s.advanceTestClock, secret(PermChangeSubscriptions, "advance subscription test clocks (sandbox)"))
+	r(POST, tc, s.sandbox.CreateTestClock, secret(edge.PermChangeSubscriptions, "create subscription test clocks (sandbox)"))
+	r(GET, tc+"/:clock_id", s.sandbox.GetTestClock, secret(edge.PermViewSubscriptions, "read subscription test clocks (sandbox)"))
+	r(POST, tc+"/:clock_id/advance", s.sandbox.AdvanceTestClock, secret(edge.PermChangeSubscriptions, "advance subscription test clocks (sandbox)"))
 	// The same customer records as the payers of collections (the Python SDK's
 	// customers API): collection permissions.
-	r(POST, v1+"/customers", s.upsertCustomer, secret(PermAddCollections, "create and change customers").idem())
-	r(GET, v1+"/customers", s.listCustomers, secret(PermViewCollections, "list customers"))
-	r(GET, v1+"/customers/:customer_id", s.getCustomer, secret(PermViewCollections, "read customers"))
-	r(GET, v1+"/customers/:customer_id/transactions", s.customerTransactions, secret(PermViewCollections, "read customers' payments"))
+	r(POST, v1+"/customers", s.upsertCustomer, secret(edge.PermAddCollections, "create and change customers").idem())
+	r(GET, v1+"/customers", s.listCustomers, secret(edge.PermViewCollections, "list customers"))
+	r(GET, v1+"/customers/:customer_id", s.getCustomer, secret(edge.PermViewCollections, "read customers"))
+	r(GET, v1+"/customers/:customer_id/transactions", s.customerTransactions, secret(edge.PermViewCollections, "read customers' payments"))
 
-	r(GET, v1+"/webhooks", s.listWebhooks, secret(PermViewWebhooks, "list webhooks"))
-	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(PermViewWebhooks, "list webhook deliveries"))
-	r(POST, v1+"/webhooks/events/:event_id/replay", s.replayWebhookEvent, secret(PermChangeWebhooks, "replay webhook events"))
-	r(POST, v1+"/webhooks", s.createWebhook, secret(PermChangeWebhooks, "create webhooks").idem())
-	r(GET, v1+"/webhooks/:webhook_id", s.getWebhook, secret(PermViewWebhooks, "read webhooks"))
-	r(PATCH, v1+"/webhooks/:webhook_id", s.updateWebhook, secret(PermChangeWebhooks, "change webhooks"))
-	r(DELETE, v1+"/webhooks/:webhook_id", s.deleteWebhook, secret(PermChangeWebhooks, "delete webhooks"))
-	r(POST, v1+"/webhooks/:webhook_id/rotate-secret", s.rotateWebhookSecret, secret(PermChangeWebhooks, "rotate webhook secrets"))
+	r(GET, v1+"/webhooks", s.listWebhooks, secret(edge.PermViewWebhooks, "list webhooks"))
+	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(edge.PermViewWebhooks, "list webhook deliveries"))
+	r(POST, v1+"/webhooks/events/:event_id/replay", s.replayWebhookEvent, secret(edge.PermChangeWebhooks, "replay webhook events"))
+	r(POST, v1+"/webhooks", s.createWebhook, secret(edge.PermChangeWebhooks, "create webhooks").idem())
+	r(GET, v1+"/webhooks/:webhook_id", s.getWebhook, secret(edge.PermViewWebhooks, "read webhooks"))
+	r(PATCH, v1+"/webhooks/:webhook_id", s.updateWebhook, secret(edge.PermChangeWebhooks, "change webhooks"))
+	r(DELETE, v1+"/webhooks/:webhook_id", s.deleteWebhook, secret(edge.PermChangeWebhooks, "delete webhooks"))
+	r(POST, v1+"/webhooks/:webhook_id/rotate-secret", s.rotateWebhookSecret, secret(edge.PermChangeWebhooks, "rotate webhook secrets"))
 
-	initiate := secret(PermAddFiles, "create payment files").idem()
+	initiate := secret(edge.PermAddFiles, "create payment files").idem()
 	initiate.extra = approvalRequested
 	r(POST, v1+"/send-money/initiation", s.initiatePayoutFile(http.StatusCreated), initiate)
 	r(POST, v1+"/send-money/initiate", s.initiatePayoutFile(http.StatusOK), initiate)
-	r(POST, v1+"/send-money/approve", s.approvePayoutFile, secret(PermApproveFiles, "approve payment files").idem())
-	r(POST, v1+"/send-money/cancel", s.cancelPayoutFile, secret(PermChangeFiles, "cancel payment files").idem())
-	r(POST, v1+"/send-money/status", s.payoutStatus, secret(PermViewFiles, "view payment files"))
-	r(POST, v1+"/send-money/validate-account", s.validateAccount, secret(PermAddFiles, "validate recipient accounts"))
+	r(POST, v1+"/send-money/approve", s.approvePayoutFile, secret(edge.PermApproveFiles, "approve payment files").idem())
+	r(POST, v1+"/send-money/cancel", s.cancelPayoutFile, secret(edge.PermChangeFiles, "cancel payment files").idem())
+	r(POST, v1+"/send-money/status", s.payoutStatus, secret(edge.PermViewFiles, "view payment files"))
+	r(POST, v1+"/send-money/validate-account", s.validateAccount, secret(edge.PermAddFiles, "validate recipient accounts"))
 	r(GET, v1+"/send-money/bank-codes/ke", s.bankCodes, open)
-	r(GET, v1+"/send-money/beneficiaries/frequently_used", s.beneficiaries, secret(PermViewFiles, "list beneficiaries"))
+	r(GET, v1+"/send-money/beneficiaries/frequently_used", s.beneficiaries, secret(edge.PermViewFiles, "list beneficiaries"))
 	r(POST, v1+"/send-money/mpesa/result/:token", s.b2cResult, access{kind: kindCallback})
 	r(POST, v1+"/send-money/mpesa/timeout/:token", s.b2cTimeout, access{kind: kindCallback})
 	r(POST, v1+"/send-money/mpesa/status/:token", s.b2cStatus, access{kind: kindCallback})
 
-	r(GET, v1+"/chargebacks", s.listRefunds, secret(PermViewRefunds, "list refunds"))
-	r(POST, v1+"/chargebacks", s.createRefund, secret(PermAddRefunds, "request refunds").idem())
-	r(GET, v1+"/chargebacks/:refund_id", s.getRefund, secret(PermViewRefunds, "read refunds"))
-	r(POST, v1+"/chargebacks/:refund_id/cancel", s.cancelRefund, secret(PermAddRefunds, "cancel refunds").idem())
+	r(GET, v1+"/chargebacks", s.listRefunds, secret(edge.PermViewRefunds, "list refunds"))
+	r(POST, v1+"/chargebacks", s.createRefund, secret(edge.PermAddRefunds, "request refunds").idem())
+	r(GET, v1+"/chargebacks/:refund_id", s.getRefund, secret(edge.PermViewRefunds, "read refunds"))
+	r(POST, v1+"/chargebacks/:refund_id/cancel", s.cancelRefund, secret(edge.PermAddRefunds, "cancel refunds").idem())
 
 	sandbox := access{kind: kindSandbox}
 	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
-	r(GET, v1+"/sandbox/mail", s.sandboxMail, sandbox)
-	r(GET, v1+"/events/listen", s.listenEvents, sandbox)
-	r(POST, v1+"/events/trigger", s.triggerEvent, sandbox.idem())
+	r(GET, v1+"/sandbox/mail", s.sandbox.Mail, sandbox)
+	r(GET, v1+"/events/listen", s.sandbox.ListenEvents, sandbox)
+	r(POST, v1+"/events/trigger", s.sandbox.TriggerEvent, sandbox.idem())
 
-	// The merchant console (console.go): its own pages and forms behind a session;
-	// every action it takes calls one of the routes above.
-	s.consoleRoutes(e)
+	// The merchant console (package api/console): its own pages and forms behind a
+	// session; every action it takes calls one of the routes above.
+	s.console.Routes(func(method, path string, h echo.HandlerFunc, session bool) {
+		a := open
+		if session {
+			a = access{kind: kindConsole}
+		}
+		r(method, path, h, a)
+	})
 
 	// Unknown paths: 404, rate limited by address like every public route.
-	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return notFound("Not found.") }, open)
+	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return edge.NotFound("Not found.") }, open)
 }
 
 func (s *Server) healthz(c echo.Context) error {
 	if s.ready != nil && !s.ready() {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "starting", Detail: "Service is starting."}
+		return &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "starting", Detail: "Service is starting."}
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(ctx); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "database_unavailable", Detail: "Database is unavailable."}
+		return &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "database_unavailable", Detail: "Database is unavailable."}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "environment": s.cfg.Environment})
 }
@@ -406,7 +425,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		if !saneRequestID(id) {
 			id = ids.UUID()
 		}
-		c.Set("request_id", id)
+		edge.SetRequestID(c, id)
 		c.Response().Header().Set("X-Request-Id", id)
 		return next(c)
 	}
@@ -422,11 +441,6 @@ func saneRequestID(id string) bool {
 		}
 	}
 	return true
-}
-
-func requestID(c echo.Context) string {
-	id, _ := c.Get("request_id").(string)
-	return id
 }
 
 // connectionClose ends the connection after GET/HEAD/DELETE: the official Node SDK
@@ -463,7 +477,7 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 			limit = max(limit, approveBodyLimit)
 		}
 		if r.ContentLength > limit {
-			return clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.")
+			return edge.ClientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.")
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
@@ -479,18 +493,18 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		for _, v := range c.ParamValues() {
-			if !storableText(v) {
-				return notFound("Not found.")
+			if !edge.StorableText(v) {
+				return edge.NotFound("Not found.")
 			}
 		}
 		for name, vs := range c.QueryParams() {
-			ok := storableText(name)
+			ok := edge.StorableText(name)
 			for _, v := range vs {
-				ok = ok && storableText(v)
+				ok = ok && edge.StorableText(v)
 			}
 			if !ok {
-				attr := safeAttr(name)
-				return invalid(attr, attr+": Must be valid UTF-8 text without NUL characters.")
+				attr := edge.SafeAttr(name)
+				return edge.Invalid(attr, attr+": Must be valid UTF-8 text without NUL characters.")
 			}
 		}
 		return next(c)
@@ -506,8 +520,8 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 				if r == http.ErrAbortHandler {
 					panic(r)
 				}
-				s.log.Error("handler panic", "request_id", requestID(c), "route", c.Path(), "panic", r)
-				err = errInternal
+				s.log.Error("handler panic", "request_id", edge.RequestID(c), "route", c.Path(), "panic", r)
+				err = edge.ErrInternal
 			}
 		}()
 		return next(c)

@@ -11,6 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/subscription"
+	"paysvc/api/edge"
+	"paysvc/api/pages"
 	"paysvc/storage"
 )
 
@@ -124,7 +126,7 @@ func (s *Server) subscriptionSetupPage(c echo.Context) error {
 	if v.Heading != "" {
 		title = v.Heading
 	}
-	return s.renderPage(c, "subscription_setup", hostedPage{Title: title, Merchant: m.Name, Data: v})
+	return s.renderPage(c, "subscription_setup", pages.Page{Title: title, Merchant: m.Name, Data: v})
 }
 
 // subscribeView is the plan subscribe page.
@@ -143,11 +145,11 @@ type subscribeView struct {
 func (s *Server) publicPlan(c echo.Context) (storage.Plan, storage.Merchant, error) {
 	id := c.Param("plan_id")
 	if !planIDPattern.MatchString(id) {
-		return storage.Plan{}, storage.Merchant{}, notFound(capPlan.missing)
+		return storage.Plan{}, storage.Merchant{}, edge.NotFound(capPlan.missing)
 	}
 	p, err := storage.PlanByID(c.Request().Context(), s.db, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return p, storage.Merchant{}, notFound(capPlan.missing)
+		return p, storage.Merchant{}, edge.NotFound(capPlan.missing)
 	}
 	if err != nil {
 		return p, storage.Merchant{}, err
@@ -163,7 +165,7 @@ func (s *Server) planSubscribePage(c echo.Context) error {
 		return err
 	}
 	v := subscribeView{planTerms: termsOf(p), PlanID: p.PlanID, Unavailable: s.cfg.Environment != "sandbox"}
-	return s.renderPage(c, "subscribe", hostedPage{Title: "Subscribe to " + p.Name, Merchant: m.Name, Data: v})
+	return s.renderPage(c, "subscribe", pages.Page{Title: "Subscribe to " + p.Name, Merchant: m.Name, Data: v})
 }
 
 // planSubscribe is POST /subscribe/{plan_id}/ (no credential): the customer's
@@ -180,38 +182,38 @@ func (s *Server) planSubscribe(c echo.Context) error {
 	}
 	if s.cfg.Environment != "sandbox" {
 		// A subscription whose card cannot be set up would only wait forever.
-		return clientError(http.StatusBadRequest, "method_unavailable", "Subscribing is not available on this server yet: no card acquirer is connected.")
+		return edge.ClientError(http.StatusBadRequest, "method_unavailable", "Subscribing is not available on this server yet: no card acquirer is connected.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	u := storage.CustomerUpsert{MerchantID: m.MerchantID, Fields: map[string]*string{}}
-	if u.Email, err = b.str("email", true, emailMax, nil); err != nil {
+	if u.Email, err = b.Str("email", true, emailMax, nil); err != nil {
 		return err
 	}
 	if !emailPattern.MatchString(u.Email) {
-		return invalid("email", "Enter a valid email address.")
+		return edge.Invalid("email", "Enter a valid email address.")
 	}
 	for _, f := range []string{"first_name", "last_name"} {
-		v, err := b.str(f, true, customerNameMax, namePattern)
+		v, err := b.Str(f, true, customerNameMax, namePattern)
 		if err != nil {
 			return err
 		}
 		u.Fields[f] = &v
 	}
-	country, err := b.str("country", false, 2, nil)
+	country, err := b.Str("country", false, 2, nil)
 	if err != nil {
 		return err
 	}
-	zipcode, err := b.str("zipcode", false, zipcodeMax, zipcodePattern)
+	zipcode, err := b.Str("zipcode", false, zipcodeMax, zipcodePattern)
 	if err != nil {
 		return err
 	}
 	if country != "" {
 		country = strings.ToUpper(country)
 		if !iso3166[country] {
-			return invalid("country", "country must be an ISO 3166-1 alpha-2 code, e.g. KE, US, GB.")
+			return edge.Invalid("country", "country must be an ISO 3166-1 alpha-2 code, e.g. KE, US, GB.")
 		}
 		if (country == "US" || country == "CA" || country == "GB") && zipcode == "" {
 			return errZipcodeRequired
@@ -232,7 +234,7 @@ func (s *Server) planSubscribe(c echo.Context) error {
 		return err
 	}
 	// The command is the merchant's, issued for it as the setup endpoint does.
-	c.Set(ctxPrincipal, &Principal{MerchantID: m.MerchantID, Kind: "subscribe"})
+	edge.SetPrincipal(c, &edge.Principal{MerchantID: m.MerchantID, Kind: "subscribe"})
 	r, err := s.issueSubscriptionCreate(c, m.MerchantID, newSubscription{plan: p, customer: cu,
 		start: subscription.Today(time.Now()), redirect: deref(p.RedirectURL)})
 	if err != nil {

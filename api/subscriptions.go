@@ -22,6 +22,7 @@ import (
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -104,8 +105,8 @@ type subscriptionJSON struct {
 // holding change_subscriptions); a view_subscriptions key gets null
 // (docs/security.md, "Permissions of restricted keys").
 func seesSetupURL(c echo.Context) bool {
-	p := principal(c)
-	return p != nil && p.Kind == "secret" && p.Can(PermChangeSubscriptions)
+	p := edge.PrincipalOf(c)
+	return p != nil && p.Kind == "secret" && p.Can(edge.PermChangeSubscriptions)
 }
 
 // renderSubscription shows a subscription with its plan and customer records
@@ -174,28 +175,28 @@ func (s *Server) today(ctx context.Context, merchantID, clockID string) (string,
 }
 
 // readDate reads an optional YYYY-MM-DD date that must be today or later.
-func readDate(b body, field, today string) (string, error) {
-	d, err := b.str(field, false, 10, nil)
+func readDate(b edge.Body, field, today string) (string, error) {
+	d, err := b.Str(field, false, 10, nil)
 	if err != nil || d == "" {
 		return "", err
 	}
 	if _, err := subscription.ParseDate(d); err != nil {
-		return "", invalid(field, field+" must be a date as YYYY-MM-DD.")
+		return "", edge.Invalid(field, field+" must be a date as YYYY-MM-DD.")
 	}
 	if d < today {
-		return "", invalid(field, field+" must be today ("+today+", Africa/Nairobi) or later.")
+		return "", edge.Invalid(field, field+" must be today ("+today+", Africa/Nairobi) or later.")
 	}
 	return d, nil
 }
 
-func (s *Server) bodyPlan(ctx context.Context, merchantID string, b body, required bool) (*storage.Plan, error) {
-	id, err := b.str("plan_id", required, 40, nil)
+func (s *Server) bodyPlan(ctx context.Context, merchantID string, b edge.Body, required bool) (*storage.Plan, error) {
+	id, err := b.Str("plan_id", required, 40, nil)
 	if err != nil || id == "" {
 		return nil, err
 	}
 	p, err := storage.GetPlan(ctx, s.db, merchantID, id)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && !planIDPattern.MatchString(id)) {
-		return nil, invalid("plan_id", "No plan of yours has this plan_id.")
+		return nil, edge.Invalid("plan_id", "No plan of yours has this plan_id.")
 	}
 	if err != nil {
 		return nil, err
@@ -220,8 +221,8 @@ func deref(p *string) string {
 
 func (s *Server) createSubscription(c echo.Context) error {
 	ctx := c.Request().Context()
-	merchant := principal(c).MerchantID
-	b, err := readBody(c)
+	merchant := edge.PrincipalOf(c).MerchantID
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -229,41 +230,41 @@ func (s *Server) createSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	custID, err := b.str("customer_id", true, 40, nil)
+	custID, err := b.Str("customer_id", true, 40, nil)
 	if err != nil {
 		return err
 	}
 	cu, err := storage.GetCustomer(ctx, s.db, merchant, custID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return invalid("customer_id", "No customer of yours has this customer_id.")
+		return edge.Invalid("customer_id", "No customer of yours has this customer_id.")
 	}
 	if err != nil {
 		return err
 	}
-	reference, err := b.str("reference", false, 45, nil)
+	reference, err := b.Str("reference", false, 45, nil)
 	if err != nil {
 		return err
 	}
-	redirect, err := b.str("redirect_url", false, 2048, nil)
+	redirect, err := b.Str("redirect_url", false, 2048, nil)
 	if err != nil {
 		return err
 	}
 	if redirect != "" && !webURL(redirect) {
-		return invalid("redirect_url", "redirect_url must be an http(s) address.")
+		return edge.Invalid("redirect_url", "redirect_url must be an http(s) address.")
 	}
 	if redirect == "" {
 		redirect = deref(plan.RedirectURL)
 	}
-	clockID, err := b.str("test_clock_id", false, 40, nil)
+	clockID, err := b.Str("test_clock_id", false, 40, nil)
 	if err != nil {
 		return err
 	}
 	if clockID != "" && s.cfg.Environment != "sandbox" {
-		return invalid("test_clock_id", "Test clocks exist only in the sandbox.")
+		return edge.Invalid("test_clock_id", "Test clocks exist only in the sandbox.")
 	}
 	today, err := s.today(ctx, merchant, clockID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return invalid("test_clock_id", "No test clock of yours has this test_clock_id.")
+		return edge.Invalid("test_clock_id", "No test clock of yours has this test_clock_id.")
 	}
 	if err != nil {
 		return err
@@ -297,7 +298,7 @@ func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newS
 	ctx := c.Request().Context()
 	w, err := walletstore.Settlement(ctx, s.db, merchant, "KES")
 	if errors.Is(err, storage.ErrNotFound) {
-		return topics.Reply{}, clientError(http.StatusBadRequest, "no_settlement_wallet", "You have no KES settlement wallet to receive subscription payments.")
+		return topics.Reply{}, edge.ClientError(http.StatusBadRequest, "no_settlement_wallet", "You have no KES settlement wallet to receive subscription payments.")
 	}
 	if err != nil {
 		return topics.Reply{}, err
@@ -324,9 +325,9 @@ func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newS
 // pathSubscription reads the merchant's subscription named by the path: another
 // merchant's is 404 exactly like one that does not exist.
 func (s *Server) pathSubscription(c echo.Context) (subscription.State, error) {
-	st, err := subscriptionstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("subscription_id"))
+	st, err := subscriptionstore.Get(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("subscription_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return st, notFound("Subscription not found.")
+		return st, edge.NotFound("Subscription not found.")
 	}
 	return st, err
 }
@@ -349,7 +350,7 @@ func (s *Server) listSubscriptions(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]subscription.State, int, error) {
-		return subscriptionstore.List(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return subscriptionstore.List(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -371,7 +372,7 @@ func (s *Server) updateSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -388,7 +389,7 @@ func (s *Server) updateSubscription(c echo.Context) error {
 		return err
 	}
 	if plan == nil && next == "" {
-		return invalid("plan_id", "Send plan_id, next_date or both.")
+		return edge.Invalid("plan_id", "Send plan_id, next_date or both.")
 	}
 	u := topics.SubscriptionUpdate{SubscriptionID: cur.SubscriptionID, NextDate: next, Today: today}
 	if plan != nil {
@@ -451,11 +452,11 @@ func (s *Server) subscriptionTransactions(c echo.Context) error {
 func (s *Server) setupSubscription(c echo.Context) (subscription.State, error) {
 	tok := c.Param("token")
 	if !setupTokenPattern.MatchString(tok) {
-		return subscription.State{}, notFound("Subscription setup not found.")
+		return subscription.State{}, edge.NotFound("Subscription setup not found.")
 	}
 	st, err := subscriptionstore.BySetupToken(c.Request().Context(), s.db, tokenHash(tok))
 	if errors.Is(err, storage.ErrNotFound) {
-		return st, notFound("Subscription setup not found.")
+		return st, edge.NotFound("Subscription setup not found.")
 	}
 	return st, err
 }
@@ -492,16 +493,16 @@ func maskPAN(pan string) string {
 // live acquirer exists). Only a token, the network and the masked number are kept.
 func (s *Server) setupCard(c echo.Context) error {
 	if s.cfg.Environment != "sandbox" {
-		return clientError(http.StatusBadRequest, "method_unavailable", "Card setup is not available on this server yet: no card acquirer is connected.")
+		return edge.ClientError(http.StatusBadRequest, "method_unavailable", "Card setup is not available on this server yet: no card acquirer is connected.")
 	}
 	st, err := s.setupSubscription(c)
 	if err != nil {
 		return err
 	}
 	if st.Status != subscription.StatusPending && st.Status != subscription.StatusFailed {
-		return clientError(http.StatusBadRequest, "subscription_status", "This subscription is "+st.Status+": it takes no card.")
+		return edge.ClientError(http.StatusBadRequest, "subscription_status", "This subscription is "+st.Status+": it takes no card.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -509,24 +510,24 @@ func (s *Server) setupCard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	code, err := b.str("challenge_code", false, 12, nil)
+	code, err := b.Str("challenge_code", false, 12, nil)
 	if err != nil {
 		return err
 	}
 	outcome := card.TestOutcome(pan)
 	switch {
 	case outcome == card.OutcomeDeclined:
-		return &Error{Status: http.StatusPaymentRequired, Type: "client_error", Code: "card_declined", Attr: "card_number",
+		return &edge.Error{Status: http.StatusPaymentRequired, Type: "client_error", Code: "card_declined", Attr: "card_number",
 			Detail: "The card was declined by its issuer; use another card."}
 	case pan == cardChallenge && code == "":
-		return &Error{Status: http.StatusPaymentRequired, Type: "client_error", Code: "challenge_required", Attr: "challenge_code",
+		return &edge.Error{Status: http.StatusPaymentRequired, Type: "client_error", Code: "challenge_required", Attr: "challenge_code",
 			Detail: "The card's issuer asks for a challenge step: send the code the customer received as challenge_code."}
 	case pan == cardChallenge && code != SandboxChallengeCode:
-		return invalid("challenge_code", "The challenge code is wrong.")
+		return edge.Invalid("challenge_code", "The challenge code is wrong.")
 	case pan == cardDeclineCharge:
 		outcome = card.OutcomeDeclined
 	}
-	c.Set(ctxPrincipal, &Principal{MerchantID: st.MerchantID, Kind: "setup"})
+	edge.SetPrincipal(c, &edge.Principal{MerchantID: st.MerchantID, Kind: "setup"})
 	r, err := s.issue(c, topics.CmdSubscriptionActivate, topics.SubscriptionActivate{SubscriptionID: st.SubscriptionID,
 		CardToken: "ctok_" + ids.Alias(24), CardNetwork: cardNetwork(pan), CardNumber: maskPAN(pan), CardOutcome: outcome})
 	if err != nil {

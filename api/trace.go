@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"paysvc/api/edge"
 	"paysvc/topics/tracing"
 )
 
@@ -28,7 +29,7 @@ func (s *Server) traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithNewRoot(),
 			trace.WithAttributes(attribute.String("http.request.method", req.Method), attribute.String("http.route", route),
-				attribute.String("paysvc.request_id", requestID(c)))}
+				attribute.String("paysvc.request_id", edge.RequestID(c)))}
 		if tp := req.Header.Get(tracing.Header); tp != "" {
 			if sc := trace.SpanContextFromContext(tracing.WithTraceParent(req.Context(), tp)); sc.IsValid() {
 				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
@@ -40,7 +41,7 @@ func (s *Server) traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		err := next(c)
 		status := c.Response().Status
 		span.SetAttributes(attribute.Int("http.response.status_code", status))
-		if p := principal(c); p != nil {
+		if p := edge.PrincipalOf(c); p != nil {
 			span.SetAttributes(attribute.String("paysvc.merchant_id", p.MerchantID))
 		}
 		if status >= 500 {

@@ -13,6 +13,7 @@ import (
 	"github.com/lib/pq"
 
 	"paysvc/api"
+	"paysvc/api/edge"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )
@@ -24,7 +25,7 @@ import (
 func TestEmptyPermissionListGrantsNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	key, id := api.NewKey("secret", "sandbox")
+	key, id := edge.NewKey("secret", "sandbox")
 	sum := sha256.Sum256([]byte(key))
 	if err := storage.InsertAPIKey(context.Background(), b.env.Schema.DB, storage.APIKey{KeyID: id, MerchantID: b.merchant,
 		Kind: "secret", Environment: "sandbox", Permissions: pq.StringArray{}}, sum[:]); err != nil {
@@ -75,9 +76,9 @@ func TestMigration0061_KeysKeepTheirRights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	main, mainID := api.NewKey("secret", "sandbox")
-	viewer, viewerID := api.NewKey("secret", "sandbox")
-	public, publicID := api.NewKey("public", "sandbox")
+	main, mainID := edge.NewKey("secret", "sandbox")
+	viewer, viewerID := edge.NewKey("secret", "sandbox")
+	public, publicID := edge.NewKey("public", "sandbox")
 	hash := func(k string) []byte { s := sha256.Sum256([]byte(k)); return s[:] }
 	for _, q := range []struct {
 		sql  string

@@ -13,6 +13,7 @@ import (
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -30,7 +31,7 @@ func (s *Server) listWallets(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]wallet.State, int, error) {
-		return walletstore.List(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return walletstore.List(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -47,11 +48,11 @@ func (s *Server) listWallets(c echo.Context) error {
 func (s *Server) pathWallet(c echo.Context) (wallet.State, error) {
 	id := c.Param("wallet_id")
 	if !walletIDPattern.MatchString(id) {
-		return wallet.State{}, notFound("Wallet not found.")
+		return wallet.State{}, edge.NotFound("Wallet not found.")
 	}
-	w, err := walletstore.Get(c.Request().Context(), s.db, principal(c).MerchantID, id)
+	w, err := walletstore.Get(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return w, notFound("Wallet not found.")
+		return w, edge.NotFound("Wallet not found.")
 	}
 	return w, err
 }
@@ -86,7 +87,7 @@ func (s *Server) walletTransactions(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.StatementRow, int, error) {
-		return storage.Statement(c.Request().Context(), q, principal(c).MerchantID, w.WalletID, pg.size, pg.offset())
+		return storage.Statement(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, w.WalletID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -101,18 +102,18 @@ func (s *Server) walletTransactions(c echo.Context) error {
 }
 
 func (s *Server) createWallet(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	currency, err := b.str("currency", true, 3, nil)
+	currency, err := b.Str("currency", true, 3, nil)
 	if err != nil {
 		return err
 	}
 	if !wallet.Currencies[currency] {
-		return invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
+		return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 	}
-	typ, err := b.str("wallet_type", false, 20, nil)
+	typ, err := b.Str("wallet_type", false, 20, nil)
 	if err != nil {
 		return err
 	}
@@ -120,18 +121,18 @@ func (s *Server) createWallet(c echo.Context) error {
 	case "", wallet.TypeWorking:
 		typ = wallet.TypeWorking
 	case wallet.TypeSettlement:
-		return invalid("wallet_type", "SETTLEMENT wallets are created by the service and cannot be created.")
+		return edge.Invalid("wallet_type", "SETTLEMENT wallets are created by the service and cannot be created.")
 	default:
-		return invalid("wallet_type", "wallet_type must be WORKING.")
+		return edge.Invalid("wallet_type", "wallet_type must be WORKING.")
 	}
-	label, err := b.str("label", true, 100, labelPattern)
+	label, err := b.Str("label", true, 100, labelPattern)
 	if err != nil {
 		return err
 	}
 	if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(label)), "SETTLEMENT") {
-		return invalid("label", "Labels starting with SETTLEMENT are reserved for settlement wallets.")
+		return edge.Invalid("label", "Labels starting with SETTLEMENT are reserved for settlement wallets.")
 	}
-	canDisburse, err := b.boolean("can_disburse", false)
+	canDisburse, err := b.Bool("can_disburse", false)
 	if err != nil {
 		return err
 	}
@@ -162,24 +163,24 @@ func (s *Server) walletReply(c echo.Context, r topics.Reply, status int) error {
 func (s *Server) intraTransfer(c echo.Context) error {
 	from := c.Param("wallet_id")
 	if !walletIDPattern.MatchString(from) {
-		return notFound("Wallet not found.")
+		return edge.NotFound("Wallet not found.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	to, err := b.str("wallet_id", true, 40, walletIDPattern)
+	to, err := b.Str("wallet_id", true, 40, walletIDPattern)
 	if err != nil {
 		return err
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 || amount.Cmp(wallet.MaxTransfer) > 0 {
-		return invalid("amount", "Amount must be greater than 0 and at most 999999.00.")
+		return edge.Invalid("amount", "Amount must be greater than 0 and at most 999999.00.")
 	}
-	narrative, err := b.str("narrative", true, 200, narrativePattern)
+	narrative, err := b.Str("narrative", true, 200, narrativePattern)
 	if err != nil {
 		return err
 	}
@@ -193,20 +194,20 @@ func (s *Server) intraTransfer(c echo.Context) error {
 func (s *Server) sandboxDeposit(c echo.Context) error {
 	id := c.Param("wallet_id")
 	if !walletIDPattern.MatchString(id) {
-		return notFound("Wallet not found.")
+		return edge.NotFound("Wallet not found.")
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	amount, _, err := b.amount("amount", true)
+	amount, _, err := b.Amount("amount", true)
 	if err != nil {
 		return err
 	}
 	if amount.Sign() <= 0 || amount.Cmp(maxDeposit) > 0 {
-		return invalid("amount", "Amount must be greater than 0 and at most 10000000.00.")
+		return edge.Invalid("amount", "Amount must be greater than 0 and at most 10000000.00.")
 	}
-	narrative, err := b.str("narrative", false, 200, narrativePattern)
+	narrative, err := b.Str("narrative", false, 200, narrativePattern)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/outbound/webhooks/dispatch"
 	"paysvc/actors/outbound/webhooks/outbound"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -46,16 +47,16 @@ func (s *Server) listWebhookEvents(c echo.Context) error {
 	since := time.Time{}
 	if v := c.QueryParam("since"); v != "" {
 		if since, err = time.Parse(time.RFC3339, v); err != nil {
-			return invalid("since", "since must be an RFC 3339 time, e.g. 2026-01-31T00:00:00Z.")
+			return edge.Invalid("since", "since must be an RFC 3339 time, e.g. 2026-01-31T00:00:00Z.")
 		}
 	}
 	status := c.QueryParam("status")
 	switch status {
 	case "", "PENDING", "PROCESSING", "DELIVERED", "FAILED":
 	default:
-		return invalid("status", "status must be PENDING, PROCESSING, DELIVERED or FAILED.")
+		return edge.Invalid("status", "status must be PENDING, PROCESSING, DELIVERED or FAILED.")
 	}
-	rows, total, err := storage.ListDeliveries(c.Request().Context(), s.db, principal(c).MerchantID, c.QueryParam("topic"), status,
+	rows, total, err := storage.ListDeliveries(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.QueryParam("topic"), status,
 		since, pg.size, pg.offset())
 	if err != nil {
 		return err
@@ -74,12 +75,12 @@ func (s *Server) listWebhookEvents(c echo.Context) error {
 // (webhooks.EchoesWithdrawnChallenge).
 func (s *Server) replayWebhookEvent(c echo.Context) error {
 	ctx := c.Request().Context()
-	ds, err := storage.EventDeliveries(ctx, s.db, principal(c).MerchantID, c.Param("event_id"))
+	ds, err := storage.EventDeliveries(ctx, s.db, edge.PrincipalOf(c).MerchantID, c.Param("event_id"))
 	if err != nil {
 		return err
 	}
 	if len(ds) == 0 {
-		return notFound("Event not found.")
+		return edge.NotFound("Event not found.")
 	}
 	results := []map[string]any{}
 	for _, d := range ds {

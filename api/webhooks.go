@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/outbound/webhooks"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -53,9 +54,9 @@ func renderSignedWebhook(w storage.Webhook) signedWebhookJSON {
 }
 
 // applyWebhookFields reads the editable fields present in the body onto w.
-func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) error {
-	if b.has("endpoint") || creating {
-		ep, err := b.str("endpoint", true, 500, nil)
+func (s *Server) applyWebhookFields(b edge.Body, w *storage.Webhook, creating bool) error {
+	if b.Has("endpoint") || creating {
+		ep, err := b.Str("endpoint", true, 500, nil)
 		if err != nil {
 			return err
 		}
@@ -63,17 +64,17 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 			// The checks' own words about the merchant's URL (no lookups are made at
 			// this point), without the Go package prefixes.
 			msg := strings.ReplaceAll(err.Error(), "outbound: ", "")
-			return invalid("endpoint", "Invalid endpoint: "+msg+".")
+			return edge.Invalid("endpoint", "Invalid endpoint: "+msg+".")
 		}
 		w.Endpoint = ep
 	}
-	if b.has("challenge") || creating {
-		ch, err := b.str("challenge", true, 200, nil)
+	if b.Has("challenge") || creating {
+		ch, err := b.Str("challenge", true, 200, nil)
 		if err != nil {
 			return err
 		}
 		if len(ch) < 8 {
-			return invalid("challenge", "The challenge (signing secret) must be at least 8 characters.")
+			return edge.Invalid("challenge", "The challenge (signing secret) must be at least 8 characters.")
 		}
 		w.Challenge = ch
 	}
@@ -81,7 +82,7 @@ func (s *Server) applyWebhookFields(b body, w *storage.Webhook, creating bool) e
 		"reversal_event": &w.ReversalEvent, "wallet_transfer_event": &w.WalletTransferEvent, "subscription_event": &w.SubscriptionEvent,
 		"include_challenge": &w.IncludeChallenge}
 	for name, dst := range flags {
-		v, err := b.boolean(name, *dst)
+		v, err := b.Bool(name, *dst)
 		if err != nil {
 			return err
 		}
@@ -96,7 +97,7 @@ func (s *Server) listWebhooks(c echo.Context) error {
 		return err
 	}
 	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Webhook, int, error) {
-		return storage.ListWebhooks(c.Request().Context(), q, principal(c).MerchantID, pg.size, pg.offset())
+		return storage.ListWebhooks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
 	})
 	if err != nil {
 		return err
@@ -109,12 +110,12 @@ func (s *Server) listWebhooks(c echo.Context) error {
 }
 
 func (s *Server) createWebhook(c echo.Context) error {
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	w := storage.Webhook{MerchantID: principal(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
+	w := storage.Webhook{MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, CreatedAt: now, UpdatedAt: now}
 	if err := s.applyWebhookFields(b, &w, true); err != nil {
 		return err
 	}
@@ -131,9 +132,9 @@ func (s *Server) createWebhook(c echo.Context) error {
 }
 
 func (s *Server) pathWebhook(c echo.Context) (storage.Webhook, error) {
-	w, err := storage.GetWebhook(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("webhook_id"))
+	w, err := storage.GetWebhook(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("webhook_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return w, notFound("Webhook not found.")
+		return w, edge.NotFound("Webhook not found.")
 	}
 	return w, err
 }
@@ -153,15 +154,15 @@ func (s *Server) updateWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
 	if err := s.applyWebhookFields(b, &w, false); err != nil {
 		return err
 	}
-	if b.has("is_active") {
-		active, err := b.boolean("is_active", w.IsActive)
+	if b.Has("is_active") {
+		active, err := b.Bool("is_active", w.IsActive)
 		if err != nil {
 			return err
 		}
@@ -189,12 +190,12 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if b.has("challenge") {
-		if err := s.applyWebhookFields(body{"challenge": b["challenge"]}, &w, false); err != nil {
+	if b.Has("challenge") {
+		if err := s.applyWebhookFields(edge.Body{"challenge": b["challenge"]}, &w, false); err != nil {
 			return err
 		}
 	}
@@ -216,9 +217,9 @@ func (s *Server) saveWebhook(ctx context.Context, w storage.Webhook) error {
 }
 
 func (s *Server) deleteWebhook(c echo.Context) error {
-	err := storage.DeleteWebhook(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("webhook_id"))
+	err := storage.DeleteWebhook(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("webhook_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Webhook not found.")
+		return edge.NotFound("Webhook not found.")
 	}
 	if err != nil {
 		return err

@@ -33,11 +33,24 @@ var layers = []struct {
 	{"actors/rails", "rails", []string{"storage", "topics", "values"}},
 	{"actors/outbound", "outbound", []string{"storage", "topics", "values"}},
 	{"actors", "actors", nil},
-	{"api", "api", []string{"aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
+	// The product surfaces' shared edge (principal, permissions, key format, the
+	// error shape, request ids, page headers): what the JSON API and the console
+	// both name, so neither imports the other for it.
+	{"api/edge", "edge", []string{"values"}},
+	// The merchant console: pages over storage reads and, for everything it does,
+	// calls of the JSON API's routes through the handler it is given, so it never
+	// imports api. It names the refund reasons its form offers.
+	{"api/console", "console", []string{"edge", "storage", "values", "paysvc/actors/aggregates/refund"}},
+	// The sandbox's developer tools (listen streams, trigger, mail, test clocks):
+	// storage and the event topics directly, the rest through the edge.
+	{"api/sandbox", "sandbox", []string{"edge", "outbound", "storage", "topics", "values"}},
+	// The hosted pages' layer: templates, /static/ assets, page headers.
+	{"api/pages", "pages", []string{"edge"}},
+	{"api", "api", []string{"edge", "console", "sandbox", "pages", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
 	// Commands wire everything, except that none links the load generator: it is
 	// its own command (cmd/paysvc-bench), so the service binary carries no bench
 	// code (TestLayers also checks paysvc's whole dependency list).
-	{"cmd", "cmd", []string{"aggregates", "engine", "rails", "outbound", "actors", "api", "storage", "topics", "values"}},
+	{"cmd", "cmd", []string{"aggregates", "engine", "rails", "outbound", "actors", "api", "edge", "storage", "topics", "values"}},
 	{"cmd/paysvc-bench", "bench", []string{"*"}},
 	{"ops", "ops", []string{"*"}},
 }

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"paysvc/actors/outbound/webhooks"
-	"paysvc/api"
+	"paysvc/api/edge"
 	"paysvc/cmd/paysvc/service"
 )
 
@@ -50,11 +50,11 @@ func sandboxKey(flagKey string, getenv func(string) string) (string, error) {
 	switch {
 	case k == "":
 		return "", usageError{"a sandbox secret key is needed: --key or PAYSVC_SECRET_KEY"}
-	case strings.HasPrefix(k, api.SecretPrefix+"live_"):
+	case strings.HasPrefix(k, edge.SecretPrefix+"live_"):
 		return "", errors.New("refusing a live key: listen and trigger work only against a sandbox server, with a test secret key (" +
-			api.SecretPrefix + "test_...)")
-	case !strings.HasPrefix(k, api.SecretPrefix+"test_"):
-		return "", usageError{"the key must be a sandbox secret key (" + api.SecretPrefix + "test_...)"}
+			edge.SecretPrefix + "test_...)")
+	case !strings.HasPrefix(k, edge.SecretPrefix+"test_"):
+		return "", usageError{"the key must be a sandbox secret key (" + edge.SecretPrefix + "test_...)"}
 	}
 	return k, nil
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"paysvc/api"
+	"paysvc/api/edge"
 	"paysvc/cmd/paysvc/service"
 )
 
@@ -49,8 +49,8 @@ func replayCmd(ctx context.Context, cfg service.Config, args []string, getenv fu
 	if key == "" {
 		key = strings.TrimSpace(getenv("PAYSVC_SECRET_KEY"))
 	}
-	if !strings.HasPrefix(key, api.SecretPrefix) {
-		return usageError{"a secret key is needed: --key or PAYSVC_SECRET_KEY (" + api.SecretPrefix + "...)"}
+	if !strings.HasPrefix(key, edge.SecretPrefix) {
+		return usageError{"a secret key is needed: --key or PAYSVC_SECRET_KEY (" + edge.SecretPrefix + "...)"}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
 		apiURL+"/api/v1/webhooks/events/"+url.PathEscape(eventID)+"/replay/", nil)

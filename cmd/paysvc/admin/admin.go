@@ -19,7 +19,7 @@ import (
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
-	"paysvc/api"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -39,8 +39,8 @@ type Key struct {
 	Unrestricted bool `json:"unrestricted"`
 }
 
-// newKey makes a key of a kind (api.NewKey: the console makes keys the same way).
-func newKey(kind, env string) (key, keyID string) { return api.NewKey(kind, env) }
+// newKey makes a key of a kind (edge.NewKey: the console makes keys the same way).
+func newKey(kind, env string) (key, keyID string) { return edge.NewKey(kind, env) }
 
 func hash(key string) []byte {
 	h := sha256.Sum256([]byte(key))
@@ -99,7 +99,7 @@ func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []stri
 	seen := map[string]bool{}
 	unique := perms[:0:0]
 	for _, p := range perms {
-		if !api.KnownPermission(p) {
+		if !edge.KnownPermission(p) {
 			return Key{}, fmt.Errorf("--permissions: unknown permission %q (known: %s)", p, knownPermissions())
 		}
 		if !seen[p] {
@@ -144,10 +144,10 @@ func insertKey(ctx context.Context, db *sqlx.DB, m storage.Merchant, perms []str
 	return Key{KeyID: id, Key: sec, Permissions: perms, Unrestricted: unrestricted}, nil
 }
 
-// knownPermissions lists the catalogue (api.Permissions, docs/security.md) for messages.
+// knownPermissions lists the catalogue (edge.Permissions, docs/security.md) for messages.
 func knownPermissions() string {
-	names := make([]string, len(api.Permissions))
-	for i, p := range api.Permissions {
+	names := make([]string, len(edge.Permissions))
+	for i, p := range edge.Permissions {
 		names[i] = p.Name
 	}
 	return strings.Join(names, ", ")

@@ -1,4 +1,4 @@
-package api
+package console
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"paysvc/actors/aggregates/refund"
 	"paysvc/actors/values/money"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -135,11 +136,11 @@ func buildChart(currency string, flows []storage.DayFlow, from time.Time, days i
 // overviewDays is how many days the overview's charts cover, today included.
 const overviewDays = 30
 
-func (s *Server) consoleOverview(c echo.Context) error {
+func (s *Console) consoleOverview(c echo.Context) error {
 	cs := consoleOf(c)
 	ctx := c.Request().Context()
 	data := map[string]any{}
-	if cs.may(PermViewWallets) {
+	if cs.may(edge.PermViewWallets) {
 		rows, more, err := storage.ConsoleWallets(ctx, s.db, cs.principal.MerchantID, nil, consolePageSize)
 		if err != nil {
 			return err
@@ -151,8 +152,8 @@ func (s *Server) consoleOverview(c echo.Context) error {
 		}
 		data["Charts"] = charts
 	}
-	att, err := storage.ConsoleAttention(ctx, s.db, cs.principal.MerchantID, cs.may(PermViewFiles), cs.may(PermViewWebhooks),
-		cs.may(PermViewSubscriptions))
+	att, err := storage.ConsoleAttention(ctx, s.db, cs.principal.MerchantID, cs.may(edge.PermViewFiles), cs.may(edge.PermViewWebhooks),
+		cs.may(edge.PermViewSubscriptions))
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func (s *Server) consoleOverview(c echo.Context) error {
 // overviewCharts is one chart per currency the merchant holds a wallet in, of the
 // last overviewDays Nairobi days: money in from outside and out to outside,
 // transfers between its own wallets left out (storage.WalletFlows).
-func (s *Server) overviewCharts(c echo.Context, merchantID string) ([]chart, error) {
+func (s *Console) overviewCharts(c echo.Context, merchantID string) ([]chart, error) {
 	ctx := c.Request().Context()
 	currencies, err := storage.MerchantCurrencies(ctx, s.db, merchantID)
 	if err != nil {
@@ -188,7 +189,7 @@ func (s *Server) overviewCharts(c echo.Context, merchantID string) ([]chart, err
 	return charts, nil
 }
 
-func (s *Server) consoleWallets(c echo.Context) error {
+func (s *Console) consoleWallets(c echo.Context) error {
 	rows, more, err := storage.ConsoleWallets(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c), consolePageSize)
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func (s *Server) consoleWallets(c echo.Context) error {
 	return s.renderConsole(c, http.StatusOK, "wallets", consoleView{Title: "Wallets", Data: keysetPage(c, rows, more)})
 }
 
-func (s *Server) consoleWallet(c echo.Context) error {
+func (s *Console) consoleWallet(c echo.Context) error {
 	var w map[string]any
 	r, err := s.consoleGet(c, "/api/v1/wallets/"+pathID(c, "wallet_id"), &w)
 	if err != nil {
@@ -263,7 +264,7 @@ func searchTerm(raw string) string {
 	return q
 }
 
-func (s *Server) consoleCollections(c echo.Context) error {
+func (s *Console) consoleCollections(c echo.Context) error {
 	q := searchTerm(c.QueryParam("q"))
 	rows, more, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, q, searchPhone(q),
 		cursorOf(c), consolePageSize)
@@ -276,7 +277,7 @@ func (s *Server) consoleCollections(c echo.Context) error {
 
 var fileStatuses = []string{"PREVIEW-AND-APPROVE", "PROCESSING", "COMPLETE", "CANCELLED", "FAILED"}
 
-func (s *Server) consoleFiles(c echo.Context) error {
+func (s *Console) consoleFiles(c echo.Context) error {
 	status := c.QueryParam("status")
 	if !slices.Contains(fileStatuses, status) {
 		status = ""
@@ -292,7 +293,7 @@ func (s *Server) consoleFiles(c echo.Context) error {
 
 // consoleFile shows one payment file as the API's status answers it: every
 // transaction with its amount and charge, and the totals, before approval.
-func (s *Server) consoleFile(c echo.Context) error {
+func (s *Console) consoleFile(c echo.Context) error {
 	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/send-money/status", map[string]string{"file_id": c.Param("file_id")}, "")
 	if err != nil {
 		return err
@@ -316,7 +317,7 @@ func (s *Server) consoleFile(c echo.Context) error {
 	return s.renderConsole(c, http.StatusOK, "file", consoleView{Title: "Payment file " + c.Param("file_id"), Data: f})
 }
 
-func (s *Server) consoleFileAction(action string) echo.HandlerFunc {
+func (s *Console) consoleFileAction(action string) echo.HandlerFunc {
 	done := map[string]string{"approve": "approved", "cancel": "file-cancelled"}[action]
 	return func(c echo.Context) error {
 		id := c.Param("file_id")
@@ -325,7 +326,7 @@ func (s *Server) consoleFileAction(action string) echo.HandlerFunc {
 	}
 }
 
-func (s *Server) consoleRefunds(c echo.Context) error {
+func (s *Console) consoleRefunds(c echo.Context) error {
 	rows, more, err := storage.ConsoleRefunds(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c), consolePageSize)
 	if err != nil {
 		return err
@@ -337,10 +338,10 @@ func (s *Server) consoleRefunds(c echo.Context) error {
 // (read as the collections page does, scoped by the merchant) only to a key that
 // may read collections: the collection names its payer (phone, email), which
 // add_refunds alone does not grant (docs/security.md, "Console sessions").
-func (s *Server) consoleRefundForm(c echo.Context) error {
+func (s *Console) consoleRefundForm(c echo.Context) error {
 	inv := searchTerm(c.QueryParam("invoice"))
 	var invoice map[string]any
-	if inv != "" && len(inv) <= 40 && consoleOf(c).may(PermViewCollections) {
+	if inv != "" && len(inv) <= 40 && consoleOf(c).may(edge.PermViewCollections) {
 		rows, _, err := storage.ConsoleInvoices(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, inv, "", nil, 1)
 		if err != nil {
 			return err
@@ -354,20 +355,20 @@ func (s *Server) consoleRefundForm(c echo.Context) error {
 		Data: map[string]any{"Invoice": invoice, "InvoiceID": inv, "Reasons": refund.Reasons}})
 }
 
-func (s *Server) consoleCreateRefund(c echo.Context) error {
+func (s *Console) consoleCreateRefund(c echo.Context) error {
 	body := map[string]string{"invoice": c.FormValue("invoice"), "amount": strings.TrimSpace(c.FormValue("amount")),
 		"reason": c.FormValue("reason"), "reason_details": c.FormValue("reason_details")}
 	return s.consoleAct(c, http.MethodPost, "/api/v1/chargebacks", body, "/console/refunds", "refund-created")
 }
 
-func (s *Server) consoleCancelRefund(c echo.Context) error {
+func (s *Console) consoleCancelRefund(c echo.Context) error {
 	return s.consoleAct(c, http.MethodPost, "/api/v1/chargebacks/"+pathID(c, "refund_id")+"/cancel", map[string]string{},
 		"/console/refunds", "refund-cancelled")
 }
 
 var subscriptionStatuses = []string{"PENDING", "ACTIVE", "FAILED", "COMPLETE", "CANCELED"}
 
-func (s *Server) consoleSubscriptions(c echo.Context) error {
+func (s *Console) consoleSubscriptions(c echo.Context) error {
 	status := c.QueryParam("status")
 	if !slices.Contains(subscriptionStatuses, status) {
 		status = ""
@@ -392,12 +393,12 @@ func (s *Server) consoleSubscriptions(c echo.Context) error {
 		Data: map[string]any{"Status": status, "Statuses": subscriptionStatuses, "Page": keysetPage(c, rows, more), "Plans": plans}})
 }
 
-func (s *Server) consoleCancelSubscription(c echo.Context) error {
+func (s *Console) consoleCancelSubscription(c echo.Context) error {
 	return s.consoleAct(c, http.MethodPost, "/api/v1/subscriptions/subscriptions/"+pathID(c, "subscription_id")+"/unsubscribe",
 		map[string]string{}, "/console/subscriptions", "sub-cancelled")
 }
 
-func (s *Server) consoleLinks(c echo.Context) error {
+func (s *Console) consoleLinks(c echo.Context) error {
 	rows, more, err := storage.ConsolePaymentLinks(c.Request().Context(), s.db, consoleOf(c).principal.MerchantID, cursorOf(c),
 		consolePageSize)
 	if err != nil {
@@ -412,7 +413,7 @@ func (s *Server) consoleLinks(c echo.Context) error {
 	return s.renderConsole(c, http.StatusOK, "links", consoleView{Title: "Payment links", Data: links})
 }
 
-func (s *Server) consoleCreateLink(c echo.Context) error {
+func (s *Console) consoleCreateLink(c echo.Context) error {
 	body := map[string]any{"title": strings.TrimSpace(c.FormValue("title")), "currency": c.FormValue("currency")}
 	if a := strings.TrimSpace(c.FormValue("amount")); a != "" {
 		body["amount"] = a
@@ -420,12 +421,12 @@ func (s *Server) consoleCreateLink(c echo.Context) error {
 	return s.consoleAct(c, http.MethodPost, "/api/v1/paymentlinks", body, "/console/payment-links", "link-created")
 }
 
-func (s *Server) consoleDeactivateLink(c echo.Context) error {
+func (s *Console) consoleDeactivateLink(c echo.Context) error {
 	return s.consoleAct(c, http.MethodPost, "/api/v1/paymentlinks/"+pathID(c, "link_id")+"/deactivate", map[string]string{},
 		"/console/payment-links", "link-deactivated")
 }
 
-func (s *Server) consoleWebhooks(c echo.Context) error {
+func (s *Console) consoleWebhooks(c echo.Context) error {
 	// A merchant has a handful of endpoints: the API's first page holds them all.
 	var hooks struct {
 		Results []map[string]any `json:"results"`
@@ -448,7 +449,7 @@ func (s *Server) consoleWebhooks(c echo.Context) error {
 
 // consoleWebhookEvent shows one event: its deliveries (one per webhook) and every
 // attempt, replays included, with the status code each endpoint answered.
-func (s *Server) consoleWebhookEvent(c echo.Context) error {
+func (s *Console) consoleWebhookEvent(c echo.Context) error {
 	ctx := c.Request().Context()
 	merchant := consoleOf(c).principal.MerchantID
 	id := c.Param("event_id")
@@ -478,14 +479,14 @@ func (s *Server) consoleWebhookEvent(c echo.Context) error {
 		Data: map[string]any{"ID": id, "Deliveries": out, "Attempts": atts}})
 }
 
-func (s *Server) consoleReplay(c echo.Context) error {
+func (s *Console) consoleReplay(c echo.Context) error {
 	id := c.Param("event_id")
 	return s.consoleAct(c, http.MethodPost, "/api/v1/webhooks/events/"+url.PathEscape(id)+"/replay", map[string]string{},
 		"/console/webhooks/events/"+url.PathEscape(id), "replayed")
 }
 
 // consoleRotateSecret rotates a webhook's signing secret and shows the new one, once.
-func (s *Server) consoleRotateSecret(c echo.Context) error {
+func (s *Console) consoleRotateSecret(c echo.Context) error {
 	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/webhooks/"+pathID(c, "webhook_id")+"/rotate-secret", map[string]string{}, "")
 	if err != nil {
 		return err
@@ -498,21 +499,21 @@ func (s *Server) consoleRotateSecret(c echo.Context) error {
 
 // consoleKeys lists the merchant's keys. Only the unrestricted key reaches it: a
 // key that could make keys could give itself any permission.
-func (s *Server) consoleKeys(c echo.Context) error {
+func (s *Console) consoleKeys(c echo.Context) error {
 	return s.renderKeys(c, http.StatusOK, "", nil, "")
 }
 
 // keyFormPurpose names the one-time tokens of the new-key form.
 const keyFormPurpose = "create-key"
 
-func (s *Server) renderKeys(c echo.Context, status int, newSecret string, newPerms []string, problem string) error {
+func (s *Console) renderKeys(c echo.Context, status int, newSecret string, newPerms []string, problem string) error {
 	cs := consoleOf(c)
 	keys, err := storage.MerchantKeys(c.Request().Context(), s.db, cs.principal.MerchantID)
 	if err != nil {
 		return err
 	}
 	return s.renderConsole(c, status, "keys", consoleView{Title: "API keys", Data: map[string]any{"Keys": keys,
-		"Permissions": Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem,
+		"Permissions": edge.Permissions, "NewSecret": newSecret, "NewPermissions": newPerms, "Problem": problem,
 		"Once": formOnce(cs, keyFormPurpose)}})
 }
 
@@ -521,7 +522,7 @@ func (s *Server) renderKeys(c echo.Context, status int, newSecret string, newPer
 // carry its one-time token (a second submit of the same form creates nothing and
 // says which key the first made) and the signed-in key typed again
 // (consoleReauth).
-func (s *Server) consoleCreateKey(c echo.Context) error {
+func (s *Console) consoleCreateKey(c echo.Context) error {
 	form, err := c.FormParams()
 	if err != nil {
 		return s.consoleProblem(c, http.StatusBadRequest, "Not done", "The form could not be read.")
@@ -533,7 +534,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 	}
 	var perms []string
 	for _, p := range form["permission"] {
-		if !KnownPermission(p) {
+		if !edge.KnownPermission(p) {
 			return s.consoleProblem(c, http.StatusBadRequest, "Not done", "Unknown permission.")
 		}
 		if !slices.Contains(perms, p) {
@@ -549,7 +550,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 		}
 		return s.renderKeys(c, e.Status, "", nil, e.Detail)
 	}
-	key, id := NewKey("secret", s.cfg.Environment)
+	key, id := edge.NewKey("secret", s.cfg.Environment)
 	made, created, err := storage.InsertKeyOnce(c.Request().Context(), s.db, once, storage.APIKey{KeyID: id,
 		MerchantID: cs.principal.MerchantID, Kind: "secret", Environment: s.cfg.Environment, Permissions: perms, Unrestricted: false}, sha256Of(key))
 	if err != nil {
@@ -565,7 +566,7 @@ func (s *Server) consoleCreateKey(c echo.Context) error {
 	return s.renderKeys(c, http.StatusCreated, key, perms, "")
 }
 
-func (s *Server) consoleRevokeKey(c echo.Context) error {
+func (s *Console) consoleRevokeKey(c echo.Context) error {
 	cs := consoleOf(c)
 	id := c.Param("key_id")
 	if id == cs.principal.KeyID {
@@ -578,11 +579,11 @@ func (s *Server) consoleRevokeKey(c echo.Context) error {
 	if !ok {
 		return s.consoleProblem(c, http.StatusNotFound, "Not found", "No such active key.")
 	}
-	s.auth.cache.forget(id)
+	s.forgetKey(id)
 	return c.Redirect(http.StatusSeeOther, "/console/keys?done=key-revoked")
 }
 
-func (s *Server) consoleMailbox(c echo.Context) error {
+func (s *Console) consoleMailbox(c echo.Context) error {
 	var list struct {
 		Results []map[string]any `json:"results"`
 	}
@@ -597,7 +598,7 @@ func (s *Server) consoleMailbox(c echo.Context) error {
 	return s.renderConsole(c, http.StatusOK, "mailbox", consoleView{Title: "Mailbox", Data: list.Results})
 }
 
-func (s *Server) consoleTestClocks(c echo.Context) error {
+func (s *Console) consoleTestClocks(c echo.Context) error {
 	data := map[string]any{"ClockID": c.QueryParam("clock")}
 	if id := c.QueryParam("clock"); id != "" {
 		var clock map[string]any
@@ -622,7 +623,7 @@ func frozenTime(v string) string {
 	return t.Format(time.RFC3339)
 }
 
-func (s *Server) consoleCreateTestClock(c echo.Context) error {
+func (s *Console) consoleCreateTestClock(c echo.Context) error {
 	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/subscriptions/test_clocks",
 		map[string]string{"name": c.FormValue("name"), "frozen_time": frozenTime(c.FormValue("frozen_time"))}, "")
 	if err != nil {
@@ -635,12 +636,12 @@ func (s *Server) consoleCreateTestClock(c echo.Context) error {
 		ID string `json:"test_clock_id"`
 	}
 	if err := json.Unmarshal(r.Body, &clock); err != nil || clock.ID == "" {
-		return errors.Join(errInternal, err)
+		return errors.Join(edge.ErrInternal, err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/console/test-clocks?clock="+url.QueryEscape(clock.ID)+"&done=clock-created")
 }
 
-func (s *Server) consoleAdvanceTestClock(c echo.Context) error {
+func (s *Console) consoleAdvanceTestClock(c echo.Context) error {
 	id := c.Param("clock_id")
 	return s.consoleAct(c, http.MethodPost, "/api/v1/subscriptions/test_clocks/"+url.PathEscape(id)+"/advance",
 		map[string]string{"frozen_time": frozenTime(c.FormValue("frozen_time"))}, "/console/test-clocks?clock="+url.QueryEscape(id),

@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 	"paysvc/topics/inproc"
@@ -89,7 +90,7 @@ func listenTopics(v string) (map[string]string, error) {
 		}
 		kt, ok := topics.EventTopics[t]
 		if !ok {
-			return nil, invalid("events", "events must be a comma-separated list of "+strings.Join(webhooks.Topics, ", ")+".")
+			return nil, edge.Invalid("events", "events must be a comma-separated list of "+strings.Join(webhooks.Topics, ", ")+".")
 		}
 		out[t] = kt
 	}
@@ -99,14 +100,14 @@ func listenTopics(v string) (map[string]string, error) {
 	return out, nil
 }
 
-// listenEvents streams the merchant's events from the moment of connection (or from
+// ListenEvents streams the merchant's events from the moment of connection (or from
 // ?since=, Unix milliseconds, at most listenBacklog ago) as Server-Sent Events:
 // `id` the event id, `event` its topic, `data` the exact body a webhook delivery of
 // it carries, with the X-Paysvc-Listen-Challenge header as its challenge. Records
 // come from a consumer without a group, so streams do not disturb each other or the
 // dispatcher; another merchant's records are never sent.
-func (s *Server) listenEvents(c echo.Context) error {
-	p := principal(c)
+func (s *Tools) ListenEvents(c echo.Context) error {
+	p := edge.PrincipalOf(c)
 	want, err := listenTopics(c.QueryParam("events"))
 	if err != nil {
 		return err
@@ -116,7 +117,7 @@ func (s *Server) listenEvents(c echo.Context) error {
 	if v := c.QueryParam("since"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return invalid("since", "since must be a Unix time in milliseconds.")
+			return edge.Invalid("since", "since must be a Unix time in milliseconds.")
 		}
 		from = time.UnixMilli(ms)
 		if oldest := now.Add(-listenBacklog); from.Before(oldest) {
@@ -128,14 +129,14 @@ func (s *Server) listenEvents(c echo.Context) error {
 	}
 	challenge := c.Request().Header.Get(ListenChallengeHeader)
 	if len(challenge) > 200 {
-		return invalid(ListenChallengeHeader, "The challenge must be at most 200 characters.")
+		return edge.Invalid(ListenChallengeHeader, "The challenge must be at most 200 characters.")
 	}
 	if len(s.listen.brokers) == 0 {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
+		return &edge.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable",
 			Detail: "Listen streams are not available on this server."}
 	}
 	if !s.listen.acquire(p.MerchantID) {
-		return &Error{Status: http.StatusTooManyRequests, Type: "client_error", Code: "too_many_streams", RetryAfter: 5,
+		return &edge.Error{Status: http.StatusTooManyRequests, Type: "client_error", Code: "too_many_streams", RetryAfter: 5,
 			Detail: fmt.Sprintf("At most %d listen streams may be open at once; close one first.", listenPerMerchant)}
 	}
 	defer s.listen.release(p.MerchantID)
@@ -146,8 +147,8 @@ func (s *Server) listenEvents(c echo.Context) error {
 	}
 	start, err := s.listenStart(c.Request().Context(), kts, from, c.QueryParam("since") != "")
 	if err != nil {
-		s.log.Warn("listen: list offsets", "request_id", requestID(c), "err", err)
-		return unavailable()
+		s.log.Warn("listen: list offsets", "request_id", edge.RequestID(c), "err", err)
+		return edge.Unavailable()
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.listen.brokers...), kgo.Dialer(inproc.Dial), kgo.ConsumePartitions(start), kgo.ClientID("paysvc-listen"))
 	if err != nil {
@@ -210,7 +211,7 @@ func (s *Server) listenEvents(c echo.Context) error {
 // listed by its own later request, which may already be past a new event; the end
 // listed first cannot be. topicNames are logical; the offsets are keyed by the
 // cluster's names (the server's namespace), as the stream's client consumes them.
-func (s *Server) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
+func (s *Tools) listenStart(ctx context.Context, topicNames []string, since time.Time, bySince bool) (map[string]map[int32]kgo.Offset, error) {
 	start, err := topics.EndOffsets(ctx, s.kafka, s.ns, topicNames...)
 	if err != nil || !bySince {
 		return start, err
@@ -261,23 +262,23 @@ func sseMessage(r *kgo.Record, merchant string, want map[string]string, challeng
 
 func sseField(v string) string { return strings.NewReplacer("\r", "", "\n", "").Replace(v) }
 
-// triggerEvent queues a sample event of a topic for the merchant, body {"topic"}.
+// TriggerEvent queues a sample event of a topic for the merchant, body {"topic"}.
 // It goes through the outbox like a real event, so subscribed webhooks and listen
 // streams get it; ids start with evt_sample_ (event) and sample_ (data).
-func (s *Server) triggerEvent(c echo.Context) error {
-	b, err := readBody(c)
+func (s *Tools) TriggerEvent(c echo.Context) error {
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	topic, err := b.str("topic", true, 50, nil)
+	topic, err := b.Str("topic", true, 50, nil)
 	if err != nil {
 		return err
 	}
 	kt, ok := topics.EventTopics[topic]
 	if !ok {
-		return invalid("topic", "topic must be one of "+strings.Join(webhooks.Topics, ", ")+".")
+		return edge.Invalid("topic", "topic must be one of "+strings.Join(webhooks.Topics, ", ")+".")
 	}
-	p := principal(c)
+	p := edge.PrincipalOf(c)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	dataID := "sample_" + ids.Alias(12)
 	payload, err := json.Marshal(samplePayload(topic, dataID, now))

@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"io"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"paysvc/api/edge"
 )
 
 type sandboxMailJSON struct {
@@ -23,13 +25,13 @@ type sandboxMailJSON struct {
 	ReceivedAt time.Time `json:"received_at"`
 }
 
-// sandboxMail lists what the embedded SMTP sink received for the merchant (sandbox
+// Mail lists what the embedded SMTP sink received for the merchant (sandbox
 // only): the pay-request emails a developer would otherwise have to fetch from a
 // real mailbox.
-func (s *Server) sandboxMail(c echo.Context) error {
+func (s *Tools) Mail(c echo.Context) error {
 	out := []sandboxMailJSON{}
 	if s.sink != nil {
-		merchant := principal(c).MerchantID
+		merchant := edge.PrincipalOf(c).MerchantID
 		for _, m := range s.sink.Messages() {
 			msg, err := mail.ReadMessage(strings.NewReader(string(m.Data)))
 			if err != nil || msg.Header.Get("X-Paysvc-Merchant") != merchant {

@@ -1,4 +1,4 @@
-package api
+package console
 
 import (
 	"crypto/hmac"
@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 )
 
 // Guards of the console's own writes (docs/security.md, "Console sessions"). Most
@@ -56,14 +57,14 @@ func checkOnce(cs *consoleSession, purpose, token string) []byte {
 // sign-in: once a session belongs to a person's account rather than a key, the
 // account's second factor is checked here instead, and callers do not change.
 // The refusal's text never quotes what was typed.
-func (s *Server) consoleReauth(c echo.Context, cs *consoleSession) *Error {
+func (s *Console) consoleReauth(c echo.Context, cs *consoleSession) *edge.Error {
 	typed := c.FormValue("confirm_key")
-	refused := clientError(http.StatusForbidden, "reauthentication_failed",
+	refused := edge.ClientError(http.StatusForbidden, "reauthentication_failed",
 		"Type the secret key you signed in with to confirm. No key was created.")
 	if typed == "" || len(typed) > 200 {
 		return refused
 	}
-	p, e := s.auth.verify(c.Request().Context(), typed, "secret")
+	p, e := s.verify(c.Request().Context(), typed)
 	if e != nil {
 		if e.Status >= 500 {
 			return e

@@ -1,4 +1,4 @@
-package api
+package edge
 
 import (
 	"bytes"
@@ -16,26 +16,33 @@ import (
 	"paysvc/actors/values/money"
 )
 
-// body is a request's JSON object, read field by field so every refusal names its
-// field and unknown fields (public_key, which the SDKs inject everywhere) are ignored.
-type body map[string]json.RawMessage
+// The request's body as read (UnreadBody) and its text check (RawBody), kept so
+// every reader of one request (idempotency hashing, the handler) reads it once.
+const (
+	ctxRawBody  = "paysvc.raw_body"
+	ctxBodyText = "paysvc.body_text" // *Error: the body's text check, nil when it passed
+)
 
-// readBody parses the request body as a JSON object. An empty body is an empty
+// Body is a request's JSON object, read field by field so every refusal names its
+// field and unknown fields (public_key, which the SDKs inject everywhere) are ignored.
+type Body map[string]json.RawMessage
+
+// ReadBody parses the request body as a JSON object. An empty body is an empty
 // object: GETs from the official SDK carry stray bytes we never read.
-func readBody(c echo.Context) (body, error) {
-	raw, err := rawBody(c)
+func ReadBody(c echo.Context) (Body, error) {
+	raw, err := RawBody(c)
 	if err != nil {
 		return nil, err
 	}
-	return parseBody(raw)
+	return ParseBody(raw)
 }
 
-// parseBody parses raw as a JSON object (readBody without the text check, for
+// ParseBody parses raw as a JSON object (ReadBody without the text check, for
 // publicKey, which must authenticate before the body's fields are judged).
-func parseBody(raw []byte) (body, error) {
+func ParseBody(raw []byte) (Body, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return body{}, nil
+		return Body{}, nil
 	}
 	// Fast path: a body that is exactly one JSON object, as every client sends,
 	// decodes with json.Unmarshal, without the Decoder's own buffer and copy
@@ -43,7 +50,7 @@ func parseBody(raw []byte) (body, error) {
 	// error) goes to the Decoder, so what is accepted and refused is unchanged: the Decoder
 	// reads only the first value, and when Unmarshal succeeds that value is the
 	// whole body.
-	var b body
+	var b Body
 	if err := json.Unmarshal(raw, &b); err == nil && b != nil {
 		return b, nil
 	}
@@ -55,13 +62,13 @@ func parseBody(raw []byte) (body, error) {
 	return b, nil
 }
 
-// rawBody reads the body once and keeps it for later readers (idempotency hashing
+// RawBody reads the body once and keeps it for later readers (idempotency hashing
 // and the handler both need it). Every string in it is checked (checkJSONText):
 // a body carrying a NUL, invalid UTF-8 or an unpaired surrogate in any string is
 // refused with 400 naming the field, whoever reads it, so no endpoint, present or
 // future, can pass such bytes on to the engine or the database.
-func rawBody(c echo.Context) ([]byte, error) {
-	raw, err := unreadBody(c)
+func RawBody(c echo.Context) ([]byte, error) {
+	raw, err := UnreadBody(c)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +81,7 @@ func rawBody(c echo.Context) ([]byte, error) {
 	}
 	var refused *Error
 	if te := checkJSONText(raw); te != nil {
-		refused = invalid(te.path, te.path+": "+string(te.problem))
+		refused = Invalid(te.path, te.path+": "+string(te.problem))
 	}
 	c.Set(ctxBodyText, refused)
 	if refused != nil {
@@ -83,8 +90,8 @@ func rawBody(c echo.Context) ([]byte, error) {
 	return raw, nil
 }
 
-// unreadBody reads the body once and keeps it, without judging it.
-func unreadBody(c echo.Context) ([]byte, error) {
+// UnreadBody reads the body once and keeps it, without judging it.
+func UnreadBody(c echo.Context) ([]byte, error) {
 	if v, ok := c.Get(ctxRawBody).([]byte); ok {
 		return v, nil
 	}
@@ -96,47 +103,47 @@ func unreadBody(c echo.Context) ([]byte, error) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, clientError(413, "request_too_large", "Request body is too large.")
+			return nil, ClientError(413, "request_too_large", "Request body is too large.")
 		}
-		return nil, clientError(400, "bad_request", "Request body could not be read.")
+		return nil, ClientError(400, "bad_request", "Request body could not be read.")
 	}
 	c.Set(ctxRawBody, b)
 	return b, nil
 }
 
-func (b body) has(field string) bool {
+func (b Body) Has(field string) bool {
 	v, ok := b[field]
 	return ok && string(v) != "null"
 }
 
 // str reads a string field. required: missing or empty is an error.
-func (b body) str(field string, required bool, maxLen int, pattern *regexp.Regexp) (string, error) {
+func (b Body) Str(field string, required bool, maxLen int, pattern *regexp.Regexp) (string, error) {
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		if required {
-			return "", invalid(field, "This field is required.")
+			return "", Invalid(field, "This field is required.")
 		}
 		return "", nil
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
-		return "", invalid(field, "Must be a string.")
+		return "", Invalid(field, "Must be a string.")
 	}
 	if s == "" && required {
-		return "", invalid(field, "This field may not be blank.")
+		return "", Invalid(field, "This field may not be blank.")
 	}
 	if maxLen > 0 && utf8.RuneCountInString(s) > maxLen {
-		return "", invalid(field, fmt.Sprintf("Ensure this field has no more than %d characters.", maxLen))
+		return "", Invalid(field, fmt.Sprintf("Ensure this field has no more than %d characters.", maxLen))
 	}
 	if s != "" && pattern != nil && !pattern.MatchString(s) {
-		return "", invalid(field, "Contains characters that are not allowed.")
+		return "", Invalid(field, "Contains characters that are not allowed.")
 	}
 	return s, nil
 }
 
 // boolean reads a JSON boolean (or the strings "true"/"false", which form-minded
 // clients send).
-func (b body) boolean(field string, def bool) (bool, error) {
+func (b Body) Bool(field string, def bool) (bool, error) {
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		return def, nil
@@ -154,21 +161,21 @@ func (b body) boolean(field string, def bool) (bool, error) {
 			return false, nil
 		}
 	}
-	return false, invalid(field, "Must be a boolean.")
+	return false, Invalid(field, "Must be a boolean.")
 }
 
 // amount reads a money field from a JSON string or number token (never float64).
-func (b body) amount(field string, required bool) (money.Amount, bool, error) {
+func (b Body) Amount(field string, required bool) (money.Amount, bool, error) {
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		if required {
-			return money.Amount{}, false, invalid(field, "This field is required.")
+			return money.Amount{}, false, Invalid(field, "This field is required.")
 		}
 		return money.Amount{}, false, nil
 	}
 	var a money.Amount
 	if err := a.UnmarshalJSON(v); err != nil {
-		return a, false, invalid(field, "A valid decimal amount with at most 2 decimal places is required.")
+		return a, false, Invalid(field, "A valid decimal amount with at most 2 decimal places is required.")
 	}
 	return a, true, nil
 }
@@ -176,37 +183,37 @@ func (b body) amount(field string, required bool) (money.Amount, bool, error) {
 // text reads a string field that clients may also send as a JSON number (account
 // numbers, bank codes, references: the SDKs' own examples send `account: 247247`).
 // The number is taken as written, never through a float.
-func (b body) text(field string, required bool, maxLen int, pattern *regexp.Regexp) (string, error) {
+func (b Body) Text(field string, required bool, maxLen int, pattern *regexp.Regexp) (string, error) {
 	v, ok := b[field]
 	if ok && len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
 		var n json.Number
 		if err := json.Unmarshal(v, &n); err != nil {
-			return "", invalid(field, "Must be a string.")
+			return "", Invalid(field, "Must be a string.")
 		}
 		q, _ := json.Marshal(n.String())
 		b[field] = q
 	}
-	return b.str(field, required, maxLen, pattern)
+	return b.Str(field, required, maxLen, pattern)
 }
 
 // integer reads a whole-number field from a JSON integer or a string of digits
 // (form-minded clients send "3"), within lo..hi; def when the field is absent or
 // null. present reports whether the body carried it.
-func (b body) integer(field string, required bool, def, lo, hi int) (n int, present bool, err error) {
+func (b Body) Int(field string, required bool, def, lo, hi int) (n int, present bool, err error) {
 	v, ok := b[field]
 	if !ok || string(v) == "null" {
 		if required {
-			return 0, false, invalid(field, "This field is required.")
+			return 0, false, Invalid(field, "This field is required.")
 		}
 		return def, false, nil
 	}
 	s := string(v)
 	if len(s) > 0 && s[0] == '"' {
 		if err := json.Unmarshal(v, &s); err != nil {
-			return 0, true, invalid(field, "A valid integer is required.")
+			return 0, true, Invalid(field, "A valid integer is required.")
 		}
 	}
-	bad := invalid(field, fmt.Sprintf("A whole number between %d and %d is required.", lo, hi))
+	bad := Invalid(field, fmt.Sprintf("A whole number between %d and %d is required.", lo, hi))
 	if s == "" || len(s) > 12 {
 		return 0, true, bad
 	}

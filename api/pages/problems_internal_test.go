@@ -1,9 +1,11 @@
-package api
+package pages
 
 import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"paysvc/api/edge"
 )
 
 // Which Accept headers get a page: a browser's navigation and form post do; an API
@@ -25,8 +27,8 @@ func TestPrefersHTML(t *testing.T) {
 		"text/html;q=garbage":               true, // an unreadable q is 1
 		";;;,":                              false,
 	} {
-		if got := prefersHTML(accept); got != want {
-			t.Errorf("prefersHTML(%q) = %v, want %v", accept, got, want)
+		if got := PrefersHTML(accept); got != want {
+			t.Errorf("PrefersHTML(%q) = %v, want %v", accept, got, want)
 		}
 	}
 }
@@ -34,12 +36,12 @@ func TestPrefersHTML(t *testing.T) {
 // The pages the HTTP tests cannot provoke without breaking the service: the address
 // rate limit and a fault on our side. Neither shows the internal message.
 func TestCustomerProblemOfLimitsAndFaults(t *testing.T) {
-	st, p := customerProblemOf("checkout", &Error{Status: http.StatusTooManyRequests, Code: "throttled", Detail: "Request was throttled.", RetryAfter: 3}, "")
+	st, p := ProblemOf("checkout", &edge.Error{Status: http.StatusTooManyRequests, Code: "throttled", Detail: "Request was throttled.", RetryAfter: 3}, "")
 	if st != 429 || p.Heading != "Too many attempts" || !strings.Contains(p.Next, "Wait a minute") {
 		t.Errorf("throttled: %d %+v", st, p)
 	}
-	for _, e := range []*Error{errInternal, unavailable()} {
-		st, p := customerProblemOf("link", e, "Duka")
+	for _, e := range []*edge.Error{edge.ErrInternal, edge.Unavailable()} {
+		st, p := ProblemOf("link", e, "Duka")
 		if st != e.Status || p.Heading != "Something went wrong on our side" || strings.Contains(p.Detail+p.Next, e.Detail) {
 			t.Errorf("%d: %d %+v", e.Status, st, p)
 		}

@@ -1,4 +1,4 @@
-package api
+package console
 
 import (
 	"crypto/sha256"
@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -25,11 +26,6 @@ import (
 // synchroniser token in the form and a same-origin request (Origin and
 // Sec-Fetch-Site).
 
-// consolePrincipalKey carries a console session's principal into the API route a
-// console action calls (verifyBearer). A context value: no request from outside
-// can set it.
-type consolePrincipalKey struct{}
-
 const (
 	ctxConsole = "paysvc.console" // *consoleSession
 	// consoleSignInCookie holds the pre-session token of the sign-in form (login CSRF).
@@ -40,7 +36,7 @@ const (
 
 // consoleSession is the signed-in merchant as a console request sees it.
 type consoleSession struct {
-	principal *Principal
+	principal *edge.Principal
 	merchant  string // the merchant's name
 	csrf      string
 	tokenHash []byte
@@ -60,7 +56,7 @@ func consoleOf(c echo.Context) *consoleSession {
 // paysvc sees is plain http (r.TLS is nil) though the browser's is https, and a
 // session cookie set without Secure there would also be sent, and could be
 // planted, over plain http to that host.
-func (s *Server) consoleHTTPS() bool {
+func (s *Console) consoleHTTPS() bool {
 	return s.cfg.Environment == "live" || strings.HasPrefix(strings.ToLower(s.cfg.PublicBaseURL), "https://")
 }
 
@@ -70,7 +66,7 @@ func (s *Server) consoleHTTPS() bool {
 // for this host exactly, at path /, so neither a sibling subdomain nor a plain-http
 // answer can set or replace it. Only a sandbox reached over plain http (local
 // development) keeps the unprefixed name, which a browser would not accept there.
-func (s *Server) consoleCookieName() string {
+func (s *Console) consoleCookieName() string {
 	switch {
 	case s.cfg.Environment == "live":
 		return "__Host-console_session"
@@ -80,7 +76,7 @@ func (s *Server) consoleCookieName() string {
 	return "console_session"
 }
 
-func (s *Server) consoleCookie(c echo.Context, name, value string, maxAge int) *http.Cookie {
+func (s *Console) consoleCookie(c echo.Context, name, value string, maxAge int) *http.Cookie {
 	path := "/console"
 	https := s.consoleHTTPS()
 	if https {
@@ -99,7 +95,7 @@ func sha256Of(token string) []byte {
 // unsafe request comes from. Sec-Fetch-Site, when sent, must be same-origin; Origin
 // must be sent and name this host (and https on a live server). A request with
 // neither is refused: every browser that can hold the cookie sends Origin on POST.
-func (s *Server) sameOrigin(r *http.Request) bool {
+func (s *Console) sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		return false
 	}
@@ -119,7 +115,7 @@ func unsafeMethod(m string) bool {
 }
 
 // errCSRF is the refusal of a cross-site or tokenless console form.
-var errCSRF = &Error{Status: http.StatusForbidden, Type: "client_error", Code: "csrf_refused",
+var errCSRF = &edge.Error{Status: http.StatusForbidden, Type: "client_error", Code: "csrf_refused",
 	Detail: "This form did not come from this console page. Reload the page and try again."}
 
 // toSignIn sends the browser to the sign-in page: the console's answer to a missing,
@@ -132,10 +128,10 @@ func toSignIn(c echo.Context, reason string) error {
 	return c.Redirect(http.StatusSeeOther, target)
 }
 
-// authConsole admits a request with a live session of this server's environment,
+// Authenticate admits a request with a live session of this server's environment,
 // whose key is still a valid secret key of an enabled merchant; for an unsafe
 // method, from this origin with the session's form token.
-func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Console) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if unsafeMethod(r.Method) && !s.sameOrigin(r) {
@@ -146,7 +142,7 @@ func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
 			return toSignIn(c, "")
 		}
 		h := sha256Of(ck.Value)
-		sess, err := storage.TouchConsoleSession(r.Context(), s.db, h, s.cfg.ConsoleIdle, s.cfg.ConsoleMaxAge)
+		sess, err := storage.TouchConsoleSession(r.Context(), s.db, h, s.cfg.Idle, s.cfg.MaxAge)
 		if errors.Is(err, storage.ErrNotFound) {
 			c.SetCookie(s.consoleCookie(c, s.consoleCookieName(), "", -1))
 			return toSignIn(c, "expired")
@@ -178,9 +174,9 @@ func (s *Server) authConsole(next echo.HandlerFunc) echo.HandlerFunc {
 				return errCSRF
 			}
 		}
-		p := &Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions,
+		p := &edge.Principal{MerchantID: sess.MerchantID, KeyID: sess.KeyID, Kind: "secret", Permissions: sess.Permissions,
 			Unrestricted: sess.Unrestricted}
-		c.Set(ctxPrincipal, p)
+		edge.SetPrincipal(c, p)
 		c.Set(ctxConsole, &consoleSession{principal: p, merchant: sess.MerchantName, csrf: sess.CSRFToken, tokenHash: h})
 		consoleHeaders(c.Response().Header())
 		return next(c)
@@ -192,20 +188,20 @@ var signInMessages = map[string]string{
 	"expired":     "Your session has ended. Sign in again.",
 	"signed-out":  "You have signed out.",
 	"revoked":     "The key of this session has been revoked. Sign in with a valid key.",
-	"disabled":    msgCannotTransact,
+	"disabled":    edge.MsgCannotTransact,
 	"environment": "That session belongs to another environment. Sign in with a key of this one.",
 }
 
 // consoleSignInPage shows the sign-in form. Its pre-session token (a cookie and the
 // same value in the form) with the origin check refuses a sign-in posted from
 // another site, which could otherwise sign the merchant into someone else's account.
-func (s *Server) consoleSignInPage(c echo.Context) error {
+func (s *Console) consoleSignInPage(c echo.Context) error {
 	pre := ids.Secret()
 	c.SetCookie(s.consoleCookie(c, consoleSignInCookie, pre, 3600))
 	return s.renderSignIn(c, http.StatusOK, pre, signInMessages[c.QueryParam("reason")], "")
 }
 
-func (s *Server) renderSignIn(c echo.Context, status int, pre, notice, problem string) error {
+func (s *Console) renderSignIn(c echo.Context, status int, pre, notice, problem string) error {
 	return s.renderConsole(c, status, "sign-in", consoleView{Title: "Sign in", CSRF: pre,
 		Data: map[string]string{"Notice": notice, "Problem": problem}})
 }
@@ -214,7 +210,7 @@ func (s *Server) renderSignIn(c echo.Context, status int, pre, notice, problem s
 // the API checks a Bearer key (environment, revocation, merchant enabled) and is
 // never stored or sent back. A session id the browser brought is never adopted: it
 // is ended, and a fresh token is issued (session fixation).
-func (s *Server) consoleSignIn(c echo.Context) error {
+func (s *Console) consoleSignIn(c echo.Context) error {
 	r := c.Request()
 	if !s.sameOrigin(r) {
 		return errCSRF
@@ -233,21 +229,21 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 	if key == "" || len(key) > 200 {
 		return s.renderSignIn(c, http.StatusUnauthorized, pre.Value, "", "Enter a secret key.")
 	}
-	p, e := s.auth.verify(ctx, key, "secret")
+	p, e := s.verify(ctx, key)
 	if e != nil {
 		if e.Status >= 500 {
 			return e
 		}
 		msg := e.Detail
-		if msg == msgInvalidToken {
+		if msg == edge.MsgInvalidToken {
 			msg = "That is not a valid secret key of this environment."
 		}
 		return s.renderSignIn(c, e.Status, pre.Value, "", msg)
 	}
-	if err := storage.DeleteExpiredConsoleSessions(ctx, s.db, s.cfg.ConsoleIdle, s.cfg.ConsoleMaxAge); err != nil {
+	if err := storage.DeleteExpiredConsoleSessions(ctx, s.db, s.cfg.Idle, s.cfg.MaxAge); err != nil {
 		return err
 	}
-	if err := storage.DeleteOldConsoleFormUses(ctx, s.db, s.cfg.ConsoleMaxAge); err != nil {
+	if err := storage.DeleteOldConsoleFormUses(ctx, s.db, s.cfg.MaxAge); err != nil {
 		return err
 	}
 	token := ids.Secret()
@@ -255,13 +251,13 @@ func (s *Server) consoleSignIn(c echo.Context) error {
 		return err
 	}
 	c.SetCookie(s.consoleCookie(c, consoleSignInCookie, "", -1))
-	c.SetCookie(s.consoleCookie(c, s.consoleCookieName(), token, int(s.cfg.ConsoleMaxAge/time.Second)))
+	c.SetCookie(s.consoleCookie(c, s.consoleCookieName(), token, int(s.cfg.MaxAge/time.Second)))
 	return c.Redirect(http.StatusSeeOther, consoleHome)
 }
 
 // consoleSignOut ends the session server-side, so the cookie is worthless even if a
 // copy of it survives in the browser.
-func (s *Server) consoleSignOut(c echo.Context) error {
+func (s *Console) consoleSignOut(c echo.Context) error {
 	if err := storage.DeleteConsoleSession(c.Request().Context(), s.db, consoleOf(c).tokenHash); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package api
+package console
 
 import (
 	"bytes"
@@ -13,37 +13,82 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/values/ids"
+	"paysvc/api/edge"
 )
 
-// The merchant console (docs/console.md): server-rendered pages at /console/ for a
-// merchant signed in with a secret key (console_session.go). It has no money path of
-// its own: every action is a call of the API's own route with the session's
-// principal (consoleCall), so the permission check, Idempotency-Key, command and
-// reply are the API's. Pages read what they list straight from storage, scoped by
-// the session's merchant, after the console checks the permission the matching
-// API read needs. The pages need no script: plain forms, one stylesheet from
-// /static/, and a CSP that allows no script at all (consoleCSP).
-
-//go:embed console/*.html
-var consoleFiles embed.FS
-
-var consoleTemplates = loadConsoleTemplates()
-
-var consoleFuncs = template.FuncMap{
-	"asset": assetURL,
-	// idem is a fresh Idempotency-Key for one rendered form: submitting the same
-	// form twice (a double click, a resubmitted POST) repeats one API request.
-	"idem": ids.UUID,
-	"when": consoleTime,
-	"str":  func(v any) string { s, _ := v.(string); return s },
+// Config is the console's part of the service configuration.
+type Config struct {
+	Environment string // sandbox or live
+	// PublicBaseURL is the root browsers reach paysvc at: an https one makes the
+	// session cookie Secure and __Host- (consoleHTTPS).
+	PublicBaseURL string
+	// Idle and MaxAge end a session after that long without a request, and that
+	// long after sign-in whatever happens.
+	Idle, MaxAge time.Duration
 }
 
-func loadConsoleTemplates() map[string]*template.Template {
-	layout := template.Must(template.New("layout.html").Funcs(consoleFuncs).ParseFS(consoleFiles, "console/layout.html"))
-	names, err := fs.Glob(consoleFiles, "console/*.html")
+// Deps are what the console is given by the server that mounts it. Everything it
+// does to money, and every read the API also answers, goes through API.
+type Deps struct {
+	DB *sqlx.DB
+	// API is the JSON API's handler: each console action is a request to it, made
+	// in-process with the session's principal (edge.WithCaller).
+	API http.Handler
+	// Verify checks a secret key exactly as the API checks a Bearer key
+	// (environment, revocation, merchant enabled).
+	Verify func(ctx context.Context, key string) (*edge.Principal, *edge.Error)
+	// ForgetKey drops the API's cached lookups of a key the console revoked, so the
+	// revocation takes effect in this process at once.
+	ForgetKey func(keyID string)
+	// Asset is the address of a stylesheet or icon under /static/.
+	Asset func(name string) (string, error)
+	// PlanURL and LinkURL are the customer pages of a plan and a payment link.
+	PlanURL, LinkURL func(id string) string
+}
+
+// Console is the merchant console (docs/console.md): server-rendered pages at
+// /console/ for a merchant signed in with a secret key (session.go). It has no
+// money path of its own: every action is a call of the API's own route with the
+// session's principal (consoleCall), so the permission check, Idempotency-Key, command
+// and reply are the API's. Pages read what they list straight from storage,
+// scoped by the session's merchant, after the console checks the permission the
+// matching API read needs. The pages need no script: plain forms, one stylesheet
+// from /static/, and a CSP that allows no script at all (consoleCSP).
+type Console struct {
+	cfg       Config
+	db        *sqlx.DB
+	api       http.Handler
+	verify    func(ctx context.Context, key string) (*edge.Principal, *edge.Error)
+	forgetKey func(keyID string)
+	planURL   func(id string) string
+	linkURL   func(id string) string
+	templates map[string]*template.Template
+}
+
+// New builds the console; Routes registers it.
+func New(cfg Config, d Deps) *Console {
+	return &Console{cfg: cfg, db: d.DB, api: d.API, verify: d.Verify, forgetKey: d.ForgetKey, planURL: d.PlanURL,
+		linkURL: d.LinkURL, templates: loadTemplates(d.Asset)}
+}
+
+//go:embed *.html
+var files embed.FS
+
+func loadTemplates(asset func(string) (string, error)) map[string]*template.Template {
+	funcs := template.FuncMap{
+		"asset": asset,
+		// idem is a fresh Idempotency-Key for one rendered form: submitting the same
+		// form twice (a double click, a resubmitted POST) repeats one API request.
+		"idem": ids.UUID,
+		"when": consoleTime,
+		"str":  func(v any) string { s, _ := v.(string); return s },
+	}
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "layout.html"))
+	names, err := fs.Glob(files, "*.html")
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +98,7 @@ func loadConsoleTemplates() map[string]*template.Template {
 		if base == "layout.html" {
 			continue
 		}
-		out[strings.TrimSuffix(base, ".html")] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFiles, n))
+		out[strings.TrimSuffix(base, ".html")] = template.Must(template.Must(layout.Clone()).ParseFS(files, n))
 	}
 	return out
 }
@@ -105,16 +150,16 @@ type navItem struct {
 
 var consoleNav = []navItem{
 	{Path: "/console", Label: "Overview"},
-	{Path: "/console/wallets", Label: "Wallets", Need: PermViewWallets},
-	{Path: "/console/collections", Label: "Collections", Need: PermViewCollections},
-	{Path: "/console/payment-files", Label: "Payment files", Need: PermViewFiles},
-	{Path: "/console/refunds", Label: "Refunds", Need: PermViewRefunds},
-	{Path: "/console/subscriptions", Label: "Subscriptions", Need: PermViewSubscriptions},
-	{Path: "/console/payment-links", Label: "Payment links", Need: PermViewCollections},
-	{Path: "/console/webhooks", Label: "Webhooks", Need: PermViewWebhooks},
+	{Path: "/console/wallets", Label: "Wallets", Need: edge.PermViewWallets},
+	{Path: "/console/collections", Label: "Collections", Need: edge.PermViewCollections},
+	{Path: "/console/payment-files", Label: "Payment files", Need: edge.PermViewFiles},
+	{Path: "/console/refunds", Label: "Refunds", Need: edge.PermViewRefunds},
+	{Path: "/console/subscriptions", Label: "Subscriptions", Need: edge.PermViewSubscriptions},
+	{Path: "/console/payment-links", Label: "Payment links", Need: edge.PermViewCollections},
+	{Path: "/console/webhooks", Label: "Webhooks", Need: edge.PermViewWebhooks},
 	{Path: "/console/keys", Label: "API keys", Need: needFull},
 	{Path: "/console/mailbox", Label: "Mailbox", Need: needFull, Sandbox: true},
-	{Path: "/console/test-clocks", Label: "Test clocks", Need: PermViewSubscriptions, Sandbox: true},
+	{Path: "/console/test-clocks", Label: "Test clocks", Need: edge.PermViewSubscriptions, Sandbox: true},
 }
 
 // may reports whether the session may use something needing need.
@@ -144,16 +189,16 @@ type consoleView struct {
 
 // renderConsole writes a console page, rendered into a buffer first so a template
 // error is the generic 500, never half a page.
-func (s *Server) renderConsole(c echo.Context, status int, name string, v consoleView) error {
-	t, ok := consoleTemplates[name]
+func (s *Console) renderConsole(c echo.Context, status int, name string, v consoleView) error {
+	t, ok := s.templates[name]
 	if !ok {
-		return errInternal
+		return edge.ErrInternal
 	}
 	v.Sandbox = s.cfg.Environment == "sandbox"
 	if cs := consoleOf(c); cs != nil {
 		v.Merchant, v.KeyID, v.Full, v.CSRF = cs.merchant, cs.principal.KeyID, cs.full(), cs.csrf
 		v.Can = map[string]bool{}
-		for _, p := range Permissions {
+		for _, p := range edge.Permissions {
 			v.Can[p.Name] = cs.principal.Can(p.Name)
 		}
 		here := c.Request().URL.Path
@@ -183,7 +228,7 @@ func (s *Server) renderConsole(c echo.Context, status int, name string, v consol
 // addresses hold only ids, and other sites still get no referrer. And no-store:
 // secrets shown once, balances and form tokens must not be cached.
 func consoleHeaders(h http.Header) {
-	pageHeaders(h)
+	edge.PageHeaders(h)
 	h.Set("Content-Security-Policy", consoleCSP)
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
@@ -216,14 +261,14 @@ var consoleNotices = map[string]string{
 
 // consoleProblem renders an error page for a refusal: the API's own message (never
 // an internal error's text: the API's answers carry none) or the console's.
-func (s *Server) consoleProblem(c echo.Context, status int, title, detail string) error {
+func (s *Console) consoleProblem(c echo.Context, status int, title, detail string) error {
 	return s.renderConsole(c, status, "problem", consoleView{Title: title, Data: map[string]string{"Detail": detail}})
 }
 
 // consoleNeeds wraps a console handler with its page's need: a section the key may
 // not use is refused (403) as the API would refuse its routes; a sandbox-only
 // section does not exist on a live server (404).
-func (s *Server) consoleNeeds(need string, sandboxOnly bool, h echo.HandlerFunc) echo.HandlerFunc {
+func (s *Console) consoleNeeds(need string, sandboxOnly bool, h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if sandboxOnly && s.cfg.Environment != "sandbox" {
 			return s.consoleProblem(c, http.StatusNotFound, "Not found", "This page exists only on a sandbox server.")
@@ -239,47 +284,48 @@ func (s *Server) consoleNeeds(need string, sandboxOnly bool, h echo.HandlerFunc)
 	}
 }
 
-// consoleRoutes registers the console through the route table (handle), so every
-// console route declares its access like the API's.
-func (s *Server) consoleRoutes(e *echo.Echo) {
+// Routes registers the console's pages and forms through add, the mounting
+// server's route table, so every console route declares its access like the
+// API's: session is false for the sign-in page and form, which are open, and true
+// for every other route, which needs a session (Authenticate).
+func (s *Console) Routes(add func(method, path string, h echo.HandlerFunc, session bool)) {
 	const GET, POST = http.MethodGet, http.MethodPost
 	cr := func(method, p string, h echo.HandlerFunc, need string) {
 		sandboxOnly := strings.HasPrefix(need, needSandbox+":")
 		need = strings.TrimPrefix(need, needSandbox+":")
-		s.handle(e, method, p, s.consoleNeeds(need, sandboxOnly, h), access{kind: kindConsole})
+		add(method, p, s.consoleNeeds(need, sandboxOnly, h), true)
 	}
-	open := access{kind: kindOpen}
-	s.handle(e, GET, consoleSignInPath, s.consoleSignInPage, open)
-	s.handle(e, POST, consoleSignInPath, s.consoleSignIn, open)
+	add(GET, consoleSignInPath, s.consoleSignInPage, false)
+	add(POST, consoleSignInPath, s.consoleSignIn, false)
 	cr(POST, "/console/sign-out", s.consoleSignOut, needNothing)
 	cr(GET, consoleHome, s.consoleOverview, needNothing)
-	cr(GET, "/console/wallets", s.consoleWallets, PermViewWallets)
-	cr(GET, "/console/wallets/:wallet_id", s.consoleWallet, PermViewWallets)
-	cr(GET, "/console/collections", s.consoleCollections, PermViewCollections)
-	cr(GET, "/console/payment-files", s.consoleFiles, PermViewFiles)
-	cr(GET, "/console/payment-files/:file_id", s.consoleFile, PermViewFiles)
-	cr(POST, "/console/payment-files/:file_id/approve", s.consoleFileAction("approve"), PermApproveFiles)
-	cr(POST, "/console/payment-files/:file_id/cancel", s.consoleFileAction("cancel"), PermChangeFiles)
-	cr(GET, "/console/refunds", s.consoleRefunds, PermViewRefunds)
-	cr(GET, "/console/refunds/new", s.consoleRefundForm, PermAddRefunds)
-	cr(POST, "/console/refunds", s.consoleCreateRefund, PermAddRefunds)
-	cr(POST, "/console/refunds/:refund_id/cancel", s.consoleCancelRefund, PermAddRefunds)
-	cr(GET, "/console/subscriptions", s.consoleSubscriptions, PermViewSubscriptions)
-	cr(POST, "/console/subscriptions/:subscription_id/cancel", s.consoleCancelSubscription, PermChangeSubscriptions)
-	cr(GET, "/console/payment-links", s.consoleLinks, PermViewCollections)
-	cr(POST, "/console/payment-links", s.consoleCreateLink, PermAddCollections)
-	cr(POST, "/console/payment-links/:link_id/deactivate", s.consoleDeactivateLink, PermAddCollections)
-	cr(GET, "/console/webhooks", s.consoleWebhooks, PermViewWebhooks)
-	cr(GET, "/console/webhooks/events/:event_id", s.consoleWebhookEvent, PermViewWebhooks)
-	cr(POST, "/console/webhooks/events/:event_id/replay", s.consoleReplay, PermChangeWebhooks)
-	cr(POST, "/console/webhooks/:webhook_id/rotate-secret", s.consoleRotateSecret, PermChangeWebhooks)
+	cr(GET, "/console/wallets", s.consoleWallets, edge.PermViewWallets)
+	cr(GET, "/console/wallets/:wallet_id", s.consoleWallet, edge.PermViewWallets)
+	cr(GET, "/console/collections", s.consoleCollections, edge.PermViewCollections)
+	cr(GET, "/console/payment-files", s.consoleFiles, edge.PermViewFiles)
+	cr(GET, "/console/payment-files/:file_id", s.consoleFile, edge.PermViewFiles)
+	cr(POST, "/console/payment-files/:file_id/approve", s.consoleFileAction("approve"), edge.PermApproveFiles)
+	cr(POST, "/console/payment-files/:file_id/cancel", s.consoleFileAction("cancel"), edge.PermChangeFiles)
+	cr(GET, "/console/refunds", s.consoleRefunds, edge.PermViewRefunds)
+	cr(GET, "/console/refunds/new", s.consoleRefundForm, edge.PermAddRefunds)
+	cr(POST, "/console/refunds", s.consoleCreateRefund, edge.PermAddRefunds)
+	cr(POST, "/console/refunds/:refund_id/cancel", s.consoleCancelRefund, edge.PermAddRefunds)
+	cr(GET, "/console/subscriptions", s.consoleSubscriptions, edge.PermViewSubscriptions)
+	cr(POST, "/console/subscriptions/:subscription_id/cancel", s.consoleCancelSubscription, edge.PermChangeSubscriptions)
+	cr(GET, "/console/payment-links", s.consoleLinks, edge.PermViewCollections)
+	cr(POST, "/console/payment-links", s.consoleCreateLink, edge.PermAddCollections)
+	cr(POST, "/console/payment-links/:link_id/deactivate", s.consoleDeactivateLink, edge.PermAddCollections)
+	cr(GET, "/console/webhooks", s.consoleWebhooks, edge.PermViewWebhooks)
+	cr(GET, "/console/webhooks/events/:event_id", s.consoleWebhookEvent, edge.PermViewWebhooks)
+	cr(POST, "/console/webhooks/events/:event_id/replay", s.consoleReplay, edge.PermChangeWebhooks)
+	cr(POST, "/console/webhooks/:webhook_id/rotate-secret", s.consoleRotateSecret, edge.PermChangeWebhooks)
 	cr(GET, "/console/keys", s.consoleKeys, needFull)
 	cr(POST, "/console/keys", s.consoleCreateKey, needFull)
 	cr(POST, "/console/keys/:key_id/revoke", s.consoleRevokeKey, needFull)
 	cr(GET, "/console/mailbox", s.consoleMailbox, needSandbox+":"+needFull)
-	cr(GET, "/console/test-clocks", s.consoleTestClocks, needSandbox+":"+PermViewSubscriptions)
-	cr(POST, "/console/test-clocks", s.consoleCreateTestClock, needSandbox+":"+PermChangeSubscriptions)
-	cr(POST, "/console/test-clocks/:clock_id/advance", s.consoleAdvanceTestClock, needSandbox+":"+PermChangeSubscriptions)
+	cr(GET, "/console/test-clocks", s.consoleTestClocks, needSandbox+":"+edge.PermViewSubscriptions)
+	cr(POST, "/console/test-clocks", s.consoleCreateTestClock, needSandbox+":"+edge.PermChangeSubscriptions)
+	cr(POST, "/console/test-clocks/:clock_id/advance", s.consoleAdvanceTestClock, needSandbox+":"+edge.PermChangeSubscriptions)
 }
 
 // replyRecorder keeps the answer of an API route the console called.
@@ -323,7 +369,7 @@ func (r apiReply) detail() string {
 // (rate limits, the permission check, Idempotency-Key, the handler and so the
 // engine's command and its reply) with the session's principal in place of a
 // Bearer key. idem is the form's Idempotency-Key ("" for reads).
-func (s *Server) consoleCall(c echo.Context, method, target string, body any, idem string) (apiReply, error) {
+func (s *Console) consoleCall(c echo.Context, method, target string, body any, idem string) (apiReply, error) {
 	var raw []byte
 	if body != nil {
 		var err error
@@ -332,7 +378,7 @@ func (s *Server) consoleCall(c echo.Context, method, target string, body any, id
 		}
 	}
 	outer := c.Request()
-	ctx := context.WithValue(outer.Context(), consolePrincipalKey{}, consoleOf(c).principal)
+	ctx := edge.WithCaller(outer.Context(), consoleOf(c).principal)
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(raw))
 	if err != nil {
 		return apiReply{}, err
@@ -341,7 +387,7 @@ func (s *Server) consoleCall(c echo.Context, method, target string, body any, id
 	if xff := outer.Header.Get("X-Forwarded-For"); xff != "" {
 		req.Header.Set("X-Forwarded-For", xff)
 	}
-	req.Header.Set("X-Request-Id", requestID(c))
+	req.Header.Set("X-Request-Id", edge.RequestID(c))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -349,13 +395,13 @@ func (s *Server) consoleCall(c echo.Context, method, target string, body any, id
 		req.Header.Set("Idempotency-Key", idem)
 	}
 	rec := &replyRecorder{header: http.Header{}}
-	s.echo.ServeHTTP(rec, req)
+	s.api.ServeHTTP(rec, req)
 	return apiReply{Status: rec.status, Body: rec.body.Bytes()}, nil
 }
 
 // consoleGet calls an API read and decodes its JSON answer into out; a refusal is
 // returned as the reply (status >= 400) for the page to show.
-func (s *Server) consoleGet(c echo.Context, target string, out any) (apiReply, error) {
+func (s *Console) consoleGet(c echo.Context, target string, out any) (apiReply, error) {
 	r, err := s.consoleCall(c, http.MethodGet, target, nil, "")
 	if err != nil || r.Status >= 400 {
 		return r, err
@@ -368,7 +414,7 @@ func (s *Server) consoleGet(c echo.Context, target string, out any) (apiReply, e
 // consoleAct runs an API action from a form and answers as a form should: on
 // success, a redirect (303) to next with the outcome's notice; on refusal, the
 // API's message on an error page with the API's status.
-func (s *Server) consoleAct(c echo.Context, method, target string, body any, next, done string) error {
+func (s *Console) consoleAct(c echo.Context, method, target string, body any, next, done string) error {
 	r, err := s.consoleCall(c, method, target, body, formIdem(c))
 	if err != nil {
 		return err

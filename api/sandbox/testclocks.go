@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -31,9 +32,9 @@ func renderTestClock(c storage.TestClock) testClockJSON {
 
 // sandboxOnly refuses test clocks on a live server (404 JSON: the resource does
 // not exist there), so a live subscription can never be billed early.
-func (s *Server) sandboxOnly() error {
-	if s.cfg.Environment != "sandbox" {
-		return clientError(http.StatusNotFound, "not_found", "Test clocks exist only in the sandbox.")
+func (s *Tools) sandboxOnly() error {
+	if s.env != "sandbox" {
+		return edge.ClientError(http.StatusNotFound, "not_found", "Test clocks exist only in the sandbox.")
 	}
 	return nil
 }
@@ -49,37 +50,37 @@ const testClockAhead = 5 * 365 * 24 * time.Hour
 
 // readFrozenTime reads an RFC 3339 time or a Unix timestamp (Stripe's form),
 // within the test clocks' window.
-func readFrozenTime(b body, field string) (time.Time, error) {
+func readFrozenTime(b edge.Body, field string) (time.Time, error) {
 	raw, ok := b[field]
 	if !ok || string(raw) == "null" {
-		return time.Time{}, invalid(field, field+" is required.")
+		return time.Time{}, edge.Invalid(field, field+" is required.")
 	}
 	var t time.Time
 	// A bare JSON integer is a Unix timestamp; parsed from the raw token.
 	if sec, err := strconv.ParseInt(string(raw), 10, 64); err == nil && sec > 0 && sec < 1<<40 {
 		t = time.Unix(sec, 0).UTC()
 	} else {
-		v, err := b.str(field, true, 40, nil)
+		v, err := b.Str(field, true, 40, nil)
 		if err != nil {
 			return time.Time{}, err
 		}
 		if t, err = time.Parse(time.RFC3339, v); err != nil {
-			return time.Time{}, invalid(field, field+" must be an RFC 3339 time (2025-01-31T00:00:00+03:00) or a Unix timestamp.")
+			return time.Time{}, edge.Invalid(field, field+" must be an RFC 3339 time (2025-01-31T00:00:00+03:00) or a Unix timestamp.")
 		}
 		t = t.UTC().Truncate(time.Microsecond)
 	}
 	if latest := time.Now().Add(testClockAhead); t.Before(testClockEarliest) || t.After(latest) {
-		return time.Time{}, invalid(field, field+" must be between 2000-01-01T00:00:00Z and five years from now ("+
+		return time.Time{}, edge.Invalid(field, field+" must be between 2000-01-01T00:00:00Z and five years from now ("+
 			latest.UTC().Format(time.RFC3339)+").")
 	}
 	return t, nil
 }
 
-func (s *Server) createTestClock(c echo.Context) error {
+func (s *Tools) CreateTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -87,12 +88,12 @@ func (s *Server) createTestClock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	name, err := b.str("name", false, 100, nil)
+	name, err := b.Str("name", false, 100, nil)
 	if err != nil {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	tc := storage.TestClock{MerchantID: principal(c).MerchantID, Name: name, FrozenTime: at,
+	tc := storage.TestClock{MerchantID: edge.PrincipalOf(c).MerchantID, Name: name, FrozenTime: at,
 		CreatedAt: now, UpdatedAt: now}
 	if err := s.redraw(c, "TC", func(id string) error {
 		tc.ClockID = id
@@ -103,13 +104,13 @@ func (s *Server) createTestClock(c echo.Context) error {
 	return c.JSON(http.StatusCreated, renderTestClock(tc))
 }
 
-func (s *Server) getTestClock(c echo.Context) error {
+func (s *Tools) GetTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
-	tc, err := storage.GetTestClock(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("clock_id"))
+	tc, err := storage.GetTestClock(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("clock_id"))
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Test clock not found.")
+		return edge.NotFound("Test clock not found.")
 	}
 	if err != nil {
 		return err
@@ -117,13 +118,13 @@ func (s *Server) getTestClock(c echo.Context) error {
 	return c.JSON(http.StatusOK, renderTestClock(tc))
 }
 
-// advanceTestClock moves the clock forward; the scheduler then bills every cycle
+// AdvanceTestClock moves the clock forward; the scheduler then bills every cycle
 // that fell due up to the new time, in date order.
-func (s *Server) advanceTestClock(c echo.Context) error {
+func (s *Tools) AdvanceTestClock(c echo.Context) error {
 	if err := s.sandboxOnly(); err != nil {
 		return err
 	}
-	b, err := readBody(c)
+	b, err := edge.ReadBody(c)
 	if err != nil {
 		return err
 	}
@@ -131,12 +132,12 @@ func (s *Server) advanceTestClock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tc, err := storage.AdvanceTestClock(c.Request().Context(), s.db, principal(c).MerchantID, c.Param("clock_id"), at)
+	tc, err := storage.AdvanceTestClock(c.Request().Context(), s.db, edge.PrincipalOf(c).MerchantID, c.Param("clock_id"), at)
 	if errors.Is(err, storage.ErrNotFound) {
-		return notFound("Test clock not found.")
+		return edge.NotFound("Test clock not found.")
 	}
 	if errors.Is(err, storage.ErrClockBackwards) {
-		return invalid("frozen_time", "A test clock only moves forward: frozen_time must not be before the clock's time.")
+		return edge.Invalid("frozen_time", "A test clock only moves forward: frozen_time must not be before the clock's time.")
 	}
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package api
+package edge
 
 import (
 	"encoding/json"
@@ -305,12 +305,12 @@ func readableKey(raw []byte) string {
 	if err := json.Unmarshal(quoted, &k); err != nil {
 		k = string(raw)
 	}
-	return safeAttr(k)
+	return SafeAttr(k)
 }
 
 // safeAttr makes a client's name showable in an error: NUL and other control
 // characters and invalid UTF-8 become U+FFFD, and a long name is cut.
-func safeAttr(k string) string {
+func SafeAttr(k string) string {
 	k = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return '\uFFFD'
@@ -325,6 +325,6 @@ func safeAttr(k string) string {
 
 // storableText reports whether a string from a URL or header can be stored: valid
 // UTF-8 and no NUL (PostgreSQL refuses both in text).
-func storableText(v string) bool {
+func StorableText(v string) bool {
 	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
 }
