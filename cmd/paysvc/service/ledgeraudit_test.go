@@ -97,7 +97,10 @@ func TestLedgerAuditMetrics(t *testing.T) {
 	// A second relay instance on the same database waits as a standby: one
 	// session holds the audit's lock.
 	peer := servicetest.StartPeer(t, env, "sandbox", service.RoleRelay)
-	time.Sleep(500 * time.Millisecond) // several of the peer's intervals
+	// Several of the peer's intervals. This sleep proves an absence and stays: a
+	// standby's tries leave no trace of their own to wait for (the job counters
+	// are the process's, shared with this test's relay and every other test's).
+	time.Sleep(500 * time.Millisecond)
 	var holders int
 	if err := env.Schema.DB.GetContext(ctx, &holders, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
 		AND classid = $1 AND objid = hashtext($2)::oid AND objsubid = 2`, storage.AuditLock, env.Schema.Name); err != nil {
