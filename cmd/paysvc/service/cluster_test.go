@@ -31,6 +31,7 @@ import (
 
 	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service/servicetest/history"
 	"paysvc/storage"
@@ -236,7 +237,8 @@ func TestClusterUnderKills(t *testing.T) {
 	// The fault phase: at least clusterFaultPhase, until every broker fault is
 	// done and every process was killed; at clusterFaultMax if the broker faults
 	// are done, else when they are, at most clusterFaultHardMax.
-	for {
+	// Reaching clusterFaultHardMax ends the phase too: Wait's error is not a failure.
+	_ = waittest.Wait(clusterFaultHardMax-time.Since(faultStart), func() (bool, string) {
 		elapsed := time.Since(faultStart)
 		done := false
 		select {
@@ -244,12 +246,9 @@ func TestClusterUnderKills(t *testing.T) {
 			done = true
 		default:
 		}
-		if elapsed >= clusterFaultHardMax || elapsed >= clusterFaultMax && done ||
-			elapsed >= clusterFaultPhase && done && len(cl.neverKilled()) == 0 {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return elapsed >= clusterFaultMax && done ||
+			elapsed >= clusterFaultPhase && done && len(cl.neverKilled()) == 0, "fault phase not over"
+	})
 	stopLoad()
 	killer.Wait()
 	<-planDone // a broker fault in progress ends with its nodes started again
@@ -261,15 +260,11 @@ func TestClusterUnderKills(t *testing.T) {
 	// Settle: every process up and ready, every Kafka node back, every
 	// acknowledged collection and file final, every event delivered.
 	settleStart := time.Now()
-	deadline := settleStart.Add(clusterSettle)
 	var why string
-	for {
+	_ = waittest.Wait(clusterSettle, func() (bool, string) { // Wait: the logs are dumped before failing
 		why = cl.notSettled(ctx, schema, ms, rec)
-		if why == "" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return why == "", why
+	})
 	settled := time.Since(settleStart)
 	if why != "" {
 		cl.dumpLogs(t)
@@ -488,18 +483,15 @@ func startCluster(t *testing.T, bin, dbURL string, kc *kafkaNodes, used map[int]
 	for _, p := range cl.procs {
 		cl.supervise(p)
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		notReady := cl.notReady()
-		if len(notReady) == 0 {
-			return cl
-		}
-		if time.Now().After(deadline) {
-			cl.dumpLogs(t)
-			t.Fatalf("not ready after 90 s: %v", notReady)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var notReady []string
+	if err := waittest.Wait(90*time.Second, func() (bool, string) { // Wait: the logs are dumped before failing
+		notReady = cl.notReady()
+		return len(notReady) == 0, fmt.Sprintf("%v", notReady)
+	}); err != nil {
+		cl.dumpLogs(t)
+		t.Fatalf("not ready after 90 s: %v", notReady)
 	}
+	return cl
 }
 
 // supervise starts p and starts it again whenever it exits, until the test ends. A
@@ -537,7 +529,7 @@ func (cl *cluster) supervise(p *clusterProc) {
 			p.running = false
 			p.mu.Unlock()
 			close(exited)
-			time.Sleep(clusterRestartDelay)
+			time.Sleep(clusterRestartDelay) // the supervisor's restart delay, as an init system's: part of the fault, not a wait
 		}
 	})
 }
@@ -616,7 +608,7 @@ func (cl *cluster) killRandomly(t *testing.T, ctx context.Context, seed uint64) 
 		case <-ctx.Done():
 			drains.Wait()
 			return kills
-		case <-time.After(wait):
+		case <-time.After(wait): // the kill schedule's pace: the fault injector, not a wait
 		}
 		if len(order) == 0 {
 			order = slices.Clone(cl.procs)
@@ -949,7 +941,7 @@ func (cl *cluster) breakBrokers(t *testing.T, ctx context.Context, seed uint64, 
 		select {
 		case <-ctx.Done():
 			return faults
-		case <-time.After(clusterBrokerGap):
+		case <-time.After(clusterBrokerGap): // the broker faults' pace: the fault injector, not a wait
 		}
 		f := brokerFault{}
 		switch {
@@ -1047,10 +1039,10 @@ func (cl *cluster) brokerFault(t *testing.T, f *brokerFault, ms []*clusterMercha
 	if f.kind == "minority" {
 		cl.window.open(gone)
 		cl.probeWindow(t, ms)
-		time.Sleep(clusterMinorityDown)
+		time.Sleep(clusterMinorityDown) // how long the minority is down: the fault's length is what is tested
 		cl.window.close()
 	} else {
-		time.Sleep(clusterBrokerDown)
+		time.Sleep(clusterBrokerDown) // how long the nodes are down: the fault's length is what is tested
 	}
 	// kafka.sh start starts every node that is not running, at once (start-node
 	// would start them one after the other: it holds the cluster's lock).
@@ -1073,12 +1065,10 @@ func (cl *cluster) brokerFault(t *testing.T, f *brokerFault, ms []*clusterMercha
 		return
 	}
 	why := ""
-	for deadline := restarted.Add(clusterBrokerBack); ; {
-		if why = k.notWhole(context.Background()); why == "" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	_ = waittest.Wait(time.Until(restarted.Add(clusterBrokerBack)), func() (bool, string) { // Wait: a fault not healed is recorded, not fatal
+		why = k.notWhole(context.Background())
+		return why == "", why
+	})
 	f.back = time.Since(restarted)
 	if why != "" {
 		f.failed += fmt.Sprintf("; not back within %s: %s", clusterBrokerBack, why)
@@ -1099,7 +1089,7 @@ func (cl *cluster) probeWindow(t *testing.T, ms []*clusterMerchant) {
 		for j := range clusterWindowProbes {
 			hc := 3*len(ms) + mi*clusterWindowProbes + j
 			cl.probes.Go(func() {
-				time.Sleep(time.Duration(j) * time.Second)
+				time.Sleep(time.Duration(j) * time.Second) // one probe a second: the probes' pace, not a wait
 				m.transfer(t, context.Background(), m.wallets[2], m.wallets[j%2], money.FromUnits(200+int64(j)),
 					fmt.Sprintf("cl p%d %d", j, seq), hc)
 			})
@@ -1244,6 +1234,9 @@ func (c *clusterClient) do(ctx context.Context, method, path string, body any, i
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			c.cl.retried.Add(1)
+			// The load's careful client, not a test's wait: its retry rate is part
+			// of the load the cluster bears during faults, so it keeps its own pace
+			// rather than waittest's backoff.
 			time.Sleep(100 * time.Millisecond)
 		}
 		if time.Now().After(giveUp) {
@@ -1348,7 +1341,7 @@ func (m *clusterMerchant) runTransfers(t *testing.T, ctx context.Context, k, hc 
 		if !m.transfer(t, ctx, src, dst, money.FromUnits(100+int64(n%17)), fmt.Sprintf("cl %d %d", k, n), hc) {
 			return
 		}
-		time.Sleep(clusterTransferPace)
+		time.Sleep(clusterTransferPace) // the load's pace, not a wait
 	}
 }
 
@@ -1396,7 +1389,7 @@ func (m *clusterMerchant) runReads(ctx context.Context, hc int, seed uint64) {
 			op.Balance(cents)
 			m.readsOK.Add(1)
 		}
-		time.Sleep(clusterReadPace + time.Duration(rng.Int64N(int64(clusterReadPace))))
+		time.Sleep(clusterReadPace + time.Duration(rng.Int64N(int64(clusterReadPace)))) // the load's pace, not a wait
 	}
 }
 
@@ -1420,7 +1413,7 @@ func (m *clusterMerchant) runCollections(t *testing.T, ctx context.Context) {
 		m.mu.Lock()
 		m.invoices = append(m.invoices, id)
 		m.mu.Unlock()
-		time.Sleep(clusterSTKPace)
+		time.Sleep(clusterSTKPace) // the load's pace, not a wait
 	}
 }
 
@@ -1449,7 +1442,7 @@ func (m *clusterMerchant) runFiles(t *testing.T, ctx context.Context) {
 		m.mu.Unlock()
 		select {
 		case <-ctx.Done():
-		case <-time.After(clusterFileEvery):
+		case <-time.After(clusterFileEvery): // the load's pace, not a wait
 		}
 	}
 }

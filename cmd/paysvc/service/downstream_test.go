@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -170,18 +171,16 @@ func (m *dsMerchant) do(t *testing.T, env *servicetest.Env, method, path string,
 	if idem != "" {
 		headers = append(slices.Clone(m.auth), "Idempotency-Key", m.id+" "+idem)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		r := env.Do(method, path, body, headers...)
-		if r.Status < 500 && r.Status != http.StatusConflict && r.Status != http.StatusTooManyRequests {
-			return r
+	var r servicetest.Response
+	waittest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		if r.Status != 0 {
+			t.Logf("%s: %s %s: %d, sending it again: %.200s", m.name, method, path, r.Status, r.Body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s %s: no definite answer in 2m, last %d %s", m.name, method, path, r.Status, r.Body)
-		}
-		t.Logf("%s: %s %s: %d, sending it again: %.200s", m.name, method, path, r.Status, r.Body)
-		time.Sleep(100 * time.Millisecond)
-	}
+		r = env.Do(method, path, body, headers...)
+		return r.Status < 500 && r.Status != http.StatusConflict && r.Status != http.StatusTooManyRequests,
+			fmt.Sprintf("%s: %s %s: no definite answer in 2m, last %d %s", m.name, method, path, r.Status, r.Body)
+	})
+	return r
 }
 
 // dsTransfer is a transfer the test made, found in its event by the narrative.
@@ -224,22 +223,21 @@ func dsWork(t *testing.T, env *servicetest.Env, ms []*dsMerchant, batch string, 
 		b.invoices[id] = ""
 		b.merchant[id] = m
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(90 * time.Second) // one bound for all the invoices together
 	for id := range b.invoices {
 		m := b.merchant[id]
-		for {
+		waittest.Eventually(t, time.Until(deadline), func() (bool, string) {
 			r := m.do(t, env, "POST", "/api/v1/payment/status/", map[string]any{"invoice_id": id}, "")
 			if r.Status != 200 {
 				t.Fatalf("status of %s: %d %s", id, r.Status, r.Body)
 			}
-			if s, _ := r.Map(t)["invoice"].(map[string]any)["state"].(string); s == "COMPLETE" || s == "FAILED" {
+			s, _ := r.Map(t)["invoice"].(map[string]any)["state"].(string)
+			if s == "COMPLETE" || s == "FAILED" {
 				b.invoices[id] = s
-				break
-			} else if time.Now().After(deadline) {
-				t.Fatalf("invoice %s still %q after 90s", id, s)
+				return true, ""
 			}
-			time.Sleep(25 * time.Millisecond)
-		}
+			return false, fmt.Sprintf("invoice %s still %q after 90s", id, s)
+		})
 	}
 	return b
 }
@@ -337,19 +335,14 @@ func (dc *dsConsumer) published(eventTopics []string) map[string]map[int32]int64
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
+	ctxDeadline, _ := ctx.Deadline() // the backlog shares the reads' bound
+	waittest.Eventually(t, time.Until(ctxDeadline), func() (bool, string) {
 		n, err := storage.OutboxBacklog(ctx, dc.env.Schema.DB)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the relay left %d events unpublished for 60s", n)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return n == 0, fmt.Sprintf("the relay left %d events unpublished for 60s", n)
+	})
 	var dead int
 	if err := dc.env.Schema.DB.GetContext(ctx, &dead, `SELECT count(*) FROM outbox_dead`); err != nil {
 		t.Fatal(err)

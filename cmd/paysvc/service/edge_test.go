@@ -185,6 +185,8 @@ func TestSlowBody(t *testing.T) {
 			closed <- string(b)
 		}()
 		// One byte every 100 ms would take almost three hours to send the body.
+		// The loop is the dribbling client, not a wait: its pace is what is
+		// tested, so it keeps its own tick rather than waittest's backoff.
 		deadline := time.After(30 * time.Second)
 		sent := 1
 		for {
@@ -220,7 +222,7 @@ func TestSlowBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < len(body); i += 75 {
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond) // the slow client's pace: the delay is what is tested
 			if _, err := conn.Write(body[i:min(i+75, len(body))]); err != nil {
 				t.Fatalf("the server cut an honest body after %d bytes: %v", i, err)
 			}

@@ -20,11 +20,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/cmd/paysvc/service/servicetest/history"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
+	"paysvc/topics"
 )
 
 // faultBundle is an API+relay service without an engine, plus merchants with funded
@@ -74,14 +76,13 @@ func (fb *faultBundle) provision(t *testing.T, merchants, wallets int) {
 	// A careful client: each write has its own Idempotency-Key and is repeated
 	// with it while the outcome is unknown (a 5xx while engines start or move).
 	careful := func(path string, body map[string]any, key, secret string, want int) servicetest.Response {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			r := fb.api.Do("POST", path, body, append(servicetest.Bearer(secret), "Idempotency-Key", key)...)
-			if r.Status == want || r.Status < 500 && r.Status != 409 || time.Now().After(deadline) {
-				return r
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// The caller judges the last answer: Wait, not Eventually.
+		var r servicetest.Response
+		_ = waittest.Wait(time.Minute, func() (bool, string) {
+			r = fb.api.Do("POST", path, body, append(servicetest.Bearer(secret), "Idempotency-Key", key)...)
+			return r.Status == want || r.Status < 500 && r.Status != 409, fmt.Sprintf("POST %s: %d %s", path, r.Status, r.Body)
+		})
+		return r
 	}
 	for i := 0; i < merchants; i++ {
 		m := fb.api.Merchant(fmt.Sprintf("M%d", i))
@@ -138,14 +139,8 @@ func (fb *faultBundle) load(t *testing.T, n, workers int, progress *atomic.Int64
 				if fb.hist != nil {
 					op = fb.hist.Begin(w, history.Transfer{From: src, To: dst, Cents: 100 + i%50})
 				}
-				for {
-					if time.Now().After(deadline) {
-						if op != nil {
-							op.Unknown()
-						}
-						t.Errorf("transfer %d never got a definite answer", i)
-						return
-					}
+				// A worker is not the test's goroutine: Wait, and Errorf on failure.
+				err := waittest.Wait(time.Until(deadline), func() (bool, string) {
 					r := fb.api.Do("POST", "/api/v1/wallets/"+src+"/intra_transfer/",
 						map[string]any{"wallet_id": dst, "amount": amount.String(), "narrative": "fault load"},
 						append(servicetest.Bearer(m.secret), "Idempotency-Key", key)...)
@@ -157,15 +152,22 @@ func (fb *faultBundle) load(t *testing.T, n, workers int, progress *atomic.Int64
 						model[src] = model[src].Sub(amount)
 						model[dst] = model[dst].Add(amount)
 						mu.Unlock()
-						break
+						return true, ""
 					}
 					if r.Status == 400 {
 						if op != nil {
 							op.Refused()
 						}
-						break // refused (insufficient funds): no effect
+						return true, "" // refused (insufficient funds): no effect
 					}
-					time.Sleep(100 * time.Millisecond) // 5xx or 409: outcome unknown or in flight, retry the same key
+					return false, fmt.Sprintf("transfer %d: last %d", i, r.Status) // 5xx or 409: outcome unknown or in flight, retry the same key
+				})
+				if err != nil {
+					if op != nil {
+						op.Unknown()
+					}
+					t.Errorf("transfer %d never got a definite answer", i)
+					return
 				}
 				progress.Add(1)
 			}
@@ -237,18 +239,16 @@ func (fb *faultBundle) readBalances(ctx context.Context, client int, seed uint64
 		} else {
 			op.Balance(cents)
 		}
-		time.Sleep(time.Duration(20+rng.IntN(20)) * time.Millisecond)
+		time.Sleep(time.Duration(20+rng.IntN(20)) * time.Millisecond) // the reader's pace: it shapes the load, it waits for nothing
 	}
 }
 
+// waitFor waits until the load has made n transfers.
 func waitFor(t *testing.T, p *atomic.Int64, n int64) {
-	deadline := time.Now().Add(time.Minute)
-	for p.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("load stalled at %d", p.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t.Helper()
+	waittest.Eventually(t, time.Minute, func() (bool, string) {
+		return p.Load() >= n, fmt.Sprintf("load stalled at %d", p.Load())
+	})
 }
 
 // Stop the engine in the middle of a load and start another: nothing acknowledged
@@ -263,8 +263,29 @@ func TestEngineRestartMidLoad(t *testing.T) {
 	done := make(chan map[string]money.Amount)
 	go func() { done <- fb.load(t, 600, 16, &progress) }()
 	waitFor(t, &progress, 150)
+	// Commands pile up in Kafka while no engine runs: the next engine starts once
+	// the command log has grown past where it stood when the first one stopped.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fb.api.Svc.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	logged := func() int64 {
+		ends, err := adm.ListEndOffsets(context.Background(), fb.api.Config.KafkaNamespace.Topic(topics.CommandsTopic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n
+	}
 	e1.Close()
-	time.Sleep(500 * time.Millisecond) // commands pile up in Kafka meanwhile
+	stopped := logged()
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		n := logged()
+		return n > stopped, fmt.Sprintf("no command reached the log after the engine stopped (%d logged)", n)
+	})
 	e2 := startEngine(t, fb.api, "engine-2")
 	defer e2.Close()
 	model := <-done
@@ -313,20 +334,13 @@ func TestEngineProcessKilled(t *testing.T) {
 	// They claim them on assignment, before any command: waiting first also keeps
 	// the provisioning below (3 s reply timeout) out of the two start-up rebalances,
 	// which a loaded CI machine can stretch past it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 		var owners int
 		if err := fb.api.Schema.DB.Get(&owners, `SELECT count(DISTINCT owner) FROM partition_offsets`); err != nil {
 			t.Fatal(err)
 		}
-		if owners == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the two engines never shared the partitions (%d owners)", owners)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return owners == 2, fmt.Sprintf("the two engines never shared the partitions (%d owners)", owners)
+	})
 	fb.hist = history.NewRecorder()
 	fb.provision(t, 6, 3)
 
@@ -393,7 +407,8 @@ func TestDatabaseConnectionsKilledMidLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		killed += n
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // the fault injector's pace: a kill every 30 ms is what is tested
+
 	}
 	t.Logf("killed %d connections until transfer %d", killed, progress.Load())
 	model := <-done
@@ -477,8 +492,8 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	}
 	// Done when the receiver has every event and the dispatcher has recorded each
 	// delivery (the receiver answers before the outcome is written).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Wait, not Eventually: the failure's description costs queries.
+	if err := waittest.Wait(60*time.Second, func() (bool, string) {
 		mu.Lock()
 		distinct := len(seen)
 		mu.Unlock()
@@ -486,20 +501,16 @@ func TestDispatcherProcessKilled(t *testing.T) {
 		if err := schema.DB.Get(&delivered, `SELECT count(*) FROM webhook_deliveries WHERE status = 'DELIVERED'`); err != nil {
 			t.Fatal(err)
 		}
-		if distinct == n && delivered == n {
-			break
+		return distinct == n && delivered == n, fmt.Sprintf("%d of %d events delivered", distinct, n)
+	}); err != nil {
+		var rows []struct {
+			Status string `db:"status"`
+			N      int    `db:"n"`
 		}
-		if time.Now().After(deadline) {
-			var rows []struct {
-				Status string `db:"status"`
-				N      int    `db:"n"`
-			}
-			_ = schema.DB.Select(&rows, `SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status`)
-			var outbox int
-			_ = schema.DB.Get(&outbox, `SELECT count(*) FROM outbox`)
-			t.Fatalf("%d of %d events delivered; deliveries by status %+v; outbox backlog %d", distinct, n, rows, outbox)
-		}
-		time.Sleep(100 * time.Millisecond)
+		_ = schema.DB.Select(&rows, `SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status`)
+		var outbox int
+		_ = schema.DB.Get(&outbox, `SELECT count(*) FROM outbox`)
+		t.Fatalf("%v; deliveries by status %+v; outbox backlog %d", err, rows, outbox)
 	}
 	var records int
 	if err := schema.DB.Get(&records, `SELECT count(*) FROM webhook_deliveries`); err != nil || records != n {
@@ -517,8 +528,7 @@ func waitForGroup(t *testing.T, brokers []string, group string, members int) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 		ready := 0
 		if gs, err := adm.DescribeGroups(context.Background(), group); err == nil {
 			if g, ok := gs[group]; ok && g.State == "Stable" {
@@ -529,12 +539,6 @@ func waitForGroup(t *testing.T, brokers []string, group string, members int) {
 				}
 			}
 		}
-		if ready == members {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s never had %d members sharing the partitions (%d had some)", group, members, ready)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ready == members, fmt.Sprintf("group %s never had %d members sharing the partitions (%d had some)", group, members, ready)
+	})
 }

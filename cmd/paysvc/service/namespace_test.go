@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/topics"
@@ -107,27 +109,24 @@ func (d *deployment) work(t *testing.T, n int) {
 // every transfer's event, and checks that they all are its own merchant's.
 func (d *deployment) settled(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // one bound for all the invoices and events together
 	for _, id := range d.invoices {
-		for {
+		waittest.Eventually(t, time.Until(deadline), func() (bool, string) {
 			r := d.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": id}, d.auth...)
 			if r.Status != 200 {
 				t.Fatalf("status: %d %s", r.Status, r.Body)
 			}
-			if s := r.Map(t)["invoice"].(map[string]any)["state"]; s == "COMPLETE" {
-				break
-			} else if s == "FAILED" || time.Now().After(deadline) {
+			s := r.Map(t)["invoice"].(map[string]any)["state"]
+			if s == "FAILED" {
 				t.Fatalf("invoice %s is %v", id, s)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return s == "COMPLETE", fmt.Sprintf("invoice %s is %v", id, s)
+		})
 	}
-	for len(d.hook.received()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d transfer events delivered", len(d.hook.received()), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, time.Until(deadline), func() (bool, string) {
+		got := len(d.hook.received())
+		return got >= n, fmt.Sprintf("%d of %d transfer events delivered", got, n)
+	})
 	got := d.hook.received()
 	if len(got) != n {
 		t.Errorf("%d events delivered, want %d", len(got), n)
@@ -211,20 +210,15 @@ func TestNamespacesShareOneCluster(t *testing.T) {
 	}
 	slices.Sort(wantGroups)
 	var groups []string
-	for {
+	ctxDeadline, _ := ctx.Deadline() // the groups share the listing's bound
+	waittest.Eventually(t, time.Until(ctxDeadline), func() (bool, string) {
 		listed, err := adm.ListGroups(ctx)
 		if err == nil {
 			groups = listed.Groups()
 			slices.Sort(groups)
-			if slices.Equal(groups, wantGroups) {
-				break
-			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("groups on the cluster:\n%q\nwant exactly:\n%q", groups, wantGroups)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && slices.Equal(groups, wantGroups), fmt.Sprintf("groups on the cluster:\n%q\nwant exactly:\n%q", groups, wantGroups)
+	})
 	for _, g := range groups {
 		if !strings.HasPrefix(g, string(nsA)) && !strings.HasPrefix(g, string(nsB)) {
 			t.Errorf("group %q outside both namespaces", g)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -73,15 +74,14 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	}
 	// Under -race on a busy machine a 5,000-transaction command can outlast the
 	// reply timeout: a 504 is retried with the same Idempotency-Key, as a client would.
+	// The bound is the old one of ten tries, each a reply timeout and a second's
+	// pause; the status below judges the last answer, so Wait, not Eventually.
 	var r servicetest.Response
-	for attempt := 0; attempt < 10; attempt++ {
+	_ = waittest.Wait(10*(api.Config.API.ReplyTimeout+time.Second), func() (bool, string) {
 		r = api.Do("POST", "/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "MPESA-B2C",
 			"requires_approval": "NO", "transactions": txns}, append(auth, "Idempotency-Key", "payroll-file")...)
-		if r.Status != 504 && r.Status != 409 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+		return r.Status != 504 && r.Status != 409, fmt.Sprintf("initiation: %d", r.Status)
+	})
 	if r.Status != 201 {
 		t.Fatalf("initiation: %d %.300s", r.Status, r.Body)
 	}
@@ -100,8 +100,7 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waittest.Eventually(t, 60*time.Second, func() (bool, string) {
 		offs, err := adm.FetchOffsets(context.Background(), api.Config.KafkaNamespace.Group("paysvc-rails-payout-sandbox")) // the sandbox's group (rails.Scope.Group)
 		taken := int64(0)
 		if err == nil {
@@ -111,14 +110,8 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 				}
 			})
 		}
-		if taken > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the rails role never took the file's requests")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return taken > 0, "the rails role never took the file's requests"
+	})
 	t0 := time.Now()
 	r1.Close() // first: its simulator drops the outcomes it has not reported
 	t.Logf("rails closed in %s", time.Since(t0))
@@ -132,26 +125,19 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 		t.Fatal("the file finished before the processes went down: the test proves nothing")
 	}
 	t.Logf("%d of %d transactions had their outcome when engine and rails went down", finished, n)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the outage itself: both are already closed, so nothing is awaited; the gap is the fault
 	e2 := startRoles(t, api, "engine-2", service.RoleEngine)
 	defer e2.Close()
 	api.Config.SimPayoutDelay = 40 * time.Millisecond // the new one answers at once
 	r2 := startRoles(t, api, "rails-2", service.RoleRails)
 	defer r2.Close()
 
-	deadline = time.Now().Add(120 * time.Second)
 	var done map[string]any
-	for {
+	waittest.Eventually(t, 120*time.Second, func() (bool, string) {
 		r := api.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}, auth...)
 		done = r.Map(t)
-		if done["status"] == "COMPLETE" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file stuck in %v", done["status"])
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return done["status"] == "COMPLETE", fmt.Sprintf("file stuck in %v", done["status"])
+	})
 	got := func(k string) money.Amount { return money.MustParse(done[k].(string)) }
 	if !got("paid_amount").Equal(wantPaid) || !got("failed_amount").Equal(wantFailed) || !got("actual_charges").Equal(wantCharges) {
 		t.Fatalf("paid %s (want %s), failed %s (want %s), charges %s (want %s)", got("paid_amount"), wantPaid,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage/storagetest"
@@ -52,17 +54,13 @@ func probe(t *testing.T, adminAddr, path string) (int, readyDoc, string) {
 // eventually polls /readyz until want says yes, or fails after 30 s.
 func eventually(t *testing.T, adminAddr, what string, want func(int, readyDoc) bool) readyDoc {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last readyDoc
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 		status, d, body := probe(t, adminAddr, "/readyz")
-		if want(status, d) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: /readyz never did; last %d %s", what, status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		last = d
+		return want(status, d), fmt.Sprintf("%s: /readyz never did; last %d %s", what, status, body)
+	})
+	return last
 }
 
 // /readyz answers 200 only when the instance can do its roles' work: the database
@@ -124,14 +122,17 @@ func TestReadiness(t *testing.T) {
 			c.KafkaBrokers = cluster.ListenAddrs()
 			c.KafkaNamespace = ns
 		})
-		// Not ready while joining, however long it lasts (two seconds of probes).
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		// Not ready while joining, however long it lasts: probed at every look
+		// until the coordinator has refused the engine's join three times, so it
+		// stayed unready across retries of its join, not only before the first.
+		waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 			status, d, body := probe(t, svc.AdminAddr, "/readyz")
 			if status != 503 || d.Status != "unavailable" || d.Checks["engine"].OK || d.Checks["engine"].Reason != "joining" ||
 				!d.Checks["database"].OK || !d.Checks["broker"].OK {
 				t.Fatalf("an engine still joining: %d %s", status, body)
 			}
-		}
+			return refused.Load() >= 3, fmt.Sprintf("the engine's join was refused %d times, want 3", refused.Load())
+		})
 		if refused.Load() == 0 {
 			t.Fatal("the engine never tried to join: the test proved nothing")
 		}

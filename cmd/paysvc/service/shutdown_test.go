@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
@@ -194,12 +195,10 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	for acked.Load() < 300 {
-		if loadCtx.Err() != nil {
-			t.Fatalf("the load never reached 300 transfers (%d)", acked.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	loadDeadline, _ := loadCtx.Deadline() // the load's own bound
+	waittest.Eventually(t, time.Until(loadDeadline), func() (bool, string) {
+		return acked.Load() >= 300, fmt.Sprintf("the load never reached 300 transfers (%d)", acked.Load())
+	})
 
 	// SIGTERM, and watch /readyz: it must say draining while the API still serves.
 	start := time.Now()
@@ -209,10 +208,12 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	}
 	var sawDraining atomic.Bool
 	go func() {
-		for time.Since(start) < drainDelay+5*time.Second {
+		// Off the test's goroutine, and the test judges sawDraining itself: Wait,
+		// whose error only says the window passed.
+		_ = waittest.Wait(drainDelay+5*time.Second-time.Since(start), func() (bool, string) {
 			resp, err := http.Get("http://" + adminAddr + "/readyz")
 			if err != nil {
-				return // the operator listener closed
+				return true, "" // the operator listener closed
 			}
 			var d readyDoc
 			_ = json.NewDecoder(resp.Body).Decode(&d)
@@ -220,8 +221,8 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 			if resp.StatusCode == 503 && d.Status == "draining" {
 				sawDraining.Store(true)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return sawDraining.Load(), "/readyz never said draining"
+		})
 	}()
 	var exitErr error
 	select {

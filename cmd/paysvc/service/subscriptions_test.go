@@ -13,6 +13,7 @@ import (
 
 	"paysvc/actors/aggregates/subscription/scheduler"
 	"paysvc/actors/aggregates/subscription/subscriptionstore"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -90,10 +91,11 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 		return true
 	}
 	runUntil := func(what string, k int, schedulers ...*scheduler.Scheduler) {
-		deadline := time.Now().Add(30 * time.Second)
-		for !allAt(k) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: cycles %v, want %d each", what, cycles(), k)
+		// Each look that finds the cycles short runs every scheduler once more,
+		// side by side, as their ticks would.
+		waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+			if allAt(k) {
+				return true, ""
 			}
 			var wg sync.WaitGroup
 			for _, s := range schedulers {
@@ -101,8 +103,8 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 				go func() { defer wg.Done(); _, _ = s.RunOnce(context.Background()) }()
 			}
 			wg.Wait()
-			time.Sleep(20 * time.Millisecond)
-		}
+			return false, fmt.Sprintf("%s: cycles %v, want %d each", what, cycles(), k)
+		})
 	}
 
 	// A scheduler killed mid-run: 3 of its page of 5 cycles reached the log.
@@ -134,13 +136,9 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 	again.SubscriptionTick = 20 * time.Millisecond
 	env = start(again)
 	defer env.Svc.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for !allAt(4) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after restart: %v", cycles())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return allAt(4), fmt.Sprintf("after restart: %v", cycles())
+	})
 	for _, id := range subs {
 		pays, _, err := subscriptionstore.Payments(context.Background(), schema.DB, m.MerchantID, id, 100, 0)
 		if err != nil || len(pays) != 4 {
@@ -198,18 +196,11 @@ func TestSubscriptionActivateWithoutOutcomeRefused(t *testing.T) {
 			Version: 1, MerchantID: m.MerchantID, IssuedAt: time.Now(), Environment: topics.Sandbox, Payload: body}}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
 		var reply []byte
-		for {
+		waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 			err := env.Schema.DB.Get(&reply, `SELECT reply FROM processed_commands WHERE command_id = $1`, cmdID)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("outcome %q: the command was not applied: %v", outcome, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil, fmt.Sprintf("outcome %q: the command was not applied: %v", outcome, err)
+		})
 		s, err := subscriptionstore.Get(context.Background(), env.Schema.DB, m.MerchantID, id)
 		if err != nil || s.Status != "PENDING" || s.CardToken != "" {
 			t.Fatalf("outcome %q: %+v %v (reply %s)", outcome, s, err, reply)

@@ -132,7 +132,7 @@ func (w workload) run(t *testing.T, r *history.Recorder, b *bank) int {
 				case 2:
 					delay := time.Duration(rng.IntN(2000)) * time.Microsecond
 					late.Go(func() {
-						time.Sleep(delay)
+						time.Sleep(delay) // applied after its client gave up: the lateness is what is tested
 						b.do(in)
 					})
 				}
