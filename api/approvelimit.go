@@ -11,7 +11,7 @@ import (
 )
 
 // The approve route's body limit. The official SDKs approve a file by posting
-// back the whole initiation response (COMPAT.md), so approve must take the answer
+// back the whole initiation response (docs/compat.md), so approve must take the answer
 // to the largest file the service accepts: MaxFileTransactions transactions, each
 // echoing every field the merchant sent plus what the service adds (ids, charge,
 // statuses, timestamps). That is far over the 1 MiB of other routes.

@@ -342,7 +342,7 @@ func (s *Server) authPublicOnly(next echo.HandlerFunc) echo.HandlerFunc {
 			return e
 		}
 		// The official Python SDK sends its Bearer token on every call, this one too
-		// (COMPAT.md). The session is made with the public key alone; the extra secret
+		// (docs/compat.md). The session is made with the public key alone; the extra secret
 		// key is never used, but it must be a valid key of the same merchant, so a
 		// request never mixes two merchants' credentials.
 		if c.Request().Header.Get("Authorization") != "" {

@@ -20,7 +20,7 @@ import (
 
 // The public-key flows (checkout, STK push, status) arrive with the collection
 // endpoints; the middleware they will use is tested here on its own: every header
-// spelling of COMPAT.md and the body's public_key, the secret key alone, and the
+// spelling of docs/compat.md and the body's public_key, the secret key alone, and the
 // refusals.
 func TestAuthPublicOrSecret(t *testing.T) {
 	t.Parallel()

@@ -30,7 +30,7 @@ func TestCheckout(t *testing.T) {
 			t.Fatalf("secret key alone on checkout: %d %s", r.Status, r.Body)
 		}
 		// The Python SDK sends its Bearer token with the public key on every call: the
-		// extra valid credential is no reason to refuse (COMPAT.md).
+		// extra valid credential is no reason to refuse (docs/compat.md).
 		r = b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 10, "currency": "KES"},
 			"Authorization", "Bearer "+b.secret, "INTASEND_PUBLIC_API_KEY", b.public)
 		if r.Status != 200 {

@@ -1,14 +1,19 @@
 // Package api is the HTTP edge of paysvc (Echo): authentication, request
 // validation, Idempotency-Key handling, rate limiting and the mapping of domain
-// outcomes to HTTP. It holds no business rules and writes no money state: every
-// write becomes a command on paysvc.commands.v1 and the handler answers with the
-// engine's reply, which is sent only after the engine's batch committed. Reads come
-// from the Postgres snapshots, always scoped by the authenticated merchant.
+// outcomes to HTTP. It writes no money state: every write becomes a command on
+// paysvc.commands.v1 and the handler answers with the engine's reply, which is sent
+// only after the engine's batch committed. Reads come from the Postgres snapshots,
+// always scoped by the authenticated merchant. One kind of business rule is still
+// here: prices. The fee of a collection and of each payout transaction is computed
+// from the tariff (PAYSVC_FEES) at the edge and travels in the command
+// (collections.go, collection.go, card.go, payouts.go); moving it behind the command
+// log, into the aggregates, is open work (issue 32).
 //
 // Besides the JSON API it serves:
 //   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide
-//     what each shows; package api/pages lays it out): the hosted checkout page, a payment link's page, a plan's subscribe
-//     page and a subscription's card setup page, each opened by the capability its
+//     what each shows; package api/pages lays it out): the hosted checkout page, a
+//     payment link's page, a plan's subscribe page and a subscription's card setup
+//     page, each opened by the capability its
 //     path names (capability.go) and rendered under a strict Content-Security-Policy;
 //     a browser's request there that is refused gets a page, not the JSON error
 //     (custpages.go);
@@ -26,14 +31,14 @@
 //     and mounts its routes in the route table; every action it takes is a call
 //     of one of the API's routes in-process with the session's principal.
 //
-// What the API, the console and the sandbox tools share (the principal, the permission catalogue,
-// the key format, the error shape, request ids, the pages' security headers) is
-// package api/edge.
+// What the API, the console and the sandbox tools share (the principal, the
+// permission catalogue, the key format, the error shape, request ids, reading a JSON
+// body, the pages' security headers) is package api/edge.
 //
 // Every route declares who may call it in routes() (server.go): docs/security.md's
 // route table lists them, and a test keeps the two in step.
 //
-// Wire compatibility (../shared/COMPAT.md) is a property of the whole package:
+// Wire compatibility (docs/compat.md) is a property of the whole package:
 // both trailing-slash forms of every path and no redirects, Connection: close on
 // GET/HEAD/DELETE, success only as 200/201 with JSON, and every error a non-empty
 // JSON body carrying detail, errors[] and request_id (to an API client: a browser

@@ -184,7 +184,7 @@ var hostileJSON = []string{
 
 // plausible are well-formed values for every field the handlers read, so a body
 // built from them gets past validation and reaches the engine; hostile values are
-// then mixed in. Unknown fields are ignored by every endpoint (COMPAT.md), so one
+// then mixed in. Unknown fields are ignored by every endpoint (docs/compat.md), so one
 // body can carry all of them.
 func (f *fuzzer) plausible() map[string]any {
 	return map[string]any{

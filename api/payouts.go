@@ -413,7 +413,7 @@ func (s *Server) fileRequest(c echo.Context, fileRequired bool) (edge.Body, stri
 	return b, id, err
 }
 
-// approvePayoutFile approves a file (COMPAT.md: by tracking_id or file_id, nonce
+// approvePayoutFile approves a file (docs/compat.md: by tracking_id or file_id, nonce
 // checked when given, other fields ignored: SDKs post the whole initiation reply).
 func (s *Server) approvePayoutFile(c echo.Context) error {
 	b, id, err := s.fileRequest(c, false)

@@ -303,7 +303,7 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice/:mac", s.mpesaCallback, access{kind: kindCallback})
 
 	// Subscription plans and customers, at the spec's paths and the public service's
-	// hyphenated aliases (COMPAT.md). Not money state: written directly (plans.go,
+	// hyphenated aliases (docs/compat.md). Not money state: written directly (plans.go,
 	// customers.go).
 	for _, base := range []string{v1 + "/subscriptions/plans", v1 + "/subscriptions-plans"} {
 		r(POST, base, s.upsertPlan, secret(edge.PermChangeSubscriptions, "create and change subscription plans").idem())

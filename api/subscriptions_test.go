@@ -337,7 +337,7 @@ func TestCustomerLimits(t *testing.T) {
 	}
 }
 
-// The Python SDK's calls, as COMPAT.md records them: Bearer secret plus the public
+// The Python SDK's calls, as docs/compat.md records them: Bearer secret plus the public
 // key header on every call, paths without the trailing slash, and customers.create()
 // with an empty body, which is a 400 naming email.
 func TestCustomersPythonSDKCalls(t *testing.T) {
