@@ -251,8 +251,6 @@ func (s *Server) routes(e *echo.Echo) {
 	s.declared = map[string]access{}
 	r := func(method, path string, h echo.HandlerFunc, a access) { s.handle(e, method, path, h, a) }
 	open := access{kind: kindOpen}
-	const GET, POST, PATCH, PUT, DELETE = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete
-	const v1 = "/api/v1"
 
 	r(GET, "/healthz", s.healthz, open)
 	// The interface's own description (spec, Versioning): no credential, so a client
@@ -302,6 +300,55 @@ func (s *Server) routes(e *echo.Echo) {
 	// ... and carries the prompt's MAC (callbacks.go, provenSTK).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice/:mac", s.mpesaCallback, access{kind: kindCallback})
 
+	s.subscriptionRoutes(r)
+
+	r(GET, v1+"/webhooks", s.listWebhooks, secret(edge.PermViewWebhooks, "list webhooks"))
+	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(edge.PermViewWebhooks, "list webhook deliveries"))
+	r(POST, v1+"/webhooks/events/:event_id/replay", s.replayWebhookEvent, secret(edge.PermChangeWebhooks, "replay webhook events"))
+	r(POST, v1+"/webhooks", s.createWebhook, secret(edge.PermChangeWebhooks, "create webhooks").idem())
+	r(GET, v1+"/webhooks/:webhook_id", s.getWebhook, secret(edge.PermViewWebhooks, "read webhooks"))
+	r(PATCH, v1+"/webhooks/:webhook_id", s.updateWebhook, secret(edge.PermChangeWebhooks, "change webhooks"))
+	r(DELETE, v1+"/webhooks/:webhook_id", s.deleteWebhook, secret(edge.PermChangeWebhooks, "delete webhooks"))
+	r(POST, v1+"/webhooks/:webhook_id/rotate-secret", s.rotateWebhookSecret, secret(edge.PermChangeWebhooks, "rotate webhook secrets"))
+
+	s.payoutRoutes(r)
+
+	r(GET, v1+"/chargebacks", s.listRefunds, secret(edge.PermViewRefunds, "list refunds"))
+	r(POST, v1+"/chargebacks", s.createRefund, secret(edge.PermAddRefunds, "request refunds").idem())
+	r(GET, v1+"/chargebacks/:refund_id", s.getRefund, secret(edge.PermViewRefunds, "read refunds"))
+	r(POST, v1+"/chargebacks/:refund_id/cancel", s.cancelRefund, secret(edge.PermAddRefunds, "cancel refunds").idem())
+
+	sandbox := access{kind: kindSandbox}
+	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
+	r(GET, v1+"/sandbox/mail", s.sandbox.Mail, sandbox)
+	r(GET, v1+"/events/listen", s.sandbox.ListenEvents, sandbox)
+	r(POST, v1+"/events/trigger", s.sandbox.TriggerEvent, sandbox.idem())
+
+	// The merchant console (package api/console): its own pages and forms behind a
+	// session; every action it takes calls one of the routes above.
+	s.console.Routes(func(method, path string, h echo.HandlerFunc, session bool) {
+		a := open
+		if session {
+			a = access{kind: kindConsole}
+		}
+		r(method, path, h, a)
+	})
+
+	// Unknown paths: 404, rate limited by address like every public route.
+	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return edge.NotFound("Not found.") }, open)
+}
+
+// Route table shorthands: methods, the API's root, and one route's declaration.
+const (
+	GET, POST, PATCH, PUT, DELETE = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete
+	v1                            = "/api/v1"
+)
+
+type route func(method, path string, h echo.HandlerFunc, a access)
+
+// subscriptionRoutes are the plans, subscription customers, subscriptions,
+// their customer pages and test clocks, and the collections' customers.
+func (s *Server) subscriptionRoutes(r route) {
 	// Subscription plans and customers, at the spec's paths and the public service's
 	// hyphenated aliases (docs/compat.md). Not money state: written directly (plans.go,
 	// customers.go).
@@ -345,16 +392,10 @@ func (s *Server) routes(e *echo.Echo) {
 	r(GET, v1+"/customers", s.listCustomers, secret(edge.PermViewCollections, "list customers"))
 	r(GET, v1+"/customers/:customer_id", s.getCustomer, secret(edge.PermViewCollections, "read customers"))
 	r(GET, v1+"/customers/:customer_id/transactions", s.customerTransactions, secret(edge.PermViewCollections, "read customers' payments"))
+}
 
-	r(GET, v1+"/webhooks", s.listWebhooks, secret(edge.PermViewWebhooks, "list webhooks"))
-	r(GET, v1+"/webhooks/events", s.listWebhookEvents, secret(edge.PermViewWebhooks, "list webhook deliveries"))
-	r(POST, v1+"/webhooks/events/:event_id/replay", s.replayWebhookEvent, secret(edge.PermChangeWebhooks, "replay webhook events"))
-	r(POST, v1+"/webhooks", s.createWebhook, secret(edge.PermChangeWebhooks, "create webhooks").idem())
-	r(GET, v1+"/webhooks/:webhook_id", s.getWebhook, secret(edge.PermViewWebhooks, "read webhooks"))
-	r(PATCH, v1+"/webhooks/:webhook_id", s.updateWebhook, secret(edge.PermChangeWebhooks, "change webhooks"))
-	r(DELETE, v1+"/webhooks/:webhook_id", s.deleteWebhook, secret(edge.PermChangeWebhooks, "delete webhooks"))
-	r(POST, v1+"/webhooks/:webhook_id/rotate-secret", s.rotateWebhookSecret, secret(edge.PermChangeWebhooks, "rotate webhook secrets"))
-
+// payoutRoutes are the payment files (send-money) and their rails' callbacks.
+func (s *Server) payoutRoutes(r route) {
 	initiate := secret(edge.PermAddFiles, "create payment files").idem()
 	initiate.extra = approvalRequested
 	r(POST, v1+"/send-money/initiation", s.initiatePayoutFile(http.StatusCreated), initiate)
@@ -363,35 +404,11 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/send-money/cancel", s.cancelPayoutFile, secret(edge.PermChangeFiles, "cancel payment files").idem())
 	r(POST, v1+"/send-money/status", s.payoutStatus, secret(edge.PermViewFiles, "view payment files"))
 	r(POST, v1+"/send-money/validate-account", s.validateAccount, secret(edge.PermAddFiles, "validate recipient accounts"))
-	r(GET, v1+"/send-money/bank-codes/ke", s.bankCodes, open)
+	r(GET, v1+"/send-money/bank-codes/ke", s.bankCodes, access{kind: kindOpen})
 	r(GET, v1+"/send-money/beneficiaries/frequently_used", s.beneficiaries, secret(edge.PermViewFiles, "list beneficiaries"))
 	r(POST, v1+"/send-money/mpesa/result/:token", s.b2cResult, access{kind: kindCallback})
 	r(POST, v1+"/send-money/mpesa/timeout/:token", s.b2cTimeout, access{kind: kindCallback})
 	r(POST, v1+"/send-money/mpesa/status/:token", s.b2cStatus, access{kind: kindCallback})
-
-	r(GET, v1+"/chargebacks", s.listRefunds, secret(edge.PermViewRefunds, "list refunds"))
-	r(POST, v1+"/chargebacks", s.createRefund, secret(edge.PermAddRefunds, "request refunds").idem())
-	r(GET, v1+"/chargebacks/:refund_id", s.getRefund, secret(edge.PermViewRefunds, "read refunds"))
-	r(POST, v1+"/chargebacks/:refund_id/cancel", s.cancelRefund, secret(edge.PermAddRefunds, "cancel refunds").idem())
-
-	sandbox := access{kind: kindSandbox}
-	r(POST, v1+"/sandbox/wallets/:wallet_id/deposit", s.sandboxDeposit, sandbox.idem())
-	r(GET, v1+"/sandbox/mail", s.sandbox.Mail, sandbox)
-	r(GET, v1+"/events/listen", s.sandbox.ListenEvents, sandbox)
-	r(POST, v1+"/events/trigger", s.sandbox.TriggerEvent, sandbox.idem())
-
-	// The merchant console (package api/console): its own pages and forms behind a
-	// session; every action it takes calls one of the routes above.
-	s.console.Routes(func(method, path string, h echo.HandlerFunc, session bool) {
-		a := open
-		if session {
-			a = access{kind: kindConsole}
-		}
-		r(method, path, h, a)
-	})
-
-	// Unknown paths: 404, rate limited by address like every public route.
-	r(echo.RouteNotFound, "/*", func(c echo.Context) error { return edge.NotFound("Not found.") }, open)
 }
 
 func (s *Server) healthz(c echo.Context) error {
