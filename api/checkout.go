@@ -122,16 +122,7 @@ func (s *Server) createCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// The Python SDK also sends method, callback_url and version (often null). The
-	// page offers every method and outcomes go to webhooks: they are checked and
-	// not kept (docs/api-decisions.md).
-	if _, err := b.Str("method", false, 20, nil); err != nil {
-		return err
-	}
-	if _, err := readRedirectURL(b, "callback_url"); err != nil {
-		return err
-	}
-	if _, err := b.Str("version", false, 20, nil); err != nil {
+	if err := checkUnkeptCheckoutFields(b); err != nil {
 		return err
 	}
 	p := edge.PrincipalOf(c)
@@ -180,6 +171,21 @@ func (s *Server) createCheckout(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// checkUnkeptCheckoutFields checks the fields the Python SDK also sends, often
+// null: method, callback_url and version. The page offers every method and
+// outcomes go to webhooks, so they are checked and not kept
+// (docs/api-decisions.md).
+func checkUnkeptCheckoutFields(b edge.Body) error {
+	if _, err := b.Str("method", false, 20, nil); err != nil {
+		return err
+	}
+	if _, err := readRedirectURL(b, "callback_url"); err != nil {
+		return err
+	}
+	_, err := b.Str("version", false, 20, nil)
+	return err
 }
 
 // checkoutWallet checks the wallet a checkout session (or pay request) pays into:
