@@ -240,26 +240,7 @@ func Build(routes []Route, version string) (*Document, error) {
 			"schema": map[string]any{"type": "string"}},
 		"RetryAfter": map[string]any{"description": "Seconds to wait before retrying.", "schema": map[string]any{"type": "integer"}},
 	}
-	responses := map[string]any{}
-	for status, e := range errorResponses {
-		headers := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/RequestId"}}
-		if status == 429 || status == 503 {
-			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/RetryAfter"}
-		}
-		typ := "client_error"
-		switch {
-		case status == 400:
-			typ = "validation_error"
-		case status >= 500:
-			typ = "server_error"
-		}
-		example := map[string]any{"type": typ, "detail": e.description, "request_id": "5f0c8c1e-6a86-4b43-9a55-0c8e9d3b1f77",
-			"errors": []any{map[string]any{"code": e.code, "detail": e.description, "attr": nil}}}
-		responses[e.name] = map[string]any{"description": e.description, "headers": headers,
-			"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"},
-				"example": example}}}
-	}
-	comps["responses"] = responses
+	comps["responses"] = errorResponseComponents()
 
 	doc := document{
 		OpenAPI: "3.1.0",
@@ -286,6 +267,32 @@ func Build(routes []Route, version string) (*Document, error) {
 	d.YAML = y.Bytes()
 	d.JSONETag, d.YAMLETag = etag(d.JSON), etag(d.YAML)
 	return d, nil
+}
+
+// errorResponseComponents are the shared error responses (components.responses):
+// one per status the API answers with an error, each with the error shape, its
+// headers and an example.
+func errorResponseComponents() map[string]any {
+	responses := map[string]any{}
+	for status, e := range errorResponses {
+		headers := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/RequestId"}}
+		if status == 429 || status == 503 {
+			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/RetryAfter"}
+		}
+		typ := "client_error"
+		switch {
+		case status == 400:
+			typ = "validation_error"
+		case status >= 500:
+			typ = "server_error"
+		}
+		example := map[string]any{"type": typ, "detail": e.description, "request_id": "5f0c8c1e-6a86-4b43-9a55-0c8e9d3b1f77",
+			"errors": []any{map[string]any{"code": e.code, "detail": e.description, "attr": nil}}}
+		responses[e.name] = map[string]any{"description": e.description, "headers": headers,
+			"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"},
+				"example": example}}}
+	}
+	return responses
 }
 
 func etag(b []byte) string {
