@@ -6,8 +6,7 @@
 // always scoped by the authenticated merchant. One kind of business rule is still
 // here: prices. The fee of a collection and of each payout transaction is computed
 // from the tariff (PAYSVC_FEES) at the edge and travels in the command
-// (collections.go, collection.go, card.go, payouts.go); moving it behind the command
-// log, into the aggregates, is open work (issue 32).
+// (collections.go, collection.go, card.go, payouts.go), not behind the command log.
 //
 // Besides the JSON API it serves:
 //   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide
