@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"paysvc/actors/values/waittest"
 	"paysvc/storage"
 	"paysvc/storage/storagetest"
@@ -22,14 +24,7 @@ func TestStaleLeaseHolderStepsAside(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storagetest.New(t).DB
-	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
-		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
-		t.Fatal(err)
-	}
+	merchantWithWebhook(t, db)
 	delivery := func(n int) storage.NewDelivery {
 		return storage.NewDelivery{EventID: fmt.Sprintf("E%d", n), WebhookID: "W1", MerchantID: "M1", Topic: "wallet_transfer_event",
 			AggKey: "WALLET-A", Partition: 3, Offset: int64(n), Body: []byte(`{}`)}
@@ -127,14 +122,7 @@ func TestListDeliveriesCountAgreesWithPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storagetest.New(t).DB
-	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
-		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
-		t.Fatal(err)
-	}
+	merchantWithWebhook(t, db)
 	const writes = 400
 	stop := make(chan struct{})
 	wrote := make(chan error, 1)
@@ -180,14 +168,7 @@ func TestDeleteWebhookBesideADispatcher(t *testing.T) {
 	ctx := context.Background()
 	schema := storagetest.New(t)
 	db := schema.DB
-	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
-		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
-		t.Fatal(err)
-	}
+	merchantWithWebhook(t, db)
 	if _, err := storage.InsertDeliveries(ctx, db, []storage.NewDelivery{{EventID: "E1", WebhookID: "W1", MerchantID: "M1",
 		Topic: "wallet_transfer_event", AggKey: "A", Partition: 0, Offset: 1, Body: []byte(`{}`)}}, 1, time.Minute); err != nil {
 		t.Fatal(err)
@@ -238,14 +219,7 @@ func TestUnansweredInsertFreesItsLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storagetest.New(t).DB
-	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
-		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
-		t.Fatal(err)
-	}
+	merchantWithWebhook(t, db)
 	rows := []storage.NewDelivery{{EventID: "E1", WebhookID: "W1", MerchantID: "M1", Topic: "wallet_transfer_event",
 		AggKey: "A", Partition: 0, Offset: 1, Body: []byte(`{}`)}}
 	token, err := storage.NewLeaseToken(ctx, db)
@@ -279,5 +253,20 @@ func TestUnansweredInsertFreesItsLeases(t *testing.T) {
 	c, err := storage.ClaimQueues(ctx, db, time.Minute, 10, 10)
 	if err != nil || len(c) != 1 || len(c[0].Deliveries) != 1 || c[0].Deliveries[0].EventID != "E1" || c[0].LeaseID == token {
 		t.Fatalf("claim after the retry: %+v %v", c, err)
+	}
+}
+
+// merchantWithWebhook makes merchant M1 with webhook W1 on wallet transfers: the
+// queue and delivery tests' fixture.
+func merchantWithWebhook(t *testing.T, db *sqlx.DB) {
+	t.Helper()
+	ctx := context.Background()
+	if err := storage.InsertMerchant(ctx, db, storage.Merchant{MerchantID: "M1", Name: "m", Environment: "sandbox", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := storage.InsertWebhook(ctx, db, storage.Webhook{WebhookID: "W1", MerchantID: "M1", Endpoint: "https://example.com/h",
+		Challenge: "c", IsActive: true, WalletTransferEvent: true, CreatedAt: now, UpdatedAt: now, SigningSecret: make([]byte, 32)}); err != nil {
+		t.Fatal(err)
 	}
 }
