@@ -6,10 +6,8 @@ import (
 	"embed"
 	"encoding/json"
 	"html/template"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
@@ -87,20 +85,7 @@ func loadTemplates(asset func(string) (string, error)) map[string]*template.Temp
 		"when": consoleTime,
 		"str":  func(v any) string { s, _ := v.(string); return s },
 	}
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "layout.html"))
-	names, err := fs.Glob(files, "*.html")
-	if err != nil {
-		panic(err)
-	}
-	out := map[string]*template.Template{}
-	for _, n := range names {
-		base := path.Base(n)
-		if base == "layout.html" {
-			continue
-		}
-		out[strings.TrimSuffix(base, ".html")] = template.Must(template.Must(layout.Clone()).ParseFS(files, n))
-	}
-	return out
+	return edge.ParseWithLayout(files, funcs)
 }
 
 // nairobi is the console's clock: the merchants' and the ledger's day.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -68,21 +67,7 @@ func AssetURL(name string) (string, error) {
 // loadPageTemplates parses every page with the shared layout: each page file defines
 // "title" and "content", layout.html the document around them.
 func loadPageTemplates() map[string]*template.Template {
-	layout := template.Must(template.New("layout.html").Funcs(template.FuncMap{"asset": AssetURL}).
-		ParseFS(pageFiles, "layout.html"))
-	names, err := fs.Glob(pageFiles, "*.html")
-	if err != nil {
-		panic(err)
-	}
-	out := map[string]*template.Template{}
-	for _, n := range names {
-		base := path.Base(n)
-		if base == "layout.html" {
-			continue
-		}
-		out[strings.TrimSuffix(base, ".html")] = template.Must(template.Must(layout.Clone()).ParseFS(pageFiles, n))
-	}
-	return out
+	return edge.ParseWithLayout(pageFiles, template.FuncMap{"asset": AssetURL})
 }
 
 // Page is what every hosted page's layout shows: who is paid, and whether money is
