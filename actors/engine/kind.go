@@ -99,9 +99,9 @@ type Kind struct {
 	// batch, which is read again, and then refused.
 	Creates func(typ string, payload any) []string
 	Taken   func(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]bool, error)
-	// Actor, optional, makes an instance's actor from its state (Hosted): its
-	// Step runs the kind's transitions (Tx.Ask). Without it an instance holds
-	// whole states, set by Tx.Put.
+	// Actor, optional, makes an instance's actor from its state (Define fills it
+	// for an aggregate that is Hosting): its Step runs the kind's transitions
+	// (Tx.Ask). Without it an instance holds whole states, set by Tx.Put.
 	Actor func(state any) actor.Producer
 	// New is a new instance's state before its first step (Tx.Create).
 	New func(id string) any
@@ -117,14 +117,6 @@ type Kind struct {
 	// Simulate, optional, is the kind's sandbox rail: the service's rails role
 	// runs it on a sandbox server.
 	Simulate func(ctx context.Context, d SimDeps) error
-}
-
-// Hosted makes a Kind's Actor from its typed Step.
-func Hosted[S any](name string, step aggregate.Step[S]) func(state any) actor.Producer {
-	return func(state any) actor.Producer {
-		s, _ := state.(S)
-		return aggregate.Producer(name, s, step)
-	}
 }
 
 // SimDeps is what a kind's sandbox simulator gets from the service.
