@@ -27,7 +27,11 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 		c.HTTPAddr = addr
 		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
 		c.API.DarajaCallbackToken = token
-		c.DarajaQueryAfter = 300 * time.Millisecond
+		// Long enough that a callback sent at once always lands before the status
+		// query (on a loaded CI machine 300 ms was not: the query, which carries no
+		// receipt number, completed CallbackCompletes' invoice first), short enough
+		// for LostCallbackRecoveredByQuery to wait on it.
+		c.DarajaQueryAfter = 3 * time.Second
 	})
 	b := newBundle(t, env, "Live Merchant")
 
