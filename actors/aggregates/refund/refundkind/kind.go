@@ -75,18 +75,24 @@ func Kind() engine.Kind {
 	)
 }
 
-// aggregate is the refund's definition: whole books put by its commands (no
-// hosted step), loaded by invoice id, with a sandbox rail.
+// aggregate is the refund's definition: hosted (the book's pure Step), loaded by
+// invoice id, with a sandbox rail.
 type aggregate struct{}
 
 // The parts the engine discovers: a method whose signature drifted would be
 // silently missed, so each is checked here.
 var (
+	_ engine.Hosting[refund.Book]   = aggregate{}
 	_ engine.Referring[refund.Book] = aggregate{}
 	_ engine.Simulating             = aggregate{}
 )
 
 func (aggregate) Name() string { return storage.RefundKind }
+
+// New: a book is empty before its first refund (which opens it for its invoice).
+func (aggregate) New(string) refund.Book { return refund.Book{} }
+
+func (aggregate) Step(b refund.Book, msg any) (refund.Book, any, error) { return refund.Step(b, msg) }
 
 func (aggregate) Simulate(ctx context.Context, d engine.SimDeps) error { return Simulate(ctx, d) }
 
@@ -140,36 +146,35 @@ func settle(tx *engine.Tx, c *topics.Command, in *refund.Settle) (topics.Reply, 
 	return move(tx, refund.PrincipalOf(c.Type), in.InvoiceID, in.RefundID, refund.CmdSettle, in.Status, in.From, in.Resolution)
 }
 
-// book is an invoice's refund book, empty before its first refund.
-func book(tx *engine.Tx, invoiceID string) refund.Book {
-	b, _ := Books.Get(tx, invoiceID)
-	return b
-}
-
 func create(tx *engine.Tx, c *topics.Command, in *refund.Create) (topics.Reply, error) {
-	by := refund.PrincipalOf(c.Type)
 	inv, ok := invoicekind.Invoices.Find(tx, in.InvoiceID)
 	if !ok || inv.MerchantID != tx.Merchant() || !inv.Exists() {
 		return engine.Refuse(engine.CodeNotFound, "Invoice not found.", "invoice"), nil
 	}
-	b, r, err := refund.Open(book(tx, in.InvoiceID), invoiceOf(inv), by, tx.Merchant(), in.RefundID, in.Amount, in.Reason,
-		in.ReasonDetails, tx.At())
+	o, err := Books.Create(tx, in.InvoiceID, refund.AddRefund{Invoice: invoiceOf(inv), By: refund.PrincipalOf(c.Type),
+		MerchantID: tx.Merchant(), RefundID: in.RefundID, Amount: in.Amount, Reason: in.Reason, ReasonDetails: in.ReasonDetails,
+		At: tx.At()})
+	if err != nil {
+		return topics.Reply{}, err
+	}
 	switch {
-	case errors.Is(err, refund.ErrExists):
+	case errors.Is(o.Err, refund.ErrExists):
 		return engine.Refuse(engine.CodeInvalid, "The refund id is already used.", ""), nil
-	case errors.Is(err, refund.ErrNotRefundable):
+	case errors.Is(o.Err, refund.ErrNotRefundable):
 		return engine.Refuse(CodeNotRefundable, "Only COMPLETE invoices can be refunded; this one is "+inv.State+".", "invoice"), nil
-	case errors.Is(err, refund.ErrExceeds):
-		left := inv.Value.Sub(book(tx, in.InvoiceID).Committed())
+	case errors.Is(o.Err, refund.ErrExceeds):
+		left := inv.Value.Sub(o.Before.Committed())
 		return engine.Refuse(CodeExceeds, "Refunds of an invoice cannot exceed its value "+inv.Value.String()+
 			"; at most "+left.String()+" is left to refund.", "amount"), nil
-	case errors.Is(err, refund.ErrTooMany):
+	case errors.Is(o.Err, refund.ErrTooMany):
 		return engine.Refuse(engine.CodeInvalid, "An invoice can have at most "+strconv.Itoa(refund.MaxPerInvoice)+" refunds.", "invoice"), nil
-	case err != nil:
+	case o.Err != nil:
 		return engine.Refuse(engine.CodeInvalid, "Invalid refund request.", ""), nil
 	}
+	r, _ := engine.OutOf[refund.Refund](o.Out)
 	// The amount leaves the merchant's available balance now: a refund is only
-	// accepted while the wallet that received the money still holds it.
+	// accepted while the wallet that received the money still holds it (a
+	// refusal undoes the book's step too).
 	if err := tx.Hold(r.WalletID, r.Amount); err != nil {
 		var we engine.WalletError
 		if errors.As(err, &we) {
@@ -177,16 +182,16 @@ func create(tx *engine.Tx, c *topics.Command, in *refund.Create) (topics.Reply, 
 		}
 		return topics.Reply{}, err
 	}
-	Books.Put(tx, b.InvoiceID, b)
 	changed(tx, r)
 	return topics.Reply{Result: mustJSON(r.View())}, nil
 }
 
 // move runs a cancel, take or settle (report: the status a settle reports; from:
-// the status the rail saw, if it said) through the table (refund.Move), then
-// carries out the rule's money: the release or the debit of the refund's hold.
+// the status the rail saw, if it said) through the book's step (the table,
+// refund.Move), then carries out the rule's money: the release or the debit of
+// the refund's hold.
 func move(tx *engine.Tx, by, invoiceID string, id int64, cmd, report, from, resolution string) (topics.Reply, error) {
-	b := book(tx, invoiceID)
+	b, _ := Books.Find(tx, invoiceID)
 	i := b.Find(id)
 	if i < 0 {
 		return engine.Refuse(engine.CodeNotFound, "Refund not found.", ""), nil
@@ -198,22 +203,30 @@ func move(tx *engine.Tx, by, invoiceID string, id int64, cmd, report, from, reso
 	// The debit's ledger transaction, derived from the command (stable across
 	// retries of the batch); Move keeps it only when the rule debits.
 	txn := tx.TransactionID("refund", strconv.FormatInt(cur.ID, 10))
-	nb, before, after, rule, err := refund.Move(b, id, cmd, report, by, resolution, txn, tx.At())
+	o, err := Books.Ask(tx, invoiceID, refund.MoveRefund{RefundID: id, Cmd: cmd, Report: report, By: by, Resolution: resolution,
+		Txn: txn, At: tx.At()})
+	if err != nil {
+		return topics.Reply{}, err
+	}
 	switch {
-	case errors.Is(err, refund.ErrWithRail):
+	case errors.Is(o.Err, refund.ErrUnchanged):
+		return topics.Reply{Result: mustJSON(cur.View())}, nil
+	case errors.Is(o.Err, refund.ErrWithRail):
 		where := cur.Status
 		if cur.State() == refund.StateTaken {
 			where = "PENDING, taken by the rail"
 		}
 		return engine.Refuse(CodeNotCancellable, "The refund is with the payer's rail ("+where+"): the money may "+
 			"already have left, so it can no longer be cancelled; the rail's outcome will settle it.", ""), nil
-	case errors.Is(err, refund.ErrNotCancellable):
+	case errors.Is(o.Err, refund.ErrNotCancellable):
 		return engine.Refuse(CodeNotCancellable, "A "+cur.Status+" refund cannot be cancelled.", ""), nil
-	case err != nil:
+	case o.Err != nil:
 		return engine.Refuse(engine.CodeInvalid, "A "+cur.Status+" refund cannot take "+cmd+" "+report+".", ""), nil
 	}
+	m, _ := engine.OutOf[refund.Moved](o.Out)
+	before, after := m.Before, m.After
 	var werr error
-	switch rule.Money {
+	switch m.Rule.Money {
 	case refund.MoneyDebit:
 		// Out of the held funds, to the payer's rail. The collection's fees are
 		// not returned (docs/fees.md): the merchant refunds the value it chose.
@@ -227,9 +240,6 @@ func move(tx *engine.Tx, by, invoiceID string, id int64, cmd, report, from, reso
 		// The hold is the refund's own: a wallet refusing it is a broken invariant,
 		// not a merchant's mistake; the batch fails and says so.
 		return topics.Reply{}, werr
-	}
-	if after.State() != before.State() || !after.TakenAt.Equal(before.TakenAt) {
-		Books.Put(tx, nb.InvoiceID, nb)
 	}
 	if after.Status != before.Status {
 		// Only a public status change is an event and a count: the rail's take
