@@ -134,8 +134,12 @@ func outcome(n State, err error) string {
 	return "refused"
 }
 
-// Every (state, command, principal) triple against ApplyBy, compared with the table.
+// Every (state, command, principal) triple through the subscription's Step (ApplyBy),
+// compared with the table; a message that is not Given is refused.
 func TestEveryStateCommandPrincipal(t *testing.T) {
+	if _, _, err := Step(State{}, Unsubscribe{At: t0}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a command without its principal: %v", err)
+	}
 	for _, c := range tableCommands {
 		if len(c.want) != len(tableStates) {
 			t.Fatalf("%s: %d cells for %d states", c.name, len(c.want), len(tableStates))
@@ -153,7 +157,10 @@ func TestEveryStateCommandPrincipal(t *testing.T) {
 				if by == c.by {
 					want = c.want[i]
 				}
-				n, err := ApplyBy(s, by, cmd)
+				n, out, err := Step(s, Given{By: by, Cmd: cmd})
+				if out != nil {
+					t.Errorf("%s / %s / %s: the step said %v", st.name, c.name, by, out)
+				}
 				if got := outcome(n, err); got != want {
 					t.Errorf("%s / %s / %s: %s (%v), want %s", st.name, c.name, by, got, err, want)
 				}

@@ -81,18 +81,26 @@ func Kind() engine.Kind {
 	)
 }
 
-// aggregate is the subscription's definition: whole states put by its commands
-// (no hosted step), loaded by id, its ids claimed across merchants.
+// aggregate is the subscription's definition: hosted (its pure Step), loaded by
+// id, its ids claimed across merchants.
 type aggregate struct{}
 
 // The parts the engine discovers: a method whose signature drifted would be
 // silently missed, so each is checked here.
 var (
+	_ engine.Hosting[subscription.State]   = aggregate{}
 	_ engine.Referring[subscription.State] = aggregate{}
 	_ engine.Claiming                      = aggregate{}
 )
 
 func (aggregate) Name() string { return storage.SubscriptionKind }
+
+// New: a subscription does not exist before its create (Version 0).
+func (aggregate) New(string) subscription.State { return subscription.State{} }
+
+func (aggregate) Step(s subscription.State, msg any) (subscription.State, any, error) {
+	return subscription.Step(s, msg)
+}
 
 // idOf is the one instance a command names; none when the payload names none.
 func idOf(id string) []string {
@@ -132,7 +140,7 @@ func (aggregate) Load(ctx context.Context, q sqlx.QueryerContext, merchantID str
 
 // get is the merchant's subscription id (not found: none, or another merchant's).
 func get(tx *engine.Tx, id string) (subscription.State, bool) {
-	if s, ok := Subscriptions.Get(tx, id); ok {
+	if s, ok := Subscriptions.Find(tx, id); ok {
 		return s, s.Exists() && s.MerchantID == tx.Merchant()
 	}
 	return subscription.State{}, false
@@ -150,9 +158,13 @@ func plan(p topics.SubscriptionPlan) subscription.Plan {
 	return subscription.Plan{PlanID: p.PlanID, Frequency: p.Frequency, FrequencyUnit: p.FrequencyUnit, BillingCycles: p.BillingCycles}
 }
 
-// put stores the new state, emits its subscription_event and answers it.
-func put(tx *engine.Tx, n subscription.State) topics.Reply {
-	Subscriptions.Put(tx, n.SubscriptionID, n)
+// ask steps the merchant's subscription id with cmd as by gives it.
+func ask(tx *engine.Tx, id string, by subscription.Principal, cmd any) (engine.Outcome[subscription.State], error) {
+	return Subscriptions.Ask(tx, id, subscription.Given{By: by, Cmd: cmd})
+}
+
+// changed emits the new state's subscription_event and answers it.
+func changed(tx *engine.Tx, n subscription.State) topics.Reply {
 	tx.Event(topics.SubscriptionEvent, n.SubscriptionID, Event(n))
 	return current(n)
 }
@@ -161,21 +173,25 @@ func put(tx *engine.Tx, n subscription.State) topics.Reply {
 func current(s subscription.State) topics.Reply { return topics.Reply{Result: mustJSON(s)} }
 
 func create(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCreate) (topics.Reply, error) {
-	if _, ok := Subscriptions.Get(tx, in.SubscriptionID); ok || tx.TakenElsewhere(in.SubscriptionID) {
+	if _, ok := Subscriptions.Find(tx, in.SubscriptionID); ok || tx.TakenElsewhere(in.SubscriptionID) {
 		return engine.Refuse(engine.CodeIDTaken, "Subscription id is already in use; retry the request.", ""), nil
 	}
 	if in.WalletID == "" {
 		return engine.Refuse(engine.CodeInvalid, "The merchant has no KES settlement wallet to receive the payments.", ""), nil
 	}
-	n, err := subscription.ApplyBy(subscription.State{}, subscription.ByMerchant, subscription.Create{SubscriptionID: in.SubscriptionID, MerchantID: tx.Merchant(),
+	o, err := Subscriptions.Create(tx, in.SubscriptionID, subscription.Given{By: subscription.ByMerchant, Cmd: subscription.Create{
+		SubscriptionID: in.SubscriptionID, MerchantID: tx.Merchant(),
 		CustomerID: in.CustomerID, Plan: plan(in.Plan), StartDate: in.StartDate, Reference: in.Reference, RedirectURL: in.RedirectURL,
 		TestClockID: in.TestClockID, SetupTokenHash: in.SetupTokenHash, WalletID: in.WalletID, Terms: terms(in.Terms),
 		Customer: subscription.Customer{Email: in.Customer.Email, FirstName: in.Customer.FirstName, LastName: in.Customer.LastName},
-		At:       tx.At()})
+		At:       tx.At()}})
 	if err != nil {
-		return engine.Refuse(engine.CodeInvalid, "Invalid subscription: "+err.Error(), ""), nil
+		return topics.Reply{}, err
 	}
-	return put(tx, n), nil
+	if o.Err != nil {
+		return engine.Refuse(engine.CodeInvalid, "Invalid subscription: "+o.Err.Error(), ""), nil
+	}
+	return changed(tx, o.After), nil
 }
 
 func activate(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionActivate) (topics.Reply, error) {
@@ -183,17 +199,19 @@ func activate(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionActivate)
 	if !ok {
 		return notFound(), nil
 	}
-	n, err := subscription.ApplyBy(s, subscription.ByCustomer, subscription.Activate{CardToken: in.CardToken, CardNetwork: in.CardNetwork,
+	o, err := ask(tx, in.SubscriptionID, subscription.ByCustomer, subscription.Activate{CardToken: in.CardToken, CardNetwork: in.CardNetwork,
 		CardNumber: in.CardNumber, CardOutcome: in.CardOutcome, At: tx.At()})
 	switch {
-	case errors.Is(err, subscription.ErrDuplicate):
-		return current(s), nil
-	case errors.Is(err, subscription.ErrCardOutcome):
-		return engine.Refuse(engine.CodeInvalid, "The card cannot be set up: its outcome is unknown.", "card_number"), nil
 	case err != nil:
+		return topics.Reply{}, err
+	case errors.Is(o.Err, subscription.ErrDuplicate):
+		return current(s), nil
+	case errors.Is(o.Err, subscription.ErrCardOutcome):
+		return engine.Refuse(engine.CodeInvalid, "The card cannot be set up: its outcome is unknown.", "card_number"), nil
+	case o.Err != nil:
 		return engine.Refuse(CodeStatus, "A card can be set up only while the subscription is PENDING or FAILED; it is "+s.Status+".", ""), nil
 	}
-	return put(tx, n), nil
+	return changed(tx, o.After), nil
 }
 
 // declineReason is the sandbox rail's answer for a stored test card: "" approves,
@@ -220,8 +238,9 @@ func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topi
 	charge := subscription.ChargeCycle{Slot: in.Slot, Date: in.Date, Generation: in.Generation, Today: in.Today,
 		InvoiceID: invoiceID, Terms: terms(in.Terms), At: tx.At()}
 	// Is this cycle still the one due? A repeated or overtaken cycle, or one on a
-	// date already charged, changes nothing.
-	if _, err := subscription.ApplyBy(s, subscription.ByScheduler, charge); err != nil {
+	// date already charged, changes nothing. Asked of the pure step, not the
+	// instance: the charge's outcome is known only once the wallet took the credit.
+	if _, _, err := subscription.Step(s, subscription.Given{By: subscription.ByScheduler, Cmd: charge}); err != nil {
 		if errors.Is(err, subscription.ErrDuplicate) || errors.Is(err, subscription.ErrStale) || errors.Is(err, subscription.ErrCharged) {
 			return current(s), nil
 		}
@@ -246,9 +265,12 @@ func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topi
 	}
 	charge.Approved, charge.Reason = reason == "", reason
 	charge.Payment = payment(s, *in, invoiceID, reason, narrative, tx)
-	n, err := subscription.ApplyBy(s, subscription.ByScheduler, charge)
+	o, err := ask(tx, in.SubscriptionID, subscription.ByScheduler, charge)
+	if err == nil {
+		err = o.Err // validated above: a broken invariant fails the batch (and undoes the credit)
+	}
 	if err != nil {
-		return topics.Reply{}, err // validated above: a broken invariant fails the batch (and undoes the credit)
+		return topics.Reply{}, err
 	}
 	outcome := "approved"
 	if reason != "" {
@@ -261,7 +283,7 @@ func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topi
 			cycleRetries.WithLabelValues(outcome).Inc()
 		}
 	})
-	return put(tx, n), nil
+	return changed(tx, o.After), nil
 }
 
 func last4(masked string) string {
@@ -300,14 +322,16 @@ func unsubscribe(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUnsubs
 	if !ok {
 		return notFound(), nil
 	}
-	n, err := subscription.ApplyBy(s, subscription.ByMerchant, subscription.Unsubscribe{At: tx.At()})
+	o, err := ask(tx, in.SubscriptionID, subscription.ByMerchant, subscription.Unsubscribe{At: tx.At()})
 	switch {
-	case errors.Is(err, subscription.ErrDuplicate):
-		return current(s), nil
 	case err != nil:
+		return topics.Reply{}, err
+	case errors.Is(o.Err, subscription.ErrDuplicate):
+		return current(s), nil
+	case o.Err != nil:
 		return engine.Refuse(CodeStatus, "A "+s.Status+" subscription cannot be canceled.", ""), nil
 	}
-	return put(tx, n), nil
+	return changed(tx, o.After), nil
 }
 
 func update(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUpdate) (topics.Reply, error) {
@@ -315,42 +339,48 @@ func update(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUpdate) (to
 	if !ok {
 		return notFound(), nil
 	}
+	// Both changes step the subscription in turn; a refusal of the second undoes
+	// the first (the engine rolls a refused command's steps back).
 	n := s
 	if in.Plan != nil {
 		cp := subscription.ChangePlan{Plan: plan(*in.Plan), At: tx.At()}
 		if in.Terms != nil {
 			cp.Terms = terms(*in.Terms)
 		}
-		next, err := subscription.ApplyBy(n, subscription.ByMerchant, cp)
+		o, err := ask(tx, in.SubscriptionID, subscription.ByMerchant, cp)
 		switch {
-		case errors.Is(err, subscription.ErrDuplicate):
-		case errors.Is(err, subscription.ErrInvalid):
-			return engine.Refuse(engine.CodeInvalid, "The plan cannot be used: "+err.Error(), "plan_id"), nil
 		case err != nil:
+			return topics.Reply{}, err
+		case errors.Is(o.Err, subscription.ErrDuplicate):
+		case errors.Is(o.Err, subscription.ErrInvalid):
+			return engine.Refuse(engine.CodeInvalid, "The plan cannot be used: "+o.Err.Error(), "plan_id"), nil
+		case o.Err != nil:
 			return engine.Refuse(CodeStatus, "A "+s.Status+" subscription cannot change.", ""), nil
 		default:
-			n = next
+			n = o.After
 		}
 	}
 	if in.NextDate != "" {
-		next, err := subscription.ApplyBy(n, subscription.ByMerchant, subscription.SetNextDate{Date: in.NextDate, Today: in.Today, At: tx.At()})
+		o, err := ask(tx, in.SubscriptionID, subscription.ByMerchant, subscription.SetNextDate{Date: in.NextDate, Today: in.Today, At: tx.At()})
 		switch {
-		case errors.Is(err, subscription.ErrDuplicate):
-		case errors.Is(err, subscription.ErrCharged):
+		case err != nil:
+			return topics.Reply{}, err
+		case errors.Is(o.Err, subscription.ErrDuplicate):
+		case errors.Is(o.Err, subscription.ErrCharged):
 			return engine.Refuse(engine.CodeInvalid, "next_date must be after "+n.LastChargeDate+
 				", the date of the last charge: a date is charged once.", "next_date"), nil
-		case errors.Is(err, subscription.ErrInvalid):
+		case errors.Is(o.Err, subscription.ErrInvalid):
 			return engine.Refuse(engine.CodeInvalid, "next_date must be a date today or later (YYYY-MM-DD).", "next_date"), nil
-		case err != nil:
+		case o.Err != nil:
 			return engine.Refuse(CodeStatus, "The next date of a "+s.Status+" subscription cannot change now.", ""), nil
 		default:
-			n = next
+			n = o.After
 		}
 	}
 	if n.Version == s.Version {
 		return current(s), nil
 	}
-	return put(tx, n), nil
+	return changed(tx, n), nil
 }
 
 // Event is the subscription_event payload of a state (spec "Events").
