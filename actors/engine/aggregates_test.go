@@ -47,8 +47,7 @@ type jarSkew struct {
 
 // jarAggregate is the test-only kind, added to a bundle's kinds (b.kinds) as the
 // service's list adds a real one, and declared as every aggregate is (Define):
-// whole states (no hosted step), a wallet it refers to, money through the Tx
-// money API.
+// a hosted pure step, a wallet it refers to, money through the Tx money API.
 func jarAggregate() engine.Kind {
 	// What a jar's commands need in memory besides the jar: the wallet a put or
 	// skew names, and the wallet a stored jar holds its money in (Refs).
@@ -69,6 +68,30 @@ type jars struct{}
 const theJars = engine.Of[jar](jarKind)
 
 func (jars) Name() string { return jarKind }
+
+func (jars) New(id string) jar { return jar{ID: id, Held: money.Zero()} }
+
+// Step is the jar's transition: a put adds to it (the first names its wallet), a
+// pay empties it, a skew marks it.
+func (jars) Step(j jar, msg any) (jar, any, error) {
+	switch m := msg.(type) {
+	case jarPut:
+		if j.Wallet == "" {
+			j.Wallet = m.Wallet
+		}
+		j.Held, j.Puts, j.Note = j.Held.Add(m.Amount), j.Puts+1, m.Note
+	case jarPay:
+		j.Held = money.Zero()
+	case jarSkew:
+		if j.Wallet == "" {
+			j.Wallet = m.Wallet
+		}
+		j.Note = "skewed"
+	default:
+		return j, nil, errors.New("testjar: unknown message")
+	}
+	return j, nil, nil
+}
 
 func (jars) Refs(j jar) []engine.Ref {
 	if j.Wallet == "" {
@@ -100,11 +123,11 @@ func (jars) Load(ctx context.Context, q sqlx.QueryerContext, merchant string, id
 }
 
 func putJar(tx *engine.Tx, _ *topics.Command, in *jarPut) (topics.Reply, error) {
-	j, _ := theJars.Get(tx, in.Jar)
-	if j.ID == "" {
-		j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
+	r, err := theJars.Create(tx, in.Jar, *in)
+	if err != nil {
+		return topics.Reply{}, err
 	}
-	if err := tx.Hold(j.Wallet, in.Amount); err != nil {
+	if err := tx.Hold(r.After.Wallet, in.Amount); err != nil {
 		var we engine.WalletError
 		if errors.As(err, &we) {
 			return engine.WalletRefusal(we.Err), nil
@@ -114,13 +137,12 @@ func putJar(tx *engine.Tx, _ *topics.Command, in *jarPut) (topics.Reply, error) 
 	if in.RefuseAfterHold {
 		return engine.Refuse(engine.CodeInvalid, "refused after the hold", ""), nil
 	}
-	j.Held, j.Puts, j.Note = j.Held.Add(in.Amount), j.Puts+1, in.Note
-	return keepJar(tx, j), nil
+	return jarChanged(tx, r.After), nil
 }
 
 func payJar(tx *engine.Tx, _ *topics.Command, in *jarPay) (topics.Reply, error) {
-	j, _ := theJars.Get(tx, in.Jar)
-	if j.ID == "" {
+	j, ok := theJars.Find(tx, in.Jar)
+	if !ok {
 		return engine.Refuse(engine.CodeNotFound, "no such jar", ""), nil
 	}
 	err := tx.Debit(j.Wallet, "system:test_jar", "JAR", []wallet.Disbursement{{TransactionID: tx.TransactionID(), Amount: j.Held,
@@ -128,28 +150,29 @@ func payJar(tx *engine.Tx, _ *topics.Command, in *jarPay) (topics.Reply, error) 
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	j.Held = money.Zero()
-	return keepJar(tx, j), nil
+	r, err := theJars.Ask(tx, in.Jar, *in)
+	if err != nil {
+		return topics.Reply{}, err
+	}
+	return jarChanged(tx, r.After), nil
 }
 
 func skewJar(tx *engine.Tx, c *topics.Command, in *jarSkew) (topics.Reply, error) {
-	j, _ := theJars.Get(tx, in.Jar)
-	if j.ID == "" {
-		j = jar{ID: in.Jar, Wallet: in.Wallet, Held: money.Zero()}
+	r, err := theJars.Create(tx, in.Jar, *in)
+	if err != nil {
+		return topics.Reply{}, err
 	}
-	if err := tx.Credit(j.Wallet, wallet.Collect{TransactionID: tx.TransactionID(), Value: in.Amount,
+	if err := tx.Credit(r.After.Wallet, wallet.Collect{TransactionID: tx.TransactionID(), Value: in.Amount,
 		NetAmount: in.Amount, Charges: money.Zero(), Clearing: "system:test_jar", Narrative: "skew"}); err != nil {
 		return topics.Reply{}, err
 	}
 	tx.AddEntryForTest(ledger.Entry{TransactionID: tx.TransactionID(), Account: "system:test_jar",
 		MerchantID: c.MerchantID, Currency: "KES", Amount: in.Stray, TransType: "JAR", Narrative: "stray"})
-	j.Note = "skewed"
-	return keepJar(tx, j), nil
+	return jarChanged(tx, r.After), nil
 }
 
-// keepJar puts the jar's next state, with its event, and answers it.
-func keepJar(tx *engine.Tx, j jar) topics.Reply {
-	theJars.Put(tx, j.ID, j)
+// jarChanged emits the jar's event and answers its new state.
+func jarChanged(tx *engine.Tx, j jar) topics.Reply {
 	tx.Event(topics.ReversalEvent, j.ID, j)
 	b, _ := json.Marshal(j)
 	return topics.Reply{Result: b}

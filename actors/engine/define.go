@@ -43,7 +43,7 @@ type Aggregate[S any] interface {
 
 // Hosting is an aggregate whose instances are actors of the engine's one shell
 // (actors/engine/aggregate) running its pure Step; its commands change them with
-// Of.Ask and Of.Create. Without it an instance holds whole states, set by Of.Put.
+// Of.Ask and Of.Create. Without it its instances can only be read (Of.Find).
 type Hosting[S any] interface {
 	// New is a new instance's state before its first step.
 	New(id string) S
@@ -296,8 +296,8 @@ func Define[S any](a Aggregate[S], commands ...Command[S]) Kind {
 }
 
 // as is an instance's state as its aggregate's type: the engine holds states as
-// any, and only this file turns them back (a nil state, an instance not yet
-// created in Put mode, is the zero S).
+// any, and only this file turns them back (a nil state, the New of an aggregate
+// that is not Hosting, is the zero S).
 func as[S any](state any) S {
 	s, _ := state.(S)
 	return s
@@ -363,15 +363,6 @@ func (k Of[S]) Ask(tx *Tx, id string, msg any) (Outcome[S], error) {
 func (k Of[S]) Create(tx *Tx, id string, msg any) (Outcome[S], error) {
 	return outcome[S](tx.Create(string(k), id, msg))
 }
-
-// Get is Tx.Get: an instance of the command's own kind (Put mode).
-func (k Of[S]) Get(tx *Tx, id string) (S, bool) {
-	s, ok := tx.Get(id)
-	return as[S](s), ok
-}
-
-// Put is Tx.Put: the whole next state of an instance of the command's own kind.
-func (k Of[S]) Put(tx *Tx, id string, state S) { tx.Put(id, state) }
 
 // FactOf is a fact a Prepare read (Tx.Fact) as the type it stored; ok is false
 // when the fact is absent or of another type.

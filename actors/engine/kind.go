@@ -101,7 +101,7 @@ type Kind struct {
 	Taken   func(ctx context.Context, q sqlx.QueryerContext, want storage.Owned) (map[string]bool, error)
 	// Actor, optional, makes an instance's actor from its state (Define fills it
 	// for an aggregate that is Hosting): its Step runs the kind's transitions
-	// (Tx.Ask). Without it an instance holds whole states, set by Tx.Put.
+	// (Tx.Ask). Without it an instance can only be read (Tx.Find).
 	Actor func(state any) actor.Producer
 	// New is a new instance's state before its first step (Tx.Create).
 	New func(id string) any

@@ -20,21 +20,18 @@ import (
 // entries and events are atomic (a refusal puts every instance it changed back,
 // latest first, and stops those it created).
 type Tx struct {
-	ctx      context.Context
-	e        *Engine
-	p        *partition
-	b        *batch
-	c        *topics.Command
-	k        *Kind
-	facts    map[string]any
-	view     map[string]merchantState
-	steps    []txStep
-	puts     map[string]any // Put's states of the command's own kind, by id
-	putOrder []string
-	entries  []ledger.Entry
-	events   []storage.OutboxEvent
-	after    []func()
-	anyway   []func()
+	ctx     context.Context
+	e       *Engine
+	p       *partition
+	b       *batch
+	c       *topics.Command
+	facts   map[string]any
+	view    map[string]merchantState
+	steps   []txStep
+	entries []ledger.Entry
+	events  []storage.OutboxEvent
+	after   []func()
+	anyway  []func()
 }
 
 // txStep is one change of an instance by the command: created says the command
@@ -96,27 +93,6 @@ func (tx *Tx) Lookup(kind, key string) (id string, ok bool) {
 		panic(errNotHydrated)
 	}
 	return "", false
-}
-
-// Get returns an instance of the command's own kind (see Find), as Put left it.
-func (tx *Tx) Get(id string) (state any, ok bool) {
-	if s, ok := tx.puts[id]; ok {
-		return s, true
-	}
-	return tx.Find(tx.k.Name, id)
-}
-
-// Put sets an instance of the command's own kind to a new state (created if new)
-// once the command succeeds. The state must marshal to the JSON the kind's
-// paysvc_apply_<kind> reads.
-func (tx *Tx) Put(id string, state any) {
-	if tx.puts == nil {
-		tx.puts = map[string]any{}
-	}
-	if _, ok := tx.puts[id]; !ok {
-		tx.putOrder = append(tx.putOrder, id)
-	}
-	tx.puts[id] = state
 }
 
 // Ask runs msg through an instance's Step (in its actor). A refusal is the
@@ -187,7 +163,7 @@ func (tx *Tx) Rollback(sp int) error {
 	}
 	tx.steps = tx.steps[:sp]
 	if sp == 0 {
-		tx.puts, tx.putOrder, tx.events, tx.after = nil, nil, nil, nil
+		tx.events, tx.after = nil, nil
 	}
 	tx.entries = tx.entries[:0]
 	for _, s := range tx.steps {
@@ -264,7 +240,7 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 	if payload == nil {
 		return refuse(CodeInvalid, "malformed "+c.Type+" payload", ""), nil
 	}
-	tx := &Tx{ctx: ctx, e: e, p: p, b: b, c: c, k: k, facts: facts[k.Name+"\x00"+c.MerchantID], view: view}
+	tx := &Tx{ctx: ctx, e: e, p: p, b: b, c: c, facts: facts[k.Name+"\x00"+c.MerchantID], view: view}
 	reply, err := k.Apply(tx, c, payload)
 	if err != nil {
 		return topics.Reply{}, err // the batch fails; the partition's state is reset
@@ -287,17 +263,6 @@ func (e *Engine) apply(ctx context.Context, p *partition, b *batch, c *topics.Co
 // written once, from its state before the command to its state after.
 func (tx *Tx) keep() error {
 	b := tx.b
-	for _, id := range tx.putOrder {
-		in, created := tx.p.instanceOf(tx.k.Name, tx.c.MerchantID, id), false
-		if in == nil {
-			in, created = tx.e.spawn(tx.p, tx.k, tx.c.MerchantID, id, tx.k.New(id), 0), true
-		}
-		before := in.state
-		if err := tx.e.restore(tx.p, in, tx.puts[id]); err != nil {
-			return err
-		}
-		tx.steps = append(tx.steps, txStep{in: in, before: before, after: in.state, created: created})
-	}
 	type touched struct {
 		before any
 		outs   []any

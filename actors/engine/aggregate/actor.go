@@ -28,8 +28,7 @@ type Get struct {
 }
 
 // Restore puts a state back: one returned earlier as Before (a later step of the
-// same command failed), or a kind's new state when the kind has no Step and its
-// commands set whole states.
+// same command failed, or the command was refused).
 type Restore struct {
 	CorrID uint64
 	State  any
@@ -57,8 +56,9 @@ type PanicError struct {
 
 func (e PanicError) Error() string { return fmt.Sprintf("%s: apply panicked: %v", e.Kind, e.Value) }
 
-// ErrNoStep refuses a Request to an actor whose kind has no Step.
-var ErrNoStep = fmt.Errorf("aggregate: this kind's instances take whole states only")
+// ErrNoStep refuses a Request to an actor whose kind has no Step (its instances
+// are only read).
+var ErrNoStep = fmt.Errorf("aggregate: this kind's instances have no step")
 
 // Actor holds one instance's state between messages.
 type Actor[S any] struct {
@@ -68,7 +68,7 @@ type Actor[S any] struct {
 }
 
 // Producer returns a hollywood producer of an actor of kind hydrated from s
-// (step nil: the kind's commands set whole states through Restore).
+// (step nil: a kind whose instances are only read).
 func Producer[S any](kind string, s S, step Step[S]) actor.Producer {
 	return func() actor.Receiver { return &Actor[S]{kind: kind, state: s, step: step} }
 }
