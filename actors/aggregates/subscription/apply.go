@@ -20,40 +20,44 @@ func Apply(s State, cmd any) (State, error) {
 	if _, ok := cmd.(Create); !ok && !s.Exists() {
 		return s, fmt.Errorf("%w: no such subscription", ErrState)
 	}
-	var n State
-	var err error
 	switch c := cmd.(type) {
 	case Create:
-		n, err = applyCreate(s, c)
+		return finish(s, c.At)(applyCreate(s, c))
 	case Activate:
-		n, err = applyActivate(s, c)
+		return finish(s, c.At)(applyActivate(s, c))
 	case StartCycle:
-		n, err = applyStartCycle(s, c)
+		return finish(s, c.At)(applyStartCycle(s, c))
 	case ChargeCycle:
-		n, err = applyChargeCycle(s, c)
+		return finish(s, c.At)(applyChargeCycle(s, c))
 	case CycleCharged:
-		n, err = applyCycleCharged(s, c)
+		return finish(s, c.At)(applyAttemptOutcome(s, c.InvoiceID, true, ""))
 	case CycleFailed:
-		n, err = applyCycleFailed(s, c)
+		return finish(s, c.At)(applyAttemptOutcome(s, c.InvoiceID, false, c.Reason))
 	case Unsubscribe:
-		n, err = applyUnsubscribe(s, c)
+		return finish(s, c.At)(applyUnsubscribe(s))
 	case ChangePlan:
-		n, err = applyChangePlan(s, c)
+		return finish(s, c.At)(applyChangePlan(s, c))
 	case SetNextDate:
-		n, err = applySetNextDate(s, c)
-	default:
-		return s, fmt.Errorf("%w: unknown command %T", ErrInvalid, cmd)
+		return finish(s, c.At)(applySetNextDate(s, c))
 	}
-	if err != nil {
-		return s, err
+	return s, fmt.Errorf("%w: unknown command %T", ErrInvalid, cmd)
+}
+
+// finish completes a command given at on s with what its transition returned: a
+// refusal leaves s as it was; a new state must be one the machine allows
+// (CanMove), and its version and updated_at move.
+func finish(s State, at time.Time) func(n State, err error) (State, error) {
+	return func(n State, err error) (State, error) {
+		if err != nil {
+			return s, err
+		}
+		if !CanMove(s.Status, n.Status) {
+			return s, fmt.Errorf("%w: %s -> %s", ErrState, s.Status, n.Status)
+		}
+		n.Version = s.Version + 1
+		n.UpdatedAt = at
+		return n, nil
 	}
-	if !CanMove(s.Status, n.Status) {
-		return s, fmt.Errorf("%w: %s -> %s", ErrState, s.Status, n.Status)
-	}
-	n.Version = s.Version + 1
-	at := atOf(cmd)
-	n.UpdatedAt = at
-	return n, nil
 }
 
 // applyCreate opens a PENDING subscription.
@@ -93,20 +97,29 @@ func applyActivate(s State, c Activate) (State, error) {
 	return n, nil
 }
 
+// checkDue checks that the cycle of slot on date (in the schedule's generation) is the
+// one due by today, and that no cycle was charged on or after its date.
+func checkDue(s State, slot int, date string, generation int, today string) error {
+	if !s.Billing() || slot != s.Slot || date != s.NextDate || generation != s.Generation {
+		return ErrStale
+	}
+	if date > today {
+		return ErrStale // not due yet: a scheduler ahead of its clock
+	}
+	if date <= s.LastChargeDate {
+		return ErrCharged
+	}
+	return nil
+}
+
 // applyStartCycle records that a due cycle went to the rail.
 func applyStartCycle(s State, c StartCycle) (State, error) {
 	n := s
 	if s.Attempt != nil && s.Attempt.Slot == c.Slot && s.Attempt.Date == c.Date {
 		return s, ErrDuplicate
 	}
-	if !s.Billing() || c.Slot != s.Slot || c.Date != s.NextDate || c.Generation != s.Generation {
-		return s, ErrStale
-	}
-	if c.Date > c.Today {
-		return s, ErrStale // not due yet: a scheduler ahead of its clock
-	}
-	if c.Date <= s.LastChargeDate {
-		return s, ErrCharged
+	if err := checkDue(s, c.Slot, c.Date, c.Generation, c.Today); err != nil {
+		return s, err
 	}
 	n.Attempt = &Attempt{Slot: c.Slot, Date: c.Date, InvoiceID: c.InvoiceID}
 	n.LastChargeDate = c.Date
@@ -119,14 +132,8 @@ func applyChargeCycle(s State, c ChargeCycle) (State, error) {
 	if s.LastPayment != nil && s.LastPayment.InvoiceID == c.InvoiceID {
 		return s, ErrDuplicate
 	}
-	if !s.Billing() || c.Slot != s.Slot || c.Date != s.NextDate || c.Generation != s.Generation {
-		return s, ErrStale
-	}
-	if c.Date > c.Today {
-		return s, ErrStale
-	}
-	if c.Date <= s.LastChargeDate {
-		return s, ErrCharged
+	if err := checkDue(s, c.Slot, c.Date, c.Generation, c.Today); err != nil {
+		return s, err
 	}
 	if c.Approved && s.CardOutcome != CardApproves {
 		return s, ErrCardOutcome // only the approving test card approves a cycle
@@ -136,44 +143,33 @@ func applyChargeCycle(s State, c ChargeCycle) (State, error) {
 	}
 	n.LastPayment = c.Payment
 	n.LastChargeDate = c.Date
-	if c.Approved {
+	return recordOutcome(s, n, c.Approved, c.Reason)
+}
+
+// applyAttemptOutcome records the rail's answer for the cycle in flight (its
+// invoice): charged, or failed for reason.
+func applyAttemptOutcome(s State, invoiceID string, charged bool, reason string) (State, error) {
+	n := s
+	if s.Attempt == nil || s.Attempt.InvoiceID != invoiceID {
+		return s, ErrDuplicate
+	}
+	n.Attempt = nil
+	return recordOutcome(s, n, charged, reason)
+}
+
+// recordOutcome records a cycle's outcome on n (s as it was) and moves to the next
+// slot: a charge counts the cycle and clears the failures, a failure counts one
+// more and says why (a subscription canceled while the charge was with the rail
+// stays canceled).
+func recordOutcome(s, n State, charged bool, reason string) (State, error) {
+	if charged {
 		n.CompletedCycles++
 		n.Failures, n.FailReason = 0, ""
 	} else {
 		n.Failures++
-		n.Status, n.FailReason = StatusFailed, c.Reason
-	}
-	if err := advance(&n); err != nil {
-		return s, err
-	}
-	return n, nil
-}
-
-// applyCycleCharged records the rail's success for the cycle in flight.
-func applyCycleCharged(s State, c CycleCharged) (State, error) {
-	n := s
-	if s.Attempt == nil || s.Attempt.InvoiceID != c.InvoiceID {
-		return s, ErrDuplicate
-	}
-	n.Attempt = nil
-	n.CompletedCycles++
-	n.Failures, n.FailReason = 0, ""
-	if err := advance(&n); err != nil {
-		return s, err
-	}
-	return n, nil
-}
-
-// applyCycleFailed records the rail's failure for the cycle in flight.
-func applyCycleFailed(s State, c CycleFailed) (State, error) {
-	n := s
-	if s.Attempt == nil || s.Attempt.InvoiceID != c.InvoiceID {
-		return s, ErrDuplicate
-	}
-	n.Attempt = nil
-	n.Failures++
-	if s.Status != StatusCanceled {
-		n.Status, n.FailReason = StatusFailed, c.Reason
+		if n.Status != StatusCanceled {
+			n.Status, n.FailReason = StatusFailed, reason
+		}
 	}
 	if err := advance(&n); err != nil {
 		return s, err
@@ -182,7 +178,7 @@ func applyCycleFailed(s State, c CycleFailed) (State, error) {
 }
 
 // applyUnsubscribe cancels.
-func applyUnsubscribe(s State, c Unsubscribe) (State, error) {
+func applyUnsubscribe(s State) (State, error) {
 	n := s
 	if s.Status == StatusCanceled {
 		return s, ErrDuplicate
@@ -285,28 +281,4 @@ func advance(n *State) error {
 		n.Status = StatusActive
 	}
 	return nil
-}
-
-func atOf(cmd any) (at time.Time) {
-	switch c := cmd.(type) {
-	case Create:
-		at = c.At
-	case Activate:
-		at = c.At
-	case StartCycle:
-		at = c.At
-	case CycleCharged:
-		at = c.At
-	case CycleFailed:
-		at = c.At
-	case Unsubscribe:
-		at = c.At
-	case ChangePlan:
-		at = c.At
-	case ChargeCycle:
-		at = c.At
-	case SetNextDate:
-		at = c.At
-	}
-	return at
 }
