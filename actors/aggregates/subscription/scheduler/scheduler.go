@@ -84,12 +84,17 @@ type Scheduler struct {
 	issued map[string]time.Time
 }
 
+// reissueAfter is ReissueAfter, or its default.
+func (s *Scheduler) reissueAfter() time.Duration {
+	if s.ReissueAfter > 0 {
+		return s.ReissueAfter
+	}
+	return 2 * time.Minute
+}
+
 // fresh keeps the commands not issued within ReissueAfter and notes them issued.
 func (s *Scheduler) fresh(cmds []topics.Command, now time.Time) []topics.Command {
-	after := s.ReissueAfter
-	if after <= 0 {
-		after = 2 * time.Minute
-	}
+	after := s.reissueAfter()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.issued == nil {
@@ -108,10 +113,7 @@ func (s *Scheduler) fresh(cmds []topics.Command, now time.Time) []topics.Command
 
 // forget drops issued ids older than ReissueAfter, and those of a failed produce.
 func (s *Scheduler) forget(now time.Time, failed []topics.Command) {
-	after := s.ReissueAfter
-	if after <= 0 {
-		after = 2 * time.Minute
-	}
+	after := s.reissueAfter()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range failed {

@@ -163,6 +163,28 @@ func ask(tx *engine.Tx, id string, by subscription.Principal, cmd any) (engine.O
 	return Subscriptions.Ask(tx, id, subscription.Given{By: by, Cmd: cmd})
 }
 
+// stepped is a command that steps the merchant's subscription id once, with cmd
+// as by gives it. Its answer: not found; the state as it was for a repeated
+// command (ErrDuplicate); refused(the state as it was, why) for another refusal;
+// else the new state, with its subscription_event.
+func stepped(tx *engine.Tx, id string, by subscription.Principal, cmd any,
+	refused func(s subscription.State, err error) topics.Reply) (topics.Reply, error) {
+	s, ok := get(tx, id)
+	if !ok {
+		return notFound(), nil
+	}
+	o, err := ask(tx, id, by, cmd)
+	switch {
+	case err != nil:
+		return topics.Reply{}, err
+	case errors.Is(o.Err, subscription.ErrDuplicate):
+		return current(s), nil
+	case o.Err != nil:
+		return refused(s, o.Err), nil
+	}
+	return changed(tx, o.After), nil
+}
+
 // changed emits the new state's subscription_event and answers it.
 func changed(tx *engine.Tx, n subscription.State) topics.Reply {
 	tx.Event(topics.SubscriptionEvent, n.SubscriptionID, Event(n))
@@ -195,23 +217,14 @@ func create(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCreate) (to
 }
 
 func activate(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionActivate) (topics.Reply, error) {
-	s, ok := get(tx, in.SubscriptionID)
-	if !ok {
-		return notFound(), nil
-	}
-	o, err := ask(tx, in.SubscriptionID, subscription.ByCustomer, subscription.Activate{CardToken: in.CardToken, CardNetwork: in.CardNetwork,
-		CardNumber: in.CardNumber, CardOutcome: in.CardOutcome, At: tx.At()})
-	switch {
-	case err != nil:
-		return topics.Reply{}, err
-	case errors.Is(o.Err, subscription.ErrDuplicate):
-		return current(s), nil
-	case errors.Is(o.Err, subscription.ErrCardOutcome):
-		return engine.Refuse(engine.CodeInvalid, "The card cannot be set up: its outcome is unknown.", "card_number"), nil
-	case o.Err != nil:
-		return engine.Refuse(CodeStatus, "A card can be set up only while the subscription is PENDING or FAILED; it is "+s.Status+".", ""), nil
-	}
-	return changed(tx, o.After), nil
+	return stepped(tx, in.SubscriptionID, subscription.ByCustomer, subscription.Activate{CardToken: in.CardToken,
+		CardNetwork: in.CardNetwork, CardNumber: in.CardNumber, CardOutcome: in.CardOutcome, At: tx.At()},
+		func(s subscription.State, err error) topics.Reply {
+			if errors.Is(err, subscription.ErrCardOutcome) {
+				return engine.Refuse(engine.CodeInvalid, "The card cannot be set up: its outcome is unknown.", "card_number")
+			}
+			return engine.Refuse(CodeStatus, "A card can be set up only while the subscription is PENDING or FAILED; it is "+s.Status+".", "")
+		})
 }
 
 // declineReason is the sandbox rail's answer for a stored test card: "" approves,
@@ -318,20 +331,10 @@ func payment(s subscription.State, in topics.SubscriptionCycle, invoiceID, reaso
 }
 
 func unsubscribe(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUnsubscribe) (topics.Reply, error) {
-	s, ok := get(tx, in.SubscriptionID)
-	if !ok {
-		return notFound(), nil
-	}
-	o, err := ask(tx, in.SubscriptionID, subscription.ByMerchant, subscription.Unsubscribe{At: tx.At()})
-	switch {
-	case err != nil:
-		return topics.Reply{}, err
-	case errors.Is(o.Err, subscription.ErrDuplicate):
-		return current(s), nil
-	case o.Err != nil:
-		return engine.Refuse(CodeStatus, "A "+s.Status+" subscription cannot be canceled.", ""), nil
-	}
-	return changed(tx, o.After), nil
+	return stepped(tx, in.SubscriptionID, subscription.ByMerchant, subscription.Unsubscribe{At: tx.At()},
+		func(s subscription.State, _ error) topics.Reply {
+			return engine.Refuse(CodeStatus, "A "+s.Status+" subscription cannot be canceled.", "")
+		})
 }
 
 func update(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionUpdate) (topics.Reply, error) {

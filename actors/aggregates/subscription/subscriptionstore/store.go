@@ -26,27 +26,25 @@ func decode(d []byte) (subscription.State, error) {
 // Get reads one of the merchant's subscriptions; another merchant's is
 // storage.ErrNotFound.
 func Get(ctx context.Context, q sqlx.QueryerContext, merchantID, id string) (subscription.State, error) {
-	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = $2`, merchantID, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return subscription.State{}, storage.ErrNotFound
-	}
-	if err != nil {
-		return subscription.State{}, fmt.Errorf("get subscription: %w", err)
-	}
-	return decode(data)
+	return one(ctx, q, "get subscription", `SELECT data FROM subscriptions WHERE merchant_id = $1 AND subscription_id = $2`, merchantID, id)
 }
 
 // BySetupToken finds the subscription a setup_url's token opens (by
 // the token's hash). The token is the capability: no merchant key is involved.
 func BySetupToken(ctx context.Context, q sqlx.QueryerContext, tokenHash string) (subscription.State, error) {
+	return one(ctx, q, "subscription by setup token", `SELECT data FROM subscriptions WHERE setup_token_hash = $1`, tokenHash)
+}
+
+// one reads the subscription a query finds (none: storage.ErrNotFound); what
+// names the read in its error.
+func one(ctx context.Context, q sqlx.QueryerContext, what, query string, args ...any) (subscription.State, error) {
 	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM subscriptions WHERE setup_token_hash = $1`, tokenHash)
+	err := sqlx.GetContext(ctx, q, &data, query, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return subscription.State{}, storage.ErrNotFound
 	}
 	if err != nil {
-		return subscription.State{}, fmt.Errorf("subscription by setup token: %w", err)
+		return subscription.State{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return decode(data)
 }
