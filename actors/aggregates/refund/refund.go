@@ -3,7 +3,8 @@
 // refund of that invoice, so the rule "refunds never add up to more than the
 // invoice collected" is checked against one state that the engine's partition
 // (all of a merchant's commands, in order) changes one command at a time, also
-// under concurrent requests. The engine wiring is in refundkind, its rows and reads
+// under concurrent requests: the book's actor runs Step (step.go), asked by
+// refundkind, which wires the aggregate into the engine; its rows and reads are
 // in refundstore, and its batch function in storage/functions/paysvc_apply_refund.sql.
 package refund
 

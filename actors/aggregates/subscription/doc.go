@@ -1,7 +1,7 @@
 // Package subscription is the recurring card billing aggregate: a customer's
 // subscription to a plan, billed on the plan's schedule (docs/state-machines.md,
-// "Subscription"). State and Apply are pure; the engine applies them as a
-// registered aggregate (subscriptionkind, docs/adr/0007), and
+// "Subscription"). State, Apply and Step are pure; each subscription is an
+// engine actor hosting Step (subscriptionkind, docs/adr/0007), and
 // the scheduler issues each due cycle as a command whose id is derived from the
 // subscription and the cycle (CycleCommandID), so a cycle is charged once however
 // many schedulers issue it.
