@@ -470,20 +470,7 @@ func TestSDKPayouts(t *testing.T) {
 			t.Errorf("%s = %s, want %s", field, got, want)
 		}
 	}
-	txns := func(t *testing.T, file map[string]any) map[string]map[string]any {
-		t.Helper()
-		raw, _ := file["transactions"].([]any)
-		out := map[string]map[string]any{}
-		for _, x := range raw {
-			tx, _ := x.(map[string]any)
-			acc, _ := tx["account"].(string)
-			out[acc] = tx
-		}
-		if len(out) != len(raw) || len(raw) == 0 {
-			t.Fatalf("transactions: %v", file["transactions"])
-		}
-		return out
-	}
+	txns := sdkTxns
 	// final checks a file the SDK polled to the end, and that the service says the
 	// same over HTTP.
 	final := func(t *testing.T, name, provider, paid, failed, charges string) map[string]any {
@@ -503,12 +490,7 @@ func TestSDKPayouts(t *testing.T) {
 		}
 		return done
 	}
-	paidOK := func(t *testing.T, tx map[string]any) {
-		t.Helper()
-		if tx["status"] != "COMPLETE" || tx["status_code"] != "TS100" || tx["provider_reference"] == nil {
-			t.Errorf("paid transaction: %v", tx)
-		}
-	}
+	paidOK := sdkPaid
 
 	t.Run("MpesaInitiate", func(t *testing.T) {
 		m := sdkOK(t, res, "mpesa")
