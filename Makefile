@@ -87,17 +87,17 @@ browser: ## Install chromium for the browser tests (Debian package), if missing
 
 # The official Python SDK (api/sdk_python_test.go) runs from a virtualenv of its
 # own, rebuilt from scratch only when requirements.txt changes (or .data/pysdk is
-# gone), so no package from an older pin lingers. Debian splits venv and ensurepip
-# into python3-venv.
+# gone), so no package from an older pin lingers. Debian ships venv's ensurepip
+# in python3-venv: installed when `python3 -m venv` fails (or python3 is missing).
 PYSDK_STAMP := $(PYSDK_VENV)/.paysvc-pip.stamp
 
 pysdk: $(PYSDK_STAMP) ## Install the official Python SDK (api/sdktest/python/requirements.txt) into a virtualenv in .data/pysdk
 
 $(PYSDK_STAMP): $(PYSDK_DIR)/requirements.txt
-	@command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null || \
-		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends python3-venv)
 	rm -rf $(PYSDK_VENV)
-	python3 -m venv $(PYSDK_VENV)
+	@python3 -m venv $(PYSDK_VENV) 2>/dev/null || { rm -rf $(PYSDK_VENV); \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends python3-venv && \
+		python3 -m venv $(PYSDK_VENV); }
 	$(PYSDK_VENV)/bin/pip install --quiet --disable-pip-version-check --no-input -r $(PYSDK_DIR)/requirements.txt
 	@touch $@
 
