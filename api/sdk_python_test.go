@@ -135,8 +135,11 @@ func TestPythonSDK_Wallets(t *testing.T) {
 	py := pySDK(t)
 	f := sdkStart(t, "100.00")
 	const label = "PY-WALLET-1"
+	// Another merchant's key that may view wallets and nothing else.
+	other := f.env.Merchant("Py Viewer")
 	res := f.py(t, py, "wallets.py", map[string]string{"PAYSVC_SOURCE_WALLET": f.settlement, "PAYSVC_PHONE": "254708374149",
-		"PAYSVC_LABEL": label})
+		"PAYSVC_LABEL": label, "PAYSVC_VIEW_PUBLIC_KEY": other.PublicKey,
+		"PAYSVC_VIEW_SECRET_KEY": f.env.Key(other.MerchantID, "view_wallets")})
 	b := &bundle{env: f.env, secret: f.secret, settlement: f.settlement}
 
 	list := sdkOK(t, res, "list")
@@ -197,6 +200,13 @@ func TestPythonSDK_Wallets(t *testing.T) {
 		if e := pyRaised(t, res, "wrongSecret", "IntaSendUnauthorized", "authentication_failed"); e.Detail != "Invalid api token" {
 			t.Errorf("wrongSecret: %+v", e)
 		}
+		pyRaised(t, res, "viewCreate", "IntaSendNotAllowed", "permission_denied")
+	})
+	t.Run("AnotherMerchantsKey", func(t *testing.T) {
+		rows := sdkResults(t, sdkOK(t, res, "viewList"))
+		if len(rows) != 1 || rows[0]["wallet_id"] == f.settlement || rows[0]["wallet_type"] != "SETTLEMENT" || rows[0]["current_balance"] != "0.00" {
+			t.Errorf("viewList: want the other merchant's settlement wallet alone, got %v", rows)
+		}
 	})
 	for w, want := range map[string]string{id: "305.50", f.settlement: "90.00"} {
 		if cur, avail := b.balance(t, w); cur != want || avail != want {
@@ -216,7 +226,15 @@ func TestPythonSDK_Transfers(t *testing.T) {
 	f := sdkStart(t, "100000.00")
 	payer := &bundle{env: f.env, secret: f.secret, settlement: f.settlement}
 	recipient := newBundle(t, f.env, "Py Recipient")
-	res := f.py(t, py, "transfers.py", map[string]string{"PAYSVC_RECIPIENT_WALLET": recipient.settlement})
+	r := payer.post("/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": "Airtime",
+		"can_disburse": true})
+	if r.Status != 201 {
+		t.Fatalf("create wallet: %d %s", r.Status, r.Body)
+	}
+	working := r.Map(t)["wallet_id"].(string)
+	payer.deposit(t, working, "100.00")
+	res := f.py(t, py, "transfers.py", map[string]string{"PAYSVC_RECIPIENT_WALLET": recipient.settlement,
+		"PAYSVC_WORKING_WALLET": working})
 
 	t.Run("MpesaWithApproval", func(t *testing.T) {
 		m := sdkOK(t, res, "mpesa")
@@ -256,8 +274,12 @@ func TestPythonSDK_Transfers(t *testing.T) {
 		sdkWant(t, sdkOK(t, res, "p2p"), "status", "PROCESSING")
 		sdkPaid(t, sdkTxns(t, pyFinal(t, payer, res, "p2pStatus", "P2P", "750.25", "0.00", "0.00"))[recipient.settlement])
 	})
-	t.Run("Airtime", func(t *testing.T) {
-		sdkWant(t, sdkOK(t, res, "airtime"), "status", "PROCESSING")
+	t.Run("AirtimeFromAWorkingWallet", func(t *testing.T) {
+		a := sdkOK(t, res, "airtime")
+		sdkWant(t, a, "status", "PROCESSING")
+		if w, _ := a["wallet"].(map[string]any); w == nil || w["wallet_id"] != working {
+			t.Errorf("airtime paid from %v, want the wallet_id %s", a["wallet"], working)
+		}
 		sdkPaid(t, sdkTxns(t, pyFinal(t, payer, res, "airtimeStatus", "AIRTIME", "50.00", "0.00", "0.00"))["254722000111"])
 	})
 	t.Run("SendMoneyAwaitsApproval", func(t *testing.T) {
@@ -275,11 +297,12 @@ func TestPythonSDK_Transfers(t *testing.T) {
 	})
 	t.Run("Money", func(t *testing.T) {
 		// 100,000 less what was paid and its charges: 1,000 + 10 (B2C; the failed
-		// 250 and its fee are released), 2,000 + 20, 2,500.50 + 50, 750.25, 50. The
-		// file awaiting approval holds nothing.
-		const want = "93619.25"
-		if cur, avail := payer.balance(t, f.settlement); cur != want || avail != want {
-			t.Errorf("payer settlement: %s/%s, want %s", cur, avail, want)
+		// 250 and its fee are released), 2,000 + 20, 2,500.50 + 50, 750.25. The
+		// airtime's 50 left the working wallet; the file awaiting approval holds nothing.
+		for w, want := range map[string]string{f.settlement: "93669.25", working: "50.00"} {
+			if cur, avail := payer.balance(t, w); cur != want || avail != want {
+				t.Errorf("payer wallet %s: %s/%s, want %s", w, cur, avail, want)
+			}
 		}
 		if cur, avail := recipient.balance(t, recipient.settlement); cur != "750.25" || avail != "750.25" {
 			t.Errorf("recipient settlement: %s/%s, want 750.25", cur, avail)

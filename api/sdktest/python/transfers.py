@@ -1,7 +1,8 @@
 """intasend-python 1.1.2's transfer calls against a local paysvc (see harness.py).
 
     PAYSVC_BASE_URL=... PAYSVC_PUBLIC_KEY=... PAYSVC_SECRET_KEY=... \\
-    PAYSVC_RECIPIENT_WALLET=<another merchant's wallet> .data/pysdk/bin/python transfers.py
+    PAYSVC_RECIPIENT_WALLET=<another merchant's wallet> PAYSVC_WORKING_WALLET=<a funded WORKING wallet> \
+    .data/pysdk/bin/python transfers.py
 
 Calls, in order (amounts and B2B accounts are JSON numbers, as SDK users pass them):
   mpesa        transfer.mpesa("KES", [2 recipients])  requires_approval "YES" (the default)
@@ -10,7 +11,8 @@ Calls, in order (amounts and B2B accounts are JSON numbers, as SDK users pass th
   mpesaStatus  transfer.status(tracking_id), polled until the file is final
   b2b, bank, p2p, airtime
                transfer.mpesa_b2b / bank / intasend / airtime with requires_approval="NO",
-               each followed by <name>Status, polled until final
+               each followed by <name>Status, polled until final; airtime is paid from
+               PAYSVC_WORKING_WALLET (the SDK's wallet_id), the others from the settlement wallet
   sendMoney    transfer.send_money("MPESA-B2C", ...), the call the others wrap, left for approval
   bankCodes    transfer.get_bank_codes()  (public key alone, GET with a "{}" body)
   badAmount    transfer.mpesa with a negative amount (400: IntaSendBadRequest)
@@ -23,6 +25,7 @@ import os
 from harness import Harness, service, until
 
 recipient = os.environ["PAYSVC_RECIPIENT_WALLET"]
+working = os.environ["PAYSVC_WORKING_WALLET"]
 api = service()
 h = Harness(timeout_s=50)
 final = lambda f: f.get("status") in ("COMPLETE", "FAILED", "CANCELLED")
@@ -53,7 +56,7 @@ started = {
     "p2p": lambda: api.transfer.intasend("KES", [
         {"account": recipient, "amount": 750.25, "narrative": "share"}], requires_approval="NO"),
     "airtime": lambda: api.transfer.airtime("KES", [
-        {"name": "Amina", "account": "254722000111", "amount": 50}], requires_approval="NO"),
+        {"name": "Amina", "account": "254722000111", "amount": 50}], requires_approval="NO", wallet_id=working),
 }
 for name, start in started.items():
     poll(name + "Status", h.call(name, start))

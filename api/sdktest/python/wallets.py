@@ -18,6 +18,8 @@ Calls, in order:
   overdraw     intra_transfer of 306.00 from id, which holds 305.50 (400: IntaSendBadRequest)
   unknown      wallets.details of a wallet that does not exist (404: returned, not raised)
   wrongSecret  wallets.retrieve() with an unknown secret key (401: IntaSendUnauthorized)
+  viewList     wallets.retrieve() with the other merchant's key: its own wallets only
+  viewCreate   wallets.create with that key, which may not add wallets (403: IntaSendNotAllowed)
 """
 
 import os
@@ -50,4 +52,7 @@ h.call("detailsAfter", lambda: api.wallets.details(wid))
 h.call("overdraw", lambda: api.wallets.intra_transfer(wid, source, "306.00", "too much"))
 h.call("unknown", lambda: api.wallets.details("NOSUCHWALLET"))
 h.call("wrongSecret", lambda: service(token="ISSecretKey_test_" + "x" * 32).wallets.retrieve())
+viewer = service(token=os.environ["PAYSVC_VIEW_SECRET_KEY"], publishable_key=os.environ["PAYSVC_VIEW_PUBLIC_KEY"])
+h.call("viewList", lambda: viewer.wallets.retrieve())
+h.call("viewCreate", lambda: viewer.wallets.create("KES", "not allowed"))
 h.finish()
