@@ -38,7 +38,7 @@ func TestPythonSDK_Collect(t *testing.T) {
 	if inv == nil {
 		t.Fatalf("stkPush: no invoice in %v", push)
 	}
-	id := inv["invoice_id"]
+	id, _ := inv["invoice_id"].(string)
 	t.Run("QuoteIsWhatThePushCharges", func(t *testing.T) {
 		q := sdkOK(t, res, "quote")
 		for field, want := range map[string]any{"method": "M-PESA", "tarrif": "BUSINESS-PAYS", "currency": "KES",
@@ -92,7 +92,7 @@ func TestPythonSDK_Collect(t *testing.T) {
 			t.Errorf("wrongSecret: %+v", e)
 		}
 	})
-	t.Run("Chargebacks", func(t *testing.T) { pyChargebacks(t, py, f, id.(string)) })
+	t.Run("Chargebacks", func(t *testing.T) { pyChargebacks(t, py, f, id) })
 }
 
 // pyChargebacks runs chargebacks.py on invoice, a completed 1,000.00 STK push;
