@@ -49,6 +49,25 @@ func TestPythonSDK_Collect(t *testing.T) {
 			sdkWant(t, inv, field, q[field])
 		}
 	})
+	// The SDK names every method's tariff `tarrif`: the quote must price the tariff
+	// asked for, as the quote by the method's own field (card_tarrif, mobile_tarrif) does.
+	t.Run("QuoteTariffs", func(t *testing.T) {
+		for name, body := range map[string]map[string]any{
+			"quoteCard": {"method": "CARD-PAYMENT", "amount": "1234.56", "currency": "KES", "card_tarrif": "CUSTOMER-PAYS"},
+			"quoteUSD":  {"method": "M-PESA", "amount": "10", "currency": "USD", "mobile_tarrif": "CUSTOMER-PAYS"},
+		} {
+			q := sdkOK(t, res, name)
+			sdkWant(t, q, "tarrif", "CUSTOMER-PAYS")
+			sdkWant(t, q, "net_amount", q["settlement_amount"]) // the customer pays the fee on top
+			r := f.env.Do("POST", "/api/v1/payment/get_amount_estimate/", body, "X-IntaSend-Public-API-Key", f.public)
+			if r.Status != 200 {
+				t.Fatalf("%s over HTTP: %d %s", name, r.Status, r.Body)
+			}
+			if want := r.Map(t); !reflect.DeepEqual(q, want) {
+				t.Errorf("%s: %v, over HTTP %v", name, q, want)
+			}
+		}
+	})
 	t.Run("STKPush", func(t *testing.T) {
 		for field, want := range map[string]any{"state": "PENDING", "provider": "M-PESA", "value": "1000.00",
 			"currency": "KES", "api_ref": "py-order-1", "account": "254708374149"} {

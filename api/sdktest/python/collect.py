@@ -5,6 +5,8 @@
 
 Calls, in order:
   quote        collect.get_quote(1000, "M-PESA")  (the tariff under the SDK's "tarrif")
+  quoteCard    collect.get_quote(1234.56, "CARD-PAYMENT", tarrif="CUSTOMER-PAYS")
+  quoteUSD     collect.get_quote(10, "M-PESA", currency="USD", tarrif="CUSTOMER-PAYS")
   stkPush      collect.mpesa_stk_push(phone, 1000, narrative, name=, email=)
   status       collect.status(invoice_id)  (public key alone: the SDK's noauth call)
   statusLater  the same, polled until the invoice is final
@@ -28,6 +30,8 @@ h = Harness()
 final = lambda s: s["invoice"]["state"] in ("COMPLETE", "FAILED")
 
 h.call("quote", lambda: api.collect.get_quote(amount=1000, method="M-PESA"))
+h.call("quoteCard", lambda: api.collect.get_quote(1234.56, "CARD-PAYMENT", tarrif="CUSTOMER-PAYS"))
+h.call("quoteUSD", lambda: api.collect.get_quote(10, "M-PESA", currency="USD", tarrif="CUSTOMER-PAYS"))
 push = h.call("stkPush", lambda: api.collect.mpesa_stk_push(
     phone_number=phone, amount=1000, narrative="py order", api_ref="py-order-1",
     name="Amina Odhiambo", email="amina@example.com"))
