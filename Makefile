@@ -14,9 +14,11 @@ GOTESTFLAGS ?= -race -count=1 -timeout 20m
 BENCHFLAGS  ?=
 FUZZTIME    ?= 30s
 SDK_DIR     := api/sdktest
+PYSDK_DIR   := api/sdktest/python
+PYSDK_VENV  := .data/pysdk
 BROWSER_DIR := api/browsertest
 
-.PHONY: help pg pg-stop kafka kafka-stop build run cluster sdk browser prometheus kcat test test-cluster test-short bench bench-memory fuzz lint clean
+.PHONY: help pg pg-stop kafka kafka-stop build run cluster sdk pysdk browser prometheus kcat test test-cluster test-short bench bench-memory fuzz lint clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value ...]'
@@ -83,6 +85,22 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 browser: ## Install chromium for the browser tests (Debian package), if missing
 	@command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
 
+# The official Python SDK (api/sdk_python_test.go) runs from a virtualenv of its
+# own, rebuilt from scratch only when requirements.txt changes (or .data/pysdk is
+# gone), so no package from an older pin lingers. Debian ships venv's ensurepip
+# in python3-venv: installed when `python3 -m venv` fails (or python3 is missing).
+PYSDK_STAMP := $(PYSDK_VENV)/.paysvc-pip.stamp
+
+pysdk: $(PYSDK_STAMP) ## Install the official Python SDK (api/sdktest/python/requirements.txt) into a virtualenv in .data/pysdk
+
+$(PYSDK_STAMP): $(PYSDK_DIR)/requirements.txt
+	rm -rf $(PYSDK_VENV)
+	@python3 -m venv $(PYSDK_VENV) 2>/dev/null || { rm -rf $(PYSDK_VENV); \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends python3-venv && \
+		python3 -m venv $(PYSDK_VENV); }
+	$(PYSDK_VENV)/bin/pip install --quiet --disable-pip-version-check --no-input -r $(PYSDK_DIR)/requirements.txt
+	@touch $@
+
 # Alert rules and dashboards are tested against Debian's prometheus and promtool.
 prometheus: ## Install Debian's prometheus (prometheus, promtool) for the rules and dashboard tests, if missing
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
@@ -97,7 +115,7 @@ kcat: ## Install Debian's kcat for the downstream Kafka consumer test, if missin
 # cluster (topics/kafkatest), the rest on kfake; PAYSVC_TEST_KAFKA=real moves every
 # test there, PAYSVC_TEST_KAFKA=kfake none. TestClusterUnderKills starts a cluster
 # of its own.
-test: pg kafka sdk browser prometheus kcat ## Run all tests (race detector) against the private PostgreSQL and Kafka clusters
+test: pg kafka sdk pysdk browser prometheus kcat ## Run all tests (race detector) against the private PostgreSQL and Kafka clusters
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(GOTESTFLAGS) $(PKGS)
 
 # TestClusterUnderKills starts a private 3-node Apache Kafka cluster of its own
@@ -109,7 +127,7 @@ test-cluster: pg build ## The production shape under process and Kafka-node kill
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless maven)
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -count=1 -timeout 15m -run '^TestClusterUnderKills$$' -v ./cmd/paysvc/service
 
-test-short: pg kafka kcat sdk browser prometheus ## Like test, without -race
+test-short: pg kafka kcat sdk pysdk browser prometheus ## Like test, without -race
 	PAYSVC_TEST_DATABASE_URL="$$($(PG) url)" PAYSVC_TEST_KAFKA_BROKERS="$$($(KAFKA) brokers)" $(GO) test $(filter-out -race,$(GOTESTFLAGS)) $(PKGS)
 
 # The load generator is its own binary; it starts bin/paysvc as the service it measures.

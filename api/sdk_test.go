@@ -7,10 +7,8 @@ package api_test
 // that hang the caller).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -255,40 +253,11 @@ func sdkStartWith(t *testing.T, funds string, mutate func(*service.Config)) *sdk
 	return f
 }
 
-// run runs `node -r ./redirect.js <script>` against the service, as the merchant, and returns its
-// JSON output keyed by call name. A hang, a crash or a call left pending fails the
-// test with everything the script printed.
+// run runs `node -r ./redirect.js <script>` against the service, as the merchant
+// (sdkFixture.script).
 func (f *sdkFixture) run(t *testing.T, dir, script string, vars map[string]string) map[string]json.RawMessage {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sdkTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "-r", "./redirect.js", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PAYSVC_BASE_URL="+f.env.BaseURL,
-		"PAYSVC_PUBLIC_KEY="+f.public, "PAYSVC_SECRET_KEY="+f.secret)
-	for k, v := range vars {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s did not finish within %s\nstdout:\n%s\nstderr:\n%s", script, sdkTimeout, &stdout, &stderr)
-	}
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run %s: %v\nstderr:\n%s", script, err, &stderr)
-	}
-	if err != nil {
-		t.Fatalf("%s exited with %v (a call is pending or the SDK crashed)\nstdout:\n%s\nstderr:\n%s", script, err, &stdout, &stderr)
-	}
-	var res map[string]json.RawMessage
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("%s printed no JSON object: %v\nstdout:\n%s\nstderr:\n%s", script, err, &stdout, &stderr)
-	}
-	t.Logf("%s:\n%s", script, &stdout)
-	return res
+	return f.script(t, dir, []string{"node", "-r", "./redirect.js", script}, vars)
 }
 
 // sdkResult is how harness.js records a rejection.
@@ -501,20 +470,7 @@ func TestSDKPayouts(t *testing.T) {
 			t.Errorf("%s = %s, want %s", field, got, want)
 		}
 	}
-	txns := func(t *testing.T, file map[string]any) map[string]map[string]any {
-		t.Helper()
-		raw, _ := file["transactions"].([]any)
-		out := map[string]map[string]any{}
-		for _, x := range raw {
-			tx, _ := x.(map[string]any)
-			acc, _ := tx["account"].(string)
-			out[acc] = tx
-		}
-		if len(out) != len(raw) || len(raw) == 0 {
-			t.Fatalf("transactions: %v", file["transactions"])
-		}
-		return out
-	}
+	txns := sdkTxns
 	// final checks a file the SDK polled to the end, and that the service says the
 	// same over HTTP.
 	final := func(t *testing.T, name, provider, paid, failed, charges string) map[string]any {
@@ -534,12 +490,7 @@ func TestSDKPayouts(t *testing.T) {
 		}
 		return done
 	}
-	paidOK := func(t *testing.T, tx map[string]any) {
-		t.Helper()
-		if tx["status"] != "COMPLETE" || tx["status_code"] != "TS100" || tx["provider_reference"] == nil {
-			t.Errorf("paid transaction: %v", tx)
-		}
-	}
+	paidOK := sdkPaid
 
 	t.Run("MpesaInitiate", func(t *testing.T) {
 		m := sdkOK(t, res, "mpesa")
