@@ -20,6 +20,7 @@ import (
 
 	"paysvc/actors/aggregates/payout"
 	"paysvc/actors/aggregates/payout/payoutstore"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -65,12 +66,19 @@ func init() {
 // Files is the payment-file kind as its commands use it through a Tx.
 const Files = engine.Of[payout.State](Name)
 
-// Kind is the payment-file aggregate's registration.
-func Kind() engine.Kind {
+// Kind is the payment-file aggregate's registration. fees prices each
+// transaction of a file when the file opens (nil: tariff.DefaultSchedule()).
+func Kind(fees *tariff.Schedule) engine.Kind {
+	if fees == nil {
+		fees = tariff.DefaultSchedule()
+	}
+	open := func(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topics.Reply, error) {
+		return initiate(tx, c, in, fees)
+	}
 	return engine.Define[payout.State](aggregate{},
 		// An initiation opens its file by Create (Tx.Live checks its id), so it
 		// names no instance of its own; it needs its paying wallet.
-		engine.On[payout.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], initiate,
+		engine.On[payout.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], open,
 			engine.Needs(initiateNeeds), engine.Prepare(prepareInitiate)),
 		engine.On[payout.State](topics.CmdPayoutApprove, engine.Guard{},
 			func(p *topics.PayoutApprove) []string { return []string{p.FileID} }, approve,
@@ -302,9 +310,9 @@ func counted(tx *engine.Tx, provider string, complete, failed int) {
 	})
 }
 
-// initiate opens a file; with requires_approval NO it is approved in the same
-// command (and so the same transaction).
-func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topics.Reply, error) {
+// initiate opens a file, each transaction priced by fees; with requires_approval
+// NO it is approved in the same command (and so the same transaction).
+func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate, fees *tariff.Schedule) (topics.Reply, error) {
 	if tx.Live(Name, in.FileID) {
 		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
 	}
@@ -331,13 +339,9 @@ func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topi
 	case !w.CanDisburse:
 		return engine.Refuse(CodeCannotDisburse, "This wallet cannot be the source of payouts (can_disburse is false).", "wallet_id"), nil
 	}
-	txns := make([]payout.Txn, len(in.Transactions))
-	for i, t := range in.Transactions {
-		txns[i] = payout.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
-			Amount: t.Amount, Charge: t.Charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
-			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
-			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
-			RecipientWalletID: t.RecipientWalletID}
+	txns, ok := priced(fees, in)
+	if !ok {
+		return engine.Refuse(engine.CodeInvalid, "Invalid payment file: provider "+in.Provider+" has no payout fee.", "provider"), nil
 	}
 	r, err := Files.Create(tx, in.FileID, payout.Create{Header: payout.Header{
 		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
@@ -364,6 +368,31 @@ func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topi
 	sendMoneyEvent(tx, f)
 	callback(tx, c, f, deltaOf(r.Out).Changed)
 	return fileReply(f, w.View()), nil
+}
+
+// priced is a file's transactions as the file holds them, each charged its fee
+// (tariff.Schedule.PayoutFee). A command's own charge (topics.PayoutTxnIn.Charge)
+// is never used: the price is the aggregate's rule, so no producer of a command
+// sets what a payout costs. An amount that is not positive is left unpriced, for
+// Create to refuse as it refuses any invalid transaction; a provider no schedule
+// prices (only a command no API sent names one) refuses the file (not ok).
+func priced(fees *tariff.Schedule, in *topics.PayoutInitiate) (txns []payout.Txn, ok bool) {
+	txns = make([]payout.Txn, len(in.Transactions))
+	for i, t := range in.Transactions {
+		charge := money.Zero()
+		if t.Amount.Sign() > 0 {
+			var err error
+			if charge, err = fees.PayoutFee(in.Provider, t.Amount); err != nil {
+				return nil, false
+			}
+		}
+		txns[i] = payout.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
+			Amount: t.Amount, Charge: charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
+			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
+			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
+			RecipientWalletID: t.RecipientWalletID}
+	}
+	return txns, true
 }
 
 // approve approves a file awaiting approval.
