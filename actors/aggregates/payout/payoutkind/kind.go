@@ -410,9 +410,6 @@ func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics
 	if st.Status != payout.StatusPreview {
 		return engine.Refuse(CodeNotAwaitingApproval, "The file is not awaiting approval: its status is "+st.Status+".", "file_id"), nil
 	}
-	if _, ok := walletkind.Wallets.Find(tx, st.WalletID); !ok {
-		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
-	}
 	return approveFile(tx, c, st, false)
 }
 
@@ -427,15 +424,10 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payout.State, created bool
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	hold := payout.HoldFor(st, rejected)
-	var wafter wallet.State
-	if hold.Sign() > 0 {
-		wr, err := walletkind.Wallets.Ask(tx, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
-		if err != nil {
-			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
-		}
+	if hold := payout.HoldFor(st, rejected); hold.Sign() > 0 {
+		err := tx.Hold(st.WalletID, hold)
 		var short wallet.InsufficientFundsError
-		if errors.As(wr.Err, &short) {
+		if errors.As(err, &short) {
 			// The wallet refused the hold and did not change.
 			after := "Nothing was held; the file still awaits approval."
 			if created {
@@ -444,16 +436,13 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payout.State, created bool
 			return engine.Refuse(CodeInsufficientBalance, fmt.Sprintf("Insufficient balance in wallet %s: available %s, the file needs %s "+
 				"(amounts plus charges). %s", st.WalletID, short.Available, short.Requested, after), "wallet_id"), nil
 		}
-		if wr.Err != nil {
-			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, wr.Err)
+		if err != nil {
+			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
 		}
-		wafter = wr.After
-	} else {
-		ws, ok := walletkind.Wallets.Find(tx, st.WalletID)
-		if !ok {
-			return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
-		}
-		wafter = ws
+	}
+	wafter, ok := walletkind.Wallets.Find(tx, st.WalletID) // after the hold
+	if !ok {
+		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
 	}
 	r, err := Files.Ask(tx, st.FileID, payout.Approve{Rejected: rejected, SubmitNow: st.Provider == payout.ProviderP2P, At: tx.At()})
 	if err == nil && r.Err != nil {
@@ -787,35 +776,22 @@ func railTxn(t payout.Txn) topics.PayoutRailTxn {
 }
 
 // settle moves a result's money in the wallet: payments out of the hold (ledger
-// entries), failures back to available. A wallet refusing is a broken invariant:
-// the batch fails.
+// entries), failures back to available. A wallet refusing (or gone) is a broken
+// invariant: the batch fails.
 func settle(tx *engine.Tx, f payout.State, d payout.Delta) error {
-	step := func(cmd any) error {
-		r, err := walletkind.Wallets.Ask(tx, f.WalletID, cmd)
-		if errors.Is(err, engine.ErrNotFound) {
-			return errors.New("engine: wallet " + f.WalletID + " is gone")
-		}
-		if err != nil {
-			return err
-		}
-		if r.Err != nil {
-			return fmt.Errorf("engine: payment file %s: %w", f.FileID, r.Err)
-		}
-		return nil
-	}
 	if len(d.Paid) > 0 {
 		items := make([]wallet.Disbursement, len(d.Paid))
 		for i, pd := range d.Paid {
 			items[i] = wallet.Disbursement{TransactionID: pd.TransactionID, Amount: pd.Amount, Charge: pd.Charge,
 				Narrative: "Payout " + f.Provider + " " + pd.Account + " file " + f.FileID}
 		}
-		if err := step(wallet.Disburse{MerchantID: f.MerchantID, Items: items, Clearing: clearingOf(f.Provider), At: tx.At()}); err != nil {
-			return err
+		if err := tx.Debit(f.WalletID, clearingOf(f.Provider), wallet.TransTypePayout, items); err != nil {
+			return fmt.Errorf("engine: payment file %s, wallet %s: %w", f.FileID, f.WalletID, err)
 		}
 	}
 	if d.Release.Sign() > 0 {
-		if err := step(wallet.Release{MerchantID: f.MerchantID, Amount: d.Release, At: tx.At()}); err != nil {
-			return err
+		if err := tx.Release(f.WalletID, d.Release); err != nil {
+			return fmt.Errorf("engine: payment file %s, wallet %s: %w", f.FileID, f.WalletID, err)
 		}
 	}
 	return nil
@@ -850,18 +826,19 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (to
 		result.Description = "Recipient " + named + " not found."
 	} else {
 		sp := tx.Savepoint()
-		wr, err := walletkind.Wallets.Ask(tx, in.WalletID, wallet.Collect{
-			MerchantID: c.MerchantID, TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
+		err := tx.Credit(in.WalletID, wallet.Collect{
+			TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
 			Clearing: ledger.P2PClearing, Narrative: "P2P payout from " + in.PayerMerchantID + " file " + in.FileID,
-			TransType: wallet.TransTypeP2P, At: tx.At(),
+			TransType: wallet.TransTypeP2P,
 		})
-		if err != nil {
-			return topics.Reply{}, err
-		}
-		switch {
-		case wr.Err != nil:
+		var refused engine.WalletError
+		switch w, _ := walletkind.Wallets.Find(tx, in.WalletID); {
+		case errors.As(err, &refused):
 			result.Description = "Recipient wallet cannot receive this payout."
-		case wr.After.Currency != in.Currency:
+		case err != nil:
+			return topics.Reply{}, err
+		case w.Currency != in.Currency:
+			// A credit is in its wallet's currency: one of another is undone.
 			if err := tx.Rollback(sp); err != nil {
 				return topics.Reply{}, err
 			}
@@ -869,7 +846,7 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (to
 		default:
 			result.Success, result.Description = true, "Credited to "+named+"."
 			result.ProviderReference = ids.Derive(10, "p2p", in.FileID, in.TransactionID)
-			result.ProviderAccountName = wr.After.Label
+			result.ProviderAccountName = w.Label
 		}
 	}
 	payload := mustJSON(topics.PayoutResults{FileID: in.FileID, MerchantID: in.PayerMerchantID, Stage: topics.PayoutStageFinal, Batch: "p2p-" + in.TransactionID,
