@@ -42,17 +42,60 @@ const (
 	txnTable  = "| Transaction status | Outcome | Principal | Result | Money |"
 )
 
-// docRows reads one of the tables, each row's five cells.
-func docRows(t *testing.T, header string) []row {
+// table is one of the tables as a test walks it: its rows by (state, command),
+// and which of them the test used.
+type table struct {
+	t      *testing.T
+	header string
+	rows   []row
+	byCell map[[2]string]row
+	used   map[[2]string]bool
+}
+
+// readTable reads one of the tables, each row's five cells, one row per
+// (state, command).
+func readTable(t *testing.T, header string) *table {
 	t.Helper()
-	var rows []row
+	tb := &table{t: t, header: header, byCell: map[[2]string]row{}, used: map[[2]string]bool{}}
 	for i, c := range statedoc.Table(t, "## Payment file (payouts)", header) {
 		if len(c) != 5 {
 			t.Fatalf("%s row %d: %d cells, want 5", header, i+1, len(c))
 		}
-		rows = append(rows, row{c[0], c[1], c[2], c[3], c[4]})
+		r := row{c[0], c[1], c[2], c[3], c[4]}
+		if _, dup := tb.byCell[[2]string{r.state, r.command}]; dup {
+			t.Fatalf("two rows for (%s, %s)", r.state, r.command)
+		}
+		tb.byCell[[2]string{r.state, r.command}] = r
+		tb.rows = append(tb.rows, r)
 	}
-	return rows
+	return tb
+}
+
+// row is the row of (state, command), marked used; a pair without a row, or a
+// row of another principal than the command's, fails the test.
+func (tb *table) row(state, command, principal string) (row, bool) {
+	tb.t.Helper()
+	r, ok := tb.byCell[[2]string{state, command}]
+	if !ok {
+		tb.t.Errorf("(%s, %s): no row in %s", state, command, tb.header)
+		return r, false
+	}
+	tb.used[[2]string{state, command}] = true
+	if r.principal != principal {
+		tb.t.Errorf("(%s, %s): principal %q, the command is %q's", state, command, r.principal, principal)
+	}
+	return r, true
+}
+
+// allUsed fails the test for each row that names a state or command it did not
+// build.
+func (tb *table) allUsed() {
+	tb.t.Helper()
+	for _, r := range tb.rows {
+		if !tb.used[[2]string{r.state, r.command}] {
+			tb.t.Errorf("row (%s, %s) names a state or command the test does not build", r.state, r.command)
+		}
+	}
 }
 
 type builder struct {
@@ -195,20 +238,12 @@ func fileMoney(t *testing.T, s, n pf.State, cmd any, d pf.Delta) string {
 // pair without a row fails, as does a row no pair used.
 func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
 	t.Parallel()
-	table := docRows(t, fileTable)
-	rows := index(t, table)
-	used := map[[2]string]bool{}
+	table := readTable(t, fileTable)
 	for _, st := range tableFileStates() {
 		for _, c := range tableFileCommands() {
-			k := [2]string{st.label, c.name}
-			r, ok := rows[k]
+			r, ok := table.row(st.label, c.name, c.principal)
 			if !ok {
-				t.Errorf("(%s, %s): no row in the file table", st.label, c.name)
 				continue
-			}
-			used[k] = true
-			if r.principal != c.principal {
-				t.Errorf("(%s, %s): principal %q, the command is %q's", st.label, c.name, r.principal, c.principal)
 			}
 			s := st.build(t)
 			if got := fileLabel(s); got != st.label {
@@ -242,7 +277,7 @@ func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	unused(t, table, used)
+	table.allUsed()
 }
 
 func fileLabel(s pf.State) string {
@@ -326,9 +361,7 @@ func txnLabel(s pf.State, id string) string {
 // Every transaction status x every rail outcome, against the transaction table.
 func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
 	t.Parallel()
-	table := docRows(t, txnTable)
-	rows := index(t, table)
-	used := map[[2]string]bool{}
+	table := readTable(t, txnTable)
 	commands := []struct {
 		name, principal string
 		cmd             func(id string) pf.Results
@@ -339,15 +372,9 @@ func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
 	}
 	for _, st := range tableTxnStates() {
 		for _, c := range commands {
-			k := [2]string{st.label, c.name}
-			r, found := rows[k]
+			r, found := table.row(st.label, c.name, c.principal)
 			if !found {
-				t.Errorf("(%s, %s): no row in the transaction table", st.label, c.name)
 				continue
-			}
-			used[k] = true
-			if r.principal != c.principal {
-				t.Errorf("(%s, %s): principal %q, the command is %q's", st.label, c.name, r.principal, c.principal)
 			}
 			s := st.build(t)
 			if got := txnLabel(s, st.id); got != st.label {
@@ -392,7 +419,7 @@ func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	unused(t, table, used)
+	table.allUsed()
 }
 
 // txnMoney says what the engine moves for T1's outcome (settlePayouts: Paid ->
@@ -426,26 +453,4 @@ func txnMoney(t *testing.T, s, n pf.State, d pf.Delta) string {
 		return "debit: amount + charge from the hold"
 	}
 	return "release: amount + charge to available"
-}
-
-func index(t *testing.T, table []row) map[[2]string]row {
-	t.Helper()
-	m := map[[2]string]row{}
-	for _, r := range table {
-		k := [2]string{r.state, r.command}
-		if _, dup := m[k]; dup {
-			t.Fatalf("two rows for (%s, %s)", r.state, r.command)
-		}
-		m[k] = r
-	}
-	return m
-}
-
-func unused(t *testing.T, table []row, used map[[2]string]bool) {
-	t.Helper()
-	for _, r := range table {
-		if !used[[2]string{r.state, r.command}] {
-			t.Errorf("row (%s, %s) names a state or command the test does not build", r.state, r.command)
-		}
-	}
 }
