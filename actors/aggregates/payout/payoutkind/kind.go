@@ -131,25 +131,23 @@ func (aggregate) Rows() engine.TypedRows[payout.State] { return rows{payoutstore
 // settlement wallet).
 func initiateNeeds(p *topics.PayoutInitiate) []engine.Ref {
 	if p.WalletID != "" {
-		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
+		return walletRef(p.WalletID)
 	}
 	return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
 }
 
 // p2pNeeds: a P2P credit names its recipient's wallet.
-func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref {
-	if p.WalletID != "" {
-		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-	}
-	return nil
-}
+func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref { return walletRef(p.WalletID) }
 
 // Refs: a file's wallet holds and pays its money.
-func (aggregate) Refs(s payout.State) []engine.Ref {
-	if s.WalletID != "" {
-		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
+func (aggregate) Refs(s payout.State) []engine.Ref { return walletRef(s.WalletID) }
+
+// walletRef names the wallet id, if any.
+func walletRef(id string) []engine.Ref {
+	if id == "" {
+		return nil
 	}
-	return nil
+	return []engine.Ref{{Kind: walletkind.Name, ID: id}}
 }
 
 // Index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
@@ -530,15 +528,20 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payout.State, rejected map
 			// recipient by p2pCredit.
 			cmd := topics.Command{ID: ids.DeriveUUID("p2p-credit", f.FileID, t.TransactionID), Type: topics.CmdPayoutP2PCredit,
 				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: tx.At(), Environment: c.Environment, Payload: payload}
-			body, err := topics.EncodeCommand(cmd)
-			if err != nil {
-				panic(err) // our own types only
-			}
-			tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p", t.TransactionID),
-				Topic: topics.CommandsTopic, Key: t.RecipientMerchantID, MerchantID: f.MerchantID, Body: body})
+			emitCommand(tx, ids.DeriveUUID(c.ID, "p2p", t.TransactionID), f.MerchantID, cmd)
 		}
 		return
 	}
+	queueRail(tx, c, f, "payout-rail", 0, func(t payout.Txn) bool {
+		_, no := rejected[t.TransactionID]
+		return !no
+	})
+}
+
+// queueRail queues the transactions of f that send says to send to their rail, in
+// requests of at most topics.PayoutChunk transactions numbered from base. The
+// records' ids derive from the command, label and the request's place.
+func queueRail(tx *engine.Tx, c *topics.Command, f payout.State, label string, base int, send func(payout.Txn) bool) {
 	var chunk []topics.PayoutRailTxn
 	n := 0
 	flush := func() {
@@ -546,14 +549,14 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payout.State, rejected map
 			return
 		}
 		req := topics.PayoutRailRequest{FileID: f.FileID, MerchantID: f.MerchantID, Provider: f.Provider, Currency: f.Currency,
-			Chunk: n, Transactions: chunk}
-		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "payout-rail", fmt.Sprint(n)),
+			Chunk: base + n, Transactions: chunk}
+		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, label, fmt.Sprint(n)),
 			Topic: topics.RailsPayoutTopic, Key: f.FileID, MerchantID: f.MerchantID, Body: mustJSON(req)})
 		chunk = nil
 		n++
 	}
 	for _, t := range f.Txns {
-		if _, no := rejected[t.TransactionID]; no {
+		if !send(t) {
 			continue
 		}
 		chunk = append(chunk, railTxn(t))
@@ -739,30 +742,7 @@ func queueUnsent(tx *engine.Tx, c *topics.Command, f payout.State) {
 	if f.Provider == payout.ProviderP2P {
 		return // credited at approval: nothing waits for a rail
 	}
-	var chunk []topics.PayoutRailTxn
-	base := releaseChunkBase + int(f.Version)*10_000
-	n := 0
-	flush := func() {
-		if len(chunk) == 0 {
-			return
-		}
-		req := topics.PayoutRailRequest{FileID: f.FileID, MerchantID: f.MerchantID, Provider: f.Provider, Currency: f.Currency,
-			Chunk: base + n, Transactions: chunk}
-		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "payout-rail-release", fmt.Sprint(n)),
-			Topic: topics.RailsPayoutTopic, Key: f.FileID, MerchantID: f.MerchantID, Body: mustJSON(req)})
-		chunk = nil
-		n++
-	}
-	for _, t := range f.Txns {
-		if !t.Unsent() {
-			continue
-		}
-		chunk = append(chunk, railTxn(t))
-		if len(chunk) == topics.PayoutChunk {
-			flush()
-		}
-	}
-	flush()
+	queueRail(tx, c, f, "payout-rail-release", releaseChunkBase+int(f.Version)*10_000, payout.Txn.Unsent)
 }
 
 // releaseChunkBase is above every chunk number an approval (0, 1, ...) or the
@@ -853,13 +833,19 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (to
 		Results: []topics.PayoutTxnResult{result}})
 	cmd := topics.Command{ID: topics.PayoutResultCommandID(in.FileID, topics.PayoutStageFinal, "p2p-"+in.TransactionID),
 		Type: topics.CmdPayoutResults, Version: 1, MerchantID: in.PayerMerchantID, IssuedAt: tx.At(), Environment: c.Environment, Payload: payload}
+	emitCommand(tx, ids.DeriveUUID(c.ID, "p2p-result"), c.MerchantID, cmd)
+	return topics.Reply{Result: mustJSON(result)}, nil
+}
+
+// emitCommand queues cmd on the command log through the outbox, keyed by the
+// merchant it is for, in the batch's transaction; from is the merchant whose
+// command queued it.
+func emitCommand(tx *engine.Tx, eventID, from string, cmd topics.Command) {
 	body, err := topics.EncodeCommand(cmd)
 	if err != nil {
-		return topics.Reply{}, err
+		panic(fmt.Sprintf("payoutkind: encode %s: %v", cmd.Type, err)) // only our own types reach here
 	}
-	tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p-result"), Topic: topics.CommandsTopic,
-		Key: in.PayerMerchantID, MerchantID: c.MerchantID, Body: body})
-	return topics.Reply{Result: mustJSON(result)}, nil
+	tx.Emit(storage.OutboxEvent{EventID: eventID, Topic: topics.CommandsTopic, Key: cmd.MerchantID, MerchantID: from, Body: body})
 }
 
 func sendMoneyEvent(tx *engine.Tx, f payout.State) { sendMoneyEventBy(tx, f, nil) }
