@@ -202,14 +202,7 @@ func TestApply_Create(t *testing.T) {
 			t.Parallel()
 			c := pf.Create{Header: header(), Txns: threeTxns(), At: at}
 			mutate(&c)
-			n, d, err := pf.Apply(pf.State{}, c)
-			if !errors.Is(err, pf.ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
-			}
-			wantUnchanged(t, pf.State{}, n)
-			if n.Exists() || !reflect.DeepEqual(d, pf.Delta{}) {
-				t.Fatalf("refused create returned %+v %+v", n, d)
-			}
+			wantRefused(t, pf.State{}, c, pf.ErrInvalid)
 		})
 	}
 
@@ -308,9 +301,7 @@ func TestApply_Approve(t *testing.T) {
 
 	t.Run("Approve_Unknown_ErrNotFound", func(t *testing.T) {
 		t.Parallel()
-		if _, _, err := pf.Apply(pf.State{}, pf.Approve{}); !errors.Is(err, pf.ErrNotFound) {
-			t.Fatalf("err = %v", err)
-		}
+		wantRefused(t, pf.State{}, pf.Approve{}, pf.ErrNotFound)
 	})
 }
 
@@ -545,9 +536,7 @@ func TestApply_Results(t *testing.T) {
 
 	t.Run("Results_Unknown_ErrNotFound", func(t *testing.T) {
 		t.Parallel()
-		if _, _, err := pf.Apply(pf.State{}, final(ok("T1"))); !errors.Is(err, pf.ErrNotFound) {
-			t.Fatalf("err = %v", err)
-		}
+		wantRefused(t, pf.State{}, final(ok("T1")), pf.ErrNotFound)
 	})
 
 	// A snapshot whose hold disagrees with its transactions must be refused, not paid.
