@@ -4,9 +4,9 @@
 // paysvc.commands.v1 and the handler answers with the engine's reply, which is sent
 // only after the engine's batch committed. Reads come from the Postgres snapshots,
 // always scoped by the authenticated merchant. One kind of business rule is still
-// here: prices. The fee of a collection and of each payout transaction is computed
-// from the tariff (PAYSVC_FEES) at the edge and travels in the command
-// (collections.go, collection.go, card.go, payouts.go), not behind the command log.
+// here: prices. The fee of a collection is computed from the tariff (PAYSVC_FEES)
+// at the edge and travels in the command (collections.go, collection.go, card.go),
+// not behind the command log; a payout's is the payout aggregate's.
 //
 // Besides the JSON API it serves:
 //   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide

@@ -131,8 +131,9 @@ func (s *Server) withCallbackSecret(ctx context.Context, result json.RawMessage)
 	return append(append(out, secret...), '}'), nil
 }
 
-// readPaymentFile validates a payment file and prices its transactions. Every
-// refusal names its field (transactions[i].field for a transaction's).
+// readPaymentFile validates a payment file; the payout aggregate prices its
+// transactions when it opens the file. Every refusal names its field
+// (transactions[i].field for a transaction's).
 func (s *Server) readPaymentFile(c echo.Context) (topics.PayoutInitiate, error) {
 	var in topics.PayoutInitiate
 	b, err := edge.ReadBody(c)
@@ -310,9 +311,6 @@ func (s *Server) readPayoutTxn(c echo.Context, f topics.PayoutInitiate, raw json
 			return t, err
 		}
 	}
-	if t.Charge, err = s.payoutFee(f.Provider, amount); err != nil {
-		return t, err
-	}
 	t.RequestReferenceID = ids.UUID()
 	return t, nil
 }
@@ -361,16 +359,6 @@ func (s *Server) p2pRecipient(ctx context.Context, account, currency string) (st
 			"its merchant's email; a phone number names no wallet here. To pay a phone number, use MPESA-B2C.")
 	}
 	return rec, edge.Invalid("account", "No wallet "+account+" exists to receive this P2P payoutrail.")
-}
-
-// payoutFee prices one payout; a provider missing from PAYSVC_FEES uses its default.
-func (s *Server) payoutFee(provider string, amount money.Amount) (money.Amount, error) {
-	method := tariff.PayoutMethod(provider)
-	fee, err := s.cfg.Fees.Fee(method, amount)
-	if errors.Is(err, tariff.ErrUnknownMethod) {
-		fee, err = tariff.DefaultSchedule().Fee(method, amount)
-	}
-	return fee, err
 }
 
 // fileRef reads the file of an approve/cancel/status body: file_id or tracking_id,

@@ -59,21 +59,26 @@ const (
 	PayoutStageFinal     = "FINAL"     // COMPLETE or FAILED
 )
 
-// PayoutTxnIn is one transaction of a payout.initiate, validated and priced by the API.
+// PayoutTxnIn is one transaction of a payout.initiate, validated by the API.
 type PayoutTxnIn struct {
 	TransactionID      string       `json:"transaction_id"`
 	RequestReferenceID string       `json:"request_reference_id"`
 	Account            string       `json:"account"`
 	Amount             money.Amount `json:"amount"`
-	Charge             money.Amount `json:"charge"`
-	Name               string       `json:"name,omitempty"`
-	IDNumber           string       `json:"id_number,omitempty"`
-	CategoryName       string       `json:"category_name,omitempty"`
-	Narrative          string       `json:"narrative,omitempty"`
-	AccountType        string       `json:"account_type,omitempty"`
-	AccountReference   string       `json:"account_reference,omitempty"`
-	BankCode           string       `json:"bank_code,omitempty"`
-	IdempotencyKey     string       `json:"idempotency_key,omitempty"`
+	// Charge is not read, and the API leaves it zero: the payout aggregate prices
+	// each transaction when it opens the file, so what a payout costs is never a
+	// command's producer's to say. The field stays in the schema because commands
+	// already in the log carry a charge: they decode as written, and applying one
+	// prices it by the aggregate like any other.
+	Charge           money.Amount `json:"charge"`
+	Name             string       `json:"name,omitempty"`
+	IDNumber         string       `json:"id_number,omitempty"`
+	CategoryName     string       `json:"category_name,omitempty"`
+	Narrative        string       `json:"narrative,omitempty"`
+	AccountType      string       `json:"account_type,omitempty"`
+	AccountReference string       `json:"account_reference,omitempty"`
+	BankCode         string       `json:"bank_code,omitempty"`
+	IdempotencyKey   string       `json:"idempotency_key,omitempty"`
 	// RecipientMerchantID is, for P2P, the merchant owning the destination wallet
 	// (Account); the API looks it up so the credit can be keyed to that merchant.
 	RecipientMerchantID string `json:"recipient_merchant_id,omitempty"`

@@ -12,7 +12,8 @@ import (
 // The money API of Tx: every kind moves balances through the money kind's own
 // commands, in its actors, so every money rule stays in one package and every
 // entry is checked balanced (Engine.apply). It is the engine's one dependency on
-// an aggregate: the accounts themselves.
+// an aggregate: the accounts themselves. A kind reads an account (its balance
+// after a move, its currency) with the money kind's typed Find.
 
 // MoneyKind is the kind whose instances hold balances: the wallet's, named once
 // (storage.WalletKind, which its table and commit are written for).
@@ -30,7 +31,9 @@ const (
 )
 
 // A money refusal (insufficient funds, an unknown account...) is an error of
-// this type; its standard reply is the one below.
+// this type; its standard reply is the one below. It unwraps to the wallet's own
+// error, so a kind that words its refusal itself reads the details there (the
+// available and requested amounts of a wallet.InsufficientFundsError).
 type WalletError struct{ Err error }
 
 func (e WalletError) Error() string { return e.Err.Error() }

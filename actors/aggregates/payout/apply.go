@@ -3,6 +3,7 @@ package payout
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"paysvc/actors/values/money"
 )
@@ -178,23 +179,20 @@ func applyResults(s State, c Results) (State, Delta, error) {
 			d.Unsubmitted = append(d.Unsubmitted, t.TransactionID)
 			continue
 		}
-		out := t.Amount.Add(t.Charge)
-		if n.Held.Cmp(out) < 0 {
-			return s, Delta{}, fmt.Errorf("%w: %s holds %s, transaction %s needs %s", ErrHoldMismatch, s.FileID, n.Held, t.TransactionID, out)
+		out, err := n.take(*t)
+		if err != nil {
+			return s, Delta{}, err
 		}
-		n.Held = n.Held.Sub(out)
-		if o.Success {
-			t.Status, t.StatusCode = TxnComplete, TxnCodeSuccess
-			t.StatusDescription = o.Description
-			t.ProviderReference, t.ProviderAccountName = o.ProviderReference, o.ProviderAccountName
-			n.PaidAmount = n.PaidAmount.Add(t.Amount)
-			n.ActualCharges = n.ActualCharges.Add(t.Charge)
-			d.Paid = append(d.Paid, Payment{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount, Charge: t.Charge})
-		} else {
-			t.Status, t.StatusCode, t.StatusDescription = TxnFailed, TxnCodeFailed, o.Description
-			n.FailedAmount = n.FailedAmount.Add(t.Amount)
-			d.Release = d.Release.Add(out)
+		if !o.Success {
+			n.fail(i, o.Description, out, c.At, &d)
+			continue
 		}
+		t.Status, t.StatusCode = TxnComplete, TxnCodeSuccess
+		t.StatusDescription = o.Description
+		t.ProviderReference, t.ProviderAccountName = o.ProviderReference, o.ProviderAccountName
+		n.PaidAmount = n.PaidAmount.Add(t.Amount)
+		n.ActualCharges = n.ActualCharges.Add(t.Charge)
+		d.Paid = append(d.Paid, Payment{TransactionID: t.TransactionID, Account: t.Account, Amount: t.Amount, Charge: t.Charge})
 		t.UpdatedAt = c.At
 		n.Finished++
 		d.Changed = append(d.Changed, i)
@@ -202,13 +200,8 @@ func applyResults(s State, c Results) (State, Delta, error) {
 	if len(d.Changed) == 0 {
 		return s, Delta{Ignored: d.Ignored, Unsubmitted: d.Unsubmitted, Release: money.Zero()}, nil
 	}
-	if n.Finished == n.Count {
-		if n.Held.Sign() != 0 {
-			return s, Delta{}, fmt.Errorf("%w: %s complete with %s still held", ErrHoldMismatch, s.FileID, n.Held)
-		}
-		n.Status, n.StatusCode = StatusComplete, CodeCompleted
-		n.OnHold = false // nothing is left to hold back
-		d.Moved = true
+	if err := n.finish(&d); err != nil {
+		return s, Delta{}, err
 	}
 	n.Version++
 	n.UpdatedAt = c.At
@@ -245,22 +238,15 @@ func applyOperator(s State, c Operator) (State, Delta, error) {
 			return s, Delta{}, ErrInvalid
 		}
 		n.Txns = slices.Clone(s.Txns)
-		for i := range n.Txns {
-			t := &n.Txns[i]
+		for i, t := range n.Txns {
 			if !t.Unsent() {
 				continue // a rail has it (or it has its outcome): left to that outcome
 			}
-			out := t.Amount.Add(t.Charge)
-			if n.Held.Cmp(out) < 0 {
-				return s, Delta{}, fmt.Errorf("%w: %s holds %s, transaction %s needs %s", ErrHoldMismatch, s.FileID, n.Held, t.TransactionID, out)
+			out, err := n.take(t)
+			if err != nil {
+				return s, Delta{}, err
 			}
-			n.Held = n.Held.Sub(out)
-			t.Status, t.StatusCode, t.UpdatedAt = TxnFailed, TxnCodeFailed, c.At
-			t.StatusDescription = "Failed by the operator: " + c.Reason
-			n.FailedAmount = n.FailedAmount.Add(t.Amount)
-			d.Release = d.Release.Add(out)
-			n.Finished++
-			d.Changed = append(d.Changed, i)
+			n.fail(i, "Failed by the operator: "+c.Reason, out, c.At, &d)
 		}
 		if len(d.Changed) == 0 {
 			return s, Delta{}, ErrNoChange
@@ -268,12 +254,8 @@ func applyOperator(s State, c Operator) (State, Delta, error) {
 		action.Failed = len(d.Changed)
 		n.FailedByOperator, n.OnHold = true, false
 		n.FailedReason = "Failed by the operator: " + c.Reason
-		if n.Finished == n.Count {
-			if n.Held.Sign() != 0 {
-				return s, Delta{}, fmt.Errorf("%w: %s complete with %s still held", ErrHoldMismatch, s.FileID, n.Held)
-			}
-			n.Status, n.StatusCode = StatusComplete, CodeCompleted
-			d.Moved = true
+		if err := n.finish(&d); err != nil {
+			return s, Delta{}, err
 		}
 	default:
 		return s, Delta{}, ErrInvalid
@@ -282,4 +264,42 @@ func applyOperator(s State, c Operator) (State, Delta, error) {
 	n.Version++
 	n.UpdatedAt = c.At
 	return n, d, nil
+}
+
+// take takes a transaction's amount plus charge, which its outcome pays or
+// releases, out of what the file holds. A file holding less is refused
+// (ErrHoldMismatch): no outcome pays or releases money the file does not hold.
+func (n *State) take(t Txn) (money.Amount, error) {
+	out := t.Amount.Add(t.Charge)
+	if n.Held.Cmp(out) < 0 {
+		return out, fmt.Errorf("%w: %s holds %s, transaction %s needs %s", ErrHoldMismatch, n.FileID, n.Held, t.TransactionID, out)
+	}
+	n.Held = n.Held.Sub(out)
+	return out, nil
+}
+
+// fail gives transaction i its failure, with desc: its amount counts as failed,
+// and out (what take took for it) goes back to the wallet's available balance.
+func (n *State) fail(i int, desc string, out money.Amount, at time.Time, d *Delta) {
+	t := &n.Txns[i]
+	t.Status, t.StatusCode, t.StatusDescription, t.UpdatedAt = TxnFailed, TxnCodeFailed, desc, at
+	n.FailedAmount = n.FailedAmount.Add(t.Amount)
+	d.Release = d.Release.Add(out)
+	n.Finished++
+	d.Changed = append(d.Changed, i)
+}
+
+// finish completes a file once every transaction has its outcome; nothing may
+// then be held (ErrHoldMismatch), and nothing is left to hold back.
+func (n *State) finish(d *Delta) error {
+	if n.Finished != n.Count {
+		return nil
+	}
+	if n.Held.Sign() != 0 {
+		return fmt.Errorf("%w: %s complete with %s still held", ErrHoldMismatch, n.FileID, n.Held)
+	}
+	n.Status, n.StatusCode = StatusComplete, CodeCompleted
+	n.OnHold = false
+	d.Moved = true
+	return nil
 }

@@ -107,6 +107,22 @@ func wantUnchanged(t *testing.T, before, got pf.State) {
 	}
 }
 
+// wantRefused applies cmd to s and checks that Apply refused it with want: the
+// state it returns is s, s itself is untouched, and no money moves.
+func wantRefused(t *testing.T, s pf.State, cmd any, want error) {
+	t.Helper()
+	before := clone(s)
+	n, d, err := pf.Apply(s, cmd)
+	if !errors.Is(err, want) {
+		t.Fatalf("%T: err = %v, want %v", cmd, err, want)
+	}
+	wantUnchanged(t, before, n)
+	wantUnchanged(t, before, s)
+	if !reflect.DeepEqual(d, pf.Delta{}) {
+		t.Fatalf("delta %+v", d)
+	}
+}
+
 func wantTxn(t *testing.T, x pf.Txn, status, code, desc string) {
 	t.Helper()
 	if x.Status != status || x.StatusCode != code || x.StatusDescription != desc {
@@ -160,14 +176,7 @@ func TestApply_Create(t *testing.T) {
 
 	t.Run("Create_Twice_ErrExists", func(t *testing.T) {
 		t.Parallel()
-		s := created(t)
-		before := clone(s)
-		n, _, err := pf.Apply(s, pf.Create{Header: header(), Txns: threeTxns(), At: later})
-		if !errors.Is(err, pf.ErrExists) {
-			t.Fatalf("err = %v, want ErrExists", err)
-		}
-		wantUnchanged(t, before, n)
-		wantUnchanged(t, before, s)
+		wantRefused(t, created(t), pf.Create{Header: header(), Txns: threeTxns(), At: later}, pf.ErrExists)
 	})
 
 	invalid := map[string]func(*pf.Create){
@@ -193,14 +202,7 @@ func TestApply_Create(t *testing.T) {
 			t.Parallel()
 			c := pf.Create{Header: header(), Txns: threeTxns(), At: at}
 			mutate(&c)
-			n, d, err := pf.Apply(pf.State{}, c)
-			if !errors.Is(err, pf.ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
-			}
-			wantUnchanged(t, pf.State{}, n)
-			if n.Exists() || !reflect.DeepEqual(d, pf.Delta{}) {
-				t.Fatalf("refused create returned %+v %+v", n, d)
-			}
+			wantRefused(t, pf.State{}, c, pf.ErrInvalid)
 		})
 	}
 
@@ -294,23 +296,12 @@ func TestApply_Approve(t *testing.T) {
 
 	t.Run("Approve_Twice_ErrNotAwaitingApproval", func(t *testing.T) {
 		t.Parallel()
-		s := processing(t, false)
-		before := clone(s)
-		n, d, err := pf.Apply(s, pf.Approve{At: later})
-		if !errors.Is(err, pf.ErrNotAwaitingApproval) {
-			t.Fatalf("err = %v", err)
-		}
-		wantUnchanged(t, before, n)
-		if !reflect.DeepEqual(d, pf.Delta{}) {
-			t.Fatalf("delta %+v", d)
-		}
+		wantRefused(t, processing(t, false), pf.Approve{At: later}, pf.ErrNotAwaitingApproval)
 	})
 
 	t.Run("Approve_Unknown_ErrNotFound", func(t *testing.T) {
 		t.Parallel()
-		if _, _, err := pf.Apply(pf.State{}, pf.Approve{}); !errors.Is(err, pf.ErrNotFound) {
-			t.Fatalf("err = %v", err)
-		}
+		wantRefused(t, pf.State{}, pf.Approve{}, pf.ErrNotFound)
 	})
 }
 
@@ -355,14 +346,7 @@ func TestApply_Cancel(t *testing.T) {
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := tc.from(t)
-			before := clone(s)
-			n, _, err := pf.Apply(s, tc.cmd)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("err = %v, want %v", err, tc.want)
-			}
-			wantUnchanged(t, before, n)
-			wantUnchanged(t, before, s)
+			wantRefused(t, tc.from(t), tc.cmd, tc.want)
 		})
 	}
 }
@@ -544,22 +528,15 @@ func TestApply_Results(t *testing.T) {
 		t.Run("Results_On"+name+"_ErrNotProcessing", func(t *testing.T) {
 			t.Parallel()
 			s := from(t)
-			before := clone(s)
 			for _, r := range []pf.Results{final(ok("T1")), submitted(ok("T1")), final()} {
-				n, _, err := pf.Apply(s, r)
-				if !errors.Is(err, pf.ErrNotProcessing) {
-					t.Fatalf("err = %v", err)
-				}
-				wantUnchanged(t, before, n)
+				wantRefused(t, s, r, pf.ErrNotProcessing)
 			}
 		})
 	}
 
 	t.Run("Results_Unknown_ErrNotFound", func(t *testing.T) {
 		t.Parallel()
-		if _, _, err := pf.Apply(pf.State{}, final(ok("T1"))); !errors.Is(err, pf.ErrNotFound) {
-			t.Fatalf("err = %v", err)
-		}
+		wantRefused(t, pf.State{}, final(ok("T1")), pf.ErrNotFound)
 	})
 
 	// A snapshot whose hold disagrees with its transactions must be refused, not paid.
@@ -567,27 +544,14 @@ func TestApply_Results(t *testing.T) {
 		t.Parallel()
 		s := processing(t, true)
 		s.Held = amt("100.00") // T1 needs 101.50
-		before := clone(s)
-		n, d, err := pf.Apply(s, final(ok("T3"), ok("T1")))
-		if !errors.Is(err, pf.ErrHoldMismatch) {
-			t.Fatalf("err = %v", err)
-		}
-		wantUnchanged(t, before, n)
-		if !reflect.DeepEqual(d, pf.Delta{}) {
-			t.Fatalf("delta %+v", d)
-		}
+		wantRefused(t, s, final(ok("T3"), ok("T1")), pf.ErrHoldMismatch)
 	})
 
 	t.Run("Final_HoldLeftAtComplete_ErrHoldMismatch", func(t *testing.T) {
 		t.Parallel()
 		s := processing(t, true)
 		s.Held = s.Held.Add(amt("0.01"))
-		before := clone(s)
-		n, _, err := pf.Apply(s, final(ok("T1"), ok("T2"), ko("T3")))
-		if !errors.Is(err, pf.ErrHoldMismatch) {
-			t.Fatalf("err = %v", err)
-		}
-		wantUnchanged(t, before, n)
+		wantRefused(t, s, final(ok("T1"), ok("T2"), ko("T3")), pf.ErrHoldMismatch)
 	})
 }
 

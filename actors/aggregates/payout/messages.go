@@ -7,8 +7,8 @@ import (
 	"paysvc/actors/values/money"
 )
 
-// Create opens a file awaiting approval. Transactions come priced and validated
-// by the API; Create sets their status.
+// Create opens a file awaiting approval. Transactions come validated by the API
+// and priced by payoutkind (the fee schedule); Create sets their status.
 type Create struct {
 	Header Header
 	Txns   []Txn

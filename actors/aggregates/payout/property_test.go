@@ -89,6 +89,22 @@ func runProperty(t *testing.T, rng *rand.Rand) {
 	sumHold := cents(t, d.Hold)
 	var sumPaid, sumRelease int64
 	paidOnce := map[string]bool{}
+	// results applies one result and books the money it moved.
+	results := func(r pf.Results) {
+		prev := s
+		var d pf.Delta
+		s, d = mustApply(t, s, r)
+		checkStep(t, prev, s, d, len(r.Outcomes))
+		sumHold += cents(t, d.Hold)
+		sumRelease += cents(t, d.Release)
+		for _, p := range d.Paid {
+			if paidOnce[p.TransactionID] {
+				t.Fatalf("%s paid twice", p.TransactionID)
+			}
+			paidOnce[p.TransactionID] = true
+			sumPaid += cents(t, p.Amount) + cents(t, p.Charge)
+		}
+	}
 
 	// The rail's answers: each payable transaction gets a SUBMITTED (maybe) and a
 	// FINAL; then repeats with either answer, answers for rejected and unknown ids.
@@ -154,19 +170,7 @@ func runProperty(t *testing.T, rng *rand.Rand) {
 					}
 				}
 			}
-			prev := s
-			var d pf.Delta
-			s, d = mustApply(t, s, r)
-			checkStep(t, prev, s, d, len(r.Outcomes))
-			sumHold += cents(t, d.Hold)
-			sumRelease += cents(t, d.Release)
-			for _, p := range d.Paid {
-				if paidOnce[p.TransactionID] {
-					t.Fatalf("%s paid twice", p.TransactionID)
-				}
-				paidOnce[p.TransactionID] = true
-				sumPaid += cents(t, p.Amount) + cents(t, p.Charge)
-			}
+			results(r)
 		}
 	}
 
@@ -184,18 +188,7 @@ func runProperty(t *testing.T, rng *rand.Rand) {
 		}
 	}
 	if len(late) > 0 {
-		prev := s
-		var d pf.Delta
-		s, d = mustApply(t, s, final(late...))
-		checkStep(t, prev, s, d, len(late))
-		sumRelease += cents(t, d.Release)
-		for _, p := range d.Paid {
-			if paidOnce[p.TransactionID] {
-				t.Fatalf("%s paid twice", p.TransactionID)
-			}
-			paidOnce[p.TransactionID] = true
-			sumPaid += cents(t, p.Amount) + cents(t, p.Charge)
-		}
+		results(final(late...))
 	}
 
 	if s.Status != pf.StatusComplete || s.StatusCode != pf.CodeCompleted || s.Finished != s.Count || s.Count != n {

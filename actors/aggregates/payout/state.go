@@ -1,6 +1,7 @@
 package payout
 
 import (
+	"slices"
 	"time"
 
 	"paysvc/actors/values/money"
@@ -82,19 +83,10 @@ var txnTransitions = map[string][]string{
 }
 
 // CanMove reports whether the file machine allows from -> to.
-func CanMove(from, to string) bool { return allowed(fileTransitions, from, to) }
+func CanMove(from, to string) bool { return slices.Contains(fileTransitions[from], to) }
 
 // CanMoveTxn reports whether the transaction machine allows from -> to.
-func CanMoveTxn(from, to string) bool { return allowed(txnTransitions, from, to) }
-
-func allowed(m map[string][]string, from, to string) bool {
-	for _, s := range m[from] {
-		if s == to {
-			return true
-		}
-	}
-	return false
-}
+func CanMoveTxn(from, to string) bool { return slices.Contains(txnTransitions[from], to) }
 
 // Txn is one transaction of a file.
 type Txn struct {

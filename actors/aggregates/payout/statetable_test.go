@@ -12,8 +12,7 @@ import (
 	"paysvc/actors/values/money"
 )
 
-// row is one line of a table in docs/state-machines.md, "Payment file (payouts)",
-// "Every command in every state".
+// row is one line of a table in docs/state-machines.md, "Payment file (payouts)".
 type row struct{ state, command, principal, result, money string }
 
 // Principals of the rail's results (and operatorBy, of the operator's hold,
@@ -28,128 +27,75 @@ const (
 	perTxn      = "per transaction (next table)"
 )
 
-// fileTable mirrors the documented file table line for line (TestPayoutTables_MatchDoc
-// compares them). Money: "hold" is wallet.Hold of every payable transaction's amount
-// plus charge (the engine refuses the approval, insufficient_balance, before Apply
-// when the available balance cannot cover it).
-var fileTable = []row{
-	{"none", "create", "merchant", "PREVIEW-AND-APPROVE, transactions PENDING TP101", "nothing"},
-	{"none", "approve", "merchant", "refused: not found", "nothing"},
-	{"none", "approve, P2P", "merchant", "refused: not found", "nothing"},
-	{"none", "approve, every transaction refused", "merchant", "refused: not found", "nothing"},
-	{"none", "cancel", "merchant", "refused: not found", "nothing"},
-	{"none", "SUBMITTED", submittedBy, "refused: not found", "nothing"},
-	{"none", "FINAL success", finalBy, "refused: not found", "nothing"},
-	{"none", "FINAL failure", finalBy, "refused: not found", "nothing"},
-	{"none", "hold", operatorBy, "refused: not found", "nothing"},
-	{"none", "release", operatorBy, "refused: not found", "nothing"},
-	{"none", "fail", operatorBy, "refused: not found", "nothing"},
+// The tables of docs/state-machines.md, "Payment file (payouts)": the file table
+// (every command in every state) and the transaction table (one outcome for
+// transaction T1 of a file being paid, by T1's status). The tests below read
+// them from the document and hold every row against Apply, so the document is
+// the one copy. Money: "hold" is wallet.Hold of every payable transaction's
+// amount plus charge (the engine refuses the approval, insufficient_balance,
+// before Apply when the available balance cannot cover it); "debit" is
+// wallet.Disburse of the amount to the provider's clearing account and the
+// charge to fees, out of the hold; "release" is wallet.Release of amount plus
+// charge back to available.
+const (
+	fileTable = "| File status | Command | Principal | Result | Money |"
+	txnTable  = "| Transaction status | Outcome | Principal | Result | Money |"
+)
 
-	{"PREVIEW-AND-APPROVE", "create", "merchant", "refused: already exists", "nothing"},
-	{"PREVIEW-AND-APPROVE", "approve", "merchant", "PROCESSING, transactions PENDING TP101", "hold: amounts + charges"},
-	{"PREVIEW-AND-APPROVE", "approve, P2P", "merchant", "PROCESSING, transactions PROCESSING TP102", "hold: amounts + charges"},
-	{"PREVIEW-AND-APPROVE", "approve, every transaction refused", "merchant", "COMPLETE, transactions FAILED TF106", "nothing"},
-	{"PREVIEW-AND-APPROVE", "cancel", "merchant", "CANCELLED, transactions PENDING TC108", "nothing"},
-	{"PREVIEW-AND-APPROVE", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
-	{"PREVIEW-AND-APPROVE", "FINAL success", finalBy, "refused: not being paid", "nothing"},
-	{"PREVIEW-AND-APPROVE", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
-	{"PREVIEW-AND-APPROVE", "hold", operatorBy, "refused: not being paid", "nothing"},
-	{"PREVIEW-AND-APPROVE", "release", operatorBy, "refused: not being paid", "nothing"},
-	{"PREVIEW-AND-APPROVE", "fail", operatorBy, "refused: not being paid", "nothing"},
-
-	{"PROCESSING", "create", "merchant", "refused: already exists", "nothing"},
-	{"PROCESSING", "approve", "merchant", "refused: not awaiting approval", "nothing"},
-	{"PROCESSING", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
-	{"PROCESSING", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
-	{"PROCESSING", "cancel", "merchant", "refused: not cancellable", "nothing"},
-	{"PROCESSING", "SUBMITTED", submittedBy, perTxn, perTxn},
-	{"PROCESSING", "FINAL success", finalBy, perTxn, perTxn},
-	{"PROCESSING", "FINAL failure", finalBy, perTxn, perTxn},
-	{"PROCESSING", "hold", operatorBy, "PROCESSING, on hold, transactions PENDING TP101", "nothing"},
-	{"PROCESSING", "release", operatorBy, "refused: nothing to change", "nothing"},
-	{"PROCESSING", "fail", operatorBy, "COMPLETE, transactions FAILED TF106", "release: unsent amounts + charges to available"},
-
-	{"PROCESSING, on hold", "create", "merchant", "refused: already exists", "nothing"},
-	{"PROCESSING, on hold", "approve", "merchant", "refused: not awaiting approval", "nothing"},
-	{"PROCESSING, on hold", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
-	{"PROCESSING, on hold", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
-	{"PROCESSING, on hold", "cancel", "merchant", "refused: not cancellable", "nothing"},
-	{"PROCESSING, on hold", "SUBMITTED", submittedBy, "refused: on hold", "nothing"},
-	{"PROCESSING, on hold", "FINAL success", finalBy, perTxn, perTxn},
-	{"PROCESSING, on hold", "FINAL failure", finalBy, perTxn, perTxn},
-	{"PROCESSING, on hold", "hold", operatorBy, "refused: nothing to change", "nothing"},
-	{"PROCESSING, on hold", "release", operatorBy, "PROCESSING, transactions PENDING TP101", "nothing"},
-	{"PROCESSING, on hold", "fail", operatorBy, "COMPLETE, transactions FAILED TF106", "release: unsent amounts + charges to available"},
-
-	{"COMPLETE", "create", "merchant", "refused: already exists", "nothing"},
-	{"COMPLETE", "approve", "merchant", "refused: not awaiting approval", "nothing"},
-	{"COMPLETE", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
-	{"COMPLETE", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
-	{"COMPLETE", "cancel", "merchant", "refused: not cancellable", "nothing"},
-	{"COMPLETE", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
-	{"COMPLETE", "FINAL success", finalBy, "ignored: no change", "nothing"},
-	{"COMPLETE", "FINAL failure", finalBy, "ignored: no change", "nothing"},
-	{"COMPLETE", "hold", operatorBy, "refused: not being paid", "nothing"},
-	{"COMPLETE", "release", operatorBy, "refused: not being paid", "nothing"},
-	{"COMPLETE", "fail", operatorBy, "refused: not being paid", "nothing"},
-
-	{"CANCELLED", "create", "merchant", "refused: already exists", "nothing"},
-	{"CANCELLED", "approve", "merchant", "refused: not awaiting approval", "nothing"},
-	{"CANCELLED", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
-	{"CANCELLED", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
-	{"CANCELLED", "cancel", "merchant", "refused: not cancellable", "nothing"},
-	{"CANCELLED", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
-	{"CANCELLED", "FINAL success", finalBy, "refused: not being paid", "nothing"},
-	{"CANCELLED", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
-	{"CANCELLED", "hold", operatorBy, "refused: not being paid", "nothing"},
-	{"CANCELLED", "release", operatorBy, "refused: not being paid", "nothing"},
-	{"CANCELLED", "fail", operatorBy, "refused: not being paid", "nothing"},
-
-	{"FAILED", "create", "merchant", "refused: already exists", "nothing"},
-	{"FAILED", "approve", "merchant", "refused: not awaiting approval", "nothing"},
-	{"FAILED", "approve, P2P", "merchant", "refused: not awaiting approval", "nothing"},
-	{"FAILED", "approve, every transaction refused", "merchant", "refused: not awaiting approval", "nothing"},
-	{"FAILED", "cancel", "merchant", "refused: not cancellable", "nothing"},
-	{"FAILED", "SUBMITTED", submittedBy, "refused: not being paid", "nothing"},
-	{"FAILED", "FINAL success", finalBy, "refused: not being paid", "nothing"},
-	{"FAILED", "FINAL failure", finalBy, "refused: not being paid", "nothing"},
-	{"FAILED", "hold", operatorBy, "refused: not being paid", "nothing"},
-	{"FAILED", "release", operatorBy, "refused: not being paid", "nothing"},
-	{"FAILED", "fail", operatorBy, "refused: not being paid", "nothing"},
+// table is one of the tables as a test walks it: its rows by (state, command),
+// and which of them the test used.
+type table struct {
+	t      *testing.T
+	header string
+	rows   []row
+	byCell map[[2]string]row
+	used   map[[2]string]bool
 }
 
-// txnTable is the transaction table: one outcome for transaction T1 of a file
-// being paid (PROCESSING), by T1's status. Money: "debit" is wallet.Disburse of the
-// amount to the provider's clearing account and the charge to fees, out of the
-// hold; "release" is wallet.Release of amount plus charge back to available.
-var txnTable = []row{
-	{"PENDING", "SUBMITTED", submittedBy, "PROCESSING TP102", "nothing"},
-	{"PENDING", "FINAL success", finalBy, "ignored: never submitted", "nothing"},
-	{"PENDING", "FINAL failure", finalBy, "ignored: never submitted", "nothing"},
+// readTable reads one of the tables, each row's five cells, one row per
+// (state, command).
+func readTable(t *testing.T, header string) *table {
+	t.Helper()
+	tb := &table{t: t, header: header, byCell: map[[2]string]row{}, used: map[[2]string]bool{}}
+	for i, c := range statedoc.Table(t, "## Payment file (payouts)", header) {
+		if len(c) != 5 {
+			t.Fatalf("%s row %d: %d cells, want 5", header, i+1, len(c))
+		}
+		r := row{c[0], c[1], c[2], c[3], c[4]}
+		if _, dup := tb.byCell[[2]string{r.state, r.command}]; dup {
+			t.Fatalf("two rows for (%s, %s)", r.state, r.command)
+		}
+		tb.byCell[[2]string{r.state, r.command}] = r
+		tb.rows = append(tb.rows, r)
+	}
+	return tb
+}
 
-	{"PROCESSING", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
-	{"PROCESSING", "FINAL success", finalBy, "COMPLETE TS100", "debit: amount + charge from the hold"},
-	{"PROCESSING", "FINAL failure", finalBy, "FAILED TF106", "release: amount + charge to available"},
+// row is the row of (state, command), marked used; a pair without a row, or a
+// row of another principal than the command's, fails the test.
+func (tb *table) row(state, command, principal string) (row, bool) {
+	tb.t.Helper()
+	r, ok := tb.byCell[[2]string{state, command}]
+	if !ok {
+		tb.t.Errorf("(%s, %s): no row in %s", state, command, tb.header)
+		return r, false
+	}
+	tb.used[[2]string{state, command}] = true
+	if r.principal != principal {
+		tb.t.Errorf("(%s, %s): principal %q, the command is %q's", state, command, r.principal, principal)
+	}
+	return r, true
+}
 
-	{"PROCESSING, last open", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
-	{"PROCESSING, last open", "FINAL success", finalBy, "COMPLETE TS100; file COMPLETE BC100", "debit: amount + charge from the hold"},
-	{"PROCESSING, last open", "FINAL failure", finalBy, "FAILED TF106; file COMPLETE BC100", "release: amount + charge to available"},
-
-	{"PROCESSING, hold short", "SUBMITTED", submittedBy, "ignored: no change", "nothing"},
-	{"PROCESSING, hold short", "FINAL success", finalBy, "refused: hold does not reconcile", "nothing"},
-	{"PROCESSING, hold short", "FINAL failure", finalBy, "refused: hold does not reconcile", "nothing"},
-
-	{"COMPLETE", "SUBMITTED", submittedBy, "ignored: has its outcome", "nothing"},
-	{"COMPLETE", "FINAL success", finalBy, "ignored: has its outcome", "nothing"},
-	{"COMPLETE", "FINAL failure", finalBy, "ignored: has its outcome", "nothing"},
-
-	{"FAILED", "SUBMITTED", submittedBy, "ignored: has its outcome", "nothing"},
-	{"FAILED", "FINAL success", finalBy, "ignored: has its outcome", "nothing"},
-	{"FAILED", "FINAL failure", finalBy, "ignored: has its outcome", "nothing"},
-
-	{"not in the file", "SUBMITTED", submittedBy, "ignored: not in the file", "nothing"},
-	{"not in the file", "FINAL success", finalBy, "ignored: not in the file", "nothing"},
-	{"not in the file", "FINAL failure", finalBy, "ignored: not in the file", "nothing"},
+// allUsed fails the test for each row that names a state or command it did not
+// build.
+func (tb *table) allUsed() {
+	tb.t.Helper()
+	for _, r := range tb.rows {
+		if !tb.used[[2]string{r.state, r.command}] {
+			tb.t.Errorf("row (%s, %s) names a state or command the test does not build", r.state, r.command)
+		}
+	}
 }
 
 type builder struct {
@@ -292,19 +238,12 @@ func fileMoney(t *testing.T, s, n pf.State, cmd any, d pf.Delta) string {
 // pair without a row fails, as does a row no pair used.
 func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
 	t.Parallel()
-	rows := index(t, fileTable)
-	used := map[[2]string]bool{}
+	table := readTable(t, fileTable)
 	for _, st := range tableFileStates() {
 		for _, c := range tableFileCommands() {
-			k := [2]string{st.label, c.name}
-			r, ok := rows[k]
+			r, ok := table.row(st.label, c.name, c.principal)
 			if !ok {
-				t.Errorf("(%s, %s): no row in the file table", st.label, c.name)
 				continue
-			}
-			used[k] = true
-			if r.principal != c.principal {
-				t.Errorf("(%s, %s): principal %q, the command is %q's", st.label, c.name, r.principal, c.principal)
 			}
 			s := st.build(t)
 			if got := fileLabel(s); got != st.label {
@@ -338,7 +277,7 @@ func TestPayoutFileTable_EveryStateEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	unused(t, fileTable, used)
+	table.allUsed()
 }
 
 func fileLabel(s pf.State) string {
@@ -422,8 +361,7 @@ func txnLabel(s pf.State, id string) string {
 // Every transaction status x every rail outcome, against the transaction table.
 func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
 	t.Parallel()
-	rows := index(t, txnTable)
-	used := map[[2]string]bool{}
+	table := readTable(t, txnTable)
 	commands := []struct {
 		name, principal string
 		cmd             func(id string) pf.Results
@@ -434,15 +372,9 @@ func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
 	}
 	for _, st := range tableTxnStates() {
 		for _, c := range commands {
-			k := [2]string{st.label, c.name}
-			r, found := rows[k]
+			r, found := table.row(st.label, c.name, c.principal)
 			if !found {
-				t.Errorf("(%s, %s): no row in the transaction table", st.label, c.name)
 				continue
-			}
-			used[k] = true
-			if r.principal != c.principal {
-				t.Errorf("(%s, %s): principal %q, the command is %q's", st.label, c.name, r.principal, c.principal)
 			}
 			s := st.build(t)
 			if got := txnLabel(s, st.id); got != st.label {
@@ -487,7 +419,7 @@ func TestPayoutTxnTable_EveryStateEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	unused(t, txnTable, used)
+	table.allUsed()
 }
 
 // txnMoney says what the engine moves for T1's outcome (settlePayouts: Paid ->
@@ -521,49 +453,4 @@ func txnMoney(t *testing.T, s, n pf.State, d pf.Delta) string {
 		return "debit: amount + charge from the hold"
 	}
 	return "release: amount + charge to available"
-}
-
-func index(t *testing.T, table []row) map[[2]string]row {
-	t.Helper()
-	m := map[[2]string]row{}
-	for _, r := range table {
-		k := [2]string{r.state, r.command}
-		if _, dup := m[k]; dup {
-			t.Fatalf("two rows for (%s, %s)", r.state, r.command)
-		}
-		m[k] = r
-	}
-	return m
-}
-
-func unused(t *testing.T, table []row, used map[[2]string]bool) {
-	t.Helper()
-	for _, r := range table {
-		if !used[[2]string{r.state, r.command}] {
-			t.Errorf("row (%s, %s) names a state or command the test does not build", r.state, r.command)
-		}
-	}
-}
-
-// The tables above are the documented ones, word for word.
-func TestPayoutTables_MatchDoc(t *testing.T) {
-	t.Parallel()
-	for _, tb := range []struct {
-		header string
-		rows   []row
-	}{
-		{"| File status | Command | Principal | Result | Money |", fileTable},
-		{"| Transaction status | Outcome | Principal | Result | Money |", txnTable},
-	} {
-		doc := statedoc.Table(t, "## Payment file (payouts)", tb.header)
-		if len(doc) != len(tb.rows) {
-			t.Errorf("%s: docs/state-machines.md has %d rows, the test %d", tb.header, len(doc), len(tb.rows))
-		}
-		for i := 0; i < len(doc) && i < len(tb.rows); i++ {
-			r := tb.rows[i]
-			if want := []string{r.state, r.command, r.principal, r.result, r.money}; !reflect.DeepEqual(doc[i], want) {
-				t.Errorf("%s row %d: doc %q, test %q", tb.header, i+1, doc[i], want)
-			}
-		}
-	}
 }

@@ -3,6 +3,7 @@ package payout_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	pf "paysvc/actors/aggregates/payout"
@@ -29,23 +30,24 @@ var wantTxnMoves = map[[2]string]bool{
 	{pf.TxnProcessing, pf.TxnFailed}:   true,
 }
 
+// Both machines, every pair of their statuses (and one that is none).
 func TestCanMove_EveryPair(t *testing.T) {
 	t.Parallel()
-	for _, from := range append(fileStatuses, "BOGUS") {
-		for _, to := range append(fileStatuses, "BOGUS") {
-			if got, want := pf.CanMove(from, to), wantFileMoves[[2]string{from, to}]; got != want {
-				t.Errorf("CanMove(%q, %q) = %v, want %v", from, to, got, want)
-			}
-		}
-	}
-}
-
-func TestCanMoveTxn_EveryPair(t *testing.T) {
-	t.Parallel()
-	for _, from := range append(txnStatuses, "BOGUS") {
-		for _, to := range append(txnStatuses, "BOGUS") {
-			if got, want := pf.CanMoveTxn(from, to), wantTxnMoves[[2]string{from, to}]; got != want {
-				t.Errorf("CanMoveTxn(%q, %q) = %v, want %v", from, to, got, want)
+	for _, m := range []struct {
+		name     string
+		can      func(from, to string) bool
+		statuses []string
+		want     map[[2]string]bool
+	}{
+		{"CanMove", pf.CanMove, fileStatuses, wantFileMoves},
+		{"CanMoveTxn", pf.CanMoveTxn, txnStatuses, wantTxnMoves},
+	} {
+		all := append(slices.Clone(m.statuses), "BOGUS")
+		for _, from := range all {
+			for _, to := range all {
+				if got, want := m.can(from, to), m.want[[2]string{from, to}]; got != want {
+					t.Errorf("%s(%q, %q) = %v, want %v", m.name, from, to, got, want)
+				}
 			}
 		}
 	}

@@ -47,8 +47,9 @@
 // PAYSVC_FEES and PAYSVC_FX_RATES; the syntax is described on those
 // functions and in docs/fees.md. A parsed string replaces the defaults
 // entirely rather than patching them: a method it leaves out is not priced by
-// that Schedule. The service prices a payout whose method PAYSVC_FEES leaves
-// out with DefaultSchedule (api/payouts.go), so a collections-only fee table
+// that Schedule. A payout whose method PAYSVC_FEES leaves out is priced with
+// DefaultSchedule (Schedule.PayoutFee, which the payout aggregate prices each
+// transaction with when it opens a file), so a collections-only fee table
 // never makes payouts free by accident; a collection method left out is
 // refused.
 //

@@ -366,6 +366,19 @@ func (s *Schedule) Fee(method string, amount money.Amount) (money.Amount, error)
 	return fee, nil
 }
 
+// PayoutFee is the fee of a payout of amount by provider: the schedule's rule
+// for its method (PayoutMethod), or DefaultSchedule's when the schedule leaves
+// the method out, so a fee table written for collections never makes payouts
+// free by accident. A nil schedule prices by DefaultSchedule.
+func (s *Schedule) PayoutFee(provider string, amount money.Amount) (money.Amount, error) {
+	method := PayoutMethod(provider)
+	fee, err := s.Fee(method, amount)
+	if errors.Is(err, ErrUnknownMethod) {
+		fee, err = DefaultSchedule().Fee(method, amount)
+	}
+	return fee, err
+}
+
 // Quote is a priced collection. Value = NetAmount + Charges, exactly.
 type Quote struct {
 	// Value is what the customer pays (invoice.value).

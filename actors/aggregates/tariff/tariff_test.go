@@ -77,6 +77,46 @@ func TestFee(t *testing.T) {
 	}
 }
 
+// TestPayoutFee: a payout method the schedule leaves out is priced by the
+// default schedule, one it has by its own rule.
+func TestPayoutFee(t *testing.T) {
+	t.Parallel()
+	collectionsOnly, err := ParseSchedule("M-PESA=2%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownB2C, err := ParseSchedule("PAYOUT-MPESA-B2C=0%+7.00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		s        *Schedule
+		provider string
+		amount   string
+		want     string
+	}{
+		{"default b2c min", DefaultSchedule(), "MPESA-B2C", "100", "10.00"},
+		{"default b2c cap", DefaultSchedule(), "MPESA-B2C", "150000", "100.00"},
+		{"left out falls back", collectionsOnly, "RTGS", "1000", "500.00"},
+		{"nil schedule is the default", nil, "PESALINK", "1000", "50.00"},
+		{"own rule", ownB2C, "MPESA-B2C", "100", "7.00"},
+		{"own rule leaves others to the default", ownB2C, "MPESA-B2B", "5000", "50.00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tt.s.PayoutFee(tt.provider, m(tt.amount))
+			if err != nil || got.String() != tt.want {
+				t.Fatalf("PayoutFee(%s, %s) = %s, %v; want %s", tt.provider, tt.amount, got, err, tt.want)
+			}
+		})
+	}
+	if _, err := DefaultSchedule().PayoutFee("PIGEON", m("10")); !errors.Is(err, ErrUnknownMethod) {
+		t.Fatalf("PayoutFee of an unknown provider: %v, want ErrUnknownMethod", err)
+	}
+}
+
 func TestFeeErrors(t *testing.T) {
 	t.Parallel()
 	pesalinkOnly, err := ParseSchedule("PESALINK=0.5%")

@@ -20,6 +20,7 @@ import (
 
 	"paysvc/actors/aggregates/payout"
 	"paysvc/actors/aggregates/payout/payoutstore"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -65,12 +66,19 @@ func init() {
 // Files is the payment-file kind as its commands use it through a Tx.
 const Files = engine.Of[payout.State](Name)
 
-// Kind is the payment-file aggregate's registration.
-func Kind() engine.Kind {
+// Kind is the payment-file aggregate's registration. fees prices each
+// transaction of a file when the file opens (nil: tariff.DefaultSchedule()).
+func Kind(fees *tariff.Schedule) engine.Kind {
+	if fees == nil {
+		fees = tariff.DefaultSchedule()
+	}
+	open := func(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topics.Reply, error) {
+		return initiate(tx, c, in, fees)
+	}
 	return engine.Define[payout.State](aggregate{},
 		// An initiation opens its file by Create (Tx.Live checks its id), so it
 		// names no instance of its own; it needs its paying wallet.
-		engine.On[payout.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], initiate,
+		engine.On[payout.State](topics.CmdPayoutInitiate, engine.Guard{}, noIDs[topics.PayoutInitiate], open,
 			engine.Needs(initiateNeeds), engine.Prepare(prepareInitiate)),
 		engine.On[payout.State](topics.CmdPayoutApprove, engine.Guard{},
 			func(p *topics.PayoutApprove) []string { return []string{p.FileID} }, approve,
@@ -123,25 +131,23 @@ func (aggregate) Rows() engine.TypedRows[payout.State] { return rows{payoutstore
 // settlement wallet).
 func initiateNeeds(p *topics.PayoutInitiate) []engine.Ref {
 	if p.WalletID != "" {
-		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
+		return walletRef(p.WalletID)
 	}
 	return []engine.Ref{{Kind: walletkind.Name, Key: walletkind.SettlementKey(p.Currency)}}
 }
 
 // p2pNeeds: a P2P credit names its recipient's wallet.
-func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref {
-	if p.WalletID != "" {
-		return []engine.Ref{{Kind: walletkind.Name, ID: p.WalletID}}
-	}
-	return nil
-}
+func p2pNeeds(p *topics.PayoutP2PCredit) []engine.Ref { return walletRef(p.WalletID) }
 
 // Refs: a file's wallet holds and pays its money.
-func (aggregate) Refs(s payout.State) []engine.Ref {
-	if s.WalletID != "" {
-		return []engine.Ref{{Kind: walletkind.Name, ID: s.WalletID}}
+func (aggregate) Refs(s payout.State) []engine.Ref { return walletRef(s.WalletID) }
+
+// walletRef names the wallet id, if any.
+func walletRef(id string) []engine.Ref {
+	if id == "" {
+		return nil
 	}
-	return nil
+	return []engine.Ref{{Kind: walletkind.Name, ID: id}}
 }
 
 // Index: the idempotency keys a file's transactions hold (payoutstore.ClaimsKey), so
@@ -302,9 +308,9 @@ func counted(tx *engine.Tx, provider string, complete, failed int) {
 	})
 }
 
-// initiate opens a file; with requires_approval NO it is approved in the same
-// command (and so the same transaction).
-func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topics.Reply, error) {
+// initiate opens a file, each transaction priced by fees; with requires_approval
+// NO it is approved in the same command (and so the same transaction).
+func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate, fees *tariff.Schedule) (topics.Reply, error) {
 	if tx.Live(Name, in.FileID) {
 		return engine.Refuse(engine.CodeIDTaken, "File id is already in use; retry the request.", ""), nil
 	}
@@ -331,13 +337,9 @@ func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topi
 	case !w.CanDisburse:
 		return engine.Refuse(CodeCannotDisburse, "This wallet cannot be the source of payouts (can_disburse is false).", "wallet_id"), nil
 	}
-	txns := make([]payout.Txn, len(in.Transactions))
-	for i, t := range in.Transactions {
-		txns[i] = payout.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
-			Amount: t.Amount, Charge: t.Charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
-			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
-			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
-			RecipientWalletID: t.RecipientWalletID}
+	txns, ok := priced(fees, in)
+	if !ok {
+		return engine.Refuse(engine.CodeInvalid, "Invalid payment file: provider "+in.Provider+" has no payout fee.", "provider"), nil
 	}
 	r, err := Files.Create(tx, in.FileID, payout.Create{Header: payout.Header{
 		FileID: in.FileID, TrackingID: in.TrackingID, Nonce: in.Nonce, MerchantID: c.MerchantID, WalletID: w.WalletID,
@@ -366,6 +368,31 @@ func initiate(tx *engine.Tx, c *topics.Command, in *topics.PayoutInitiate) (topi
 	return fileReply(f, w.View()), nil
 }
 
+// priced is a file's transactions as the file holds them, each charged its fee
+// (tariff.Schedule.PayoutFee). A command's own charge (topics.PayoutTxnIn.Charge)
+// is never used: the price is the aggregate's rule, so no producer of a command
+// sets what a payout costs. An amount that is not positive is left unpriced, for
+// Create to refuse as it refuses any invalid transaction; a provider no schedule
+// prices (only a command no API sent names one) refuses the file (not ok).
+func priced(fees *tariff.Schedule, in *topics.PayoutInitiate) (txns []payout.Txn, ok bool) {
+	txns = make([]payout.Txn, len(in.Transactions))
+	for i, t := range in.Transactions {
+		charge := money.Zero()
+		if t.Amount.Sign() > 0 {
+			var err error
+			if charge, err = fees.PayoutFee(in.Provider, t.Amount); err != nil {
+				return nil, false
+			}
+		}
+		txns[i] = payout.Txn{TransactionID: t.TransactionID, RequestReferenceID: t.RequestReferenceID, Account: t.Account,
+			Amount: t.Amount, Charge: charge, Name: t.Name, IDNumber: t.IDNumber, CategoryName: t.CategoryName,
+			Narrative: t.Narrative, AccountType: t.AccountType, AccountReference: t.AccountReference, BankCode: t.BankCode,
+			IdempotencyKey: t.IdempotencyKey, RecipientMerchantID: t.RecipientMerchantID,
+			RecipientWalletID: t.RecipientWalletID}
+	}
+	return txns, true
+}
+
 // approve approves a file awaiting approval.
 func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics.Reply, error) {
 	st, ok := Files.Find(tx, in.FileID)
@@ -381,9 +408,6 @@ func approve(tx *engine.Tx, c *topics.Command, in *topics.PayoutApprove) (topics
 	if st.Status != payout.StatusPreview {
 		return engine.Refuse(CodeNotAwaitingApproval, "The file is not awaiting approval: its status is "+st.Status+".", "file_id"), nil
 	}
-	if _, ok := walletkind.Wallets.Find(tx, st.WalletID); !ok {
-		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
-	}
 	return approveFile(tx, c, st, false)
 }
 
@@ -398,15 +422,10 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payout.State, created bool
 	if err != nil {
 		return topics.Reply{}, err
 	}
-	hold := payout.HoldFor(st, rejected)
-	var wafter wallet.State
-	if hold.Sign() > 0 {
-		wr, err := walletkind.Wallets.Ask(tx, st.WalletID, wallet.Hold{MerchantID: st.MerchantID, Amount: hold, At: tx.At()})
-		if err != nil {
-			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
-		}
+	if hold := payout.HoldFor(st, rejected); hold.Sign() > 0 {
+		err := tx.Hold(st.WalletID, hold)
 		var short wallet.InsufficientFundsError
-		if errors.As(wr.Err, &short) {
+		if errors.As(err, &short) {
 			// The wallet refused the hold and did not change.
 			after := "Nothing was held; the file still awaits approval."
 			if created {
@@ -415,16 +434,13 @@ func approveFile(tx *engine.Tx, c *topics.Command, st payout.State, created bool
 			return engine.Refuse(CodeInsufficientBalance, fmt.Sprintf("Insufficient balance in wallet %s: available %s, the file needs %s "+
 				"(amounts plus charges). %s", st.WalletID, short.Available, short.Requested, after), "wallet_id"), nil
 		}
-		if wr.Err != nil {
-			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, wr.Err)
+		if err != nil {
+			return topics.Reply{}, fmt.Errorf("engine: hold for file %s: %w", st.FileID, err)
 		}
-		wafter = wr.After
-	} else {
-		ws, ok := walletkind.Wallets.Find(tx, st.WalletID)
-		if !ok {
-			return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
-		}
-		wafter = ws
+	}
+	wafter, ok := walletkind.Wallets.Find(tx, st.WalletID) // after the hold
+	if !ok {
+		return topics.Reply{}, errors.New("engine: wallet of payment file " + st.FileID + " is gone")
 	}
 	r, err := Files.Ask(tx, st.FileID, payout.Approve{Rejected: rejected, SubmitNow: st.Provider == payout.ProviderP2P, At: tx.At()})
 	if err == nil && r.Err != nil {
@@ -512,15 +528,20 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payout.State, rejected map
 			// recipient by p2pCredit.
 			cmd := topics.Command{ID: ids.DeriveUUID("p2p-credit", f.FileID, t.TransactionID), Type: topics.CmdPayoutP2PCredit,
 				Version: 1, MerchantID: t.RecipientMerchantID, IssuedAt: tx.At(), Environment: c.Environment, Payload: payload}
-			body, err := topics.EncodeCommand(cmd)
-			if err != nil {
-				panic(err) // our own types only
-			}
-			tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p", t.TransactionID),
-				Topic: topics.CommandsTopic, Key: t.RecipientMerchantID, MerchantID: f.MerchantID, Body: body})
+			emitCommand(tx, ids.DeriveUUID(c.ID, "p2p", t.TransactionID), f.MerchantID, cmd)
 		}
 		return
 	}
+	queueRail(tx, c, f, "payout-rail", 0, func(t payout.Txn) bool {
+		_, no := rejected[t.TransactionID]
+		return !no
+	})
+}
+
+// queueRail queues the transactions of f that send says to send to their rail, in
+// requests of at most topics.PayoutChunk transactions numbered from base. The
+// records' ids derive from the command, label and the request's place.
+func queueRail(tx *engine.Tx, c *topics.Command, f payout.State, label string, base int, send func(payout.Txn) bool) {
 	var chunk []topics.PayoutRailTxn
 	n := 0
 	flush := func() {
@@ -528,14 +549,14 @@ func queuePayouts(tx *engine.Tx, c *topics.Command, f payout.State, rejected map
 			return
 		}
 		req := topics.PayoutRailRequest{FileID: f.FileID, MerchantID: f.MerchantID, Provider: f.Provider, Currency: f.Currency,
-			Chunk: n, Transactions: chunk}
-		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "payout-rail", fmt.Sprint(n)),
+			Chunk: base + n, Transactions: chunk}
+		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, label, fmt.Sprint(n)),
 			Topic: topics.RailsPayoutTopic, Key: f.FileID, MerchantID: f.MerchantID, Body: mustJSON(req)})
 		chunk = nil
 		n++
 	}
 	for _, t := range f.Txns {
-		if _, no := rejected[t.TransactionID]; no {
+		if !send(t) {
 			continue
 		}
 		chunk = append(chunk, railTxn(t))
@@ -721,30 +742,7 @@ func queueUnsent(tx *engine.Tx, c *topics.Command, f payout.State) {
 	if f.Provider == payout.ProviderP2P {
 		return // credited at approval: nothing waits for a rail
 	}
-	var chunk []topics.PayoutRailTxn
-	base := releaseChunkBase + int(f.Version)*10_000
-	n := 0
-	flush := func() {
-		if len(chunk) == 0 {
-			return
-		}
-		req := topics.PayoutRailRequest{FileID: f.FileID, MerchantID: f.MerchantID, Provider: f.Provider, Currency: f.Currency,
-			Chunk: base + n, Transactions: chunk}
-		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "payout-rail-release", fmt.Sprint(n)),
-			Topic: topics.RailsPayoutTopic, Key: f.FileID, MerchantID: f.MerchantID, Body: mustJSON(req)})
-		chunk = nil
-		n++
-	}
-	for _, t := range f.Txns {
-		if !t.Unsent() {
-			continue
-		}
-		chunk = append(chunk, railTxn(t))
-		if len(chunk) == topics.PayoutChunk {
-			flush()
-		}
-	}
-	flush()
+	queueRail(tx, c, f, "payout-rail-release", releaseChunkBase+int(f.Version)*10_000, payout.Txn.Unsent)
 }
 
 // releaseChunkBase is above every chunk number an approval (0, 1, ...) or the
@@ -758,35 +756,22 @@ func railTxn(t payout.Txn) topics.PayoutRailTxn {
 }
 
 // settle moves a result's money in the wallet: payments out of the hold (ledger
-// entries), failures back to available. A wallet refusing is a broken invariant:
-// the batch fails.
+// entries), failures back to available. A wallet refusing (or gone) is a broken
+// invariant: the batch fails.
 func settle(tx *engine.Tx, f payout.State, d payout.Delta) error {
-	step := func(cmd any) error {
-		r, err := walletkind.Wallets.Ask(tx, f.WalletID, cmd)
-		if errors.Is(err, engine.ErrNotFound) {
-			return errors.New("engine: wallet " + f.WalletID + " is gone")
-		}
-		if err != nil {
-			return err
-		}
-		if r.Err != nil {
-			return fmt.Errorf("engine: payment file %s: %w", f.FileID, r.Err)
-		}
-		return nil
-	}
 	if len(d.Paid) > 0 {
 		items := make([]wallet.Disbursement, len(d.Paid))
 		for i, pd := range d.Paid {
 			items[i] = wallet.Disbursement{TransactionID: pd.TransactionID, Amount: pd.Amount, Charge: pd.Charge,
 				Narrative: "Payout " + f.Provider + " " + pd.Account + " file " + f.FileID}
 		}
-		if err := step(wallet.Disburse{MerchantID: f.MerchantID, Items: items, Clearing: clearingOf(f.Provider), At: tx.At()}); err != nil {
-			return err
+		if err := tx.Debit(f.WalletID, clearingOf(f.Provider), wallet.TransTypePayout, items); err != nil {
+			return fmt.Errorf("engine: payment file %s, wallet %s: %w", f.FileID, f.WalletID, err)
 		}
 	}
 	if d.Release.Sign() > 0 {
-		if err := step(wallet.Release{MerchantID: f.MerchantID, Amount: d.Release, At: tx.At()}); err != nil {
-			return err
+		if err := tx.Release(f.WalletID, d.Release); err != nil {
+			return fmt.Errorf("engine: payment file %s, wallet %s: %w", f.FileID, f.WalletID, err)
 		}
 	}
 	return nil
@@ -821,18 +806,19 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (to
 		result.Description = "Recipient " + named + " not found."
 	} else {
 		sp := tx.Savepoint()
-		wr, err := walletkind.Wallets.Ask(tx, in.WalletID, wallet.Collect{
-			MerchantID: c.MerchantID, TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
+		err := tx.Credit(in.WalletID, wallet.Collect{
+			TransactionID: in.TransactionID, Value: in.Amount, Charges: money.Zero(), NetAmount: in.Amount,
 			Clearing: ledger.P2PClearing, Narrative: "P2P payout from " + in.PayerMerchantID + " file " + in.FileID,
-			TransType: wallet.TransTypeP2P, At: tx.At(),
+			TransType: wallet.TransTypeP2P,
 		})
-		if err != nil {
-			return topics.Reply{}, err
-		}
-		switch {
-		case wr.Err != nil:
+		var refused engine.WalletError
+		switch w, _ := walletkind.Wallets.Find(tx, in.WalletID); {
+		case errors.As(err, &refused):
 			result.Description = "Recipient wallet cannot receive this payout."
-		case wr.After.Currency != in.Currency:
+		case err != nil:
+			return topics.Reply{}, err
+		case w.Currency != in.Currency:
+			// A credit is in its wallet's currency: one of another is undone.
 			if err := tx.Rollback(sp); err != nil {
 				return topics.Reply{}, err
 			}
@@ -840,20 +826,26 @@ func p2pCredit(tx *engine.Tx, c *topics.Command, in *topics.PayoutP2PCredit) (to
 		default:
 			result.Success, result.Description = true, "Credited to "+named+"."
 			result.ProviderReference = ids.Derive(10, "p2p", in.FileID, in.TransactionID)
-			result.ProviderAccountName = wr.After.Label
+			result.ProviderAccountName = w.Label
 		}
 	}
 	payload := mustJSON(topics.PayoutResults{FileID: in.FileID, MerchantID: in.PayerMerchantID, Stage: topics.PayoutStageFinal, Batch: "p2p-" + in.TransactionID,
 		Results: []topics.PayoutTxnResult{result}})
 	cmd := topics.Command{ID: topics.PayoutResultCommandID(in.FileID, topics.PayoutStageFinal, "p2p-"+in.TransactionID),
 		Type: topics.CmdPayoutResults, Version: 1, MerchantID: in.PayerMerchantID, IssuedAt: tx.At(), Environment: c.Environment, Payload: payload}
+	emitCommand(tx, ids.DeriveUUID(c.ID, "p2p-result"), c.MerchantID, cmd)
+	return topics.Reply{Result: mustJSON(result)}, nil
+}
+
+// emitCommand queues cmd on the command log through the outbox, keyed by the
+// merchant it is for, in the batch's transaction; from is the merchant whose
+// command queued it.
+func emitCommand(tx *engine.Tx, eventID, from string, cmd topics.Command) {
 	body, err := topics.EncodeCommand(cmd)
 	if err != nil {
-		return topics.Reply{}, err
+		panic(fmt.Sprintf("payoutkind: encode %s: %v", cmd.Type, err)) // only our own types reach here
 	}
-	tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "p2p-result"), Topic: topics.CommandsTopic,
-		Key: in.PayerMerchantID, MerchantID: c.MerchantID, Body: body})
-	return topics.Reply{Result: mustJSON(result)}, nil
+	tx.Emit(storage.OutboxEvent{EventID: eventID, Topic: topics.CommandsTopic, Key: cmd.MerchantID, MerchantID: from, Body: body})
 }
 
 func sendMoneyEvent(tx *engine.Tx, f payout.State) { sendMoneyEventBy(tx, f, nil) }

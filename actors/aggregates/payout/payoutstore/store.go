@@ -64,23 +64,21 @@ func (w *Writes) Rows() (json.RawMessage, error) {
 	for _, id := range w.order {
 		a := w.files[id]
 		h := a.state.Header
-		data, err := json.Marshal(h)
+		r, err := rowOf(h.FileID, h.MerchantID, h.Status, h, h.CreatedAt, h.UpdatedAt)
 		if err != nil {
-			return nil, fmt.Errorf("file %s: %w", h.FileID, err)
+			return nil, err
 		}
-		fr = append(fr, fileRow{FileID: h.FileID, MerchantID: h.MerchantID, TrackingID: h.TrackingID, Status: h.Status,
-			Version: h.Version, Prev: a.prev, Data: data, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
+		fr = append(fr, fileRow{row: r, TrackingID: h.TrackingID, Version: h.Version, Prev: a.prev})
 		for seq, t := range a.state.Txns {
 			if !a.changed[seq] {
 				continue
 			}
-			data, err := json.Marshal(t)
+			r, err := rowOf(h.FileID, h.MerchantID, t.Status, t, t.CreatedAt, t.UpdatedAt)
 			if err != nil {
-				return nil, fmt.Errorf("transaction %s: %w", t.TransactionID, err)
+				return nil, err
 			}
-			tr = append(tr, txnRow{TransactionID: t.TransactionID, FileID: h.FileID, MerchantID: h.MerchantID, Seq: seq,
-				Status: t.Status, Provider: h.Provider, Account: t.Account, IdempotencyKey: t.IdempotencyKey,
-				ClaimsKey: ClaimsKey(h, t), Data: data, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
+			tr = append(tr, txnRow{row: r, TransactionID: t.TransactionID, Seq: seq, Provider: h.Provider,
+				Account: t.Account, IdempotencyKey: t.IdempotencyKey, ClaimsKey: ClaimsKey(h, t)})
 		}
 	}
 	return json.Marshal(struct {
@@ -89,31 +87,41 @@ func (w *Writes) Rows() (json.RawMessage, error) {
 	}{fr, tr})
 }
 
-type fileRow struct {
+// row is the columns a file's row and its transactions' rows share: the file and
+// merchant they belong to, their status, the JSON they store and their times.
+type row struct {
 	FileID     string          `json:"file_id"`
 	MerchantID string          `json:"merchant_id"`
-	TrackingID string          `json:"tracking_id"`
 	Status     string          `json:"status"`
-	Version    int64           `json:"version"`
-	Prev       int64           `json:"prev"`
 	Data       json.RawMessage `json:"data"`
 	CreatedAt  time.Time       `json:"created_at"`
 	UpdatedAt  time.Time       `json:"updated_at"`
 }
 
+// rowOf is the shared columns of a row storing v (a header or a transaction).
+func rowOf(fileID, merchantID, status string, v any, created, updated time.Time) (row, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return row{}, fmt.Errorf("payment file %s: %T: %w", fileID, v, err)
+	}
+	return row{FileID: fileID, MerchantID: merchantID, Status: status, Data: data, CreatedAt: created, UpdatedAt: updated}, nil
+}
+
+type fileRow struct {
+	row
+	TrackingID string `json:"tracking_id"`
+	Version    int64  `json:"version"`
+	Prev       int64  `json:"prev"`
+}
+
 type txnRow struct {
-	TransactionID  string          `json:"transaction_id"`
-	FileID         string          `json:"file_id"`
-	MerchantID     string          `json:"merchant_id"`
-	Seq            int             `json:"seq"`
-	Status         string          `json:"status"`
-	Provider       string          `json:"provider"`
-	Account        string          `json:"account"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	ClaimsKey      bool            `json:"claims_key"`
-	Data           json.RawMessage `json:"data"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	row
+	TransactionID  string `json:"transaction_id"`
+	Seq            int    `json:"seq"`
+	Provider       string `json:"provider"`
+	Account        string `json:"account"`
+	IdempotencyKey string `json:"idempotency_key"`
+	ClaimsKey      bool   `json:"claims_key"`
 }
 
 // ClaimsKey reports whether a transaction holds its idempotency key: its file was

@@ -2,8 +2,8 @@
 // (docs/adr/0007-one-aggregate-contract.md): its commands (open, sandbox deposit,
 // transfer), hydration by id and by key (a label, a currency's settlement wallet),
 // and the typed-array commit of the core. Every other kind moves money by asking
-// these actors: refund and subscription through the engine's Tx money API,
-// invoice and payment file through Wallets (the typed handle) directly.
+// these actors: refund, subscription and payment file through the engine's Tx
+// money API, invoice through Wallets (the typed handle) directly.
 package walletkind
 
 import (
