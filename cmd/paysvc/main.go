@@ -47,6 +47,9 @@ commands:
   broker [--port N] [--data-dir DIR]      the embedded Kafka broker alone (development: make cluster)
   migrate                                  apply database migrations
   merchant create --name NAME [--environment sandbox|live] [--email ADDRESS]
+                                           (admin commands: merchant, key, payout, quarantine;
+                                           they refuse a schema older or newer than this
+                                           binary, and migrate only with --migrate)
   merchant disable|enable MERCHANT_ID
   merchant email MERCHANT_ID ADDRESS       where webhook failure warnings go ("" clears)
   key create --merchant ID --permissions view_wallets,add_files,...
@@ -88,6 +91,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// one nothing reads; the configuration itself comes from getenv alone.
 	warnUnknown(log, os.Environ())
 	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "merchant", "key", "payout", "quarantine":
+		// Admin commands migrate only when asked (openMigrated).
+		var asked bool
+		if rest, asked = takeMigrate(rest); asked {
+			ctx = withMigrate(ctx)
+		}
+	}
 	switch cmd {
 	case "serve":
 		return serve(ctx, cfg, log, rest, stderr)
