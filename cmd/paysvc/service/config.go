@@ -96,7 +96,10 @@ type Config struct {
 	AcceptCommandLogReset bool
 	LogLevel              slog.Level
 	LogFormat             string // auto, json or text
-	API                   api.Config
+	// DBMaxConns bounds this process's PostgreSQL connections, all its pools
+	// together; 0 sizes them from its roles (DBPools).
+	DBMaxConns int
+	API        api.Config
 	// SimAcceptDelay and SimFinalDelay pace the sandbox M-Pesa simulator.
 	SimAcceptDelay, SimFinalDelay time.Duration
 	// SimRecoverAfter: a sandbox M-Pesa invoice with no outcome for this long has its
@@ -196,6 +199,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AllowEmbeddedKafka:    r.flag("PAYSVC_ALLOW_EMBEDDED_KAFKA"),
 		AllowSMTPSink:         r.flag("PAYSVC_ALLOW_SMTP_SINK"),
 		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
+		DBMaxConns:            int(num("PAYSVC_DB_MAX_CONNS", 0)),
 		SimAcceptDelay:        dur("PAYSVC_SIM_ACCEPT_DELAY", time.Second),
 		SimFinalDelay:         dur("PAYSVC_SIM_FINAL_DELAY", 2*time.Second),
 		SimRecoverAfter:       dur("PAYSVC_SIM_RECOVER_AFTER", 30*time.Second),
@@ -415,6 +419,10 @@ func splitList(s string) []string {
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
+	if c.DBMaxConns < 0 || (c.DBMaxConns > 0 && c.DBMaxConns < minDBConns(c)) {
+		return fmt.Errorf("PAYSVC_DB_MAX_CONNS: %d is too few for roles %s (at least %d; 0 sizes the pools from the roles)",
+			c.DBMaxConns, strings.Join(c.Roles, ","), minDBConns(c))
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("PAYSVC_HTTP_ADDR: %q is not host:port", c.HTTPAddr)
 	}
@@ -612,7 +620,7 @@ func (c Config) Redacted() map[string]any {
 	return map[string]any{
 		"http_addr": c.HTTPAddr, "admin_addr": c.AdminAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
 		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
-		"allow_embedded_kafka": c.AllowEmbeddedKafka, "allow_smtp_sink": c.AllowSMTPSink,
+		"db_max_conns": c.DBConns(), "allow_embedded_kafka": c.AllowEmbeddedKafka, "allow_smtp_sink": c.AllowSMTPSink,
 		"daraja_base_url": c.Daraja.BaseURL, "daraja_allow_sandbox_in_live": c.AllowDarajaNonProduction,
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
 		"kafka_namespace": string(c.KafkaNamespace), "command_retention": c.CommandRetention.String(),
