@@ -47,8 +47,8 @@ kafka: ## Start the private 3-node Apache Kafka cluster and print its bootstrap 
 kafka-stop: ## Stop the private Apache Kafka cluster
 	@$(KAFKA) stop
 
-build: ## Build bin/paysvc
-	$(GO) build -o $(BIN) ./cmd/paysvc
+build: ## Build bin/paysvc (stamped with its commit, for `paysvc version`)
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/paysvc
 
 # `run` uses the private cluster unless PAYSVC_DATABASE_URL is already set
 # (in the environment or on the make command line).

@@ -216,6 +216,7 @@ func New(cfg Config, d Deps) *Server {
 	s.validateEndpoint = s.webhookClient.ValidateEndpoint
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.Logger = edge.EchoLogger(s.log)
 	e.HTTPErrorHandler = s.handleError
 	// Paths are served with and without their trailing slash, never redirected:
 	// SDKs turn a redirected POST into a GET, and one of them follows no redirects.

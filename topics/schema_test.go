@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"paysvc/actors/aggregates/refund"
 	"paysvc/actors/values/money"
 	"paysvc/topics"
@@ -122,8 +124,8 @@ func TestGolden_WalletTransferEvent(t *testing.T) {
 	if err := json.Unmarshal(wire, &doc); err != nil {
 		t.Fatal(err)
 	}
-	conforms(t, "event", loadSchema(t, "event.schema.json"), doc)
-	conforms(t, "payload", loadSchema(t, "wallet_transfer_event.schema.json"), doc["payload"])
+	conforms(t, "event", "event.schema.json", doc)
+	conforms(t, "payload", "wallet_transfer_event.schema.json", doc["payload"])
 }
 
 var (
@@ -282,59 +284,141 @@ func loadSchema(t *testing.T, file string) map[string]any {
 	return s
 }
 
-// conforms checks v against the subset of JSON Schema the generator emits, and,
-// stricter than the schema, that every field of the sample is documented.
-func conforms(t *testing.T, at string, schema map[string]any, v any) {
+// conforms validates v against a committed schema file with a real JSON Schema
+// validator (santhosh-tekuri/jsonschema, draft 2020-12, formats asserted: every
+// keyword, pattern and enum included), and, stricter than the schema, checks that
+// every field of the sample is documented.
+func conforms(t *testing.T, at, file string, v any) {
 	t.Helper()
-	types := map[string]bool{}
-	switch tp := schema["type"].(type) {
-	case string:
-		types[tp] = true
-	case []any:
-		for _, x := range tp {
-			types[x.(string)] = true
-		}
-	case nil:
-		return // any value
+	if err := validate(file, nil, v); err != nil {
+		t.Errorf("%s does not validate against docs/events/%s: %v", at, file, err)
 	}
-	var got string
+	documented(t, at, loadSchema(t, file), v)
+}
+
+// validate compiles docs/events/file (with edit applied to its JSON first, when
+// given) and validates v against it.
+func validate(file string, edit func(map[string]any), v any) error {
+	b, err := os.ReadFile(filepath.Join(schemaDir, file))
+	if err != nil {
+		return err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	if edit != nil {
+		edit(doc.(map[string]any))
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource(file, doc); err != nil {
+		return err
+	}
+	sch, err := c.Compile(file)
+	if err != nil {
+		return err
+	}
+	// Round trip through JSON so numbers are what a decoder of the wire sees.
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(inst)
+}
+
+// documented fails for any field of v, at any depth, that the schema does not
+// name (the schemas allow additional properties for compatibility, but what is
+// on the wire today must all be in docs/events).
+func documented(t *testing.T, at string, schema map[string]any, v any) {
+	t.Helper()
+	if schema["type"] == nil {
+		return // any value (an embedded payload has a schema of its own)
+	}
 	switch x := v.(type) {
-	case nil:
-		got = "null"
-	case string:
-		got = "string"
-		if schema["format"] == "date-time" {
-			if _, err := time.Parse(time.RFC3339Nano, x); err != nil {
-				t.Errorf("%s: %q is not a date-time", at, x)
-			}
-		}
-	case bool:
-		got = "boolean"
-	case float64:
-		got = "number"
-		if x == float64(int64(x)) {
-			got = "integer"
-		}
-	case []any:
-		got = "array"
 	case map[string]any:
-		got = "object"
 		props, _ := schema["properties"].(map[string]any)
-		for _, r := range schema["required"].([]any) {
-			if _, ok := x[r.(string)]; !ok {
-				t.Errorf("%s: required field %q missing", at, r)
-			}
-		}
 		for k, fv := range x {
 			ps, ok := props[k].(map[string]any)
 			if !ok {
 				t.Errorf("%s: field %q is not in the schema", at, k)
 				continue
 			}
-			conforms(t, at+"."+k, ps, fv)
+			documented(t, at+"."+k, ps, fv)
+		}
+	case []any:
+		items, _ := schema["items"].(map[string]any)
+		for i, e := range x {
+			documented(t, fmt.Sprintf("%s[%d]", at, i), items, e)
 		}
 	}
-	if !types[got] && !(got == "integer" && types["number"]) {
-		t.Errorf("%s: %s where the schema wants %v", at, got, schema["type"])
+}
+
+// TestSchemasRefuseBadValues shows the check above is a validator and not a
+// type walk: an amount that breaks the money pattern, a bad date-time and a
+// missing required field fail against the committed schemas, and so does a value
+// outside an enum (the committed schemas name no enum yet; the test adds one to
+// event.schema.json's type, as a schema that listed its record types would).
+func TestSchemasRefuseBadValues(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "wallet_transfer_event.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := func() map[string]any {
+		var doc map[string]any
+		if err := json.Unmarshal(golden, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	onlyTransfers := func(s map[string]any) {
+		s["properties"].(map[string]any)["type"].(map[string]any)["enum"] = []any{topics.WalletTransferEvent}
+	}
+	deposit := func() map[string]any {
+		raw, err := json.Marshal(topics.WalletDeposit{WalletID: "T5X3N6F39K", Amount: money.MustParse("10.00"), Narrative: "top up"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	event := sample
+	transfer := func() map[string]any { return sample()["payload"].(map[string]any) }
+	cases := []struct {
+		name, file string
+		sample     func() map[string]any
+		edit       func(map[string]any)
+		mutate     func(map[string]any)
+	}{
+		{"amount with one decimal place (pattern)", "wallet_deposit.schema.json", deposit, nil,
+			func(d map[string]any) { d["amount"] = "10.5" }},
+		{"amount as a number (type)", "wallet_deposit.schema.json", deposit, nil,
+			func(d map[string]any) { d["amount"] = 10.5 }},
+		{"created_at not a date-time (format)", "wallet_transfer_event.schema.json", transfer, nil,
+			func(p map[string]any) { p["created_at"] = "yesterday" }},
+		{"status missing (required)", "wallet_transfer_event.schema.json", transfer, nil,
+			func(p map[string]any) { delete(p, "status") }},
+		{"type outside its enum", "event.schema.json", event, onlyTransfers,
+			func(e map[string]any) { e["type"] = "wallet_transfer_evnt" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			doc := c.sample()
+			// The unchanged sample passes, so the refusal below is the change's.
+			if err := validate(c.file, c.edit, doc); err != nil {
+				t.Fatalf("the sample fails before the change: %v", err)
+			}
+			c.mutate(doc)
+			if err := validate(c.file, c.edit, doc); err == nil {
+				t.Errorf("validated; want a refusal")
+			}
+		})
 	}
 }

@@ -21,16 +21,70 @@ import (
 // prefix and 8 or more of its random hex characters), never a bare prefix.
 var keyRef = regexp.MustCompile(`^IS(SecretKey|PubKey)_(test|live)_[0-9a-f]{8,}$`)
 
+// openMigrated opens the database for an admin command. It migrates only when
+// the command line asked (--migrate): pointed at production by mistake, an admin
+// command must not change its schema. A schema older or newer than this binary
+// is refused, saying which and what to run, since the command's SQL is written
+// for this binary's schema.
 func openMigrated(ctx context.Context, cfg service.Config) (*sqlx.DB, error) {
 	db, err := storage.Open(ctx, cfg.DatabaseURL, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := storage.Migrate(ctx, db); err != nil {
+	if migrateAsked(ctx) {
+		if _, err := storage.Migrate(ctx, db); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	st, err := storage.ReadSchemaState(ctx, db)
+	if err == nil {
+		err = schemaFits(st)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// schemaFits refuses a schema this binary's commands are not written for.
+func schemaFits(st storage.SchemaState) error {
+	switch {
+	case st.Ahead():
+		return fmt.Errorf("the database schema is at migration %d, newer than this binary's %d: use the paysvc release that migrated it", st.Head, st.Embedded)
+	case len(st.Pending) > 0 && st.Head == 0:
+		return fmt.Errorf("the database has no paysvc schema (this binary's is migration %d): run `paysvc migrate`, or add --migrate", st.Embedded)
+	case len(st.Pending) > 0:
+		return fmt.Errorf("the database schema is at migration %d, older than this binary's %d (%d pending): run `paysvc migrate`, or add --migrate",
+			st.Head, st.Embedded, len(st.Pending))
+	}
+	return nil
+}
+
+type migrateKey struct{}
+
+// withMigrate and migrateAsked carry the command line's --migrate to
+// openMigrated, which every admin command calls.
+func withMigrate(ctx context.Context) context.Context {
+	return context.WithValue(ctx, migrateKey{}, true)
+}
+
+func migrateAsked(ctx context.Context) bool { v, _ := ctx.Value(migrateKey{}).(bool); return v }
+
+// takeMigrate removes --migrate from an admin command's arguments, wherever it
+// stands, so each command's own flag set need not know it.
+func takeMigrate(args []string) ([]string, bool) {
+	out := make([]string, 0, len(args))
+	asked := false
+	for _, a := range args {
+		if a == "--migrate" || a == "-migrate" {
+			asked = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, asked
 }
 
 // Arguments are checked before the database is touched: a usage error changes nothing.

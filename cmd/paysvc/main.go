@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,9 @@ commands:
   broker [--port N] [--data-dir DIR]      the embedded Kafka broker alone (development: make cluster)
   migrate                                  apply database migrations
   merchant create --name NAME [--environment sandbox|live] [--email ADDRESS]
+                                           (admin commands: merchant, key, payout, quarantine;
+                                           they refuse a schema older or newer than this
+                                           binary, and migrate only with --migrate)
   merchant disable|enable MERCHANT_ID
   merchant email MERCHANT_ID ADDRESS       where webhook failure warnings go ("" clears)
   key create --merchant ID --permissions view_wallets,add_files,...
@@ -60,6 +64,7 @@ commands:
   payout hold|release FILE [--reason TEXT]  pause or resume sending a payment file (kill switch)
   payout fail FILE --reason TEXT           fail a file's unsent payouts, releasing their hold
   quarantine list [--merchant ID]          commands the engine set aside (refused; see ops/runbooks.md)
+  version                                  the build: module version, commit, Go
   probe [--addr ADDR] [PATH...]            exit 0 when the operator listener answers 200 on each path
                                            (default /livez /readyz; for container healthchecks)
 
@@ -73,13 +78,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage) // even with a broken configuration
 		return nil
+	case "version", "--version":
+		fmt.Fprintln(stdout, version())
+		return nil
 	}
 	cfg, err := service.FromEnv(getenv)
 	if err != nil {
 		return err
 	}
 	log := service.NewLogger(cfg, stderr)
+	// Only the names of the process's variables are read here, to warn about
+	// one nothing reads; the configuration itself comes from getenv alone.
+	warnUnknown(log, os.Environ())
 	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "merchant", "key", "payout", "quarantine":
+		// Admin commands migrate only when asked (openMigrated).
+		var asked bool
+		if rest, asked = takeMigrate(rest); asked {
+			ctx = withMigrate(ctx)
+		}
+	}
 	switch cmd {
 	case "serve":
 		return serve(ctx, cfg, log, rest, stderr)
@@ -158,4 +177,40 @@ func serve(ctx context.Context, cfg service.Config, log *slog.Logger, args []str
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	return enc.Encode(v)
+}
+
+// warnUnknown logs each PAYSVC_ variable of environ that paysvc does not read,
+// with the name it was probably meant to be: a misspelt setting otherwise keeps
+// its default in silence.
+func warnUnknown(log *slog.Logger, environ []string) {
+	for _, u := range service.UnknownVariables(environ) {
+		if u.DidYouMean != "" {
+			log.Warn("unknown configuration variable: nothing reads it", "variable", u.Name, "did_you_mean", u.DidYouMean)
+		} else {
+			log.Warn("unknown configuration variable: nothing reads it", "variable", u.Name)
+		}
+	}
+}
+
+// version describes the build from what the Go toolchain stamped into it.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "paysvc (no build information)"
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	out := "paysvc " + bi.Main.Version
+	if rev := settings["vcs.revision"]; rev != "" {
+		out += " commit " + rev
+		if settings["vcs.modified"] == "true" {
+			out += " (modified)"
+		}
+		if at := settings["vcs.time"]; at != "" {
+			out += " " + at
+		}
+	}
+	return out + " " + bi.GoVersion + " " + settings["GOOS"] + "/" + settings["GOARCH"]
 }

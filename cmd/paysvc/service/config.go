@@ -96,7 +96,10 @@ type Config struct {
 	AcceptCommandLogReset bool
 	LogLevel              slog.Level
 	LogFormat             string // auto, json or text
-	API                   api.Config
+	// DBMaxConns bounds this process's PostgreSQL connections, all its pools
+	// together; 0 sizes them from its roles (DBPools).
+	DBMaxConns int
+	API        api.Config
 	// SimAcceptDelay and SimFinalDelay pace the sandbox M-Pesa simulator.
 	SimAcceptDelay, SimFinalDelay time.Duration
 	// SimRecoverAfter: a sandbox M-Pesa invoice with no outcome for this long has its
@@ -179,7 +182,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AdminAddr: get("PAYSVC_ADMIN_ADDR", DefaultAdminAddr),
 		HTTP: HTTPTimeouts{Read: dur("PAYSVC_HTTP_READ_TIMEOUT", 10*time.Second), Write: dur("PAYSVC_HTTP_WRITE_TIMEOUT", time.Minute),
 			Idle: dur("PAYSVC_HTTP_IDLE_TIMEOUT", 2*time.Minute), BodyMinRate: int64(num("PAYSVC_HTTP_BODY_MIN_RATE", 8192))},
-		DatabaseURL:           get("PAYSVC_DATABASE_URL", DefaultDatabaseURL),
+		DatabaseURL:           get("PAYSVC_DATABASE_URL", r.defaultDatabaseURL()),
 		KafkaPort:             int(num("PAYSVC_KAFKA_PORT", 9092)),
 		DataDir:               get("PAYSVC_DATA_DIR", ".data"),
 		Environment:           get("PAYSVC_ENVIRONMENT", "sandbox"),
@@ -191,11 +194,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		SessionTimeout:        dur("PAYSVC_ENGINE_SESSION_TIMEOUT", 10*time.Second),
 		EngineIdleAfter:       dur("PAYSVC_ENGINE_IDLE_AFTER", 2*time.Minute),
 		DrainDelay:            dur("PAYSVC_SHUTDOWN_DRAIN_DELAY", 0),
-		KafkaSyncWrites:       get("PAYSVC_KAFKA_SYNC_WRITES", "false") == "true",
-		AcceptCommandLogReset: get("PAYSVC_ACCEPT_COMMAND_LOG_RESET", "false") == "true",
-		AllowEmbeddedKafka:    get("PAYSVC_ALLOW_EMBEDDED_KAFKA", "false") == "true",
-		AllowSMTPSink:         get("PAYSVC_ALLOW_SMTP_SINK", "false") == "true",
+		KafkaSyncWrites:       r.flag("PAYSVC_KAFKA_SYNC_WRITES"),
+		AcceptCommandLogReset: r.flag("PAYSVC_ACCEPT_COMMAND_LOG_RESET"),
+		AllowEmbeddedKafka:    r.flag("PAYSVC_ALLOW_EMBEDDED_KAFKA"),
+		AllowSMTPSink:         r.flag("PAYSVC_ALLOW_SMTP_SINK"),
 		LogFormat:             get("PAYSVC_LOG_FORMAT", "auto"),
+		DBMaxConns:            int(num("PAYSVC_DB_MAX_CONNS", 0)),
 		SimAcceptDelay:        dur("PAYSVC_SIM_ACCEPT_DELAY", time.Second),
 		SimFinalDelay:         dur("PAYSVC_SIM_FINAL_DELAY", 2*time.Second),
 		SimRecoverAfter:       dur("PAYSVC_SIM_RECOVER_AFTER", 30*time.Second),
@@ -229,7 +233,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.API.ConsoleIdle = dur("PAYSVC_CONSOLE_IDLE_TIMEOUT", 30*time.Minute)
 	c.API.ConsoleMaxAge = dur("PAYSVC_CONSOLE_MAX_AGE", 12*time.Hour)
 	c.API.MailFrom = get("PAYSVC_MAIL_FROM", "payments@paysvc.local")
-	c.API.WebhookAllowPrivate = get("PAYSVC_WEBHOOK_ALLOW_PRIVATE", "false") == "true"
+	c.API.WebhookAllowPrivate = r.flag("PAYSVC_WEBHOOK_ALLOW_PRIVATE")
 	c.Webhooks = dispatch.Config{MaxAttempts: int(num("PAYSVC_WEBHOOK_MAX_ATTEMPTS", 8)),
 		RetryBase: dur("PAYSVC_WEBHOOK_RETRY_BASE", 10*time.Second), RetryMax: dur("PAYSVC_WEBHOOK_RETRY_MAX", time.Hour),
 		Threshold: int(num("PAYSVC_WEBHOOK_FAILURE_THRESHOLD", 20)), MailFrom: c.API.MailFrom,
@@ -255,12 +259,57 @@ type envReader struct {
 
 func (r *envReader) fail(err error) { r.errs = append(r.errs, err) }
 
-// get is k's value, trimmed, or def when unset or blank.
+// get is k's value, trimmed, or def when unset or blank. Any variable may
+// instead be given as the path of a file holding it, in k_FILE (secrets mounted
+// by an orchestrator); both at once is refused, and so is a file that cannot be
+// read. The error names the variable and the path, never the value.
 func (r *envReader) get(k, def string) string {
-	if v := strings.TrimSpace(r.getenv(k)); v != "" {
+	v := strings.TrimSpace(r.getenv(k))
+	if path := strings.TrimSpace(r.getenv(k + "_FILE")); path != "" {
+		if v != "" {
+			r.fail(fmt.Errorf("%s and %s_FILE are both set: set one", k, k))
+			return v
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			r.fail(fmt.Errorf("%s_FILE: cannot read %s: %w", k, path, errors.Unwrap(err)))
+			return def
+		}
+		v = strings.TrimSpace(string(b)) // the newline `echo secret > file` leaves
+	}
+	if v != "" {
 		return v
 	}
 	return def
+}
+
+// flag is a boolean variable, unset meaning false. Only the words below are
+// taken: a value such as "ture" or "enabled" stops the start and names the
+// variable, instead of silently meaning false.
+func (r *envReader) flag(k string) bool {
+	switch v := strings.ToLower(r.get(k, "false")); v {
+	case "true", "1", "yes", "on":
+		return true
+	case "false", "0", "no", "off":
+		return false
+	}
+	r.fail(fmt.Errorf("%s: not a boolean (true or false)", k))
+	return false
+}
+
+// defaultDatabaseURL is the private cluster `make pg` starts, on the port the
+// Makefile gives it (PAYSVC_PG_PORT, default 55432), so `paysvc merchant create`
+// after `PAYSVC_PG_PORT=55499 make run` writes where that server runs.
+func (r *envReader) defaultDatabaseURL() string {
+	port := r.get("PAYSVC_PG_PORT", "")
+	if port == "" {
+		return DefaultDatabaseURL
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		r.fail(errors.New("PAYSVC_PG_PORT: not a port number"))
+		return DefaultDatabaseURL
+	}
+	return strings.Replace(DefaultDatabaseURL, ":55432/", ":"+port+"/", 1)
 }
 
 func (r *envReader) num(k string, def float64) float64 {
@@ -288,7 +337,7 @@ func (r *envReader) daraja(c *Config) {
 	if c.Environment == "live" {
 		darajaDefault = ""
 	}
-	c.AllowDarajaNonProduction = r.get("PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE", "false") == "true"
+	c.AllowDarajaNonProduction = r.flag("PAYSVC_DARAJA_ALLOW_SANDBOX_IN_LIVE")
 	c.Daraja = mpesa.DarajaConfig{
 		BaseURL: r.get("PAYSVC_DARAJA_BASE_URL", darajaDefault), ConsumerKey: r.get("PAYSVC_DARAJA_CONSUMER_KEY", ""),
 		ConsumerSecret: r.get("PAYSVC_DARAJA_CONSUMER_SECRET", ""), ShortCode: r.get("PAYSVC_DARAJA_SHORTCODE", ""),
@@ -370,6 +419,10 @@ func splitList(s string) []string {
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
+	if c.DBMaxConns < 0 || (c.DBMaxConns > 0 && c.DBMaxConns < minDBConns(c)) {
+		return fmt.Errorf("PAYSVC_DB_MAX_CONNS: %d is too few for roles %s (at least %d; 0 sizes the pools from the roles)",
+			c.DBMaxConns, strings.Join(c.Roles, ","), minDBConns(c))
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("PAYSVC_HTTP_ADDR: %q is not host:port", c.HTTPAddr)
 	}
@@ -567,7 +620,7 @@ func (c Config) Redacted() map[string]any {
 	return map[string]any{
 		"http_addr": c.HTTPAddr, "admin_addr": c.AdminAddr, "database_url": redactURL(c.DatabaseURL), "kafka_brokers": c.KafkaBrokers,
 		"kafka_port": c.KafkaPort, "data_dir": c.DataDir, "environment": c.Environment, "roles": c.Roles,
-		"allow_embedded_kafka": c.AllowEmbeddedKafka, "allow_smtp_sink": c.AllowSMTPSink,
+		"db_max_conns": c.DBConns(), "allow_embedded_kafka": c.AllowEmbeddedKafka, "allow_smtp_sink": c.AllowSMTPSink,
 		"daraja_base_url": c.Daraja.BaseURL, "daraja_allow_sandbox_in_live": c.AllowDarajaNonProduction,
 		"command_partitions": c.CommandPartitions, "instance_id": c.InstanceID,
 		"kafka_namespace": string(c.KafkaNamespace), "command_retention": c.CommandRetention.String(),

@@ -28,7 +28,8 @@ func (st *starter) startAPI(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if s.idemDB, err = storage.Open(ctx, idemURL, 30*time.Second); err != nil {
+	_, idemConns := cfg.DBPools()
+	if s.idemDB, err = storage.OpenPool(ctx, idemURL, 30*time.Second, storage.Pool{MaxConns: idemConns, Log: log}); err != nil {
 		return err
 	}
 	s.goRun(func() error {

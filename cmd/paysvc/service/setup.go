@@ -26,7 +26,8 @@ func (st *starter) setUp(ctx context.Context) (err error) {
 	if s.stopTracing, err = tracing.Start(ctx, cfg.Tracing, cfg.InstanceID); err != nil {
 		return err
 	}
-	if s.DB, err = storage.Open(ctx, cfg.DatabaseURL, 30*time.Second); err != nil {
+	mainConns, _ := cfg.DBPools()
+	if s.DB, err = storage.OpenPool(ctx, cfg.DatabaseURL, 30*time.Second, storage.Pool{MaxConns: mainConns, Log: log}); err != nil {
 		return err
 	}
 	if applied, err := storage.Migrate(ctx, s.DB); err != nil {
