@@ -8,17 +8,20 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/values/money"
 	"paysvc/api/edge"
 	"paysvc/topics"
 )
 
-// maxCollectionKES is the largest single collection any method takes, card and
-// PesaLink alike (docs/api-decisions.md, "Amount bounds"): a bank transfer's
-// ceiling, and far below what a wallet balance can hold.
-var maxCollectionKES = money.MustParse("999999.00")
+// The collection rules the API's other checks use are the invoice aggregate's:
+// a fixed checkout amount is held to the same ceiling, and a session records the
+// same default tariff, as the invoice kind prices with.
+var (
+	maxCollectionKES = invoice.MaxCollection
+	tarOrDefault     = invoice.TariffOrDefault
+)
 
 var (
 	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
@@ -93,36 +96,22 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
+	// The invoice kind prices what the customer asked (invoice.Price), behind the log.
+	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone, Amount: kes, APIRef: apiRef,
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
 		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {
-		tar, err := b.Str("bank_tarrif", false, 20, nil)
-		if err != nil {
+		if cmd.Tariff, err = readTariff(b, "bank_tarrif"); err != nil {
 			return err
 		}
-		q, _, err := s.priceCollection(tariff.MethodPesalink, tar, kes)
-		if err != nil {
-			return err
-		}
-		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
-		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
+		cmd.Provider, cmd.TestOutcome = "PESALINK", card.PesalinkTestOutcome(phone)
 	} else {
-		tar, err := b.Str("mobile_tarrif", false, 20, nil)
-		if err != nil {
+		if cmd.Tariff, err = readTariff(b, "mobile_tarrif"); err != nil {
 			return err
-		}
-		if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-			return edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		if target.checkout != nil {
-			tar = target.checkout.MobileTarrif
+			cmd.Tariff = target.checkout.MobileTarrif
 		}
-		q, _, err := s.priceCollection(tariff.MethodMpesa, tar, kes)
-		if err != nil {
-			return err
-		}
-		cmd.Tariff, cmd.Value, cmd.Charges, cmd.NetAmount = tarOrDefault(tar), q.Value, q.Charges, q.NetAmount
 	}
 	inv, sig, err := s.openInvoice(c, cmd)
 	if err != nil {
@@ -136,4 +125,17 @@ func (s *Server) collection(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig,
 		"payment_link": link})
+}
+
+// readTariff reads a tariff field: BUSINESS-PAYS, CUSTOMER-PAYS or absent. The
+// spelling is input, checked here; what the tariff costs is the invoice kind's.
+func readTariff(b edge.Body, field string) (string, error) {
+	tar, err := b.Str(field, false, 20, nil)
+	if err != nil {
+		return "", err
+	}
+	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
+		return "", edge.Invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	}
+	return tar, nil
 }

@@ -5,6 +5,7 @@ import (
 	"paysvc/actors/aggregates/payout/payoutkind"
 	"paysvc/actors/aggregates/refund/refundkind"
 	"paysvc/actors/aggregates/subscription/subscriptionkind"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
 )
@@ -21,11 +22,12 @@ type Aggregate struct {
 // A new aggregate adds its line here; the engine itself never names it. It is a
 // value, made for each service, so there is no process-wide registry for tests
 // to reset; the engine's tests use it too, and a test adds a test-only kind
-// through Config.Aggregates.
-func Aggregates() []Aggregate {
+// through Config.Aggregates. fees is the fee schedule the kinds price with (nil:
+// tariff.DefaultSchedule).
+func Aggregates(fees *tariff.Schedule) []Aggregate {
 	return []Aggregate{
 		{Kind: walletkind.Kind()},
-		{Kind: invoicekind.Kind()},
+		{Kind: invoicekind.Kind(fees)},
 		{Kind: payoutkind.Kind()},
 		{Kind: refundkind.Kind()},
 		{Kind: subscriptionkind.Kind()},

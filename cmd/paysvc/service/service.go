@@ -72,7 +72,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.cancel = stop
 	list := cfg.Aggregates
 	if list == nil {
-		list = Aggregates()
+		list = Aggregates(cfg.API.Fees)
 	}
 	st := &starter{Service: s, cfg: cfg, run: run, wake: func() {}, kinds: Kinds(list)}
 	defer func() {
