@@ -81,8 +81,8 @@ type InvoiceSTKPush struct {
 }
 
 // PaymentCustomer is the payer's identity and billing address as a collection
-// request gave them (the payer's email and phone travel as Email and Phone). Its
-// fields are those of invoice.Customer, so one converts to the other.
+// request gave them (the payer's email and phone travel as Email and Phone); the
+// invoice keeps it as it is (invoice.Customer).
 type PaymentCustomer struct {
 	// CustomerID is the merchant's customer record of the payer's email (the
 	// customers API); empty when the payment carried no email.

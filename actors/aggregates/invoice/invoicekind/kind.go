@@ -305,7 +305,7 @@ func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush, fees *
 		InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.WalletID, Provider: provider,
 		Currency: "KES", Tariff: invoice.TariffOrDefault(in.Tariff), Value: q.Value, Charges: q.Charges, NetAmount: q.NetAmount,
 		Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
-		CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: invoice.Customer(in.Customer), Host: in.Host,
+		CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: in.Customer, Host: in.Host,
 		Narrative: in.Narrative, PaymentLinkID: in.PaymentLinkID, At: tx.At(),
 	})
 	if err != nil {
