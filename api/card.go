@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
 	"paysvc/api/edge"
 	"paysvc/topics"
@@ -120,11 +118,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cust, err := readCustomer(b, "")
-	if err != nil {
-		return err
-	}
-	host, err := readHost(b)
+	cust, host, err := readPayer(b)
 	if err != nil {
 		return err
 	}
@@ -138,15 +132,12 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if phone == "" && target.checkout != nil && target.checkout.PhoneNumber != nil {
 		phone = *target.checkout.PhoneNumber
 	}
-	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
-	}
+	kes, _, err := s.toKES(target.currency, target.amount)
 	if err != nil {
 		return err
 	}
 	// The invoice kind prices what the customer asked (invoice.Price), behind the log.
-	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
+	inv, sess, sig, err := s.openPayment(c, topics.InvoiceSTKPush{
 		WalletID: target.sessionWallet(walletID), Phone: phone, Amount: kes,
 		Tariff: tar, APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
 		Provider: "CARD", CardLast4: pan[len(pan)-4:], CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
@@ -155,12 +146,6 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
-	link, err := s.sessionLink(c, inv)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "signature": sig, "payment_link": link,
+	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "signature": sig, "payment_link": sess.PaymentLink,
 		"card": map[string]string{"last4": inv.CardLast4, "network": inv.CardNetwork}})
 }

@@ -11,6 +11,7 @@ import (
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
+	"paysvc/actors/values/money"
 	"paysvc/api/edge"
 	"paysvc/topics"
 )
@@ -77,11 +78,7 @@ func (s *Server) collection(c echo.Context) error {
 	if phone != "" && !phonePattern.MatchString(phone) {
 		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
-	cust, err := readCustomer(b, "")
-	if err != nil {
-		return err
-	}
-	host, err := readHost(b)
+	cust, host, err := readPayer(b)
 	if err != nil {
 		return err
 	}
@@ -89,10 +86,7 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
-	}
+	kes, _, err := s.toKES(target.currency, target.amount)
 	if err != nil {
 		return err
 	}
@@ -113,18 +107,12 @@ func (s *Server) collection(c echo.Context) error {
 			cmd.Tariff = target.checkout.MobileTarrif
 		}
 	}
-	inv, sig, err := s.openInvoice(c, cmd)
-	if err != nil {
-		return err
-	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
-	link, err := s.sessionLink(c, inv)
+	_, sess, sig, err := s.openPayment(c, cmd)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig,
-		"payment_link": link})
+		"payment_link": sess.PaymentLink})
 }
 
 // readTariff reads a tariff field: BUSINESS-PAYS, CUSTOMER-PAYS or absent. The
@@ -138,4 +126,25 @@ func readTariff(b edge.Body, field string) (string, error) {
 		return "", edge.Invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	}
 	return tar, nil
+}
+
+// toKES converts what the customer asked into KES, the settlement currency, at the
+// configured rates: the amount a collection's command carries and a quote prices.
+func (s *Server) toKES(currency string, amount money.Amount) (money.Amount, string, error) {
+	kes, rate, err := s.cfg.Rates.ToKES(currency, amount)
+	if errors.Is(err, tariff.ErrUnknownCurrency) {
+		return kes, rate, edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
+	}
+	return kes, rate, err
+}
+
+// readPayer reads what a payment request says of its payer (the customer fields)
+// and of its origin (the host).
+func readPayer(b edge.Body) (topics.PaymentCustomer, string, error) {
+	cust, err := readCustomer(b, "")
+	if err != nil {
+		return cust, "", err
+	}
+	host, err := readHost(b)
+	return cust, host, err
 }

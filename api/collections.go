@@ -102,15 +102,13 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
+	_, sess, sig, err := s.openPayment(c, topics.InvoiceSTKPush{
 		WalletID: walletID, Phone: phone, Amount: amount, Tariff: tar, APIRef: apiRef, Email: email, Customer: cust,
 		Host: host, Narrative: narrative,
 	})
 	if err != nil {
 		return err
 	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
 	// signature (beyond the Payment session's fields) lets a browser poll /payment/status.
 	return c.JSON(http.StatusOK, struct {
 		sessionJSON
@@ -150,15 +148,35 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	if checkout != "" && inv.CheckoutID != checkout {
 		return edge.NotFound("Invoice not found for this checkout.")
 	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
-	if sess.PaymentLink, err = s.sessionLink(c, inv); err != nil {
+	sess, err := s.paymentSession(c, inv)
+	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "meta": map[string]any{
 		"id": sess.ID, "customer": sess.Customer, "customer_comment": sess.CustomerComment, "created_at": sess.CreatedAt,
 		"payment_link": sess.PaymentLink,
 	}})
+}
+
+// openPayment opens the invoice cmd asks for and answers it as a Payment session
+// (paymentSession), with the invoice and its status token.
+func (s *Server) openPayment(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, sessionJSON, string, error) {
+	inv, sig, err := s.openInvoice(c, cmd)
+	if err != nil {
+		return inv, sessionJSON{}, "", err
+	}
+	sess, err := s.paymentSession(c, inv)
+	return inv, sess, sig, err
+}
+
+// paymentSession is an invoice's Payment session as the caller may see it: the
+// payer hidden from who may not see payers, with the payment link it pays through.
+func (s *Server) paymentSession(c echo.Context, inv invoice.State) (sessionJSON, error) {
+	sess := renderSession(inv)
+	hidePayer(c, &sess)
+	var err error
+	sess.PaymentLink, err = s.sessionLink(c, inv)
+	return sess, err
 }
 
 type invoiceJSON struct {

@@ -85,10 +85,7 @@ func (s *Server) amountEstimate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kes, rate, err := s.cfg.Rates.ToKES(currency, amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
-	}
+	kes, rate, err := s.toKES(currency, amount)
 	if err != nil {
 		return err
 	}
