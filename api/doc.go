@@ -4,9 +4,11 @@
 // paysvc.commands.v1 and the handler answers with the engine's reply, which is sent
 // only after the engine's batch committed. Reads come from the Postgres snapshots,
 // always scoped by the authenticated merchant. One kind of business rule is still
-// here: prices. The fee of a collection and of each payout transaction is computed
-// from the tariff (PAYSVC_FEES) at the edge and travels in the command
-// (collections.go, collection.go, card.go, payouts.go), not behind the command log.
+// here: a payout transaction's fee, computed from the tariff (PAYSVC_FEES) at the
+// edge and carried in the command (payouts.go). A collection's price is the
+// invoice aggregate's (invoice.Price, applied by its kind behind the command log):
+// the collection calls send what the customer asked, and the fee quote reads the
+// same function.
 //
 // Besides the JSON API it serves:
 //   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide

@@ -22,8 +22,8 @@ type Aggregate struct {
 // A new aggregate adds its line here; the engine itself never names it. It is a
 // value, made for each service, so there is no process-wide registry for tests
 // to reset; the engine's tests use it too, and a test adds a test-only kind
-// through Config.Aggregates. fees is the fee schedule the kinds price with (nil:
-// tariff.DefaultSchedule).
+// through Config.Aggregates. fees is the fee schedule the aggregates that price
+// (collections) charge by; nil is tariff.DefaultSchedule().
 func Aggregates(fees *tariff.Schedule) []Aggregate {
 	return []Aggregate{
 		{Kind: walletkind.Kind()},

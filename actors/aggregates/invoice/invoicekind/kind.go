@@ -1,8 +1,9 @@
 // Package invoicekind registers the invoice (collection) aggregate
 // (actors/aggregates/invoice) with the engine (docs/adr/0007-one-aggregate-contract.md): an
-// STK push or card payment opens an invoice and queues its rail's request; the
-// rail's outcomes move it, and completion credits its wallet in the same command;
-// a card clearing releases the funds. Invoices commit as the core's column arrays
+// STK push, card or PesaLink payment opens an invoice, priced here from what the
+// customer asked (invoice.Price), and queues its rail's request; the rail's
+// outcomes move it, and completion credits its wallet in the same command (the
+// engine's Tx money API); a card clearing releases the funds. Invoices commit as the core's column arrays
 // (migration 0039).
 package invoicekind
 
