@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
 	"paysvc/api/edge"
 	"paysvc/topics"
@@ -108,12 +106,9 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tar, err := b.Str("card_tarrif", false, 20, nil)
+	tar, err := readTariff(b, "card_tarrif")
 	if err != nil {
 		return err
-	}
-	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-		return edge.Invalid("card_tarrif", "card_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 	}
 	if target.checkout != nil {
 		// The session's tariff, whatever the request says (the page is public).
@@ -123,11 +118,7 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cust, err := readCustomer(b, "")
-	if err != nil {
-		return err
-	}
-	host, err := readHost(b)
+	cust, host, err := readPayer(b)
 	if err != nil {
 		return err
 	}
@@ -141,32 +132,20 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if phone == "" && target.checkout != nil && target.checkout.PhoneNumber != nil {
 		phone = *target.checkout.PhoneNumber
 	}
-	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
-	}
+	kes, _, err := s.toKES(target.currency, target.amount)
 	if err != nil {
 		return err
 	}
-	q, _, err := s.priceCollection(tariff.MethodCard, tar, kes)
-	if err != nil {
-		return err
-	}
-	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
-		WalletID: target.sessionWallet(walletID), Phone: phone, Value: q.Value, Charges: q.Charges,
-		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
+	// The invoice kind prices what the customer asked (invoice.Price), behind the log.
+	inv, sess, sig, err := s.openPayment(c, topics.InvoiceSTKPush{
+		WalletID: target.sessionWallet(walletID), Phone: phone, Amount: kes,
+		Tariff: tar, APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
 		Provider: "CARD", CardLast4: pan[len(pan)-4:], CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
 		Customer: withSession(cust, target.checkout), Host: host, PaymentLinkID: target.paymentLinkID(),
 	})
 	if err != nil {
 		return err
 	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
-	link, err := s.sessionLink(c, inv)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "signature": sig, "payment_link": link,
+	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "signature": sig, "payment_link": sess.PaymentLink,
 		"card": map[string]string{"last4": inv.CardLast4, "network": inv.CardNetwork}})
 }

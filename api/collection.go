@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
 	"paysvc/actors/values/money"
@@ -15,10 +16,13 @@ import (
 	"paysvc/topics"
 )
 
-// maxCollectionKES is the largest single collection any method takes, card and
-// PesaLink alike (docs/api-decisions.md, "Amount bounds"): a bank transfer's
-// ceiling, and far below what a wallet balance can hold.
-var maxCollectionKES = money.MustParse("999999.00")
+// The collection rules the API's other checks use are the invoice aggregate's:
+// a fixed checkout amount is held to the same ceiling, and a session records the
+// same default tariff, as the invoice kind prices with.
+var (
+	maxCollectionKES = invoice.MaxCollection
+	tarOrDefault     = invoice.TariffOrDefault
+)
 
 var (
 	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
@@ -74,11 +78,7 @@ func (s *Server) collection(c echo.Context) error {
 	if phone != "" && !phonePattern.MatchString(phone) {
 		return edge.Invalid("phone_number", "Enter a valid phone number in the format 254XXXXXXXXX.")
 	}
-	cust, err := readCustomer(b, "")
-	if err != nil {
-		return err
-	}
-	host, err := readHost(b)
+	cust, host, err := readPayer(b)
 	if err != nil {
 		return err
 	}
@@ -86,54 +86,65 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kes, _, err := s.cfg.Rates.ToKES(target.currency, target.amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+target.currency+".")
-	}
+	kes, _, err := s.toKES(target.currency, target.amount)
 	if err != nil {
 		return err
 	}
-	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone, APIRef: apiRef,
+	// The invoice kind prices what the customer asked (invoice.Price), behind the log.
+	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone, Amount: kes, APIRef: apiRef,
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
 		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {
-		tar, err := b.Str("bank_tarrif", false, 20, nil)
-		if err != nil {
+		if cmd.Tariff, err = readTariff(b, "bank_tarrif"); err != nil {
 			return err
 		}
-		q, _, err := s.priceCollection(tariff.MethodPesalink, tar, kes)
-		if err != nil {
-			return err
-		}
-		cmd.Provider, cmd.TestOutcome, cmd.Tariff = "PESALINK", card.PesalinkTestOutcome(phone), tarOrDefault(tar)
-		cmd.Value, cmd.Charges, cmd.NetAmount = q.Value, q.Charges, q.NetAmount
+		cmd.Provider, cmd.TestOutcome = "PESALINK", card.PesalinkTestOutcome(phone)
 	} else {
-		tar, err := b.Str("mobile_tarrif", false, 20, nil)
-		if err != nil {
+		if cmd.Tariff, err = readTariff(b, "mobile_tarrif"); err != nil {
 			return err
-		}
-		if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-			return edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
 		}
 		if target.checkout != nil {
-			tar = target.checkout.MobileTarrif
+			cmd.Tariff = target.checkout.MobileTarrif
 		}
-		q, _, err := s.priceCollection(tariff.MethodMpesa, tar, kes)
-		if err != nil {
-			return err
-		}
-		cmd.Tariff, cmd.Value, cmd.Charges, cmd.NetAmount = tarOrDefault(tar), q.Value, q.Charges, q.NetAmount
 	}
-	inv, sig, err := s.openInvoice(c, cmd)
-	if err != nil {
-		return err
-	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
-	link, err := s.sessionLink(c, inv)
+	_, sess, sig, err := s.openPayment(c, cmd)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "customer": sess.Customer, "signature": sig,
-		"payment_link": link})
+		"payment_link": sess.PaymentLink})
+}
+
+// readTariff reads a tariff field: BUSINESS-PAYS, CUSTOMER-PAYS or absent. The
+// spelling is input, checked here; what the tariff costs is the invoice kind's.
+func readTariff(b edge.Body, field string) (string, error) {
+	tar, err := b.Str(field, false, 20, nil)
+	if err != nil {
+		return "", err
+	}
+	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
+		return "", edge.Invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	}
+	return tar, nil
+}
+
+// toKES converts what the customer asked into KES, the settlement currency, at the
+// configured rates: the amount a collection's command carries and a quote prices.
+func (s *Server) toKES(currency string, amount money.Amount) (money.Amount, string, error) {
+	kes, rate, err := s.cfg.Rates.ToKES(currency, amount)
+	if errors.Is(err, tariff.ErrUnknownCurrency) {
+		return kes, rate, edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
+	}
+	return kes, rate, err
+}
+
+// readPayer reads what a payment request says of its payer (the customer fields)
+// and of its origin (the host).
+func readPayer(b edge.Body) (topics.PaymentCustomer, string, error) {
+	cust, err := readCustomer(b, "")
+	if err != nil {
+		return cust, "", err
+	}
+	host, err := readHost(b)
+	return cust, host, err
 }

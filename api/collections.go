@@ -22,16 +22,14 @@ import (
 var (
 	phonePattern  = regexp.MustCompile(`^254\d{9}$`)
 	apiRefPattern = regexp.MustCompile(`^[a-zA-Z0-9\-_ ]+$`)
-	mpesaMin      = money.MustParse("10.00")
-	mpesaMax      = money.MustParse("150000.00")
 )
 
 // resultCodesLink documents M-Pesa's result codes (failed_code_link).
 const resultCodesLink = "https://developer.safaricom.co.ke/APIs/MpesaExpressSimulate"
 
-// stkPush sends an M-Pesa payment prompt: the invoice is priced here (the amount is
-// rounded up to whole shillings first), opened by the engine in PENDING, and the
-// prompt goes out through the rails role after the commit.
+// stkPush sends an M-Pesa payment prompt: the invoice kind prices the amount asked
+// and opens the invoice in PENDING, and the prompt goes out through the rails role
+// after the commit.
 func (s *Server) stkPush(c echo.Context) error {
 	b, err := edge.ReadBody(c)
 	if err != nil {
@@ -58,8 +56,10 @@ func (s *Server) stkPush(c echo.Context) error {
 		}
 		raw = r
 	}
+	// The prompt's bounds are checked here too, before the other fields, with words
+	// of their own: an STK push is in KES, so no conversion is mentioned.
 	amount := tariff.RoundUpShillings(raw)
-	if amount.Cmp(mpesaMin) < 0 || amount.Cmp(mpesaMax) > 0 {
+	if amount.Cmp(invoice.MpesaMin) < 0 || amount.Cmp(invoice.MpesaMax) > 0 {
 		return edge.Invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000.")
 	}
 	if cur, err := b.Str("currency", false, 3, nil); err != nil {
@@ -78,11 +78,7 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tar, err := b.Str("mobile_tarrif", false, 20, nil)
-	if err != nil {
-		return err
-	}
-	q, err := s.stkQuote(tar, amount)
+	tar, err := readTariff(b, "mobile_tarrif")
 	if err != nil {
 		return err
 	}
@@ -106,49 +102,18 @@ func (s *Server) stkPush(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inv, sig, err := s.openInvoice(c, topics.InvoiceSTKPush{
-		WalletID: walletID, Phone: phone, Value: q.Value, Charges: q.Charges,
-		NetAmount: q.NetAmount, Tariff: tarOrDefault(tar), APIRef: apiRef, Email: email, Customer: cust,
+	_, sess, sig, err := s.openPayment(c, topics.InvoiceSTKPush{
+		WalletID: walletID, Phone: phone, Amount: amount, Tariff: tar, APIRef: apiRef, Email: email, Customer: cust,
 		Host: host, Narrative: narrative,
 	})
 	if err != nil {
 		return err
 	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
 	// signature (beyond the Payment session's fields) lets a browser poll /payment/status.
 	return c.JSON(http.StatusOK, struct {
 		sessionJSON
 		Signature string `json:"signature"`
 	}{sess, sig})
-}
-
-func tarOrDefault(t string) string {
-	if t == "" {
-		return tariff.BusinessPays
-	}
-	return t
-}
-
-// stkQuote prices a prompt. With CUSTOMER-PAYS the fee is added on top, and the
-// prompt (what the customer pays) is rounded up to whole shillings again, the
-// rounding going to the charges.
-func (s *Server) stkQuote(tar string, amount money.Amount) (tariff.Quote, error) {
-	q, err := s.cfg.Fees.Quote(tariff.MethodMpesa, tar, amount)
-	if errors.Is(err, tariff.ErrUnknownTariff) {
-		return q, edge.Invalid("mobile_tarrif", "mobile_tarrif must be BUSINESS-PAYS or CUSTOMER-PAYS.")
-	}
-	if errors.Is(err, tariff.ErrFeeExceedsAmount) {
-		return q, edge.Invalid("amount", "The amount does not cover the transaction fee.")
-	}
-	if err != nil {
-		return q, err
-	}
-	if tarOrDefault(tar) == tariff.CustomerPays {
-		q.Value = tariff.RoundUpShillings(q.Value)
-		q.Charges = q.Value.Sub(q.NetAmount)
-	}
-	return q, nil
 }
 
 // paymentStatus returns an invoice and its session meta.
@@ -183,15 +148,35 @@ func (s *Server) paymentStatus(c echo.Context) error {
 	if checkout != "" && inv.CheckoutID != checkout {
 		return edge.NotFound("Invoice not found for this checkout.")
 	}
-	sess := renderSession(inv)
-	hidePayer(c, &sess)
-	if sess.PaymentLink, err = s.sessionLink(c, inv); err != nil {
+	sess, err := s.paymentSession(c, inv)
+	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"invoice": sess.Invoice, "meta": map[string]any{
 		"id": sess.ID, "customer": sess.Customer, "customer_comment": sess.CustomerComment, "created_at": sess.CreatedAt,
 		"payment_link": sess.PaymentLink,
 	}})
+}
+
+// openPayment opens the invoice cmd asks for and answers it as a Payment session
+// (paymentSession), with the invoice and its status token.
+func (s *Server) openPayment(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, sessionJSON, string, error) {
+	inv, sig, err := s.openInvoice(c, cmd)
+	if err != nil {
+		return inv, sessionJSON{}, "", err
+	}
+	sess, err := s.paymentSession(c, inv)
+	return inv, sess, sig, err
+}
+
+// paymentSession is an invoice's Payment session as the caller may see it: the
+// payer hidden from who may not see payers, with the payment link it pays through.
+func (s *Server) paymentSession(c echo.Context, inv invoice.State) (sessionJSON, error) {
+	sess := renderSession(inv)
+	hidePayer(c, &sess)
+	var err error
+	sess.PaymentLink, err = s.sessionLink(c, inv)
+	return sess, err
 }
 
 type invoiceJSON struct {

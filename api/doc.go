@@ -3,10 +3,11 @@
 // outcomes to HTTP. It writes no money state: every write becomes a command on
 // paysvc.commands.v1 and the handler answers with the engine's reply, which is sent
 // only after the engine's batch committed. Reads come from the Postgres snapshots,
-// always scoped by the authenticated merchant. One kind of business rule is still
-// here: prices. The fee of a collection is computed from the tariff (PAYSVC_FEES)
-// at the edge and travels in the command (collections.go, collection.go, card.go),
-// not behind the command log; a payout's is the payout aggregate's.
+// always scoped by the authenticated merchant. It holds no business rule: prices
+// are the aggregates' (invoice.Price for a collection, the payout kind for each
+// payout transaction), applied by their kinds behind the command log; the
+// collection calls send what the customer asked, and the fee quote reads the same
+// function a collection is priced by.
 //
 // Besides the JSON API it serves:
 //   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/money"
@@ -19,41 +20,6 @@ var estimateMethods = map[string]string{
 	"M-PESA": tariff.MethodMpesa, "MPESA": tariff.MethodMpesa, "MPESA_STK_PUSH": tariff.MethodMpesa,
 	"CARD-PAYMENT": tariff.MethodCard, "CARD": tariff.MethodCard,
 	"PESALINK": tariff.MethodPesalink,
-}
-
-// tariffFields is the field each method's own calls read the tariff from; a quote
-// takes it when `tarrif` (the Python SDK's name) is absent.
-var tariffFields = map[string]string{
-	tariff.MethodMpesa: "mobile_tarrif", tariff.MethodCard: "card_tarrif", tariff.MethodPesalink: "bank_tarrif",
-}
-
-// priceCollection prices a collection of kes (already converted to KES) as the
-// collection calls do: M-Pesa rounds up to whole shillings and is bounded to
-// KES 10..150,000; card and PesaLink are bounded by maxCollectionKES. The quote
-// endpoint answers from here, so a quote is what the payment will charge.
-func (s *Server) priceCollection(method, tar string, kes money.Amount) (tariff.Quote, money.Amount, error) {
-	field := tariffFields[method]
-	if method == tariff.MethodMpesa {
-		kes = tariff.RoundUpShillings(kes)
-		if kes.Cmp(mpesaMin) < 0 || kes.Cmp(mpesaMax) > 0 {
-			return tariff.Quote{}, kes, edge.Invalid("amount", "M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).")
-		}
-		q, err := s.stkQuote(tar, kes)
-		return q, kes, err
-	}
-	if kes.Cmp(maxCollectionKES) > 0 {
-		return tariff.Quote{}, kes, edge.Invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")
-	}
-	q, err := s.cfg.Fees.Quote(method, tar, kes)
-	switch {
-	case errors.Is(err, tariff.ErrUnknownTariff):
-		return q, kes, edge.Invalid(field, field+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
-	case errors.Is(err, tariff.ErrFeeExceedsAmount):
-		return q, kes, edge.Invalid("amount", "The amount does not cover the "+method+" fee.")
-	case errors.Is(err, tariff.ErrUnknownMethod):
-		return q, kes, edge.Invalid("method", "This server does not collect by "+method+".")
-	}
-	return q, kes, err
 }
 
 type estimateJSON struct {
@@ -113,27 +79,27 @@ func (s *Server) amountEstimate(c echo.Context) error {
 	}
 	tarField := "tarrif"
 	if !b.Has(tarField) {
-		tarField = tariffFields[method]
+		tarField = invoice.TariffFields[method]
 	}
-	tar, err := b.Str(tarField, false, 20, nil)
+	tar, err := readTariff(b, tarField)
 	if err != nil {
 		return err
 	}
-	if tar != "" && tar != tariff.BusinessPays && tar != tariff.CustomerPays {
-		return edge.Invalid(tarField, tarField+" must be BUSINESS-PAYS or CUSTOMER-PAYS.")
+	kes, rate, err := s.toKES(currency, amount)
+	if err != nil {
+		return err
 	}
-	kes, rate, err := s.cfg.Rates.ToKES(currency, amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
+	// A quote is a read before any command exists: it prices with the very function
+	// the invoice kind opens the invoice with, so the two cannot disagree.
+	q, err := invoice.Price(s.cfg.Fees, method, tar, kes)
+	var pe *invoice.PriceError
+	if errors.As(err, &pe) {
+		return edge.Invalid(pe.Attr, pe.Detail)
 	}
 	if err != nil {
 		return err
 	}
-	q, priced, err := s.priceCollection(method, tar, kes)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, estimateJSON{Method: word, Tarrif: tarOrDefault(tar), Currency: currency, Amount: amount,
-		SettlementCurrency: tariff.Settlement, ExchangeRate: rate, SettlementAmount: priced,
+	return c.JSON(http.StatusOK, estimateJSON{Method: word, Tarrif: invoice.TariffOrDefault(tar), Currency: currency, Amount: amount,
+		SettlementCurrency: tariff.Settlement, ExchangeRate: rate, SettlementAmount: q.Amount,
 		Value: q.Value, Charges: q.Charges, NetAmount: q.NetAmount})
 }

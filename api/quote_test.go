@@ -3,6 +3,8 @@ package api_test
 import (
 	"testing"
 
+	"paysvc/actors/aggregates/tariff"
+	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
 
@@ -117,4 +119,65 @@ func TestAmountEstimate(t *testing.T) {
 			t.Fatalf("without a key: %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+// TestPricingRefusals: a collection the fee schedule cannot price is refused by
+// the invoice kind with the 400 the API gave when it priced at the edge (type,
+// code, detail and attr), and its quote is refused alike.
+func TestPricingRefusals(t *testing.T) {
+	t.Parallel()
+	fees, err := tariff.ParseSchedule("M-PESA=0%+10.00;CARD=0%+20.00;PESALINK=0.5%,min=10.00,max=200.00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBundle(t, servicetest.Start(t, func(c *service.Config) { c.API.Fees = fees }), "Acme")
+	card := map[string]any{"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123", "currency": "KES"}
+	with := func(base map[string]any, kv ...any) map[string]any {
+		out := map[string]any{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1]
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, path   string
+		body         map[string]any
+		attr, detail string
+		quote        map[string]any // the same request as a quote; nil: none
+	}{
+		{"STKFee", "/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254708374149", "amount": "10"},
+			"amount", "The amount does not cover the transaction fee.", map[string]any{"method": "M-PESA", "amount": "10"}},
+		{"CollectionFee", "/api/v1/payment/collection/", map[string]any{"method": "M-PESA", "currency": "KES", "phone_number": "254708374149",
+			"amount": "10", "api_ref": "fee"}, "amount", "The amount does not cover the transaction fee.", nil},
+		{"CollectionAfterConversion", "/api/v1/payment/collection/", map[string]any{"method": "M-PESA", "currency": "USD",
+			"phone_number": "254708374149", "amount": "2000", "api_ref": "big"}, "amount",
+			"M-Pesa amount must be between KES 10 and KES 150,000 (after conversion to KES).",
+			map[string]any{"method": "M-PESA", "currency": "USD", "amount": "2000"}},
+		{"CardFee", "/api/v1/payment/card/", with(card, "amount", "20"), "amount", "The amount does not cover the CARD fee.",
+			map[string]any{"method": "CARD", "amount": "20"}},
+		{"CardCeiling", "/api/v1/payment/card/", with(card, "amount", "999999.01"), "amount",
+			"Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.",
+			map[string]any{"method": "CARD", "amount": "999999.01"}},
+		{"PesalinkCeiling", "/api/v1/payment/collection/", map[string]any{"method": "PESALINK", "currency": "KES", "amount": "1000000",
+			"api_ref": "pl"}, "amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.",
+			map[string]any{"method": "PESALINK", "amount": "1000000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(what string, r servicetest.Response) {
+				t.Helper()
+				detail, code, attr := errorBody(t, r)
+				if r.Status != 400 || code != "invalid" || detail != tc.detail || attr != tc.attr ||
+					r.Map(t)["type"] != "validation_error" {
+					t.Fatalf("%s: %d %s; want 400 invalid on %s: %q", what, r.Status, r.Body, tc.attr, tc.detail)
+				}
+			}
+			check("payment", b.post(tc.path, tc.body))
+			if tc.quote != nil {
+				check("quote", b.env.Do("POST", "/api/v1/payment/get_amount_estimate/", tc.quote, "X-IntaSend-Public-API-Key", b.public))
+			}
+		})
+	}
 }

@@ -46,15 +46,16 @@ type CardRequest struct {
 // merchant. Internal: not a webhook topic.
 const RailsMpesaSTKTopic = "paysvc.rails.mpesa_stk.v1"
 
-// InvoiceSTKPush opens an M-Pesa STK invoice. The API has priced it (Value is what
-// the customer is prompted for, whole shillings; NetAmount what the wallet gets).
+// InvoiceSTKPush opens an invoice (an M-Pesa STK prompt, a card charge or a
+// PesaLink collection) for what the customer asked to pay: Amount in KES (a
+// foreign amount converted at the edge) under Tariff (empty: BUSINESS-PAYS). The
+// invoice kind prices it (invoice.Price): the invoice's value, charges and
+// net_amount are computed behind the log, never carried in the command.
 type InvoiceSTKPush struct {
 	InvoiceID string       `json:"invoice_id"`
 	WalletID  string       `json:"wallet_id,omitempty"` // empty: the merchant's KES settlement wallet
 	Phone     string       `json:"phone_number"`
-	Value     money.Amount `json:"value"`
-	Charges   money.Amount `json:"charges"`
-	NetAmount money.Amount `json:"net_amount"`
+	Amount    money.Amount `json:"amount"`
 	Tariff    string       `json:"tariff"`
 	APIRef    string       `json:"api_ref"`
 	// CheckoutID links the invoice to the checkout session it pays; Email is the
@@ -80,8 +81,8 @@ type InvoiceSTKPush struct {
 }
 
 // PaymentCustomer is the payer's identity and billing address as a collection
-// request gave them (the payer's email and phone travel as Email and Phone). Its
-// fields are those of invoice.Customer, so one converts to the other.
+// request gave them (the payer's email and phone travel as Email and Phone); the
+// invoice keeps it as it is (invoice.Customer).
 type PaymentCustomer struct {
 	// CustomerID is the merchant's customer record of the payer's email (the
 	// customers API); empty when the payment carried no email.

@@ -62,8 +62,7 @@ func TestEngine_Guards(t *testing.T) {
 		t.Helper()
 		inv := ids.Alias(8)
 		ok(t, b.send(t, b.command(t, topics.CmdInvoiceSTKPush, merchant, topics.InvoiceSTKPush{InvoiceID: inv,
-			Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
-			NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "guard"})))
+			Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "guard"})))
 		return inv
 	}
 	success := func(merchant, inv string) topics.Command {
@@ -185,8 +184,7 @@ func TestEngine_Guards(t *testing.T) {
 			depositCmd(b, t, m.MerchantID, settle.WalletID, "50.00"),
 			createCmd(b, t, m.MerchantID, w, "after disable"),
 			b.command(t, topics.CmdInvoiceSTKPush, m.MerchantID, topics.InvoiceSTKPush{InvoiceID: ids.Alias(8),
-				Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
-				NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "disabled"}),
+				Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "disabled"}),
 		} {
 			wantCode(t, b.send(t, c), engine.CodeMerchantDisabled)
 		}
@@ -247,8 +245,7 @@ func TestEngine_OutcomesFailClosed(t *testing.T) {
 	b, x := setupCrossMerchant(t)
 	inv := ids.Alias(8)
 	ok(t, b.send(t, b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
-		Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
-		NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "owner"})))
+		Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "owner"})))
 	result := func(merchant, stage string, code int) topics.Command {
 		return b.command(t, topics.CmdInvoiceProviderResult, merchant, topics.ProviderResult{InvoiceID: inv,
 			Stage: stage, Code: code, Receipt: "RCPT" + stage, CheckoutRequestID: "ws_CO_owner"})

@@ -26,8 +26,7 @@ func TestInvoiceIDClashInOneBatchIsRefusedNotQuarantined(t *testing.T) {
 	id := ids.Alias(12)
 	push := func(merchant string) topics.Command {
 		return b.command(t, topics.CmdInvoiceSTKPush, merchant, topics.InvoiceSTKPush{
-			InvoiceID: id, Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("0.00"),
-			NetAmount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "clash"})
+			InvoiceID: id, Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "clash"})
 	}
 	cmds := []topics.Command{push(b.merchant), push(other.MerchantID)}
 	waits := make([]<-chan topics.Reply, len(cmds))

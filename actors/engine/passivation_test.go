@@ -198,8 +198,7 @@ func TestFinalInvoiceActorIsReleasedAtOnce(t *testing.T) {
 	released := counter(t, "paysvc_engine_final_invoices_released_total", "", "")
 	inv := ids.Alias(8)
 	ok(t, b.send(t, b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: inv,
-		Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("1.50"),
-		NetAmount: money.MustParse("98.50"), Tariff: "BUSINESS-PAYS", APIRef: "final"})))
+		Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "final"})))
 	result := func(stage string) topics.Command {
 		return b.command(t, topics.CmdInvoiceProviderResult, b.merchant, topics.ProviderResult{InvoiceID: inv,
 			Stage: stage, Receipt: "SIMFINAL01", CheckoutRequestID: "ws_CO_final"})

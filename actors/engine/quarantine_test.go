@@ -29,8 +29,7 @@ func TestPoisonCommandsAreQuarantined(t *testing.T) {
 
 	good1 := depositCmd(b, t, b.merchant, b.settle, "10.00")
 	badCommit := b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{
-		InvoiceID: ids.Alias(10), Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("0.00"),
-		NetAmount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "poison", Email: "a\x00@b.co"})
+		InvoiceID: ids.Alias(10), Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "poison", Email: "a\x00@b.co"})
 	good2 := transferCmd(b, t, b.merchant, b.settle, w, "5.00")
 	badApply := createCmd(b, t, b.merchant, ids.Alias(10), "bad\x00label")
 	good3 := depositCmd(b, t, b.merchant, b.settle, "1.00")
@@ -130,8 +129,7 @@ func TestPoisonCommandAmongManyIsFoundAndTheRestApplyOnce(t *testing.T) {
 	for i := range cmds {
 		if i == bad {
 			cmds[i] = b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{
-				InvoiceID: ids.Alias(10), Phone: "254700000001", Value: money.MustParse("100.00"), Charges: money.MustParse("0.00"),
-				NetAmount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "poison\x00ref"})
+				InvoiceID: ids.Alias(10), Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "poison\x00ref"})
 		} else {
 			cmds[i] = depositCmd(b, t, b.merchant, b.settle, "1.00")
 		}

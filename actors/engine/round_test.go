@@ -159,8 +159,7 @@ func readHeldMidCommit(t *testing.T, b *engineBundle, apiRef string) *heldRound 
 	}
 	r.inv = ids.Alias(8)
 	r.push = b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: r.inv,
-		Phone: "254700000001", Value: money.MustParse("10.00"), Charges: money.MustParse("0.15"),
-		NetAmount: money.MustParse("9.85"), Tariff: "BUSINESS-PAYS", APIRef: apiRef})
+		Phone: "254700000001", Amount: money.MustParse("10.00"), Tariff: "BUSINESS-PAYS", APIRef: apiRef})
 	r.pushReply = register(r.push)
 	waitBlockedBy(t, b, r.locker) // the poll's hydration read waits on the table lock
 	return r

@@ -30,33 +30,18 @@ func Apply(s State, cmd any) (State, error) {
 		if s.CheckoutRequestID != "" || c.CheckoutRequestID == "" {
 			return s, ErrDuplicate
 		}
-		n := s
+		n := s.next(c.At)
 		n.CheckoutRequestID = c.CheckoutRequestID
-		n.Version++
-		n.UpdatedAt = c.At
 		return n, nil
 	case Accept:
-		n, err := move(s, StateProcessing, c.At)
-		if err != nil {
-			return s, err
-		}
-		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
-		return n, nil
+		return advance(s, StateProcessing, c.At, c.CheckoutRequestID, nil)
 	case Settle:
-		if s.Held {
-			return s, ErrHeld
-		}
-		if c.Paid != nil && !c.Paid.Equal(s.Value) {
+		if !s.Held && c.Paid != nil && !c.Paid.Equal(s.Value) {
 			return hold(s, c)
 		}
-		n, err := move(s, StateComplete, c.At)
-		if err != nil {
-			return s, err
-		}
-		n.MpesaReference = c.Receipt
-		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
-		n.Cleared = c.Cleared
-		return n, nil
+		return unlessHeld(s, StateComplete, c.At, c.CheckoutRequestID, func(n *State) {
+			n.MpesaReference, n.Cleared = c.Receipt, c.Cleared
+		})
 	case Clear:
 		if !s.Exists() {
 			return s, ErrNotFound
@@ -64,33 +49,13 @@ func Apply(s State, cmd any) (State, error) {
 		if s.State != StateComplete || s.Cleared {
 			return s, ErrDuplicate
 		}
-		n := s
+		n := s.next(c.At)
 		n.Cleared = true
-		n.Version++
-		n.UpdatedAt = c.At
 		return n, nil
 	case Unknown:
-		if s.Held {
-			return s, ErrHeld
-		}
-		n, err := move(s, StateProcessing, c.At)
-		if err != nil {
-			return s, err
-		}
-		n.OutcomeUnknown = true
-		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
-		return n, nil
+		return unlessHeld(s, StateProcessing, c.At, c.CheckoutRequestID, func(n *State) { n.OutcomeUnknown = true })
 	case Fail:
-		if s.Held {
-			return s, ErrHeld
-		}
-		n, err := move(s, StateFailed, c.At)
-		if err != nil {
-			return s, err
-		}
-		n.FailedCode, n.FailedReason = c.Code, c.Reason
-		n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
-		return n, nil
+		return unlessHeld(s, StateFailed, c.At, c.CheckoutRequestID, func(n *State) { n.FailedCode, n.FailedReason = c.Code, c.Reason })
 	default:
 		return s, fmt.Errorf("invoice: unknown command %T", cmd)
 	}
@@ -110,7 +75,7 @@ func hold(s State, c Settle) (State, error) {
 	case StateFailed:
 		return s, TransitionError{From: s.State, To: StateComplete}
 	}
-	n := s
+	n := s.next(c.At)
 	if n.State != StateProcessing {
 		if !CanMove(n.State, StateProcessing) {
 			return s, TransitionError{From: s.State, To: StateProcessing}
@@ -121,9 +86,31 @@ func hold(s State, c Settle) (State, error) {
 	n.Held, n.PaidAmount = true, &paid
 	n.MpesaReference = c.Receipt
 	n.CheckoutRequestID = first(c.CheckoutRequestID, s.CheckoutRequestID)
-	n.Version++
-	n.UpdatedAt = c.At
 	return n, nil
+}
+
+// advance applies a rail's outcome: the state change (move), the rail's reference
+// when the outcome names one, and what else the outcome records (set, if any).
+func advance(s State, to string, at time.Time, ref string, set func(*State)) (State, error) {
+	n, err := move(s, to, at)
+	if err != nil {
+		return s, err
+	}
+	n.CheckoutRequestID = first(ref, s.CheckoutRequestID)
+	if set != nil {
+		set(&n)
+	}
+	return n, nil
+}
+
+// unlessHeld is advance for the outcomes a held invoice takes no more (ErrHeld):
+// only an operator moves it. An acceptance is no outcome of the payment, so it is
+// not one of them.
+func unlessHeld(s State, to string, at time.Time, ref string, set func(*State)) (State, error) {
+	if s.Held {
+		return s, ErrHeld
+	}
+	return advance(s, to, at, ref, set)
 }
 
 // move applies a state change. A provider result that arrives after the outcome is
@@ -141,11 +128,16 @@ func move(s State, to string, at time.Time) (State, error) {
 	if !CanMove(s.State, to) {
 		return s, TransitionError{From: s.State, To: to}
 	}
-	n := s
+	n := s.next(at)
 	n.State = to
-	n.Version++
-	n.UpdatedAt = at
 	return n, nil
+}
+
+// next is s as a change at at makes it: its next version.
+func (s State) next(at time.Time) State {
+	s.Version++
+	s.UpdatedAt = at
+	return s
 }
 
 func first(a, b string) string {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"paysvc/actors/values/money"
+	"paysvc/topics"
 )
 
 // Invoice states of the interface.
@@ -83,20 +84,9 @@ type State struct {
 }
 
 // Customer is the payer's identity and billing address (email and phone number
-// are the invoice's Email and Account). Same fields as topics.PaymentCustomer.
-type Customer struct {
-	// CustomerID is the merchant's customer record of the payer's email (the
-	// customers API); empty when the payment carried no email.
-	CustomerID string `json:"customer_id,omitempty"`
-	FirstName  string `json:"first_name,omitempty"`
-	LastName   string `json:"last_name,omitempty"`
-	Country    string `json:"country,omitempty"`
-	Zipcode    string `json:"zipcode,omitempty"`
-	Address    string `json:"address,omitempty"`
-	City       string `json:"city,omitempty"`
-	State      string `json:"state,omitempty"`
-	Comment    string `json:"comment,omitempty"`
-}
+// are the invoice's Email and Account): the one shape a collection request carries
+// them in, so the invoice keeps what the command said without a copy of its own.
+type Customer = topics.PaymentCustomer
 
 // Exists reports whether the invoice was created.
 func (s State) Exists() bool { return s.Version > 0 }

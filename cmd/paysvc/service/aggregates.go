@@ -23,11 +23,11 @@ type Aggregate struct {
 // value, made for each service, so there is no process-wide registry for tests
 // to reset; the engine's tests use it too, and a test adds a test-only kind
 // through Config.Aggregates. fees is the fee schedule the aggregates that price
-// (payment files) charge by; nil is tariff.DefaultSchedule().
+// (collections and payment files) charge by; nil is tariff.DefaultSchedule().
 func Aggregates(fees *tariff.Schedule) []Aggregate {
 	return []Aggregate{
 		{Kind: walletkind.Kind()},
-		{Kind: invoicekind.Kind()},
+		{Kind: invoicekind.Kind(fees)},
 		{Kind: payoutkind.Kind(fees)},
 		{Kind: refundkind.Kind()},
 		{Kind: subscriptionkind.Kind()},

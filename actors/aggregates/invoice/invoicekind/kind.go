@@ -1,8 +1,9 @@
 // Package invoicekind registers the invoice (collection) aggregate
 // (actors/aggregates/invoice) with the engine (docs/adr/0007-one-aggregate-contract.md): an
-// STK push or card payment opens an invoice and queues its rail's request; the
-// rail's outcomes move it, and completion credits its wallet in the same command;
-// a card clearing releases the funds. Invoices commit as the core's column arrays
+// STK push, card or PesaLink payment opens an invoice, priced here from what the
+// customer asked (invoice.Price), and queues its rail's request; the rail's
+// outcomes move it, and completion credits its wallet in the same command (the
+// engine's Tx money API); a card clearing releases the funds. Invoices commit as the core's column arrays
 // (migration 0039).
 package invoicekind
 
@@ -21,6 +22,7 @@ import (
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/invoice/invoicestore"
+	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletkind"
 	"paysvc/actors/engine"
@@ -97,11 +99,18 @@ func init() {
 // Invoices is the invoice kind as commands use it through a Tx.
 const Invoices = engine.Of[invoice.State](Name)
 
-// Kind is the invoice aggregate's registration.
-func Kind() engine.Kind {
+// Kind is the invoice aggregate's registration. fees prices the collections it
+// opens (nil: tariff.DefaultSchedule).
+func Kind(fees *tariff.Schedule) engine.Kind {
+	if fees == nil {
+		fees = tariff.DefaultSchedule()
+	}
+	open := func(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush) (topics.Reply, error) {
+		return stkPush(tx, c, in, fees)
+	}
 	return engine.Define[invoice.State](aggregate{},
 		engine.On[invoice.State](topics.CmdInvoiceSTKPush, engine.Guard{},
-			func(p *topics.InvoiceSTKPush) []string { return []string{p.InvoiceID} }, stkPush,
+			func(p *topics.InvoiceSTKPush) []string { return []string{p.InvoiceID} }, open,
 			engine.Needs(needs), engine.Creates(creates)),
 		// A rail's outcome and a clearing complete money already in motion.
 		engine.On[invoice.State](topics.CmdInvoiceProviderResult, engine.Guard{WhileDisabled: true},
@@ -243,15 +252,10 @@ func clearInvoice(tx *engine.Tx, c *topics.Command, in *topics.InvoiceClear) (to
 		return engine.Refuse(engine.CodeInvalid, r.Err.Error(), ""), nil
 	}
 	inv := r.After
-	w, err := walletkind.Wallets.Ask(tx, inv.WalletID, wallet.Release{MerchantID: inv.MerchantID, Amount: inv.NetAmount, At: tx.At()})
-	if errors.Is(err, engine.ErrNotFound) {
-		return topics.Reply{}, errors.New("engine: wallet of invoice " + inv.InvoiceID + " is gone")
-	}
-	if err != nil {
-		return topics.Reply{}, err
-	}
-	if w.Err != nil {
-		return topics.Reply{}, w.Err
+	// The funds were credited uncleared: a refusal here is a broken invariant,
+	// which fails the batch rather than answer the clearing.
+	if err := tx.Release(inv.WalletID, inv.NetAmount); err != nil {
+		return topics.Reply{}, walletGone(err, "engine: wallet of invoice "+inv.InvoiceID+" is gone")
 	}
 	counted(tx, r.Before, inv)
 	return topics.Reply{Result: mustJSON(inv)}, nil
@@ -259,12 +263,26 @@ func clearInvoice(tx *engine.Tx, c *topics.Command, in *topics.InvoiceClear) (to
 
 // stkPush opens a PENDING invoice, and in the same command queues the prompt for
 // the rails role and emits the collection_event.
-func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush) (topics.Reply, error) {
+func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush, fees *tariff.Schedule) (topics.Reply, error) {
 	// Invoice ids are drawn at the edge and are the invoices' primary key across
 	// merchants: an id in use (this merchant's or another's) is refused before
 	// anything is written, so the edge draws another (docs/api-decisions.md, "Ids").
 	if tx.Live(Name, in.InvoiceID) || tx.TakenElsewhere(in.InvoiceID) {
 		return engine.Refuse(engine.CodeIDTaken, "Invoice id is already in use; retry the request.", ""), nil
+	}
+	provider := "M-PESA"
+	if in.Provider == "CARD" || in.Provider == "PESALINK" {
+		provider = in.Provider
+	}
+	// Priced here, behind the log, from what the customer asked: the refusal is
+	// the one a quote of the same request answers with.
+	q, err := invoice.Price(fees, provider, in.Tariff, in.Amount)
+	var pe *invoice.PriceError
+	if errors.As(err, &pe) {
+		return engine.Refuse(engine.CodeInvalid, pe.Detail, pe.Attr), nil
+	}
+	if err != nil {
+		return topics.Reply{}, err
 	}
 	walletID := in.WalletID
 	if walletID == "" {
@@ -284,15 +302,11 @@ func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush) (topic
 	if tw.Currency != "KES" {
 		return engine.Refuse(CodeWalletNotKES, "M-Pesa collections settle in KES: wallet_id must be a KES wallet.", "wallet_id"), nil
 	}
-	provider := "M-PESA"
-	if in.Provider == "CARD" || in.Provider == "PESALINK" {
-		provider = in.Provider
-	}
 	r, err := Invoices.Create(tx, in.InvoiceID, invoice.Create{
 		InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, WalletID: tw.WalletID, Provider: provider,
-		Currency: "KES", Tariff: in.Tariff, Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount,
+		Currency: "KES", Tariff: invoice.TariffOrDefault(in.Tariff), Value: q.Value, Charges: q.Charges, NetAmount: q.NetAmount,
 		Account: in.Phone, APIRef: in.APIRef, CheckoutID: in.CheckoutID, Email: in.Email,
-		CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: invoice.Customer(in.Customer), Host: in.Host,
+		CardLast4: in.CardLast4, CardNetwork: in.CardNetwork, Customer: in.Customer, Host: in.Host,
 		Narrative: in.Narrative, PaymentLinkID: in.PaymentLinkID, At: tx.At(),
 	})
 	if err != nil {
@@ -314,12 +328,12 @@ func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush) (topic
 		if provider == "PESALINK" {
 			topic = topics.RailsPesalinkTopic
 		}
-		req := topics.CardRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Amount: in.Value, Currency: "KES",
+		req := topics.CardRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Amount: after.Value, Currency: "KES",
 			Last4: in.CardLast4, Network: in.CardNetwork, TestOutcome: in.TestOutcome}
 		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "rail"), Topic: topic,
 			Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
 	} else {
-		req := topics.STKRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Phone: in.Phone, Amount: in.Value, AccountRef: in.APIRef}
+		req := topics.STKRequest{InvoiceID: in.InvoiceID, MerchantID: c.MerchantID, Phone: in.Phone, Amount: after.Value, AccountRef: in.APIRef}
 		tx.Emit(storage.OutboxEvent{EventID: ids.DeriveUUID(c.ID, "stk"), Topic: topics.RailsMpesaSTKTopic,
 			Key: c.MerchantID, MerchantID: c.MerchantID, Body: mustJSON(req)})
 	}
@@ -391,7 +405,7 @@ func providerResult(tx *engine.Tx, c *topics.Command, in *topics.ProviderResult)
 				// Retrying cannot make it fit: a refusal, not a failed batch. The invoice
 				// keeps its previous state for an operator (docs/api-decisions.md).
 				tx.Log().ErrorContext(tx.Context(), "collection refused: receiving wallet at its maximum balance", "invoice_id", inv.InvoiceID, "wallet_id", inv.WalletID)
-				return walletkind.Refusal(err), nil
+				return engine.WalletRefusal(err), nil
 			}
 			return topics.Reply{}, err
 		}
@@ -423,18 +437,21 @@ func creditCollection(tx *engine.Tx, inv invoice.State) error {
 	case "PESALINK":
 		clearing, narrative = ledger.PesalinkClearing, "PesaLink payment "+inv.MpesaReference+" "+inv.APIRef
 	}
-	r, err := walletkind.Wallets.Ask(tx, inv.WalletID, wallet.Collect{
-		MerchantID: inv.MerchantID, TransactionID: ids.Derive(10, inv.InvoiceID, "collect"), Value: inv.Value,
+	err := tx.Credit(inv.WalletID, wallet.Collect{
+		TransactionID: ids.Derive(10, inv.InvoiceID, "collect"), Value: inv.Value,
 		Charges: inv.Charges, NetAmount: inv.NetAmount, Clearing: clearing, Narrative: narrative,
-		Uncleared: !inv.Cleared, At: tx.At(),
+		Uncleared: !inv.Cleared,
 	})
-	if errors.Is(err, engine.ErrNotFound) {
-		return errors.New("engine: receiving wallet of invoice " + inv.InvoiceID + " is gone")
+	return walletGone(err, "engine: receiving wallet of invoice "+inv.InvoiceID+" is gone")
+}
+
+// walletGone names a money refusal that says the invoice's wallet no longer
+// exists; any other error is returned as it is.
+func walletGone(err error, gone string) error {
+	if errors.Is(err, wallet.ErrNotFound) {
+		return errors.New(gone)
 	}
-	if err != nil {
-		return err
-	}
-	return r.Err
+	return err
 }
 
 func collectionEvent(tx *engine.Tx, s invoice.State) {

@@ -29,13 +29,19 @@ func Touch(w *storage.InvoiceWrites, before, after invoice.State) {
 
 // Get reads one of the merchant's invoices; another merchant's is storage.ErrNotFound.
 func Get(ctx context.Context, q sqlx.QueryerContext, merchantID, invoiceID string) (invoice.State, error) {
+	return one(ctx, q, "get invoice", invoiceID, `SELECT data FROM invoices WHERE merchant_id = $1 AND invoice_id = $2`, merchantID, invoiceID)
+}
+
+// one reads the invoice a query finds (storage.ErrNotFound when none); what names
+// the read in its error.
+func one(ctx context.Context, q sqlx.QueryerContext, what, invoiceID, query string, args ...any) (invoice.State, error) {
 	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM invoices WHERE merchant_id = $1 AND invoice_id = $2`, merchantID, invoiceID)
+	err := sqlx.GetContext(ctx, q, &data, query, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return invoice.State{}, storage.ErrNotFound
 	}
 	if err != nil {
-		return invoice.State{}, fmt.Errorf("get invoice: %w", err)
+		return invoice.State{}, fmt.Errorf("%s: %w", what, err)
 	}
 	var s invoice.State
 	if err := json.Unmarshal(data, &s); err != nil {
@@ -90,19 +96,7 @@ func TakenElsewhere(ctx context.Context, q sqlx.QueryerContext, o storage.Owned)
 // is not a merchant, its URL (with a secret token) names the invoice. Never for a
 // merchant's request, which must go through Get.
 func ForCallback(ctx context.Context, q sqlx.QueryerContext, invoiceID string) (invoice.State, error) {
-	var data []byte
-	err := sqlx.GetContext(ctx, q, &data, `SELECT data FROM invoices WHERE invoice_id = $1`, invoiceID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return invoice.State{}, storage.ErrNotFound
-	}
-	if err != nil {
-		return invoice.State{}, fmt.Errorf("invoice for callback: %w", err)
-	}
-	var s invoice.State
-	if err := json.Unmarshal(data, &s); err != nil {
-		return s, fmt.Errorf("decode invoice %s: %w", invoiceID, err)
-	}
-	return s, nil
+	return one(ctx, q, "invoice for callback", invoiceID, `SELECT data FROM invoices WHERE invoice_id = $1`, invoiceID)
 }
 
 const (
