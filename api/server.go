@@ -183,6 +183,7 @@ type Server struct {
 	webhookClient    *outbound.Client // replays
 	sandbox          *sandbox.Tools   // the sandbox's developer tools
 	console          *console.Console // the merchant console at /console/
+	pages            *pages.Pages     // the hosted customer pages
 	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
 	declared map[string]access
 	// openapi is the description of the routes, built from declared (openapi.go).
@@ -232,6 +233,9 @@ func New(cfg Config, d Deps) *Server {
 		Asset:     pages.AssetURL,
 		PlanURL:   s.planURL,
 		LinkURL:   s.linkURL,
+	})
+	s.pages = pages.New(pages.Config{Environment: cfg.Environment, ChallengeCode: SandboxChallengeCode}, pages.Deps{
+		DB: d.DB, Log: s.log, Plan: plans.opener(s), Setup: setups.opener(s), Admitted: admittedMerchant,
 	})
 	s.sandbox = sandbox.New(sandbox.Deps{Environment: cfg.Environment, DB: d.DB, Kafka: d.Kafka, Brokers: d.Brokers,
 		Namespace: d.Namespace, Sink: d.Sink, Log: s.log, Ready: d.Ready, Redraw: s.redraw})
@@ -374,12 +378,12 @@ func (s *Server) subscriptionRoutes(r route) {
 	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(edge.PermViewSubscriptions, "read subscriptions' payments"))
 	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, opens(capSetupToken))
 	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, opens(capSetupToken))
-	// The customer's subscription pages (subpages.go): the setup page at setup_url
+	// The customer's subscription pages (api/pages): the setup page at setup_url
 	// (its token is the capability, as the endpoint's), and a plan's subscribe page
 	// at plan_url with the public POST that makes a customer and a PENDING
-	// subscription (rate limited by address; docs/security.md).
-	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, opens(capSetupToken))
-	r(GET, "/subscribe/:plan_id", s.planSubscribePage, opens(capPlan))
+	// subscription (subscribe.go; rate limited by address, docs/security.md).
+	r(GET, "/subscriptions/setup/:token", s.pages.SetupPage, opens(capSetupToken))
+	r(GET, "/subscribe/:plan_id", s.pages.SubscribePage, opens(capPlan))
 	r(POST, "/subscribe/:plan_id", s.planSubscribe, opens(capPlan))
 	// Sandbox test clocks for subscriptions (api/sandbox); 404 on a live server.
 	tc := v1 + "/subscriptions/test_clocks"
