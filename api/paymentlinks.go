@@ -11,6 +11,7 @@ import (
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api/edge"
@@ -23,8 +24,6 @@ import (
 // hosted page at /pay/{id}/. Each customer who pays through it gets a checkout
 // session of their own, opened with the link's terms, and pays that session as the
 // checkout page does: pricing, tariffs, status and redirect are the checkout's.
-
-var linkCurrencies = map[string]bool{"KES": true, "USD": true, "EUR": true, "GBP": true}
 
 // maxUsageLimit bounds usage_limit (a bigint column; no link is paid a billion times).
 const maxUsageLimit = 1_000_000_000
@@ -54,9 +53,10 @@ func (s *Server) renderLink(l storage.PaymentLink) paymentLinkJSON {
 }
 
 // readLinkFields applies the body's fields to l: every field present is checked
-// and set, absent ones keep l's value (create starts from the defaults).
-func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink) error {
-	if b.Has("title") {
+// and set, absent ones keep l's value (create starts from the defaults). A full
+// representation (create, PUT) always has a title.
+func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink, full bool) error {
+	if full || b.Has("title") {
 		t, err := b.Str("title", true, 140, namePattern)
 		if err != nil {
 			return err
@@ -83,7 +83,9 @@ func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink) error {
 		if err != nil {
 			return err
 		}
-		if !linkCurrencies[v] {
+		// A link's currencies are a payment's (UGX and TZS are taken through a
+		// checkout session in that currency only: readPaymentTarget).
+		if !wallet.Currencies[v] {
 			return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 		}
 		l.Currency = v
@@ -147,12 +149,9 @@ func (s *Server) createPaymentLink(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.Str("title", true, 140, namePattern); err != nil {
-		return err
-	}
 	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, Currency: "KES",
 		MobileTarrif: tariff.BusinessPays, CardTarrif: tariff.BusinessPays, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := s.readLinkFields(b, &l); err != nil {
+	if err := s.readLinkFields(b, &l, true); err != nil {
 		return err
 	}
 	l.UpdatedAt = l.CreatedAt
@@ -200,12 +199,15 @@ func (s *Server) updatePaymentLink(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Request().Method == http.MethodPut {
+	full := c.Request().Method == http.MethodPut
+	if full {
+		// Checked before the link is read: a PUT without a title is refused as such,
+		// whether or not the link exists.
 		if _, err := b.Str("title", true, 140, namePattern); err != nil {
 			return err
 		}
 	}
-	return s.changeLink(c, func(l *storage.PaymentLink) error { return s.readLinkFields(b, l) })
+	return s.changeLink(c, func(l *storage.PaymentLink) error { return s.readLinkFields(b, l, full) })
 }
 
 // deactivatePaymentLink stops a link taking payments (is_active false); payments
