@@ -7,7 +7,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
-	qrcode "github.com/skip2/go-qrcode"
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
@@ -15,7 +14,6 @@ import (
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api/edge"
-	"paysvc/api/pages"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -244,74 +242,13 @@ func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *edge.Error {
 	return nil
 }
 
-// publicLink reads a link by its id for the public page routes: only a link of a
-// merchant this server serves (bindCapability admitted it).
-func (s *Server) publicLink(c echo.Context) (storage.PaymentLink, error) {
-	l, err := storage.PaymentLinkByID(c.Request().Context(), s.db, c.Param("link_id"))
-	if errors.Is(err, storage.ErrNotFound) {
-		return l, linkNotFound()
-	}
-	if err != nil {
-		return l, err
-	}
-	if _, err := capabilityOwner(c, l.MerchantID, capPaymentLink); err != nil {
-		return l, err
-	}
-	return l, nil
-}
-
-// closedView is the page of a link that takes no payment.
-type closedView struct{ Heading, Detail string }
-
-// paymentLinkPage serves the link's hosted page: the checkout page without a
-// session yet (the script opens one when the customer pays), or a page saying why
-// the link takes no payment. Opening it writes nothing.
-func (s *Server) paymentLinkPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	l, err := s.publicLink(c)
-	if err != nil {
-		return err
-	}
-	merchant, err := capabilityOwner(c, l.MerchantID, capPaymentLink)
-	if err != nil {
-		return err
-	}
-	u, err := storage.PaymentLinkUsage(ctx, s.db, l.LinkID)
-	if err != nil {
-		return err
-	}
-	if e := linkRefusal(l, u); e != nil && e.Code != "payment_link_busy" {
-		heading := "This link is not accepting payments"
-		if e.Code == "payment_link_limit_reached" {
-			heading = "This link has reached its limit"
-		}
-		// 410: this address takes no payment now (custpages.go gives the same
-		// status to the session a browser would open here).
-		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", pages.Page{Title: heading, Merchant: merchant.Name, Static: true,
-			Data: closedView{Heading: heading, Detail: e.Detail + " Please contact " + merchant.Name + "."}})
-	}
-	data := checkoutView{Link: l.LinkID, Currency: l.Currency, Reason: l.Title, APIRef: l.Title,
-		Card: s.cfg.Environment == "sandbox"}
-	if l.Amount > 0 {
-		data.Amount = money.FromUnits(l.Amount * 100).String()
-	}
-	if l.RedirectURL != nil {
-		data.RedirectURL, data.RedirectHost = s.pageRedirect(*l.RedirectURL)
-	}
-	title := "Pay in " + l.Currency
-	if data.Amount != "" {
-		title = "Pay " + l.Currency + " " + data.Amount
-	}
-	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
-}
-
 // paymentLinkSession opens the checkout session one customer pays a link through
 // (POST /pay/{id}/session/, no credential: the link's id is the capability; the
 // link's session budgets bound how many a client and everyone open, linklimits.go).
 // The session carries the link's terms; the answer is what the page needs to pay it.
 func (s *Server) paymentLinkSession(c echo.Context) error {
 	ctx := c.Request().Context()
-	l, err := s.publicLink(c)
+	l, _, err := paymentLinks.open(s, c)
 	if err != nil {
 		return err
 	}
@@ -333,31 +270,12 @@ func (s *Server) paymentLinkSession(c echo.Context) error {
 	if err := storage.InsertCheckout(ctx, s.db, co); err != nil {
 		return err
 	}
-	sig, err := s.sig.sign(ctx, signatureClaims{Merchant: co.MerchantID, Checkout: co.CheckoutID,
-		Expires: time.Now().Add(signatureTTL).Unix()})
+	sig, err := s.checkoutSignature(ctx, co.MerchantID, co.CheckoutID)
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, map[string]string{"checkout_id": co.CheckoutID, "signature": sig})
-}
-
-// paymentLinkQR is the link's QR code (its url), a PNG made on request: a few
-// milliseconds, and nothing to store or keep in step when the base URL changes.
-func (s *Server) paymentLinkQR(c echo.Context) error {
-	l, err := s.publicLink(c)
-	if err != nil {
-		return err
-	}
-	png, err := qrcode.Encode(s.linkURL(l.LinkID), qrcode.Medium, 512)
-	if err != nil {
-		return err
-	}
-	h := c.Response().Header()
-	edge.PageHeaders(h)
-	// The image only ever shows the link's address, fixed for the link's life.
-	h.Set("Cache-Control", "public, max-age=86400")
-	return c.Blob(http.StatusOK, "image/png", png)
 }
 
 // linkUse is a payment's hold on its link's usage_limit (openInvoice).

@@ -235,7 +235,9 @@ func New(cfg Config, d Deps) *Server {
 		LinkURL:   s.linkURL,
 	})
 	s.pages = pages.New(pages.Config{Environment: cfg.Environment, ChallengeCode: SandboxChallengeCode}, pages.Deps{
-		DB: d.DB, Log: s.log, Plan: plans.opener(s), Setup: setups.opener(s), Admitted: admittedMerchant,
+		DB: d.DB, Log: s.log, Checkout: checkouts.opener(s), Link: paymentLinks.opener(s), Plan: plans.opener(s),
+		Setup: setups.opener(s), Admitted: admittedMerchant, Sign: s.checkoutSignature, MaskedPayer: s.maskedPayer,
+		LinkRefusal: linkRefusal, LinkURL: s.linkURL,
 	})
 	s.sandbox = sandbox.New(sandbox.Deps{Environment: cfg.Environment, DB: d.DB, Kafka: d.Kafka, Brokers: d.Brokers,
 		Namespace: d.Namespace, Sink: d.Sink, Log: s.log, Ready: d.Ready, Redraw: s.redraw})
@@ -281,7 +283,7 @@ func (s *Server) routes(e *echo.Echo) {
 		access{kind: kindPublicOrSecret, perm: edge.PermViewCollections, what: "estimate collection fees"})
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
-	r(GET, "/checkout/:checkout_id", s.checkoutPage, opens(capCheckout))
+	r(GET, "/checkout/:checkout_id", s.pages.CheckoutPage, opens(capCheckout))
 	// The hosted pages' stylesheet, script and icon (api/pages): served here, so a
 	// page needs no other host.
 	r(GET, "/static/:name", pages.ServeStatic, open)
@@ -295,9 +297,9 @@ func (s *Server) routes(e *echo.Echo) {
 	r(PATCH, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
 	r(PUT, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
 	r(POST, v1+"/paymentlinks/:link_id/deactivate", s.deactivatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
-	r(GET, "/pay/:link_id", s.paymentLinkPage, opens(capPaymentLink))
+	r(GET, "/pay/:link_id", s.pages.LinkPage, opens(capPaymentLink))
 	r(POST, "/pay/:link_id/session", s.paymentLinkSession, opens(capPaymentLink))
-	r(GET, "/pay/:link_id/qr.png", s.paymentLinkQR, opens(capPaymentLink))
+	r(GET, "/pay/:link_id/qr.png", s.pages.LinkQR, opens(capPaymentLink))
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})

@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -28,11 +29,22 @@ type Config struct {
 type Deps struct {
 	DB  *sqlx.DB // reads only: a session's pay request reason, a link's usage, a plan
 	Log *slog.Logger
-	// Plan and Setup are the plan and subscription the request's path opens.
-	Plan  func(c echo.Context) (storage.Plan, storage.Merchant, error)
-	Setup func(c echo.Context) (subscription.State, storage.Merchant, error)
+	// Checkout, Link, Plan and Setup are the checkout session, payment link, plan
+	// and subscription the request's path opens.
+	Checkout func(c echo.Context) (storage.Checkout, storage.Merchant, error)
+	Link     func(c echo.Context) (storage.PaymentLink, storage.Merchant, error)
+	Plan     func(c echo.Context) (storage.Plan, storage.Merchant, error)
+	Setup    func(c echo.Context) (subscription.State, storage.Merchant, error)
 	// Admitted is the merchant a capability was admitted for on this request, if any.
 	Admitted func(c echo.Context) (storage.Merchant, bool)
+	// Sign makes the signature the checkout page pays and polls a session with.
+	Sign func(ctx context.Context, merchantID, checkoutID string) (string, error)
+	// MaskedPayer is a session's returning payer's phone, masked ("" for none).
+	MaskedPayer func(ctx context.Context, co storage.Checkout) (string, error)
+	// LinkRefusal says why a link takes no payment now, nil when it does.
+	LinkRefusal func(l storage.PaymentLink, u storage.LinkUsage) *edge.Error
+	// LinkURL is a payment link's address, the content of its QR code.
+	LinkURL func(id string) string
 }
 
 // Pages are the hosted customer pages' handlers, mounted by the server's route
