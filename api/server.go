@@ -290,7 +290,7 @@ func (s *Server) routes(e *echo.Echo) {
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(edge.PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(edge.PermViewCollections, "read pay requests"))
 	// Payment links (paymentlinks.go): merchant configuration with the secret key,
-	// and each link's public page, the session it opens and its QR code.
+	// and each link's public page and QR code (api/pages) and the session it opens.
 	r(GET, v1+"/paymentlinks", s.listPaymentLinks, secret(edge.PermViewCollections, "list payment links"))
 	r(POST, v1+"/paymentlinks", s.createPaymentLink, secret(edge.PermAddCollections, "create payment links").idem())
 	r(GET, v1+"/paymentlinks/:link_id", s.getPaymentLink, secret(edge.PermViewCollections, "read payment links"))

@@ -292,7 +292,7 @@ type newSubscription struct {
 }
 
 // issueSubscriptionCreate issues the create command: the one path by which the
-// secret-key API and the public plan subscribe page (subpages.go) make a
+// secret-key API and the public plan subscribe page (subscribe.go) make a
 // subscription, with the principal's merchant.
 func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newSubscription) (topics.Reply, error) {
 	ctx := c.Request().Context()
