@@ -21,9 +21,8 @@ type checkoutView struct {
 	Card                    bool // card payments are offered (sandbox only until a live acquirer exists)
 	// Reason is the reason of the pay request that emailed the session (the spec
 	// shows it on the page); found by index (migration 0032).
-	Reason       string
-	RedirectURL  string // where "Continue" goes after success; "" for none
-	RedirectHost string
+	Reason string
+	continueLink
 	// Link is the payment link a page pays (payment_link_id): the page opens its
 	// checkout session when the customer pays, so ID and Signature are empty.
 	Link string
@@ -60,7 +59,7 @@ func (p *Pages) CheckoutPage(c echo.Context) error {
 	if co.APIRef != nil {
 		data.APIRef = *co.APIRef
 	}
-	data.RedirectURL, data.RedirectHost = p.redirect(checkoutRedirectURL(co))
+	data.continueLink = p.continueTo(checkoutRedirectURL(co))
 	return p.renderPay(c, merchant, data)
 }
 
@@ -113,7 +112,7 @@ func (p *Pages) LinkPage(c echo.Context) error {
 		data.Amount = money.FromUnits(l.Amount * 100).String()
 	}
 	if l.RedirectURL != nil {
-		data.RedirectURL, data.RedirectHost = p.redirect(*l.RedirectURL)
+		data.continueLink = p.continueTo(*l.RedirectURL)
 	}
 	return p.renderPay(c, merchant, data)
 }

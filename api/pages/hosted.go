@@ -71,10 +71,18 @@ func (p *Pages) renderStatus(c echo.Context, status int, name string, pg Page) e
 	return Render(c, status, name, pg)
 }
 
-// redirect is a redirect URL a page may send the customer to after paying, with
-// the host to name on the "Continue" link ("" when unsafe: Redirect).
-func (p *Pages) redirect(raw string) (string, string) {
-	return Redirect(raw, p.sandbox())
+// continueLink is where a page's "Continue" link sends the customer after the
+// outcome: the merchant's redirect URL and the host the link names, both "" for
+// none (continue in layout.html).
+type continueLink struct {
+	RedirectURL  string
+	RedirectHost string
+}
+
+// continueTo is the "Continue" link to the redirect URL raw ("" when unsafe: Redirect).
+func (p *Pages) continueTo(raw string) continueLink {
+	u, host := Redirect(raw, p.sandbox())
+	return continueLink{RedirectURL: u, RedirectHost: host}
 }
 
 // ErrorPage renders e as a page when the request is a browser's on a customer

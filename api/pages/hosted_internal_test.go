@@ -22,9 +22,10 @@ func TestPageRedirect(t *testing.T) {
 		{sandbox, "https://user:pw@shop.example/", "", ""},
 		{sandbox, "", "", ""},
 	} {
-		got, host := c.p.redirect(c.raw)
-		if got != c.want || host != c.wantHost {
-			t.Errorf("%s redirect(%q) = %q, %q; want %q, %q", c.p.cfg.Environment, c.raw, got, host, c.want, c.wantHost)
+		got := c.p.continueTo(c.raw)
+		if got.RedirectURL != c.want || got.RedirectHost != c.wantHost {
+			t.Errorf("%s continueTo(%q) = %q, %q; want %q, %q", c.p.cfg.Environment, c.raw, got.RedirectURL, got.RedirectHost,
+				c.want, c.wantHost)
 		}
 	}
 }

@@ -71,8 +71,7 @@ type setupView struct {
 	Detail         string
 	Sandbox        bool
 	ChallengeCode  string
-	RedirectURL    string
-	RedirectHost   string
+	continueLink
 }
 
 // SetupPage serves GET /subscriptions/setup/{token}/.
@@ -91,7 +90,7 @@ func (p *Pages) SetupPage(c echo.Context) error {
 	v := setupView{planTerms: termsOf(pl), Token: c.Param("token"), SubscriptionID: st.SubscriptionID, Status: st.Status,
 		FirstCharge: longDate(st.NextDate), NextCharge: longDate(st.NextDate), Card: st.CardNumber,
 		Sandbox: p.sandbox(), ChallengeCode: p.cfg.ChallengeCode}
-	v.RedirectURL, v.RedirectHost = p.redirect(st.RedirectURL)
+	v.continueLink = p.continueTo(st.RedirectURL)
 	takesCard := st.Status == subscription.StatusPending || st.Status == subscription.StatusFailed
 	switch {
 	case takesCard && !v.Sandbox:
