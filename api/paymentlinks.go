@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice"
@@ -160,21 +159,7 @@ func (s *Server) createPaymentLink(c echo.Context) error {
 }
 
 func (s *Server) listPaymentLinks(c echo.Context) error {
-	p, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	links, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.PaymentLink, int, error) {
-		return storage.ListPaymentLinks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, p.size, p.offset())
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]paymentLinkJSON, len(links))
-	for i, l := range links {
-		out[i] = s.renderLink(l)
-	}
-	return c.JSON(http.StatusOK, p.list(c, total, out))
+	return listOwn(s, c, storage.ListPaymentLinks, s.renderLink)
 }
 
 func linkNotFound() *edge.Error { return edge.NotFound("Payment link not found.") }
