@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -84,16 +83,9 @@ func (s *Server) planSubscribe(c echo.Context) error {
 	}
 	// The command is the merchant's, issued for it as the setup endpoint does.
 	edge.SetPrincipal(c, &edge.Principal{MerchantID: m.MerchantID, Kind: "subscribe"})
-	r, err := s.issueSubscriptionCreate(c, m.MerchantID, newSubscription{plan: p, customer: cu,
-		start: subscription.Today(time.Now()), redirect: deref(p.RedirectURL)})
+	st, err := replied[subscription.State](s.issueSubscriptionCreate(c, m.MerchantID, newSubscription{plan: p, customer: cu,
+		start: subscription.Today(time.Now()), redirect: deref(p.RedirectURL)}))
 	if err != nil {
-		return err
-	}
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var st subscription.State
-	if err := json.Unmarshal(r.Result, &st); err != nil {
 		return err
 	}
 	tok, err := s.setupToken(ctx, st.SubscriptionID)
