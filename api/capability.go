@@ -48,6 +48,8 @@ type resource[T any] struct {
 	merchant func(T) string
 }
 
+// newResource declares a capability by the resource it opens: bindCapability
+// finds the capability's owner with the same load the handler's open reads by.
 func newResource[T any](name, missing string, load func(*Server, echo.Context) (T, error), merchant func(T) string) resource[T] {
 	cp := &capability{name: name, missing: missing, owner: func(s *Server, c echo.Context) (string, error) {
 		v, err := load(s, c)
