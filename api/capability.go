@@ -6,7 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paysvc/actors/aggregates/subscription/subscriptionstore"
+	"paysvc/actors/aggregates/subscription"
 	"paysvc/api/edge"
 	"paysvc/storage"
 )
@@ -38,36 +38,69 @@ type capability struct {
 
 const ctxCapabilityMerchant = "paysvc.capability_merchant"
 
+// resource is a capability with what it opens: load reads the resource the path
+// names (storage.ErrNotFound, or the capability's 404, when it names nothing).
+// The hosted pages (package api/pages) and the JSON routes under their paths
+// (a link's session, a plan's subscribe POST) get their resource from open.
+type resource[T any] struct {
+	*capability
+	load     func(s *Server, c echo.Context) (T, error)
+	merchant func(T) string
+}
+
+// newResource declares a capability by the resource it opens: bindCapability
+// finds the capability's owner with the same load the handler's open reads by.
+func newResource[T any](name, missing string, load func(*Server, echo.Context) (T, error), merchant func(T) string) resource[T] {
+	cp := &capability{name: name, missing: missing, owner: func(s *Server, c echo.Context) (string, error) {
+		v, err := load(s, c)
+		return merchant(v), err
+	}}
+	return resource[T]{capability: cp, load: load, merchant: merchant}
+}
+
 var (
-	capCheckout = &capability{name: "checkout id", missing: "Checkout session not found.",
-		owner: func(s *Server, c echo.Context) (string, error) {
-			co, err := storage.CheckoutByID(c.Request().Context(), s.db, c.Param("checkout_id"))
-			return co.MerchantID, err
-		}}
-	capPaymentLink = &capability{name: "payment link id", missing: "Payment link not found.",
-		owner: func(s *Server, c echo.Context) (string, error) {
-			l, err := storage.PaymentLinkByID(c.Request().Context(), s.db, c.Param("link_id"))
-			return l.MerchantID, err
-		}}
-	capPlan = &capability{name: "plan id (plan_url)", missing: "Plan not found.",
-		owner: func(s *Server, c echo.Context) (string, error) {
+	checkouts = newResource("checkout id", "Checkout session not found.",
+		func(s *Server, c echo.Context) (storage.Checkout, error) {
+			return storage.CheckoutByID(c.Request().Context(), s.db, c.Param("checkout_id"))
+		}, func(co storage.Checkout) string { return co.MerchantID })
+	paymentLinks = newResource("payment link id", "Payment link not found.",
+		func(s *Server, c echo.Context) (storage.PaymentLink, error) {
+			return storage.PaymentLinkByID(c.Request().Context(), s.db, c.Param("link_id"))
+		}, func(l storage.PaymentLink) string { return l.MerchantID })
+	plans = newResource("plan id (plan_url)", "Plan not found.",
+		func(s *Server, c echo.Context) (storage.Plan, error) {
 			id := c.Param("plan_id")
 			if !planIDPattern.MatchString(id) {
-				return "", storage.ErrNotFound
+				return storage.Plan{}, storage.ErrNotFound
 			}
-			p, err := storage.PlanByID(c.Request().Context(), s.db, id)
-			return p.MerchantID, err
-		}}
-	capSetupToken = &capability{name: "subscription setup token (setup_url)", missing: "Subscription setup not found.",
-		owner: func(s *Server, c echo.Context) (string, error) {
-			tok := c.Param("token")
-			if !setupTokenPattern.MatchString(tok) {
-				return "", storage.ErrNotFound
-			}
-			st, err := subscriptionstore.BySetupToken(c.Request().Context(), s.db, tokenHash(tok))
-			return st.MerchantID, err
-		}}
+			return storage.PlanByID(c.Request().Context(), s.db, id)
+		}, func(p storage.Plan) string { return p.MerchantID })
+	// setupSubscription answers the capability's own 404 for a token that opens nothing.
+	setups = newResource("subscription setup token (setup_url)", "Subscription setup not found.",
+		(*Server).setupSubscription, func(st subscription.State) string { return st.MerchantID })
+
+	capCheckout, capPaymentLink, capPlan, capSetupToken = checkouts.capability, paymentLinks.capability, plans.capability,
+		setups.capability
 )
+
+// open is the resource the request's path names, with the merchant bindCapability
+// admitted for it: the capability's 404 when it names nothing or was not admitted.
+func (r resource[T]) open(s *Server, c echo.Context) (T, storage.Merchant, error) {
+	v, err := r.load(s, c)
+	if errors.Is(err, storage.ErrNotFound) {
+		return v, storage.Merchant{}, edge.NotFound(r.missing)
+	}
+	if err != nil {
+		return v, storage.Merchant{}, err
+	}
+	m, err := capabilityOwner(c, r.merchant(v), r.capability)
+	return v, m, err
+}
+
+// opener is open for s, as package api/pages is given it.
+func (r resource[T]) opener(s *Server) func(echo.Context) (T, storage.Merchant, error) {
+	return func(c echo.Context) (T, storage.Merchant, error) { return r.open(s, c) }
+}
 
 // bindCapability refuses, before the handler runs, a capability that names
 // nothing, or whose merchant this server must not serve (capabilityMerchant): the
@@ -101,11 +134,17 @@ func (s *Server) bindCapability(cp *capability) echo.MiddlewareFunc {
 // is merchantID's: a handler reached without it (a route that forgot to declare its
 // capability) serves nothing, with the capability's 404.
 func capabilityOwner(c echo.Context, merchantID string, cp *capability) (storage.Merchant, error) {
-	m, ok := c.Get(ctxCapabilityMerchant).(storage.Merchant)
+	m, ok := admittedMerchant(c)
 	if !ok || merchantID == "" || m.MerchantID != merchantID {
 		return storage.Merchant{}, edge.NotFound(cp.missing)
 	}
 	return m, nil
+}
+
+// admittedMerchant is the merchant bindCapability admitted for this request, if any.
+func admittedMerchant(c echo.Context) (storage.Merchant, bool) {
+	m, ok := c.Get(ctxCapabilityMerchant).(storage.Merchant)
+	return m, ok
 }
 
 // capabilityMerchant is the merchant a capability belongs to, and whether this

@@ -14,7 +14,6 @@ import (
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api/edge"
-	"paysvc/api/pages"
 	"paysvc/storage"
 )
 
@@ -45,9 +44,14 @@ type checkoutJSON struct {
 	UpdatedAt    time.Time     `json:"updated_at"`
 }
 
+// checkoutSignature is the signature a checkout session is paid and polled with,
+// by the hosted page or a merchant's own: the session's capability.
+func (s *Server) checkoutSignature(ctx context.Context, merchantID, checkoutID string) (string, error) {
+	return s.sig.sign(ctx, signatureClaims{Merchant: merchantID, Checkout: checkoutID, Expires: time.Now().Add(signatureTTL).Unix()})
+}
+
 func (s *Server) renderCheckout(c echo.Context, co storage.Checkout) (checkoutJSON, error) {
-	sig, err := s.sig.sign(c.Request().Context(), signatureClaims{Merchant: co.MerchantID, Checkout: co.CheckoutID,
-		Expires: time.Now().Add(signatureTTL).Unix()})
+	sig, err := s.checkoutSignature(c.Request().Context(), co.MerchantID, co.CheckoutID)
 	if err != nil {
 		return checkoutJSON{}, err
 	}
@@ -235,87 +239,6 @@ func (s *Server) checkoutFor(ctx context.Context, merchantID, checkoutID string)
 	return co, err
 }
 
-// checkoutView is the hosted checkout page's data (pages/checkout.html).
-type checkoutView struct {
-	ID, Signature, Currency string
-	Amount                  string // "" when the customer chooses the amount
-	APIRef                  string
-	Phone                   string // a returning payer's number, masked
-	Paid                    bool
-	Card                    bool // card payments are offered (sandbox only until a live acquirer exists)
-	// Reason is the reason of the pay request that emailed the session (the spec
-	// shows it on the page); found by index (migration 0032).
-	Reason       string
-	RedirectURL  string // where "Continue" goes after success; "" for none
-	RedirectHost string
-	// Link is the payment link a page pays (payment_link_id): the page opens its
-	// checkout session when the customer pays, so ID and Signature are empty.
-	Link string
-}
-
-// checkoutPage serves the hosted checkout page of a session. The page pays and
-// polls with the session's signature alone: it needs no key of the merchant.
-func (s *Server) checkoutPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	co, err := storage.CheckoutByID(ctx, s.db, c.Param("checkout_id"))
-	if errors.Is(err, storage.ErrNotFound) {
-		return edge.NotFound("Checkout session not found.")
-	}
-	if err != nil {
-		return err
-	}
-	merchant, err := capabilityOwner(c, co.MerchantID, capCheckout)
-	if err != nil {
-		return err
-	}
-	view, err := s.renderCheckout(c, co)
-	if err != nil {
-		return err
-	}
-	reason, err := storage.PayRequestReason(ctx, s.db, co.CheckoutID)
-	if err != nil {
-		return err
-	}
-	// A returning payer's phone is offered masked: the page is public to whoever
-	// holds its link, so the full number never reaches it. Kept as is, the masked
-	// value is resolved on the server from the same stored payment (prefilledPhone).
-	phone := ""
-	if co.PhoneNumber != nil {
-		// The merchant's own record of its customer's number, masked the same way.
-		phone = mask(*co.PhoneNumber)
-	} else if co.Email != nil {
-		prev, err := storage.PreviousPayer(ctx, s.db, co.MerchantID, *co.Email)
-		if err != nil {
-			return err
-		}
-		if prev != "" {
-			phone = mask(prev)
-		}
-	}
-	data := checkoutView{ID: co.CheckoutID, Reason: reason, Currency: co.Currency, Paid: co.Paid, Signature: view.Signature, Phone: phone,
-		Card: s.cfg.Environment == "sandbox"}
-	if co.Amount != nil && co.Amount.Sign() > 0 {
-		data.Amount = co.Amount.String()
-	}
-	if co.APIRef != nil {
-		data.APIRef = *co.APIRef
-	}
-	data.RedirectURL, data.RedirectHost = s.pageRedirect(checkoutRedirectURL(co))
-	title := "Pay in " + co.Currency
-	if data.Amount != "" {
-		title = "Pay " + co.Currency + " " + data.Amount
-	}
-	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
-}
-
-// checkoutRedirectURL is the session's redirect_url, "" when it has none.
-func checkoutRedirectURL(co storage.Checkout) string {
-	if co.RedirectURL == nil {
-		return ""
-	}
-	return *co.RedirectURL
-}
-
 // paymentTarget is what a payment names: currency, amount, and (optionally) the
 // checkout session it pays, whose currency and fixed amount it must match.
 type paymentTarget struct {
@@ -401,17 +324,7 @@ func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) 
 	if t.checkout == nil || !bySignature(c) || !bySig || claims.Checkout == "" || claims.Checkout != t.checkout.CheckoutID {
 		return "", bad
 	}
-	if t.checkout.PhoneNumber != nil {
-		// The page offered the session's own number (checkoutPage).
-		if mask(*t.checkout.PhoneNumber) != masked {
-			return "", bad
-		}
-		return *t.checkout.PhoneNumber, nil
-	}
-	if t.checkout.Email == nil {
-		return "", bad
-	}
-	prev, err := storage.PreviousPayer(c.Request().Context(), s.db, t.checkout.MerchantID, *t.checkout.Email)
+	prev, err := s.returningPayer(c.Request().Context(), *t.checkout)
 	if err != nil {
 		return "", err
 	}
@@ -419,6 +332,26 @@ func (s *Server) prefilledPhone(c echo.Context, t paymentTarget, masked string) 
 		return "", bad
 	}
 	return prev, nil
+}
+
+// returningPayer is the phone the checkout page offers a session's payer: the
+// merchant's own record of its customer's number, else the number the session's
+// stored email last paid from; "" for none.
+func (s *Server) returningPayer(ctx context.Context, co storage.Checkout) (string, error) {
+	if co.PhoneNumber != nil {
+		return *co.PhoneNumber, nil
+	}
+	if co.Email == nil {
+		return "", nil
+	}
+	return storage.PreviousPayer(ctx, s.db, co.MerchantID, *co.Email)
+}
+
+// maskedPayer is returningPayer as the checkout page shows it: masked, since the
+// page is public to whoever holds its link.
+func (s *Server) maskedPayer(ctx context.Context, co storage.Checkout) (string, error) {
+	p, err := s.returningPayer(ctx, co)
+	return mask(p), err
 }
 
 // bySignature reports whether the request authenticated with a signature (a

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -138,6 +139,20 @@ var replyStatus = map[string]int{
 	"invoice_not_refundable": http.StatusBadRequest,
 	// subscriptions (actors/aggregates/subscription/subscriptionkind)
 	"subscription_status": http.StatusBadRequest,
+}
+
+// replied is the state the engine's reply to an issued command carries: issuing's
+// own error (err), the reply's refusal, or its decoded result.
+func replied[T any](r topics.Reply, err error) (T, error) {
+	var v T
+	if err != nil {
+		return v, err
+	}
+	if r.Error != nil {
+		return v, refusal(r.Error)
+	}
+	err = json.Unmarshal(r.Result, &v)
+	return v, err
 }
 
 // refusal turns a reply error into the API error.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
@@ -195,21 +194,7 @@ func (s *Server) upsertSubscriptionCustomer(c echo.Context) error { return s.sav
 func (s *Server) upsertCustomer(c echo.Context) error { return s.saveCustomer(c, false) }
 
 func (s *Server) listCustomers(c echo.Context) error {
-	pg, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Customer, int, error) {
-		return storage.ListCustomers(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]customerRecordJSON, len(rows))
-	for i, r := range rows {
-		out[i] = renderCustomer(r)
-	}
-	return c.JSON(http.StatusOK, pg.list(c, total, out))
+	return listOwn(s, c, storage.ListCustomers, renderCustomer)
 }
 
 func (s *Server) pathCustomer(c echo.Context) (storage.Customer, error) {

@@ -10,15 +10,14 @@
 // function a collection is priced by.
 //
 // Besides the JSON API it serves:
-//   - the customer's HTML pages (checkout.go, subpages.go, paymentlinks.go decide
-//     what each shows; package api/pages lays it out): the hosted checkout page, a
-//     payment link's page, a plan's subscribe page and a subscription's card setup
-//     page, each opened by the capability its
-//     path names (capability.go) and rendered under a strict Content-Security-Policy;
-//     a browser's request there that is refused gets a page, not the JSON error
-//     (custpages.go);
-//   - their stylesheet, script and icon under /static/ (embedded in api/pages), so
-//     a page loads nothing from another host;
+//   - the customer's hosted pages, which are package api/pages (the checkout
+//     page, a payment link's page and QR code, a plan's subscribe page, a
+//     subscription's card setup page, and the page a refused browser request
+//     there gets instead of the JSON error), with their stylesheet, script and
+//     icon under /static/: this package mounts their routes in the route table,
+//     each opened by the capability its path names (capability.go gives a page
+//     its resource and the admitted merchant), and serves the JSON their script
+//     calls;
 //   - in the sandbox, the developer tools of package api/sandbox: a server-sent
 //     event stream of the merchant's events (GET /api/v1/events/listen) that
 //     `paysvc listen` forwards to a local URL, sample events, the embedded SMTP
@@ -31,9 +30,9 @@
 //     and mounts its routes in the route table; every action it takes is a call
 //     of one of the API's routes in-process with the session's principal.
 //
-// What the API, the console and the sandbox tools share (the principal, the
-// permission catalogue, the key format, the error shape, request ids, reading a JSON
-// body, the pages' security headers) is package api/edge.
+// What the API, the console, the hosted pages and the sandbox tools share (the
+// principal, the permission catalogue, the key format, the error shape, request
+// ids, reading a JSON body, the pages' security headers) is package api/edge.
 //
 // Every route declares who may call it in routes() (server.go): docs/security.md's
 // route table lists them, and a test keeps the two in step.

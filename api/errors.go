@@ -45,7 +45,7 @@ func (s *Server) renderError(c echo.Context, e *edge.Error) error {
 }
 
 // handleError is Echo's error handler: every error leaves as the JSON shape above
-// (to a browser on a customer's page, as a page: customerErrorPage); an error we
+// (to a browser on a customer's page, as a page: pages.ErrorPage); an error we
 // did not make is logged in full and shown only as "internal error".
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
@@ -74,8 +74,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if ae.Status >= 500 && ae != edge.ErrInternal {
 		s.log.Warn("server refusal", "request_id", edge.RequestID(c), "route", c.Path(), "code", ae.Code)
 	}
-	if s.customerErrorPage(c, ae) {
-		return // a customer's browser on a hosted page reads a page (custpages.go)
+	if s.pages.ErrorPage(c, ae) {
+		return // a customer's browser on a hosted page reads a page (api/pages)
 	}
 	if err := s.renderError(c, ae); err != nil {
 		s.log.Warn("write error response", "err", err)

@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
 
+	"paysvc/api/edge"
 	"paysvc/storage"
 )
 
@@ -21,4 +24,28 @@ func listed[T any](ctx context.Context, db *sqlx.DB, list func(q sqlx.QueryerCon
 		return err
 	})
 	return rows, total, err
+}
+
+// listOwn answers the page the request asks for (pageOf) of the authenticated
+// merchant's rows of one kind, with their total (listed), each row answered as
+// render makes it.
+func listOwn[T, J any](s *Server, c echo.Context,
+	list func(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]T, int, error),
+	render func(T) J) error {
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	rows, total, err := listed(ctx, s.db, func(q sqlx.QueryerContext) ([]T, int, error) {
+		return list(ctx, q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
+	})
+	if err != nil {
+		return err
+	}
+	out := make([]J, len(rows))
+	for i, r := range rows {
+		out[i] = render(r)
+	}
+	return c.JSON(http.StatusOK, pg.list(c, total, out))
 }

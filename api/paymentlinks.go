@@ -5,16 +5,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
-	qrcode "github.com/skip2/go-qrcode"
 
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
+	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
 	"paysvc/api/edge"
-	"paysvc/api/pages"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -23,8 +21,6 @@ import (
 // hosted page at /pay/{id}/. Each customer who pays through it gets a checkout
 // session of their own, opened with the link's terms, and pays that session as the
 // checkout page does: pricing, tariffs, status and redirect are the checkout's.
-
-var linkCurrencies = map[string]bool{"KES": true, "USD": true, "EUR": true, "GBP": true}
 
 // maxUsageLimit bounds usage_limit (a bigint column; no link is paid a billion times).
 const maxUsageLimit = 1_000_000_000
@@ -54,9 +50,10 @@ func (s *Server) renderLink(l storage.PaymentLink) paymentLinkJSON {
 }
 
 // readLinkFields applies the body's fields to l: every field present is checked
-// and set, absent ones keep l's value (create starts from the defaults).
-func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink) error {
-	if b.Has("title") {
+// and set, absent ones keep l's value (create starts from the defaults). A full
+// representation (create, PUT) always has a title.
+func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink, full bool) error {
+	if full || b.Has("title") {
 		t, err := b.Str("title", true, 140, namePattern)
 		if err != nil {
 			return err
@@ -83,7 +80,9 @@ func (s *Server) readLinkFields(b edge.Body, l *storage.PaymentLink) error {
 		if err != nil {
 			return err
 		}
-		if !linkCurrencies[v] {
+		// A link's currencies are a payment's (UGX and TZS are taken through a
+		// checkout session in that currency only: readPaymentTarget).
+		if !wallet.Currencies[v] {
 			return edge.Invalid("currency", "Currency must be one of KES, USD, EUR, GBP.")
 		}
 		l.Currency = v
@@ -147,12 +146,9 @@ func (s *Server) createPaymentLink(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.Str("title", true, 140, namePattern); err != nil {
-		return err
-	}
 	l := storage.PaymentLink{LinkID: ids.UUID(), MerchantID: edge.PrincipalOf(c).MerchantID, IsActive: true, Currency: "KES",
 		MobileTarrif: tariff.BusinessPays, CardTarrif: tariff.BusinessPays, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := s.readLinkFields(b, &l); err != nil {
+	if err := s.readLinkFields(b, &l, true); err != nil {
 		return err
 	}
 	l.UpdatedAt = l.CreatedAt
@@ -163,21 +159,7 @@ func (s *Server) createPaymentLink(c echo.Context) error {
 }
 
 func (s *Server) listPaymentLinks(c echo.Context) error {
-	p, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	links, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.PaymentLink, int, error) {
-		return storage.ListPaymentLinks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, p.size, p.offset())
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]paymentLinkJSON, len(links))
-	for i, l := range links {
-		out[i] = s.renderLink(l)
-	}
-	return c.JSON(http.StatusOK, p.list(c, total, out))
+	return listOwn(s, c, storage.ListPaymentLinks, s.renderLink)
 }
 
 func linkNotFound() *edge.Error { return edge.NotFound("Payment link not found.") }
@@ -200,12 +182,15 @@ func (s *Server) updatePaymentLink(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Request().Method == http.MethodPut {
+	full := c.Request().Method == http.MethodPut
+	if full {
+		// Checked before the link is read: a PUT without a title is refused as such,
+		// whether or not the link exists.
 		if _, err := b.Str("title", true, 140, namePattern); err != nil {
 			return err
 		}
 	}
-	return s.changeLink(c, func(l *storage.PaymentLink) error { return s.readLinkFields(b, l) })
+	return s.changeLink(c, func(l *storage.PaymentLink) error { return s.readLinkFields(b, l, full) })
 }
 
 // deactivatePaymentLink stops a link taking payments (is_active false); payments
@@ -242,74 +227,13 @@ func linkRefusal(l storage.PaymentLink, u storage.LinkUsage) *edge.Error {
 	return nil
 }
 
-// publicLink reads a link by its id for the public page routes: only a link of a
-// merchant this server serves (bindCapability admitted it).
-func (s *Server) publicLink(c echo.Context) (storage.PaymentLink, error) {
-	l, err := storage.PaymentLinkByID(c.Request().Context(), s.db, c.Param("link_id"))
-	if errors.Is(err, storage.ErrNotFound) {
-		return l, linkNotFound()
-	}
-	if err != nil {
-		return l, err
-	}
-	if _, err := capabilityOwner(c, l.MerchantID, capPaymentLink); err != nil {
-		return l, err
-	}
-	return l, nil
-}
-
-// closedView is the page of a link that takes no payment.
-type closedView struct{ Heading, Detail string }
-
-// paymentLinkPage serves the link's hosted page: the checkout page without a
-// session yet (the script opens one when the customer pays), or a page saying why
-// the link takes no payment. Opening it writes nothing.
-func (s *Server) paymentLinkPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	l, err := s.publicLink(c)
-	if err != nil {
-		return err
-	}
-	merchant, err := capabilityOwner(c, l.MerchantID, capPaymentLink)
-	if err != nil {
-		return err
-	}
-	u, err := storage.PaymentLinkUsage(ctx, s.db, l.LinkID)
-	if err != nil {
-		return err
-	}
-	if e := linkRefusal(l, u); e != nil && e.Code != "payment_link_busy" {
-		heading := "This link is not accepting payments"
-		if e.Code == "payment_link_limit_reached" {
-			heading = "This link has reached its limit"
-		}
-		// 410: this address takes no payment now (custpages.go gives the same
-		// status to the session a browser would open here).
-		return s.renderPageStatus(c, http.StatusGone, "paylink_closed", pages.Page{Title: heading, Merchant: merchant.Name, Static: true,
-			Data: closedView{Heading: heading, Detail: e.Detail + " Please contact " + merchant.Name + "."}})
-	}
-	data := checkoutView{Link: l.LinkID, Currency: l.Currency, Reason: l.Title, APIRef: l.Title,
-		Card: s.cfg.Environment == "sandbox"}
-	if l.Amount > 0 {
-		data.Amount = money.FromUnits(l.Amount * 100).String()
-	}
-	if l.RedirectURL != nil {
-		data.RedirectURL, data.RedirectHost = s.pageRedirect(*l.RedirectURL)
-	}
-	title := "Pay in " + l.Currency
-	if data.Amount != "" {
-		title = "Pay " + l.Currency + " " + data.Amount
-	}
-	return s.renderPage(c, "checkout", pages.Page{Title: title, Merchant: merchant.Name, Data: data})
-}
-
 // paymentLinkSession opens the checkout session one customer pays a link through
 // (POST /pay/{id}/session/, no credential: the link's id is the capability; the
 // link's session budgets bound how many a client and everyone open, linklimits.go).
 // The session carries the link's terms; the answer is what the page needs to pay it.
 func (s *Server) paymentLinkSession(c echo.Context) error {
 	ctx := c.Request().Context()
-	l, err := s.publicLink(c)
+	l, _, err := paymentLinks.open(s, c)
 	if err != nil {
 		return err
 	}
@@ -331,31 +255,12 @@ func (s *Server) paymentLinkSession(c echo.Context) error {
 	if err := storage.InsertCheckout(ctx, s.db, co); err != nil {
 		return err
 	}
-	sig, err := s.sig.sign(ctx, signatureClaims{Merchant: co.MerchantID, Checkout: co.CheckoutID,
-		Expires: time.Now().Add(signatureTTL).Unix()})
+	sig, err := s.checkoutSignature(ctx, co.MerchantID, co.CheckoutID)
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, map[string]string{"checkout_id": co.CheckoutID, "signature": sig})
-}
-
-// paymentLinkQR is the link's QR code (its url), a PNG made on request: a few
-// milliseconds, and nothing to store or keep in step when the base URL changes.
-func (s *Server) paymentLinkQR(c echo.Context) error {
-	l, err := s.publicLink(c)
-	if err != nil {
-		return err
-	}
-	png, err := qrcode.Encode(s.linkURL(l.LinkID), qrcode.Medium, 512)
-	if err != nil {
-		return err
-	}
-	h := c.Response().Header()
-	edge.PageHeaders(h)
-	// The image only ever shows the link's address, fixed for the link's life.
-	h.Set("Cache-Control", "public, max-age=86400")
-	return c.Blob(http.StatusOK, "image/png", png)
 }
 
 // linkUse is a payment's hold on its link's usage_limit (openInvoice).

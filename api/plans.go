@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/wallet"
@@ -180,21 +179,7 @@ func webURL(u string) bool {
 }
 
 func (s *Server) listPlans(c echo.Context) error {
-	pg, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Plan, int, error) {
-		return storage.ListPlans(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]planJSON, len(rows))
-	for i, p := range rows {
-		out[i] = s.renderPlan(p)
-	}
-	return c.JSON(http.StatusOK, pg.list(c, total, out))
+	return listOwn(s, c, storage.ListPlans, s.renderPlan)
 }
 
 func (s *Server) getPlan(c echo.Context) error {

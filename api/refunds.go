@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/refund"
@@ -28,22 +27,11 @@ var refundIDPattern = regexp.MustCompile(`^[0-9]{1,18}$`)
 var maxRefund = maxDeposit
 
 func (s *Server) listRefunds(c echo.Context) error {
-	pg, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]refund.Refund, int, error) {
-		return refundstore.List(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
+	return listOwn(s, c, refundstore.List, func(r refund.Refund) refund.View {
+		v := r.View()
+		hideRefundPayer(c, &v)
+		return v
 	})
-	if err != nil {
-		return err
-	}
-	out := make([]refund.View, len(rows))
-	for i, r := range rows {
-		out[i] = r.View()
-		hideRefundPayer(c, &out[i])
-	}
-	return c.JSON(http.StatusOK, pg.list(c, total, out))
 }
 
 // pathRefund reads the merchant's refund named by the path: another merchant's is

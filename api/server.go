@@ -183,6 +183,7 @@ type Server struct {
 	webhookClient    *outbound.Client // replays
 	sandbox          *sandbox.Tools   // the sandbox's developer tools
 	console          *console.Console // the merchant console at /console/
+	pages            *pages.Pages     // the hosted customer pages
 	// declared is every route's access, keyed "METHOD path" (routes, permissions.go).
 	declared map[string]access
 	// openapi is the description of the routes, built from declared (openapi.go).
@@ -234,6 +235,11 @@ func New(cfg Config, d Deps) *Server {
 		PlanURL:   s.planURL,
 		LinkURL:   s.linkURL,
 	})
+	s.pages = pages.New(pages.Config{Environment: cfg.Environment, ChallengeCode: SandboxChallengeCode}, pages.Deps{
+		DB: d.DB, Log: s.log, Checkout: checkouts.opener(s), Link: paymentLinks.opener(s), Plan: plans.opener(s),
+		Setup: setups.opener(s), Admitted: admittedMerchant, Sign: s.checkoutSignature, MaskedPayer: s.maskedPayer,
+		LinkRefusal: linkRefusal, LinkURL: s.linkURL,
+	})
 	s.sandbox = sandbox.New(sandbox.Deps{Environment: cfg.Environment, DB: d.DB, Kafka: d.Kafka, Brokers: d.Brokers,
 		Namespace: d.Namespace, Sink: d.Sink, Log: s.log, Ready: d.Ready, Redraw: s.redraw})
 	s.routes(e)
@@ -278,23 +284,23 @@ func (s *Server) routes(e *echo.Echo) {
 		access{kind: kindPublicOrSecret, perm: edge.PermViewCollections, what: "estimate collection fees"})
 	r(POST, v1+"/payment/collection/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
 	r(POST, v1+"/checkout", s.createCheckout, access{kind: kindPublicKey, idempotent: true})
-	r(GET, "/checkout/:checkout_id", s.checkoutPage, opens(capCheckout))
+	r(GET, "/checkout/:checkout_id", s.pages.CheckoutPage, opens(capCheckout))
 	// The hosted pages' stylesheet, script and icon (api/pages): served here, so a
 	// page needs no other host.
 	r(GET, "/static/:name", pages.ServeStatic, open)
 	r(POST, v1+"/payment/collection/pay-requests", s.createPayRequest, secret(edge.PermAddCollections, "send pay requests").idem())
 	r(GET, v1+"/payment/collection/pay-requests/:request_id", s.getPayRequest, secret(edge.PermViewCollections, "read pay requests"))
 	// Payment links (paymentlinks.go): merchant configuration with the secret key,
-	// and each link's public page, the session it opens and its QR code.
+	// and each link's public page and QR code (api/pages) and the session it opens.
 	r(GET, v1+"/paymentlinks", s.listPaymentLinks, secret(edge.PermViewCollections, "list payment links"))
 	r(POST, v1+"/paymentlinks", s.createPaymentLink, secret(edge.PermAddCollections, "create payment links").idem())
 	r(GET, v1+"/paymentlinks/:link_id", s.getPaymentLink, secret(edge.PermViewCollections, "read payment links"))
 	r(PATCH, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
 	r(PUT, v1+"/paymentlinks/:link_id", s.updatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
 	r(POST, v1+"/paymentlinks/:link_id/deactivate", s.deactivatePaymentLink, secret(edge.PermAddCollections, "change payment links"))
-	r(GET, "/pay/:link_id", s.paymentLinkPage, opens(capPaymentLink))
+	r(GET, "/pay/:link_id", s.pages.LinkPage, opens(capPaymentLink))
 	r(POST, "/pay/:link_id/session", s.paymentLinkSession, opens(capPaymentLink))
-	r(GET, "/pay/:link_id/qr.png", s.paymentLinkQR, opens(capPaymentLink))
+	r(GET, "/pay/:link_id/qr.png", s.pages.LinkQR, opens(capPaymentLink))
 	r(POST, v1+"/payment/mpesa/callback/:token", s.mpesaCallback, access{kind: kindCallback})
 	// Each prompt's own callback URL names its invoice (mpesa.Daraja.Push).
 	r(POST, v1+"/payment/mpesa/callback/:token/:invoice", s.mpesaCallback, access{kind: kindCallback})
@@ -375,12 +381,12 @@ func (s *Server) subscriptionRoutes(r route) {
 	r(GET, subs+"/:subscription_id/transactions", s.subscriptionTransactions, secret(edge.PermViewSubscriptions, "read subscriptions' payments"))
 	r(GET, v1+"/subscriptions/setup/:token", s.setupInfo, opens(capSetupToken))
 	r(POST, v1+"/subscriptions/setup/:token", s.setupCard, opens(capSetupToken))
-	// The customer's subscription pages (subpages.go): the setup page at setup_url
+	// The customer's subscription pages (api/pages): the setup page at setup_url
 	// (its token is the capability, as the endpoint's), and a plan's subscribe page
 	// at plan_url with the public POST that makes a customer and a PENDING
-	// subscription (rate limited by address; docs/security.md).
-	r(GET, "/subscriptions/setup/:token", s.subscriptionSetupPage, opens(capSetupToken))
-	r(GET, "/subscribe/:plan_id", s.planSubscribePage, opens(capPlan))
+	// subscription (subscribe.go; rate limited by address, docs/security.md).
+	r(GET, "/subscriptions/setup/:token", s.pages.SetupPage, opens(capSetupToken))
+	r(GET, "/subscribe/:plan_id", s.pages.SubscribePage, opens(capPlan))
 	r(POST, "/subscribe/:plan_id", s.planSubscribe, opens(capPlan))
 	// Sandbox test clocks for subscriptions (api/sandbox); 404 on a live server.
 	tc := v1 + "/subscriptions/test_clocks"

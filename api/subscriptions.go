@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -147,11 +146,8 @@ func (s *Server) renderSubscription(c echo.Context, st subscription.State) (subs
 
 // subscriptionReply renders the state an engine reply carries.
 func (s *Server) subscriptionReply(c echo.Context, r topics.Reply, status int) error {
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var st subscription.State
-	if err := json.Unmarshal(r.Result, &st); err != nil {
+	st, err := replied[subscription.State](r, nil)
+	if err != nil {
 		return err
 	}
 	out, err := s.renderSubscription(c, st)
@@ -292,7 +288,7 @@ type newSubscription struct {
 }
 
 // issueSubscriptionCreate issues the create command: the one path by which the
-// secret-key API and the public plan subscribe page (subpages.go) make a
+// secret-key API and the public plan subscribe page (subscribe.go) make a
 // subscription, with the principal's merchant.
 func (s *Server) issueSubscriptionCreate(c echo.Context, merchant string, n newSubscription) (topics.Reply, error) {
 	ctx := c.Request().Context()
@@ -528,16 +524,10 @@ func (s *Server) setupCard(c echo.Context) error {
 		outcome = card.OutcomeDeclined
 	}
 	edge.SetPrincipal(c, &edge.Principal{MerchantID: st.MerchantID, Kind: "setup"})
-	r, err := s.issue(c, topics.CmdSubscriptionActivate, topics.SubscriptionActivate{SubscriptionID: st.SubscriptionID,
-		CardToken: "ctok_" + ids.Alias(24), CardNetwork: cardNetwork(pan), CardNumber: maskPAN(pan), CardOutcome: outcome})
+	after, err := replied[subscription.State](s.issue(c, topics.CmdSubscriptionActivate, topics.SubscriptionActivate{
+		SubscriptionID: st.SubscriptionID, CardToken: "ctok_" + ids.Alias(24), CardNetwork: cardNetwork(pan),
+		CardNumber: maskPAN(pan), CardOutcome: outcome}))
 	if err != nil {
-		return err
-	}
-	if r.Error != nil {
-		return refusal(r.Error)
-	}
-	var after subscription.State
-	if err := json.Unmarshal(r.Result, &after); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"subscription_id": after.SubscriptionID, "status": after.Status,

@@ -26,21 +26,7 @@ var (
 )
 
 func (s *Server) listWallets(c echo.Context) error {
-	pg, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]wallet.State, int, error) {
-		return walletstore.List(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]wallet.View, len(rows))
-	for i, r := range rows {
-		out[i] = r.View()
-	}
-	return c.JSON(http.StatusOK, pg.list(c, total, out))
+	return listOwn(s, c, walletstore.List, wallet.State.View)
 }
 
 // pathWallet reads the path wallet id and the merchant's wallet with it: another

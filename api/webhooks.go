@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/outbound/webhooks"
@@ -92,21 +91,7 @@ func (s *Server) applyWebhookFields(b edge.Body, w *storage.Webhook, creating bo
 }
 
 func (s *Server) listWebhooks(c echo.Context) error {
-	pg, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	rows, total, err := listed(c.Request().Context(), s.db, func(q sqlx.QueryerContext) ([]storage.Webhook, int, error) {
-		return storage.ListWebhooks(c.Request().Context(), q, edge.PrincipalOf(c).MerchantID, pg.size, pg.offset())
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]webhookJSON, len(rows))
-	for i, w := range rows {
-		out[i] = renderWebhook(w)
-	}
-	return c.JSON(http.StatusOK, pg.list(c, total, out))
+	return listOwn(s, c, storage.ListWebhooks, renderWebhook)
 }
 
 func (s *Server) createWebhook(c echo.Context) error {

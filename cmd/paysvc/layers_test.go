@@ -44,8 +44,11 @@ var layers = []struct {
 	// The sandbox's developer tools (listen streams, trigger, mail, test clocks):
 	// storage and the event topics directly, the rest through the edge.
 	{"api/sandbox", "sandbox", []string{"edge", "outbound", "storage", "topics", "values"}},
-	// The hosted pages' layer: templates, /static/ assets, page headers.
-	{"api/pages", "pages", []string{"edge"}},
+	// The hosted customer pages: their handlers over storage reads, each given its
+	// resource already opened by the capability its path names (package api
+	// mounts them and never the reverse), with their templates and /static/
+	// assets. They name the subscription statuses the setup page shows.
+	{"api/pages", "pages", []string{"edge", "storage", "values", "paysvc/actors/aggregates/subscription"}},
 	{"api", "api", []string{"edge", "console", "sandbox", "pages", "aggregates", "engine", "rails", "outbound", "storage", "topics", "values"}},
 	// Commands wire everything, except that none links the load generator: it is
 	// its own command (cmd/paysvc-bench), so the service binary carries no bench

@@ -97,6 +97,28 @@
     return text;
   }
 
+  // flagged moves focus to first, the first field marked bad, and says so; false
+  // when no field was marked.
+  function flagged(first) {
+    if (!first) return false;
+    $(first).focus();
+    announce('Please correct the highlighted field.');
+    return true;
+  }
+
+  // unreachable says under the form that paysvc did not answer (a network failure).
+  function unreachable() {
+    formError('We could not reach the payment service. Check your connection and try again.');
+    announce('We could not reach the payment service.');
+  }
+
+  // failure shows the failed view with the reason (fallback when none) and says so.
+  function failure(reason, fallback, heading) {
+    $('failed-reason').textContent = reason || fallback;
+    show('failed');
+    announce(heading + ' ' + $('failed-reason').textContent);
+  }
+
   function postJSON(url, body, key) {
     var headers = { 'Content-Type': 'application/json', 'Accept': 'application/json' };
     if (key) headers['Idempotency-Key'] = key;
@@ -128,6 +150,19 @@
       cont.focus();
     };
     return note.textContent;
+  }
+
+  // continueTo points the "Continue" link, when the page has one, at the merchant's
+  // redirect with params added, from which the merchant's page learns what to
+  // confirm (with its own key, never trusting the redirect itself), and starts the
+  // countdown; returns what to say after the outcome ("" without a redirect).
+  function continueTo(redirect, params) {
+    var cont = $('continue');
+    if (!cont || !redirect) return '';
+    var u = new URL(redirect);
+    Object.keys(params).forEach(function (k) { u.searchParams.set(k, params[k]); });
+    cont.href = u.toString();
+    return ' ' + redirectCountdown(u.toString(), cont);
   }
 
   function initCheckout(form) {
@@ -220,8 +255,7 @@
         // cannot start a second payment.
         busy = false;
         button.disabled = false;
-        formError('We could not reach the payment service. Check your connection and try again.');
-        announce('We could not reach the payment service.');
+        unreachable();
       });
     });
 
@@ -257,7 +291,7 @@
         postJSON('/api/v1/payment/status/', { invoice_id: invoiceID, checkout_id: d.checkout, signature: d.signature }).then(function (r) {
           var inv = r.ok && r.body.invoice;
           if (inv && inv.state === 'COMPLETE') return succeeded(m, inv);
-          if (inv && inv.state === 'FAILED') return failed(inv.failed_reason);
+          if (inv && inv.state === 'FAILED') return failure(inv.failed_reason, 'The payment was not completed.', 'Payment failed.');
           if (inv && inv.state === 'PROCESSING' && lastStage !== 'PROCESSING') {
             lastStage = 'PROCESSING';
             var text = m === 'mpesa' ? 'PIN received. Confirming your payment…' : 'Your bank is confirming the payment…';
@@ -289,23 +323,7 @@
       }
       show('done');
       var said = $('done-title').textContent + '. ' + $('done-detail').textContent;
-      var cont = $('continue');
-      if (cont && d.redirect) {
-        // The merchant's page learns which payment to confirm (with its own key,
-        // never trusting the redirect itself) from these two parameters.
-        var u = new URL(d.redirect);
-        u.searchParams.set('checkout_id', d.checkout);
-        u.searchParams.set('tracking_id', inv.invoice_id || inv.id);
-        cont.href = u.toString();
-        said += ' ' + redirectCountdown(u.toString(), cont);
-      }
-      announce(said);
-    }
-
-    function failed(reason) {
-      $('failed-reason').textContent = reason || 'The payment was not completed.';
-      show('failed');
-      announce('Payment failed. ' + $('failed-reason').textContent);
+      announce(said + continueTo(d.redirect, { checkout_id: d.checkout, tracking_id: inv.invoice_id || inv.id }));
     }
 
     $('retry').addEventListener('click', function () {
@@ -356,11 +374,7 @@
         if (!/^[0-9A-Za-z]{4,12}$/.test(code)) bad('challenge', 'Enter the verification code your bank sent you.');
         body.challenge_code = code;
       }
-      if (first) {
-        $(first).focus();
-        announce('Please correct the highlighted field.');
-        return;
-      }
+      if (flagged(first)) return;
       busy = true;
       button.disabled = true;
       announce('Saving your card.');
@@ -372,13 +386,12 @@
         if (item.code === 'challenge_required') {
           return askChallenge('Your bank asks you to verify this card. Enter the code it sent you.');
         }
-        if (item.code === 'card_declined') return declined(item.detail || r.body.detail);
+        if (item.code === 'card_declined') return failure(item.detail || r.body.detail, 'Your card was declined.', 'Card declined.');
         refusal(r, 'Your card could not be saved. Please try again.');
       }, function () {
         busy = false;
         button.disabled = false;
-        formError('We could not reach the payment service. Check your connection and try again.');
-        announce('We could not reach the payment service.');
+        unreachable();
       });
     });
 
@@ -393,22 +406,7 @@
       }
       show('done');
       var said = 'Subscription active. ' + $('done-detail').textContent + (sub.next_date ? ' ' + next.textContent + '.' : '');
-      var cont = $('continue');
-      if (cont && d.redirect) {
-        // The merchant's page learns which subscription to check (with its own
-        // key, never trusting the redirect itself).
-        var u = new URL(d.redirect);
-        u.searchParams.set('subscription_id', sub.subscription_id || d.subscription);
-        cont.href = u.toString();
-        said += ' ' + redirectCountdown(u.toString(), cont);
-      }
-      announce(said);
-    }
-
-    function declined(reason) {
-      $('failed-reason').textContent = reason || 'Your card was declined.';
-      show('failed');
-      announce('Card declined. ' + $('failed-reason').textContent);
+      announce(said + continueTo(d.redirect, { subscription_id: sub.subscription_id || d.subscription }));
     }
 
     $('retry').addEventListener('click', function () {
@@ -451,11 +449,7 @@
       if (/^(US|CA|GB)$/.test(body.country) && !body.zipcode) bad('zipcode', 'Enter your postal code: it is required in the US, Canada and the UK.');
       if (!body.country) delete body.country;
       if (!body.zipcode) delete body.zipcode;
-      if (first) {
-        $(first).focus();
-        announce('Please correct the highlighted field.');
-        return;
-      }
+      if (flagged(first)) return;
       busy = true;
       button.disabled = true;
       announce('Creating your subscription.');
@@ -472,8 +466,7 @@
       }, function () {
         busy = false;
         button.disabled = false;
-        formError('We could not reach the payment service. Check your connection and try again.');
-        announce('We could not reach the payment service.');
+        unreachable();
       });
     });
   }

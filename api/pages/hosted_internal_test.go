@@ -1,13 +1,13 @@
-package api
+package pages
 
 import "testing"
 
 // The script navigates to the redirect URL after success: only a plain web address
 // may get there.
 func TestPageRedirect(t *testing.T) {
-	live, sandbox := &Server{cfg: Config{Environment: "live"}}, &Server{cfg: Config{Environment: "sandbox"}}
+	live, sandbox := New(Config{Environment: "live"}, Deps{}), New(Config{Environment: "sandbox"}, Deps{})
 	for _, c := range []struct {
-		s        *Server
+		p        *Pages
 		raw      string
 		want     string
 		wantHost string
@@ -22,9 +22,10 @@ func TestPageRedirect(t *testing.T) {
 		{sandbox, "https://user:pw@shop.example/", "", ""},
 		{sandbox, "", "", ""},
 	} {
-		got, host := c.s.pageRedirect(c.raw)
-		if got != c.want || host != c.wantHost {
-			t.Errorf("%s pageRedirect(%q) = %q, %q; want %q, %q", c.s.cfg.Environment, c.raw, got, host, c.want, c.wantHost)
+		got := c.p.continueTo(c.raw)
+		if got.RedirectURL != c.want || got.RedirectHost != c.wantHost {
+			t.Errorf("%s continueTo(%q) = %q, %q; want %q, %q", c.p.cfg.Environment, c.raw, got.RedirectURL, got.RedirectHost,
+				c.want, c.wantHost)
 		}
 	}
 }
