@@ -9,8 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"paysvc/api/edge"
 )
 
 var (
@@ -45,8 +43,7 @@ var (
 	})
 )
 
-// observe records metrics and one structured log line per request. The log carries
-// the request id and merchant id, never a key (headers and bodies are not logged).
+// observe records metrics and one structured log line per request (requestlog.go).
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -63,19 +60,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		m := httpMetricsFor(route, c.Request().Method, status)
 		m.requests.Inc()
 		m.seconds.Observe(d.Seconds())
-		if s.log.Enabled(c.Request().Context(), -4) || status >= 400 || d > time.Second {
-			attrs := []any{"request_id", edge.RequestID(c), "method", c.Request().Method, "route", route,
-				"status", status, "duration_ms", float64(d.Microseconds()) / 1000}
-			if p := edge.PrincipalOf(c); p != nil {
-				attrs = append(attrs, "merchant_id", p.MerchantID)
-			}
-			// With the request's context: its trace id goes on the line (tracing.LogHandler).
-			if status >= 500 {
-				s.log.WarnContext(c.Request().Context(), "request", attrs...)
-			} else {
-				s.log.DebugContext(c.Request().Context(), "request", attrs...)
-			}
-		}
+		s.reqlog.record(c, s.clientIP(c), route, status, d)
 		return nil
 	}
 }

@@ -44,6 +44,9 @@ type Config struct {
 	MaxInFlight    int           // commands waiting for replies, per instance
 	IdempotencyTTL time.Duration // how long Idempotency-Key records are kept
 	KeyCacheTTL    time.Duration // how long a key lookup is reused (bounds revocation delay)
+	// RequestLogRate is how many request lines a second this instance writes
+	// before it samples out successful ones (requestlog.go); 0 writes every one.
+	RequestLogRate float64
 	// NewID, nil in a service (ids.Alias), draws the alias ids of new resources
 	// (newids.go): a test sets it to draw an id already in use.
 	NewID func(n int) string
@@ -170,6 +173,7 @@ type Server struct {
 	ns       topics.Namespace // of every topic the API produces to or reads
 	hub      *replies.Hub
 	log      *slog.Logger
+	reqlog   *requestLog
 	auth     *authenticator
 	limits   *limits
 	links    *linkLimiters // sessions and prompts of payment links (linklimits.go)
@@ -212,6 +216,7 @@ func New(cfg Config, d Deps) *Server {
 		mailer:   d.Mailer,
 		stkQuery: d.STKQuery,
 	}
+	s.reqlog = newRequestLog(s.log, cfg.RequestLogRate)
 	s.webhookClient = outbound.New(outbound.Options{AllowPrivate: cfg.WebhookAllowPrivate && cfg.Environment == "sandbox",
 		RootCAs: cfg.WebhookRootCAs})
 	s.validateEndpoint = s.webhookClient.ValidateEndpoint

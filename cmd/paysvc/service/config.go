@@ -210,6 +210,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			ReplyTimeout:   dur("PAYSVC_REPLY_TIMEOUT", 10*time.Second),
 			IdempotencyTTL: dur("PAYSVC_IDEMPOTENCY_TTL", 24*time.Hour),
 			MaxInFlight:    int(num("PAYSVC_MAX_IN_FLIGHT", 20000)),
+			RequestLogRate: num("PAYSVC_REQUEST_LOG_RATE", 1000),
 		},
 	}
 	var err error
