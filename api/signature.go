@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paysvc/actors/aggregates/invoice"
+	"paysvc/api/edge"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -142,6 +143,13 @@ func (s *Server) signInvoice(ctx context.Context, inv invoice.State) (string, er
 // openInvoice issues an invoice-opening command and returns the opened invoice with
 // its status token.
 func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (inv invoice.State, sig string, err error) {
+	// A payment the invoice kind would refuse to price changes nothing: it is
+	// refused here, with the kind's own function and words, before a payment
+	// link's use is held or the payer saved. The price the invoice keeps is still
+	// the kind's, computed when it applies the command.
+	if err := s.priceable(cmd); err != nil {
+		return inv, "", err
+	}
 	// The invoice id is drawn here, again for each draw the engine finds taken.
 	err = s.freshIDs(c, func() error {
 		cmd.InvoiceID = s.newID()
@@ -150,6 +158,17 @@ func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (inv inv
 		return err
 	})
 	return inv, sig, err
+}
+
+// priceable is invoice.Price's refusal of cmd, as the 400 the kind's refusal
+// would give.
+func (s *Server) priceable(cmd topics.InvoiceSTKPush) error {
+	_, err := invoice.Price(s.cfg.Fees, invoice.MethodOf(cmd.Provider), cmd.Tariff, cmd.Amount)
+	var pe *invoice.PriceError
+	if errors.As(err, &pe) {
+		return edge.Invalid(pe.Attr, pe.Detail)
+	}
+	return nil // any other failure is the kind's to report
 }
 
 func (s *Server) openInvoiceOnce(c echo.Context, cmd topics.InvoiceSTKPush) (invoice.State, string, error) {

@@ -94,3 +94,13 @@ func TariffOrDefault(t string) string {
 	}
 	return t
 }
+
+// MethodOf is the tariff method an opening command's provider is priced by:
+// card and PesaLink by their own, everything else (the STK push, a checkout's
+// M-Pesa payment) as M-Pesa.
+func MethodOf(provider string) string {
+	if provider == "CARD" || provider == "PESALINK" {
+		return provider
+	}
+	return "M-PESA"
+}

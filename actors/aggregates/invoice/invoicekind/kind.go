@@ -270,10 +270,7 @@ func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush, fees *
 	if tx.Live(Name, in.InvoiceID) || tx.TakenElsewhere(in.InvoiceID) {
 		return engine.Refuse(engine.CodeIDTaken, "Invoice id is already in use; retry the request.", ""), nil
 	}
-	provider := "M-PESA"
-	if in.Provider == "CARD" || in.Provider == "PESALINK" {
-		provider = in.Provider
-	}
+	provider := invoice.MethodOf(in.Provider)
 	// Priced here, behind the log, from what the customer asked: the refusal is
 	// the one a quote of the same request answers with.
 	q, err := invoice.Price(fees, provider, in.Tariff, in.Amount)
