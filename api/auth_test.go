@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -14,7 +15,11 @@ import (
 
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, func(c *service.Config) { c.API.KeyCacheTTL = time.Millisecond })
+	// The key cache ages by the test's clock: a step past its TTL outlives every
+	// cached lookup.
+	clock := waittest.NewClock(time.Now())
+	const ttl = time.Minute
+	env := servicetest.Start(t, func(c *service.Config) { c.API.KeyCacheTTL, c.API.Now = ttl, clock.Now })
 	b := newBundle(t, env, "Acme")
 	liveLike := strings.Replace(b.secret, "_test_", "_live_", 1)
 
@@ -68,7 +73,7 @@ func TestAuthentication(t *testing.T) {
 		if _, err := storage.RevokeKey(context.Background(), env.Schema.DB, k.KeyID); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		clock.Advance(ttl)
 		r := env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(k.Key)...)
 		if d, _, _ := errorBody(t, r); r.Status != 401 || d != "Invalid api token" {
 			t.Fatalf("revoked key: %d %s", r.Status, r.Body)
@@ -80,7 +85,7 @@ func TestAuthentication(t *testing.T) {
 		if _, err := storage.SetMerchantEnabled(context.Background(), env.Schema.DB, other.merchant, false); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		clock.Advance(ttl)
 		r := other.get("/api/v1/wallets/")
 		if r.Status != 403 {
 			t.Fatalf("disabled merchant: %d %s", r.Status, r.Body)
