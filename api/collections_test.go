@@ -15,26 +15,6 @@ import (
 	"paysvc/topics"
 )
 
-// waitInvoice polls the status endpoint until the invoice reaches a final state.
-func (b *bundle) waitInvoice(t *testing.T, id string) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := b.post("/api/v1/payment/status/", map[string]any{"invoice_id": id})
-		if r.Status != 200 {
-			t.Fatalf("status: %d %s", r.Status, r.Body)
-		}
-		inv := r.Map(t)["invoice"].(map[string]any)
-		if s := inv["state"]; s == "COMPLETE" || s == "FAILED" {
-			return inv
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invoice %s stuck in %v", id, inv["state"])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestSTKPush(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
-	"paysvc/storage"
 )
 
 // A live server with Daraja credentials sends prompts through Daraja (here its local
@@ -42,24 +40,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 			t.Fatalf("push: %d %s", r.Status, r.Body)
 		}
 		invoiceID = r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, req := range fake.Requests() {
-				if req.PhoneNumber != phone {
-					continue
-				}
-				ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
-				if err == nil && ref.InvoiceID == invoiceID {
-					return invoiceID, req.CheckoutRequestID
-				}
-				if err != nil && !errors.Is(err, storage.ErrNotFound) {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("the prompt for %s never reached Daraja or was never recorded", invoiceID)
-		return "", ""
+		return invoiceID, promptTo(t, fake, phone, recordedFor(t, env, invoiceID)).CheckoutRequestID
 	}
 
 	t.Run("AcceptedPromptIsProcessing", func(t *testing.T) {

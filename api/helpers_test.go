@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
+	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )
@@ -144,4 +148,66 @@ func checkLedger(t *testing.T, env *servicetest.Env) {
 func ledgerOK(t *testing.T, b *bundle) {
 	t.Helper()
 	checkLedger(t, b.env)
+}
+
+// statusUntil asks /api/v1/payment/status/ with body (and headers) until done holds
+// for its invoice, within limit, and returns the whole answer.
+func statusUntil(t *testing.T, env *servicetest.Env, limit time.Duration, body map[string]any, done func(inv map[string]any) bool, headers ...string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	waittest.Eventually(t, limit, func() (bool, string) {
+		r := env.Do("POST", "/api/v1/payment/status/", body, headers...)
+		if r.Status != 200 {
+			t.Fatalf("status: %d %s", r.Status, r.Body)
+		}
+		m = r.Map(t)
+		inv := m["invoice"].(map[string]any)
+		return done(inv), fmt.Sprintf("invoice %v is %v: %s", body["invoice_id"], inv["state"], r.Body)
+	})
+	return m
+}
+
+// isFinal: the invoice has its outcome.
+func isFinal(inv map[string]any) bool { return inv["state"] == "COMPLETE" || inv["state"] == "FAILED" }
+
+// waitInvoice polls the status endpoint until the invoice reaches a final state.
+func (b *bundle) waitInvoice(t *testing.T, id string) map[string]any {
+	t.Helper()
+	m := statusUntil(t, b.env, 20*time.Second, map[string]any{"invoice_id": id}, isFinal, servicetest.Bearer(b.secret)...)
+	return m["invoice"].(map[string]any)
+}
+
+// pageStatus polls /payment/status as a hosted page does (the checkout's id and
+// signature, no key) until the invoice is final.
+func pageStatus(t *testing.T, env *servicetest.Env, checkoutID, signature any, invoiceID string) map[string]any {
+	t.Helper()
+	return statusUntil(t, env, 20*time.Second, map[string]any{"invoice_id": invoiceID, "checkout_id": checkoutID, "signature": signature}, isFinal)
+}
+
+// promptTo waits for the fake Daraja to have taken a prompt to phone that ok
+// accepts (nil: any), and returns it.
+func promptTo(t *testing.T, fake *mpesatest.FakeDaraja, phone string, ok func(mpesatest.FakeSTKRequest) bool) mpesatest.FakeSTKRequest {
+	t.Helper()
+	var got mpesatest.FakeSTKRequest
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
+		for _, r := range fake.Requests() {
+			if r.PhoneNumber == phone && (ok == nil || ok(r)) {
+				got = r
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no prompt to %s reached Daraja (%d prompts)", phone, len(fake.Requests()))
+	})
+	return got
+}
+
+// recordedFor accepts a prompt whose reference the invoice recorded.
+func recordedFor(t *testing.T, env *servicetest.Env, invoiceID string) func(mpesatest.FakeSTKRequest) bool {
+	return func(req mpesatest.FakeSTKRequest) bool {
+		ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil && ref.InvoiceID == invoiceID
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -88,14 +89,12 @@ func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for railsTook(cl, env) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the rails role never read the file's requests")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(1500 * time.Millisecond) // a dozen recovery passes
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return railsTook(cl, env) >= 2, "the rails role never read the file's requests"
+	})
+	// A dozen recovery passes (every 125 ms). The delay is what is under test: a
+	// pass lists only enabled merchants' payouts, so it leaves no trace to wait for.
+	time.Sleep(1500 * time.Millisecond)
 	if got := fake.B2CRequests(); len(got) != 0 {
 		t.Fatalf("Daraja received %d B2C requests for a disabled merchant", len(got))
 	}
@@ -119,8 +118,7 @@ func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 		t.Fatalf("enable: %v %v", ok, err)
 	}
 	completed := map[string]bool{}
-	deadline = time.Now().Add(180 * time.Second)
-	for len(completed) < n {
+	waittest.Eventually(t, 180*time.Second, func() (bool, string) {
 		for _, req := range fake.B2CRequests() {
 			if !completed[req.OriginatorConversationID] {
 				if err := fake.CompleteB2C(req.OriginatorConversationID, 0); err != nil {
@@ -129,11 +127,8 @@ func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 				completed[req.OriginatorConversationID] = true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after enable only %d of %d sent", len(completed), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(completed) >= n, fmt.Sprintf("after enable only %d of %d sent", len(completed), n)
+	})
 	done := b.waitFile(t, tracking)
 	if done["status"] != "COMPLETE" || done["paid_amount"] != money.MustParse(fmt.Sprint(n*100)).String() ||
 		done["actual_charges"] != money.MustParse(fmt.Sprint(n*10)).String() || done["failed_amount"] != "0.00" {

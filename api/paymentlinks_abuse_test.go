@@ -42,15 +42,7 @@ func linkPay(env *servicetest.Env, linkID, xff, phone string, amount any) (sess,
 // promptOf waits for the fake Daraja to have taken a prompt to phone.
 func promptOf(t *testing.T, fake *mpesatest.FakeDaraja, phone string) mpesatest.FakeSTKRequest {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, r := range fake.Requests() {
-			if r.PhoneNumber == phone {
-				return r
-			}
-		}
-	}
-	t.Fatalf("no prompt to %s reached Daraja", phone)
-	return mpesatest.FakeSTKRequest{}
+	return promptTo(t, fake, phone, nil)
 }
 
 // 100 abusive customers each open a session of a 100-use link and start a prompt

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/topics"
@@ -223,19 +224,16 @@ func TestRefunds_SandboxOutcomesAndEvents(t *testing.T) {
 	overdue := create(30, "[sandbox:overdue]")
 	wait := func(id, status string) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		var m map[string]any
+		waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 			r := env.Do("GET", "/api/v1/chargebacks/"+id+"/", nil, py...)
 			if r.Status != 200 {
 				t.Fatalf("get %s: %d %s", id, r.Status, r.Body)
 			}
-			if m := r.Map(t); m["status"] == status {
-				return m
-			} else if time.Now().After(deadline) {
-				t.Fatalf("refund %s stuck in %v, want %s", id, m["status"], status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			m = r.Map(t)
+			return m["status"] == status, fmt.Sprintf("refund %s stuck in %v, want %s", id, m["status"], status)
+		})
+		return m
 	}
 	wait(completed, "COMPLETED")
 	wait(declined, "CANCELLED")
