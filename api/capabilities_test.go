@@ -242,10 +242,10 @@ func (c capabilities) refusedOn(t *testing.T, server *servicetest.Env, why strin
 			t.Errorf("%s: %s answered an image", why, tc.what)
 		}
 	}
-	// The simulators answer within tens of milliseconds in tests (servicetest.Config)
-	// and the subscription scheduler ticks every 50 ms: a payment or an activation
-	// that slipped through would have landed by now.
-	time.Sleep(time.Second)
+	// No wait: a call that slipped through would have changed the merchant before
+	// its answer (the API answers a write after the engine applied its command),
+	// and whatever the simulators or the scheduler would do later follows from such
+	// a command, which the side effects count in the log read to its end.
 	if after := c.sideEffects(t, server); after != before {
 		t.Errorf("%s: refused capabilities changed the merchant:\nbefore %s\nafter  %s", why, before, after)
 	}

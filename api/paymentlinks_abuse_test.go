@@ -154,7 +154,7 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 		t.Fatalf("first payer: %d %s / %d %s", sess.Status, sess.Body, pay.Status, pay.Body)
 	}
 	first := promptOf(t, fake, "254713800002")
-	time.Sleep(holds.Send + holds.Accepted)
+	time.Sleep(holds.Send + holds.Accepted) // the delay is under test: the first prompt's hold runs out
 	sess, pay2 := linkPay(env, oneID, "", "254713800003", 100)
 	if sess.Status != 200 || pay2.Status != 200 {
 		t.Fatalf("second payer after the hold: %d %s / %d %s", sess.Status, sess.Body, pay2.Status, pay2.Body)

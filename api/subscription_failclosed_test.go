@@ -81,7 +81,7 @@ func TestSubscriptionRetriesEndCanceled(t *testing.T) {
 	if s["fail_reason"] != reason || s["next_date"] != nil || s["completed_cycles"] != 0.0 || s["setup_url"] != nil {
 		t.Fatalf("canceled: %v", s)
 	}
-	time.Sleep(300 * time.Millisecond) // a few scheduler ticks: nothing more is charged
+	schedulerPassed(t, env) // nothing more is charged
 	pays := f.payments(t, id)
 	if len(pays) != 4 {
 		t.Fatalf("%d charges, want 4", len(pays))
@@ -249,9 +249,26 @@ func TestSubscriptionNotChargedForDisabledMerchant(t *testing.T) {
 		}
 	}
 	fOn.waitSub(t, sOn["subscription_id"].(string), "the enabled merchant billed", cycles(3))
-	time.Sleep(300 * time.Millisecond) // a few more ticks
+	schedulerPassed(t, env)
 	st, err := subscriptionstore.Get(ctx, env.Schema.DB, off.merchant, sOff["subscription_id"].(string))
 	if err != nil || st.CompletedCycles != 1 || st.NextDate != "2025-02-28" {
 		t.Fatalf("the disabled merchant's subscription: %+v %v", st, err)
 	}
+}
+
+// schedulerPassed waits for the subscription scheduler of env to bill a cycle
+// that fell due now: a subscription of a merchant of its own, set up, then its
+// clock moved a month on. The pass that bills it began after everything before
+// it was due, so what that pass has not charged it never charges.
+func schedulerPassed(t *testing.T, env *servicetest.Env) {
+	t.Helper()
+	f := newSubFixture(t, newBundle(t, env, "Scheduler Witness"), nil)
+	s := f.create(t, nil)
+	id := s["subscription_id"].(string)
+	if r := setupCard(f, setupPath(t, s), "4242424242424242", nil); r.Status != 200 {
+		t.Fatalf("witness setup: %d %s", r.Status, r.Body)
+	}
+	f.waitSub(t, id, "the witness's first cycle", cycles(1))
+	f.advance(t, "2025-02-28T00:00:00+03:00")
+	f.waitSub(t, id, "the witness's second cycle, by the scheduler", cycles(2))
 }

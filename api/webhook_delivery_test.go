@@ -143,6 +143,8 @@ func TestWebhookDelivery(t *testing.T) {
 			b.get("/api/v1/webhooks/events/?status=FAILED").JSON(t, &l)
 			return len(l.Results) == 1 && l.Results[0]["webhook_id"] == downID
 		})
+		// The dispatcher turns the webhook off just after it writes the failure.
+		waitUntil(t, "the failing webhook turned off", func() bool { return b.get("/api/v1/webhooks/" + downID + "/").Map(t)["is_active"] == false })
 		// The schedule made 4 attempts (the replay above went to every webhook of the
 		// event, this one included, and is recorded as a replay).
 		var scheduled int
