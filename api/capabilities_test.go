@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -74,11 +75,7 @@ func kafkaLog(t *testing.T, env *servicetest.Env) []*kgo.Record {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(left) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Kafka log was not read to its end: %v left", left)
-		}
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -95,7 +92,8 @@ func kafkaLog(t *testing.T, env *servicetest.Env) []*kgo.Record {
 				}
 			}
 		})
-	}
+		return len(left) == 0, fmt.Sprintf("the Kafka log was not read to its end: %v left", left)
+	})
 	return out
 }
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,31 +127,23 @@ func TestSTKPush(t *testing.T) {
 		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254722222222", "amount": "10"})
 		id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
 		b.waitInvoice(t, id)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-			kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.CollectionEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
 		states := map[string]int{}
-		for states["COMPLETE"] == 0 && ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
-				var ev topics.Event
-				var p topics.Collection
-				if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
-					t.Errorf("bad event %s", rec.Value)
-					return
+		readLog(t, b.env, topics.EventTopics[topics.CollectionEvent], 15*time.Second, func(rec *kgo.Record) {
+			var ev topics.Event
+			var p topics.Collection
+			if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
+				t.Errorf("bad event %s", rec.Value)
+				return
+			}
+			if p.ID == id {
+				states[p.State]++
+				if p.Provider != "MPESA" { // the events' spelling (spec), not the invoice's M-PESA
+					t.Errorf("collection_event provider %q, want MPESA", p.Provider)
 				}
-				if p.ID == id {
-					states[p.State]++
-					if p.Provider != "MPESA" { // the events' spelling (spec), not the invoice's M-PESA
-						t.Errorf("collection_event provider %q, want MPESA", p.Provider)
-					}
-				}
-			})
-		}
+			}
+		}, func() (bool, string) {
+			return states["COMPLETE"] > 0, fmt.Sprintf("collection events for %s by state: %v", id, states)
+		})
 		if states["PENDING"] != 1 || states["PROCESSING"] != 1 || states["COMPLETE"] != 1 {
 			t.Fatalf("collection events for %s by state: %v", id, states)
 		}

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/cmd/paysvc/service"
-	"paysvc/cmd/paysvc/service/servicetest"
 )
 
 // A live server with Daraja credentials sends prompts through Daraja (here its local
@@ -16,15 +14,8 @@ import (
 // callback URL, and recovers a lost callback with the status query.
 func TestSTKPush_LiveDaraja(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-secret-123"
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: token, live: true}, func(c *service.Config) {
 		// Long enough that a callback sent at once always lands before the status
 		// query (on a loaded CI machine 300 ms was not: the query, which carries no
 		// receipt number, completed CallbackCompletes' invoice first), short enough
@@ -130,14 +121,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 // PesaLink collections get their outcomes.
 func TestSandboxWithDaraja_CardAndPesaLinkComplete(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/cb-token")
-		c.API.DarajaCallbackToken = "cb-token"
-	})
+	env, _, _ := startDaraja(t, daraja{token: "cb-token"}, nil)
 	b := newBundle(t, env, "Sandbox With Daraja")
 	r := b.post("/api/v1/payment/card/", map[string]any{"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123",
 		"amount": "1000", "currency": "KES", "api_ref": "card-daraja"})

@@ -26,15 +26,7 @@ type liveDaraja struct {
 
 func setupLiveDaraja(t *testing.T) *liveDaraja {
 	t.Helper()
-	fake := mpesatest.NewFakeDaraja()
-	t.Cleanup(fake.Close)
-	addr := freeAddr(t)
-	const token = "cb-secret-unknown-outcomes-0123456789"
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: "cb-secret-unknown-outcomes-0123456789", live: true}, func(c *service.Config) {
 		// As in TestSTKPush_LiveDaraja: the callbacks must land before the status
 		// query, which carries no receipt number, on a loaded machine too.
 		c.DarajaQueryAfter = 3 * time.Second

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"paysvc/cmd/paysvc/service"
 	"testing"
 	"time"
 
@@ -210,4 +211,38 @@ func recordedFor(t *testing.T, env *servicetest.Env, invoiceID string) func(mpes
 		}
 		return err == nil && ref.InvoiceID == invoiceID
 	}
+}
+
+// daraja says how startDaraja wires the fake Daraja.
+type daraja struct {
+	token string // the secret path part of the callback URLs
+	live  bool   // the live environment (else sandbox)
+	b2c   bool   // B2C payouts through the fake as well as STK prompts
+}
+
+// startDaraja starts a service whose M-Pesa is the wire-level fake Daraja, with
+// its callbacks at d.token on the service's own address (known before it starts),
+// then mutate. It returns the service, the fake and the service's base URL.
+func startDaraja(t *testing.T, d daraja, mutate func(*service.Config)) (*servicetest.Env, *mpesatest.FakeDaraja, string) {
+	t.Helper()
+	fake := mpesatest.NewFakeDaraja()
+	t.Cleanup(fake.Close)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	env := servicetest.Start(t, func(c *service.Config) {
+		if d.live {
+			c.Environment, c.API.Environment = "live", "live"
+		}
+		c.HTTPAddr = addr
+		c.Daraja = fake.Config(base + "/api/v1/payment/mpesa/callback/" + d.token)
+		if d.b2c {
+			c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+d.token,
+				base+"/api/v1/send-money/mpesa/result/"+d.token, base+"/api/v1/send-money/mpesa/timeout/"+d.token)
+		}
+		c.API.DarajaCallbackToken = d.token
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return env, fake, base
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
@@ -27,17 +26,7 @@ import (
 // skipped, the ledger balanced and no hold left.
 func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
-	const token = "cb-secret-kill"
-	base := "http://" + addr
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: "cb-secret-kill", live: true, b2c: true}, func(c *service.Config) {
 		c.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay, service.RoleDispatcher}
 		// Recovery passes every 125 ms while the merchant is disabled: none may send.
 		c.PayoutRecoverAfter = 500 * time.Millisecond

@@ -20,17 +20,8 @@ import (
 // rails role resubmits it, and Daraja's result callbacks finish the file.
 func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-secret-b2c"
-	base := "http://" + addr
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
-		c.API.DarajaCallbackToken = token
+	env, fake, base := startDaraja(t, daraja{token: token, live: true, b2c: true}, func(c *service.Config) {
 		// Recovery resubmits the PROCESSING transactions many times before their
 		// results come: none may reach Daraja twice.
 		c.PayoutRecoverAfter = 300 * time.Millisecond
@@ -208,19 +199,11 @@ func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesatest
 // they are the same FINAL command.
 func TestPayoutB2C_StatusQuery(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-secret-tsq"
-	base := "http://" + addr
-	statusURL := base + "/api/v1/send-money/mpesa/status/" + token
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
+	var statusURL string
+	env, fake, base := startDaraja(t, daraja{token: token, live: true, b2c: true}, func(c *service.Config) {
+		statusURL = "http://" + c.HTTPAddr + "/api/v1/send-money/mpesa/status/" + token
 		c.Daraja.B2CStatusURL = statusURL
-		c.API.DarajaCallbackToken = token
 		c.PayoutRecoverAfter = 300 * time.Millisecond
 		c.DarajaB2CPause = 200 * time.Millisecond // the second payout follows an unknown outcome
 	})

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
 	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
@@ -35,18 +34,10 @@ func forgedB2CFailure(t *testing.T, txn, conversationID string) []byte {
 // and the money reconciles to the cent.
 func TestPayoutB2C_ForgedResultsChangeNothing(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-forgery-0123456789abcdef0123456789"
-	base := "http://" + addr
 	// No rails role yet: the file is approved and waits to be sent.
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.HTTPAddr = addr
+	env, fake, _ := startDaraja(t, daraja{token: token, b2c: true}, func(c *service.Config) {
 		c.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay, service.RoleDispatcher}
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
-		c.API.DarajaCallbackToken = token
 	})
 	b := newBundle(t, env, "Forgery Target")
 	b.deposit(t, b.settlement, "1000")

@@ -647,32 +647,24 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 	}
 
 	// Events on the Kafka topic, for downstream consumers.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-		kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.SendMoneyEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
 	states := map[string]int{}
-	for states["PROCESSED/COMPLETE"] == 0 && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
-			var ev topics.Event
-			var p topics.SendMoney
-			if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
-				t.Errorf("bad event %s", rec.Value)
-				return
+	readLog(t, b.env, topics.EventTopics[topics.SendMoneyEvent], 15*time.Second, func(rec *kgo.Record) {
+		var ev topics.Event
+		var p topics.SendMoney
+		if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
+			t.Errorf("bad event %s", rec.Value)
+			return
+		}
+		if p.FileID == f["file_id"] {
+			if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
+				t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
 			}
-			if p.FileID == f["file_id"] {
-				if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
-					t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
-				}
-				// The events' vocabulary (the spec) next to the status endpoint's.
-				states[p.State+"/"+p.Status]++
-			}
-		})
-	}
+			// The events' vocabulary (the spec) next to the status endpoint's.
+			states[p.State+"/"+p.Status]++
+		}
+	}, func() (bool, string) {
+		return states["PROCESSED/COMPLETE"] > 0, fmt.Sprintf("send_money_events by state: %v", states)
+	})
 	if states["PREVIEW-AND-APPROVE/PREVIEW-AND-APPROVE"] != 1 || states["PENDING/PROCESSING"] != 1 ||
 		states["PROCESSED/COMPLETE"] != 1 || len(states) != 3 {
 		t.Fatalf("send_money_events by state: %v", states)

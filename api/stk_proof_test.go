@@ -26,15 +26,8 @@ type stkLive struct {
 
 func startSTKLive(t *testing.T, mutate func(*service.Config)) *stkLive {
 	t.Helper()
-	fake := mpesatest.NewFakeDaraja()
-	t.Cleanup(fake.Close)
-	addr := freeAddr(t)
 	const token = "cb-secret-proof-0123456789abcdef0123"
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: token, live: true}, func(c *service.Config) {
 		// The rails role's own status query of stale prompts stays out of the way:
 		// what changes an invoice here is the callback alone.
 		c.DarajaQueryAfter = time.Hour
