@@ -129,13 +129,7 @@ func TestSTKPush(t *testing.T) {
 		b.waitInvoice(t, id)
 		states := map[string]int{}
 		readLog(t, b.env, topics.EventTopics[topics.CollectionEvent], 15*time.Second, func(rec *kgo.Record) {
-			var ev topics.Event
-			var p topics.Collection
-			if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
-				t.Errorf("bad event %s", rec.Value)
-				return
-			}
-			if p.ID == id {
+			if _, p, ok := eventOf[topics.Collection](t, rec); ok && p.ID == id {
 				states[p.State]++
 				if p.Provider != "MPESA" { // the events' spelling (spec), not the invoice's M-PESA
 					t.Errorf("collection_event provider %q, want MPESA", p.Provider)

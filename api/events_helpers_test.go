@@ -45,3 +45,14 @@ func readLog(t *testing.T, env *servicetest.Env, topic string, limit time.Durati
 		return done()
 	})
 }
+
+// eventOf decodes a record of an event topic and its payload as P; a record that
+// is not one is reported, and ok is false.
+func eventOf[P any](t *testing.T, rec *kgo.Record) (ev topics.Event, p P, ok bool) {
+	t.Helper()
+	if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
+		t.Errorf("bad event %s", rec.Value)
+		return ev, p, false
+	}
+	return ev, p, true
+}

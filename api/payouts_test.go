@@ -649,13 +649,7 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 	// Events on the Kafka topic, for downstream consumers.
 	states := map[string]int{}
 	readLog(t, b.env, topics.EventTopics[topics.SendMoneyEvent], 15*time.Second, func(rec *kgo.Record) {
-		var ev topics.Event
-		var p topics.SendMoney
-		if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
-			t.Errorf("bad event %s", rec.Value)
-			return
-		}
-		if p.FileID == f["file_id"] {
+		if ev, p, ok := eventOf[topics.SendMoney](t, rec); ok && p.FileID == f["file_id"] {
 			if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
 				t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
 			}
