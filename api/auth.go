@@ -24,12 +24,18 @@ const (
 )
 
 // keyCache keeps recent key lookups so a busy merchant does not cost a query per
-// request. Entries live for ttl, which bounds how long a revoked key still works.
+// request. Entries live for ttl, which bounds how long a revoked key still works;
+// now is the clock that ages them (Config.Now), so a test can outlive the ttl
+// without waiting for it.
 type keyCache struct {
 	mu  sync.Mutex
 	ttl time.Duration
+	now func() time.Time
 	m   map[[32]byte]cachedKey
 }
+
+// fresh: a cached lookup made at is still trusted.
+func (c *keyCache) fresh(at time.Time) bool { return c.now().Sub(at) < c.ttl }
 
 type cachedKey struct {
 	key storage.APIKey
@@ -56,15 +62,18 @@ type authenticator struct {
 	cache keyCache
 }
 
-func newAuthenticator(db *sqlx.DB, env string, ttl time.Duration) *authenticator {
-	return &authenticator{db: db, env: env, cache: keyCache{ttl: ttl, m: map[[32]byte]cachedKey{}}}
+func newAuthenticator(db *sqlx.DB, env string, ttl time.Duration, now func() time.Time) *authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	return &authenticator{db: db, env: env, cache: keyCache{ttl: ttl, now: now, m: map[[32]byte]cachedKey{}}}
 }
 
 // lookup finds a key by its hash, through the cache.
 func (a *authenticator) lookup(ctx context.Context, key string) (storage.APIKey, error) {
 	h := sha256.Sum256([]byte(key))
 	a.cache.mu.Lock()
-	if c, ok := a.cache.m[h]; ok && time.Since(c.at) < a.cache.ttl {
+	if c, ok := a.cache.m[h]; ok && a.cache.fresh(c.at) {
 		a.cache.mu.Unlock()
 		return c.key, c.err
 	}
@@ -77,7 +86,7 @@ func (a *authenticator) lookup(ctx context.Context, key string) (storage.APIKey,
 	if len(a.cache.m) > 100_000 {
 		clear(a.cache.m)
 	}
-	a.cache.m[h] = cachedKey{key: k, err: err, at: time.Now()}
+	a.cache.m[h] = cachedKey{key: k, err: err, at: a.cache.now()}
 	a.cache.mu.Unlock()
 	return k, err
 }
@@ -93,7 +102,7 @@ func (a *authenticator) knownSecret(r *http.Request) bool {
 	a.cache.mu.Lock()
 	c, ok := a.cache.m[h]
 	a.cache.mu.Unlock()
-	return ok && c.err == nil && time.Since(c.at) < a.cache.ttl && c.key.Kind == "secret" && c.key.RevokedAt == nil &&
+	return ok && c.err == nil && a.cache.fresh(c.at) && c.key.Kind == "secret" && c.key.RevokedAt == nil &&
 		c.key.Environment == a.env && c.key.MerchantEnvironment == a.env && c.key.MerchantEnabled
 }
 

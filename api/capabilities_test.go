@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 	"paysvc/topics"
@@ -74,11 +75,7 @@ func kafkaLog(t *testing.T, env *servicetest.Env) []*kgo.Record {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(left) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Kafka log was not read to its end: %v left", left)
-		}
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -95,7 +92,8 @@ func kafkaLog(t *testing.T, env *servicetest.Env) []*kgo.Record {
 				}
 			}
 		})
-	}
+		return len(left) == 0, fmt.Sprintf("the Kafka log was not read to its end: %v left", left)
+	})
 	return out
 }
 
@@ -242,10 +240,10 @@ func (c capabilities) refusedOn(t *testing.T, server *servicetest.Env, why strin
 			t.Errorf("%s: %s answered an image", why, tc.what)
 		}
 	}
-	// The simulators answer within tens of milliseconds in tests (servicetest.Config)
-	// and the subscription scheduler ticks every 50 ms: a payment or an activation
-	// that slipped through would have landed by now.
-	time.Sleep(time.Second)
+	// No wait: a call that slipped through would have changed the merchant before
+	// its answer (the API answers a write after the engine applied its command),
+	// and whatever the simulators or the scheduler would do later follows from such
+	// a command, which the side effects count in the log read to its end.
 	if after := c.sideEffects(t, server); after != before {
 		t.Errorf("%s: refused capabilities changed the merchant:\nbefore %s\nafter  %s", why, before, after)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -42,14 +43,10 @@ func TestCardPayment(t *testing.T) {
 		if cur != "965.00" || (avail != "0.00" && avail != "965.00") {
 			t.Fatalf("after completion %s/%s", cur, avail)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for avail != "965.00" {
-			if time.Now().After(deadline) {
-				t.Fatalf("card funds never cleared (available %s)", avail)
-			}
-			time.Sleep(50 * time.Millisecond)
+		waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 			_, avail = b.balance(t, b.settlement)
-		}
+			return avail == "965.00", "card funds never cleared (available " + avail + ")"
+		})
 		st := b.post("/api/v1/payment/status/", map[string]any{"invoice_id": inv["id"]}).Map(t)["invoice"].(map[string]any)
 		if st["clearing_status"] != "AVAILABLE" {
 			t.Fatalf("clearing_status %v", st["clearing_status"])

@@ -3,6 +3,7 @@ package api_test
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckout(t *testing.T) {
@@ -71,17 +72,8 @@ func TestCheckout(t *testing.T) {
 		}
 		inv := r.Map(t)["invoice"].(map[string]any)["id"].(string)
 		// The page polls with the checkout's signature and id.
-		deadline := 200
-		for ; deadline > 0; deadline-- {
-			st := b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": inv, "checkout_id": id, "signature": co["signature"]})
-			if st.Status != 200 {
-				t.Fatalf("status by checkout signature: %d %s", st.Status, st.Body)
-			}
-			if st.Map(t)["invoice"].(map[string]any)["state"] == "COMPLETE" {
-				break
-			}
-			b.env.Do("GET", "/healthz", nil)
-		}
+		statusUntil(t, b.env, 20*time.Second, map[string]any{"invoice_id": inv, "checkout_id": id, "signature": co["signature"]},
+			func(inv map[string]any) bool { return inv["state"] == "COMPLETE" })
 		again := create(map[string]any{"amount": 250, "currency": "KES", "api_ref": "order-77", "unique_api_ref": true})
 		if again["id"] != id || again["paid"] != true {
 			t.Fatalf("unique_api_ref should return the paid session: %v", again)

@@ -3,7 +3,6 @@ package api_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/cmd/paysvc/service"
@@ -43,21 +42,7 @@ func (b *bundle) payOnPage(t *testing.T, co map[string]any, phone string, extra 
 // waitPage polls /payment/status as the page does until the invoice is final.
 func (b *bundle) waitPage(t *testing.T, co map[string]any, invoiceID string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := b.env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": invoiceID, "checkout_id": co["id"], "signature": co["signature"]})
-		if r.Status != 200 {
-			t.Fatalf("status: %d %s", r.Status, r.Body)
-		}
-		m := r.Map(t)
-		if s := m["invoice"].(map[string]any)["state"]; s == "COMPLETE" || s == "FAILED" {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invoice %s never final: %s", invoiceID, r.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return pageStatus(t, b.env, co["id"], co["signature"], invoiceID)
 }
 
 func (b *bundle) countCheckouts(t *testing.T) int {

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,26 +15,6 @@ import (
 	"paysvc/storage"
 	"paysvc/topics"
 )
-
-// waitInvoice polls the status endpoint until the invoice reaches a final state.
-func (b *bundle) waitInvoice(t *testing.T, id string) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := b.post("/api/v1/payment/status/", map[string]any{"invoice_id": id})
-		if r.Status != 200 {
-			t.Fatalf("status: %d %s", r.Status, r.Body)
-		}
-		inv := r.Map(t)["invoice"].(map[string]any)
-		if s := inv["state"]; s == "COMPLETE" || s == "FAILED" {
-			return inv
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invoice %s stuck in %v", id, inv["state"])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func TestSTKPush(t *testing.T) {
 	t.Parallel()
@@ -146,31 +127,17 @@ func TestSTKPush(t *testing.T) {
 		r := b.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254722222222", "amount": "10"})
 		id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
 		b.waitInvoice(t, id)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-			kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.CollectionEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
 		states := map[string]int{}
-		for states["COMPLETE"] == 0 && ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
-				var ev topics.Event
-				var p topics.Collection
-				if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
-					t.Errorf("bad event %s", rec.Value)
-					return
+		readLog(t, b.env, topics.EventTopics[topics.CollectionEvent], 15*time.Second, func(rec *kgo.Record) {
+			if _, p, ok := eventOf[topics.Collection](t, rec); ok && p.ID == id {
+				states[p.State]++
+				if p.Provider != "MPESA" { // the events' spelling (spec), not the invoice's M-PESA
+					t.Errorf("collection_event provider %q, want MPESA", p.Provider)
 				}
-				if p.ID == id {
-					states[p.State]++
-					if p.Provider != "MPESA" { // the events' spelling (spec), not the invoice's M-PESA
-						t.Errorf("collection_event provider %q, want MPESA", p.Provider)
-					}
-				}
-			})
-		}
+			}
+		}, func() (bool, string) {
+			return states["COMPLETE"] > 0, fmt.Sprintf("collection events for %s by state: %v", id, states)
+		})
 		if states["PENDING"] != 1 || states["PROCESSING"] != 1 || states["COMPLETE"] != 1 {
 			t.Fatalf("collection events for %s by state: %v", id, states)
 		}

@@ -2,15 +2,11 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/cmd/paysvc/service"
-	"paysvc/cmd/paysvc/service/servicetest"
-	"paysvc/storage"
 )
 
 // A live server with Daraja credentials sends prompts through Daraja (here its local
@@ -18,15 +14,8 @@ import (
 // callback URL, and recovers a lost callback with the status query.
 func TestSTKPush_LiveDaraja(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-secret-123"
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: token, live: true}, func(c *service.Config) {
 		// Long enough that a callback sent at once always lands before the status
 		// query (on a loaded CI machine 300 ms was not: the query, which carries no
 		// receipt number, completed CallbackCompletes' invoice first), short enough
@@ -42,24 +31,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 			t.Fatalf("push: %d %s", r.Status, r.Body)
 		}
 		invoiceID = r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, req := range fake.Requests() {
-				if req.PhoneNumber != phone {
-					continue
-				}
-				ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
-				if err == nil && ref.InvoiceID == invoiceID {
-					return invoiceID, req.CheckoutRequestID
-				}
-				if err != nil && !errors.Is(err, storage.ErrNotFound) {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("the prompt for %s never reached Daraja or was never recorded", invoiceID)
-		return "", ""
+		return invoiceID, promptTo(t, fake, phone, recordedFor(t, env, invoiceID)).CheckoutRequestID
 	}
 
 	t.Run("AcceptedPromptIsProcessing", func(t *testing.T) {
@@ -149,14 +121,7 @@ func TestSTKPush_LiveDaraja(t *testing.T) {
 // PesaLink collections get their outcomes.
 func TestSandboxWithDaraja_CardAndPesaLinkComplete(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/cb-token")
-		c.API.DarajaCallbackToken = "cb-token"
-	})
+	env, _, _ := startDaraja(t, daraja{token: "cb-token"}, nil)
 	b := newBundle(t, env, "Sandbox With Daraja")
 	r := b.post("/api/v1/payment/card/", map[string]any{"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123",
 		"amount": "1000", "currency": "KES", "api_ref": "card-daraja"})

@@ -26,15 +26,7 @@ type liveDaraja struct {
 
 func setupLiveDaraja(t *testing.T) *liveDaraja {
 	t.Helper()
-	fake := mpesatest.NewFakeDaraja()
-	t.Cleanup(fake.Close)
-	addr := freeAddr(t)
-	const token = "cb-secret-unknown-outcomes-0123456789"
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: "cb-secret-unknown-outcomes-0123456789", live: true}, func(c *service.Config) {
 		// As in TestSTKPush_LiveDaraja: the callbacks must land before the status
 		// query, which carries no receipt number, on a loaded machine too.
 		c.DarajaQueryAfter = 3 * time.Second
@@ -51,37 +43,15 @@ func (l *liveDaraja) push(t *testing.T, phone string) (invoiceID string, prompt 
 		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
 	invoiceID = r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, req := range l.fake.Requests() {
-			if req.PhoneNumber == phone {
-				return invoiceID, req
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the prompt for %s never reached Daraja", invoiceID)
-	return "", mpesatest.FakeSTKRequest{}
+	return invoiceID, promptTo(t, l.fake, phone, nil)
 }
 
 // waitState polls the invoice until it is in state.
 func (l *liveDaraja) waitState(t *testing.T, id, state string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := l.post("/api/v1/payment/status/", map[string]any{"invoice_id": id})
-		if r.Status != 200 {
-			t.Fatalf("status: %d %s", r.Status, r.Body)
-		}
-		inv := r.Map(t)["invoice"].(map[string]any)
-		if inv["state"] == state {
-			return inv
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invoice %s is %v, want %s", id, inv["state"], state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	m := statusUntil(t, l.env, 20*time.Second, map[string]any{"invoice_id": id},
+		func(inv map[string]any) bool { return inv["state"] == state }, servicetest.Bearer(l.secret)...)
+	return m["invoice"].(map[string]any)
 }
 
 func (l *liveDaraja) current(t *testing.T) money.Amount {

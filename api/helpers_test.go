@@ -2,10 +2,15 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"paysvc/cmd/paysvc/service"
 	"testing"
+	"time"
 
+	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
 )
@@ -144,4 +149,100 @@ func checkLedger(t *testing.T, env *servicetest.Env) {
 func ledgerOK(t *testing.T, b *bundle) {
 	t.Helper()
 	checkLedger(t, b.env)
+}
+
+// statusUntil asks /api/v1/payment/status/ with body (and headers) until done holds
+// for its invoice, within limit, and returns the whole answer.
+func statusUntil(t *testing.T, env *servicetest.Env, limit time.Duration, body map[string]any, done func(inv map[string]any) bool, headers ...string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	waittest.Eventually(t, limit, func() (bool, string) {
+		r := env.Do("POST", "/api/v1/payment/status/", body, headers...)
+		if r.Status != 200 {
+			t.Fatalf("status: %d %s", r.Status, r.Body)
+		}
+		m = r.Map(t)
+		inv := m["invoice"].(map[string]any)
+		return done(inv), fmt.Sprintf("invoice %v is %v: %s", body["invoice_id"], inv["state"], r.Body)
+	})
+	return m
+}
+
+// isFinal: the invoice has its outcome.
+func isFinal(inv map[string]any) bool { return inv["state"] == "COMPLETE" || inv["state"] == "FAILED" }
+
+// waitInvoice polls the status endpoint until the invoice reaches a final state.
+func (b *bundle) waitInvoice(t *testing.T, id string) map[string]any {
+	t.Helper()
+	m := statusUntil(t, b.env, 20*time.Second, map[string]any{"invoice_id": id}, isFinal, servicetest.Bearer(b.secret)...)
+	return m["invoice"].(map[string]any)
+}
+
+// pageStatus polls /payment/status as a hosted page does (the checkout's id and
+// signature, no key) until the invoice is final.
+func pageStatus(t *testing.T, env *servicetest.Env, checkoutID, signature any, invoiceID string) map[string]any {
+	t.Helper()
+	return statusUntil(t, env, 20*time.Second, map[string]any{"invoice_id": invoiceID, "checkout_id": checkoutID, "signature": signature}, isFinal)
+}
+
+// promptTo waits for the fake Daraja to have taken a prompt to phone that ok
+// accepts (nil: any), and returns it.
+func promptTo(t *testing.T, fake *mpesatest.FakeDaraja, phone string, ok func(mpesatest.FakeSTKRequest) bool) mpesatest.FakeSTKRequest {
+	t.Helper()
+	var got mpesatest.FakeSTKRequest
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
+		for _, r := range fake.Requests() {
+			if r.PhoneNumber == phone && (ok == nil || ok(r)) {
+				got = r
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no prompt to %s reached Daraja (%d prompts)", phone, len(fake.Requests()))
+	})
+	return got
+}
+
+// recordedFor accepts a prompt whose reference the invoice recorded.
+func recordedFor(t *testing.T, env *servicetest.Env, invoiceID string) func(mpesatest.FakeSTKRequest) bool {
+	return func(req mpesatest.FakeSTKRequest) bool {
+		ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil && ref.InvoiceID == invoiceID
+	}
+}
+
+// daraja says how startDaraja wires the fake Daraja.
+type daraja struct {
+	token string // the secret path part of the callback URLs
+	live  bool   // the live environment (else sandbox)
+	b2c   bool   // B2C payouts through the fake as well as STK prompts
+}
+
+// startDaraja starts a service whose M-Pesa is the wire-level fake Daraja, with
+// its callbacks at d.token on the service's own address (known before it starts),
+// then mutate. It returns the service, the fake and the service's base URL.
+func startDaraja(t *testing.T, d daraja, mutate func(*service.Config)) (*servicetest.Env, *mpesatest.FakeDaraja, string) {
+	t.Helper()
+	fake := mpesatest.NewFakeDaraja()
+	t.Cleanup(fake.Close)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	env := servicetest.Start(t, func(c *service.Config) {
+		if d.live {
+			c.Environment, c.API.Environment = "live", "live"
+		}
+		c.HTTPAddr = addr
+		c.Daraja = fake.Config(base + "/api/v1/payment/mpesa/callback/" + d.token)
+		if d.b2c {
+			c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+d.token,
+				base+"/api/v1/send-money/mpesa/result/"+d.token, base+"/api/v1/send-money/mpesa/timeout/"+d.token)
+		}
+		c.API.DarajaCallbackToken = d.token
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return env, fake, base
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net"
+	"paysvc/api"
 	"strings"
 	"sync"
 	"testing"
@@ -19,39 +20,8 @@ import (
 
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, func(c *service.Config) { c.API.BodyLimit = 4096 })
-	b := newBundle(t, env, "Acme")
+	b := setup(t)
 
-	t.Run("UnknownPathIsJSON404", func(t *testing.T) {
-		r := b.get("/api/v1/nothing-here/")
-		if _, code, _ := errorBody(t, r); r.Status != 404 || code != "not_found" {
-			t.Fatalf("%d %s", r.Status, r.Body)
-		}
-	})
-	t.Run("WrongMethodIsJSON", func(t *testing.T) {
-		r := b.env.Do("DELETE", "/api/v1/wallets/", nil, servicetest.Bearer(b.secret)...)
-		if r.Status < 400 || r.Status >= 500 {
-			t.Fatalf("%d %s", r.Status, r.Body)
-		}
-		errorBody(t, r)
-	})
-	t.Run("BodyTooLarge", func(t *testing.T) {
-		big := `{"label":"` + strings.Repeat("a", 5000) + `","currency":"KES"}`
-		r := b.post("/api/v1/wallets/", big)
-		if _, _, _ = errorBody(t, r); r.Status != 413 {
-			t.Fatalf("%d %s", r.Status, r.Body)
-		}
-	})
-	t.Run("RequestIDEchoed", func(t *testing.T) {
-		r := b.get("/api/v1/wallets/NOPE", "X-Request-Id", "my-trace-123")
-		if r.Header.Get("X-Request-Id") != "my-trace-123" || !strings.Contains(string(r.Body), "my-trace-123") {
-			t.Fatalf("request id not echoed: %v %s", r.Header, r.Body)
-		}
-		r = b.get("/api/v1/wallets/", "X-Request-Id", "bad id with spaces")
-		if id := r.Header.Get("X-Request-Id"); id == "" || strings.Contains(id, " ") {
-			t.Fatalf("insane request id kept: %q", id)
-		}
-	})
 	t.Run("SuccessIsJSON", func(t *testing.T) {
 		r := b.get("/api/v1/wallets/")
 		if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -61,32 +31,6 @@ func TestHTTPBehaviour(t *testing.T) {
 	t.Run("Healthz", func(t *testing.T) {
 		if r := b.env.Do("GET", "/healthz", nil); r.Status != 200 {
 			t.Fatalf("healthz %d", r.Status)
-		}
-	})
-	t.Run("InterfaceVersion", func(t *testing.T) {
-		// The spec's Versioning: the interface is /api/v1, its description 1.0.0. Stated
-		// at the prefix, with and without the trailing slash, to anyone (no key, or a
-		// wrong one: nothing is checked), as JSON.
-		for _, c := range []struct {
-			path    string
-			headers []string
-		}{
-			{"/api/v1/", nil}, {"/api/v1", nil},
-			{"/api/v1/", []string{"Authorization", "Bearer not-a-key"}},
-			{"/api/v1/", []string{"INTASEND_PUBLIC_API_KEY", b.public}},
-		} {
-			r := b.env.Do("GET", c.path, nil, c.headers...)
-			if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-				t.Fatalf("GET %s: %d %s %s", c.path, r.Status, r.Header.Get("Content-Type"), r.Body)
-			}
-			var v map[string]any
-			r.JSON(t, &v)
-			if v["name"] != "paysvc" || v["version"] != "1.0.0" || v["api"] != "v1" || v["environment"] != "sandbox" {
-				t.Fatalf("GET %s: %v", c.path, v)
-			}
-		}
-		if r := b.env.Do("POST", "/api/v1/", map[string]any{}); r.Status < 400 || r.Status >= 500 {
-			t.Fatalf("POST /api/v1/: %d %s", r.Status, r.Body)
 		}
 	})
 	t.Run("Metrics", func(t *testing.T) {
@@ -132,6 +76,71 @@ func TestHTTPBehaviour(t *testing.T) {
 		s := string(all)
 		if !strings.HasPrefix(s, "HTTP/1.1 200") || strings.Count(s, "HTTP/1.1 ") != 1 || !strings.Contains(s, "Connection: close") {
 			t.Fatalf("raw exchange:\n%s", s)
+		}
+	})
+}
+
+// What the HTTP edge answers on its own, before any key is looked up: on the
+// handler alone (bareAPI), no service behind it.
+func TestHTTPEdge(t *testing.T) {
+	t.Parallel()
+	bare := newBareAPI(t, api.Config{BodyLimit: 4096})
+	someSecret := "ISSecretKey_test_" + strings.Repeat("a", 64)
+
+	t.Run("UnknownPathIsJSON404", func(t *testing.T) {
+		r := bare.Do("GET", "/api/v1/nothing-here/", nil)
+		if _, code, _ := errorBody(t, r); r.Status != 404 || code != "not_found" {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("WrongMethodIsJSON", func(t *testing.T) {
+		r := bare.Do("DELETE", "/api/v1/wallets/", nil, servicetest.Bearer(someSecret)...)
+		if r.Status < 400 || r.Status >= 500 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		errorBody(t, r)
+	})
+	t.Run("BodyTooLarge", func(t *testing.T) {
+		big := `{"label":"` + strings.Repeat("a", 5000) + `","currency":"KES"}`
+		r := bare.Do("POST", "/api/v1/wallets/", big, servicetest.Bearer(someSecret)...)
+		if _, _, _ = errorBody(t, r); r.Status != 413 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("RequestIDEchoed", func(t *testing.T) {
+		r := bare.Do("GET", "/api/v1/wallets/NOPE", nil, "X-Request-Id", "my-trace-123")
+		if r.Header.Get("X-Request-Id") != "my-trace-123" || !strings.Contains(string(r.Body), "my-trace-123") {
+			t.Fatalf("request id not echoed: %v %s", r.Header, r.Body)
+		}
+		r = bare.Do("GET", "/api/v1/wallets/", nil, "X-Request-Id", "bad id with spaces")
+		if id := r.Header.Get("X-Request-Id"); id == "" || strings.Contains(id, " ") {
+			t.Fatalf("insane request id kept: %q", id)
+		}
+	})
+	t.Run("InterfaceVersion", func(t *testing.T) {
+		// The spec's Versioning: the interface is /api/v1, its description 1.0.0. Stated
+		// at the prefix, with and without the trailing slash, to anyone (no key, or a
+		// wrong one: nothing is checked), as JSON.
+		for _, c := range []struct {
+			path    string
+			headers []string
+		}{
+			{"/api/v1/", nil}, {"/api/v1", nil},
+			{"/api/v1/", []string{"Authorization", "Bearer not-a-key"}},
+			{"/api/v1/", []string{"INTASEND_PUBLIC_API_KEY", "ISPubKey_test_" + strings.Repeat("b", 64)}},
+		} {
+			r := bare.Do("GET", c.path, nil, c.headers...)
+			if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("GET %s: %d %s %s", c.path, r.Status, r.Header.Get("Content-Type"), r.Body)
+			}
+			var v map[string]any
+			r.JSON(t, &v)
+			if v["name"] != "paysvc" || v["version"] != "1.0.0" || v["api"] != "v1" || v["environment"] != "sandbox" {
+				t.Fatalf("GET %s: %v", c.path, v)
+			}
+		}
+		if r := bare.Do("POST", "/api/v1/", map[string]any{}); r.Status < 400 || r.Status >= 500 {
+			t.Fatalf("POST /api/v1/: %d %s", r.Status, r.Body)
 		}
 	})
 }

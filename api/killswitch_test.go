@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -26,17 +26,7 @@ import (
 // skipped, the ledger balanced and no hold left.
 func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
-	const token = "cb-secret-kill"
-	base := "http://" + addr
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: "cb-secret-kill", live: true, b2c: true}, func(c *service.Config) {
 		c.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay, service.RoleDispatcher}
 		// Recovery passes every 125 ms while the merchant is disabled: none may send.
 		c.PayoutRecoverAfter = 500 * time.Millisecond
@@ -88,14 +78,12 @@ func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for railsTook(cl, env) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the rails role never read the file's requests")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(1500 * time.Millisecond) // a dozen recovery passes
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return railsTook(cl, env) >= 2, "the rails role never read the file's requests"
+	})
+	// A dozen recovery passes (every 125 ms). The delay is what is under test: a
+	// pass lists only enabled merchants' payouts, so it leaves no trace to wait for.
+	time.Sleep(1500 * time.Millisecond)
 	if got := fake.B2CRequests(); len(got) != 0 {
 		t.Fatalf("Daraja received %d B2C requests for a disabled merchant", len(got))
 	}
@@ -119,8 +107,7 @@ func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 		t.Fatalf("enable: %v %v", ok, err)
 	}
 	completed := map[string]bool{}
-	deadline = time.Now().Add(180 * time.Second)
-	for len(completed) < n {
+	waittest.Eventually(t, 180*time.Second, func() (bool, string) {
 		for _, req := range fake.B2CRequests() {
 			if !completed[req.OriginatorConversationID] {
 				if err := fake.CompleteB2C(req.OriginatorConversationID, 0); err != nil {
@@ -129,11 +116,8 @@ func TestKillSwitch_DisabledMerchantsPayoutsStop(t *testing.T) {
 				completed[req.OriginatorConversationID] = true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after enable only %d of %d sent", len(completed), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(completed) >= n, fmt.Sprintf("after enable only %d of %d sent", len(completed), n)
+	})
 	done := b.waitFile(t, tracking)
 	if done["status"] != "COMPLETE" || done["paid_amount"] != money.MustParse(fmt.Sprint(n*100)).String() ||
 		done["actual_charges"] != money.MustParse(fmt.Sprint(n*10)).String() || done["failed_amount"] != "0.00" {

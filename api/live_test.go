@@ -141,7 +141,9 @@ func TestSharedLog_SandboxRailsNeverAnswerLive(t *testing.T) {
 	if inv := sb.waitInvoice(t, push(sb)); inv["state"] != "COMPLETE" {
 		t.Fatalf("sandbox collection: %v", inv)
 	}
-	// Several simulator and recovery periods (recovery after 360 ms here).
+	// Several simulator and recovery periods (recovery after 360 ms here). The
+	// delay is what is under test: recovery acts only on prompts older than its
+	// delay, and a pass lists only its own environment's, leaving no trace to wait for.
 	time.Sleep(1500 * time.Millisecond)
 	r := lb.post("/api/v1/payment/status/", map[string]any{"invoice_id": liveInv})
 	if s := r.Map(t)["invoice"].(map[string]any)["state"]; r.Status != 200 || s != "PENDING" {

@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
@@ -399,15 +400,10 @@ func TestOpenAPIResponsesMatchDocument(t *testing.T) {
 	want(t, v.do("POST", "/api/v1"+setup, map[string]any{"card_number": "4242424242424242", "expiry": "12/39", "cvv": "123"}), 200, "setup card")
 	want(t, v.do("POST", "/api/v1/subscriptions/test_clocks/"+clk+"/advance/", map[string]any{"frozen_time": "2025-03-01T00:00:00+03:00"}, sec...), 200, "advance clock")
 	// The clock passed two cycle dates: wait for their charges, so the list's items are validated.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		r := want(t, v.do("GET", "/api/v1/subscriptions/subscriptions/"+sid+"/transactions/", nil, sec...), 200, "subscription payments")
-		if m(r)["count"].(float64) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no cycle was charged after the test clock passed two cycle dates")
-		}
-	}
+		return m(r)["count"].(float64) > 0, "no cycle was charged after the test clock passed two cycle dates"
+	})
 	want(t, v.do("PUT", "/api/v1/subscriptions/subscriptions/"+sid+"/", map[string]any{"next_date": "2025-12-01"}, sec...), 200, "update subscription")
 	want(t, v.do("POST", "/api/v1/subscriptions/subscriptions/"+sid+"/unsubscribe/", nil, sec...), 200, "unsubscribe")
 	want(t, v.do("PUT", "/api/v1/subscriptions/subscriptions/"+sid+"/", map[string]any{}, sec...), 400, "update nothing")
@@ -425,14 +421,10 @@ func TestOpenAPIResponsesMatchDocument(t *testing.T) {
 	want(t, v.do("POST", "/api/v1/webhooks/"+wid+"/rotate-secret/", map[string]any{"challenge": "another-secret-2"}, sec...), 200, "rotate secret")
 	ev := m(want(t, v.do("POST", "/api/v1/events/trigger/", map[string]any{"topic": "collection_event"}, sec...), 201, "trigger event"))
 	var events map[string]any
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	_ = waittest.Wait(20*time.Second, func() (bool, string) { // no delivery is reported below
 		events = m(want(t, v.do("GET", "/api/v1/webhooks/events/?topic=collection_event", nil, sec...), 200, "list deliveries"))
-		if events["count"].(float64) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return events["count"].(float64) > 0, "no delivery"
+	})
 	if res, _ := events["results"].([]any); len(res) > 0 {
 		want(t, v.do("POST", "/api/v1/webhooks/events/"+res[0].(map[string]any)["id"].(string)+"/replay/", nil, sec...), 200, "replay")
 	} else {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/waittest"
 	"paysvc/api"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -42,15 +43,7 @@ func linkPay(env *servicetest.Env, linkID, xff, phone string, amount any) (sess,
 // promptOf waits for the fake Daraja to have taken a prompt to phone.
 func promptOf(t *testing.T, fake *mpesatest.FakeDaraja, phone string) mpesatest.FakeSTKRequest {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, r := range fake.Requests() {
-			if r.PhoneNumber == phone {
-				return r
-			}
-		}
-	}
-	t.Fatalf("no prompt to %s reached Daraja", phone)
-	return mpesatest.FakeSTKRequest{}
+	return promptTo(t, fake, phone, nil)
 }
 
 // 100 abusive customers each open a session of a 100-use link and start a prompt
@@ -60,16 +53,8 @@ func promptOf(t *testing.T, fake *mpesatest.FakeDaraja, phone string) mpesatest.
 // then over its limit, as docs/api-decisions.md says.
 func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
-	const token = "cb-secret-links-abuse-0123456789abcd"
 	holds := storage.LinkHolds{Send: 2 * time.Second, Accepted: 2 * time.Second}
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: "cb-secret-links-abuse-0123456789abcd", live: true}, func(c *service.Config) {
 		c.DarajaQueryAfter = time.Hour // the abusive prompts stay unanswered
 		c.API.LinkHolds = holds
 	})
@@ -113,22 +98,18 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 	// A genuine payer gets in once the holds have passed (busy until then: the link
 	// is never sold beyond its limit while the abusers' prompts may still be paid).
 	const genuine = "254713800001"
-	deadline := time.Now().Add(holds.Send + holds.Accepted + 20*time.Second)
 	var pay servicetest.Response
-	for {
+	waittest.Eventually(t, holds.Send+holds.Accepted+20*time.Second, func() (bool, string) {
 		var sess servicetest.Response
 		sess, pay = linkPay(env, id, "", genuine, 100)
 		if sess.Status == 200 && pay.Status == 200 {
-			break
+			return true, ""
 		}
 		if _, code, _ := errorBody(t, firstFailure(sess, pay)); code != "payment_link_busy" {
 			t.Fatalf("genuine payer: session %d %s, pay %d %s", sess.Status, sess.Body, pay.Status, pay.Body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a genuine payer was locked out of the link by %d unanswered prompts", abusers)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("a genuine payer was locked out of the link by %d unanswered prompts", abusers)
+	})
 	inv := invoiceIDOf(pay.Map(t))
 	p := promptOf(t, fake, genuine)
 	if err := fake.Complete(p.CheckoutRequestID, 0, ""); err != nil {
@@ -162,7 +143,7 @@ func TestPaymentLinkAbusiveSessionsCannotLockLink(t *testing.T) {
 		t.Fatalf("first payer: %d %s / %d %s", sess.Status, sess.Body, pay.Status, pay.Body)
 	}
 	first := promptOf(t, fake, "254713800002")
-	time.Sleep(holds.Send + holds.Accepted)
+	time.Sleep(holds.Send + holds.Accepted) // the delay is under test: the first prompt's hold runs out
 	sess, pay2 := linkPay(env, oneID, "", "254713800003", 100)
 	if sess.Status != 200 || pay2.Status != 200 {
 		t.Fatalf("second payer after the hold: %d %s / %d %s", sess.Status, sess.Body, pay2.Status, pay2.Body)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/makiuchi-d/gozxing"
 	gozxingqr "github.com/makiuchi-d/gozxing/qrcode"
@@ -69,22 +68,7 @@ func payLink(env *servicetest.Env, linkID string, amount any, phone string) (int
 // waitLinkPayment polls /payment/status/ as the page does until the invoice is final.
 func waitLinkPayment(t *testing.T, env *servicetest.Env, sess map[string]any, invoiceID string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := env.Do("POST", "/api/v1/payment/status/", map[string]any{"invoice_id": invoiceID,
-			"checkout_id": sess["checkout_id"], "signature": sess["signature"]})
-		if r.Status != 200 {
-			t.Fatalf("status: %d %s", r.Status, r.Body)
-		}
-		m := r.Map(t)
-		if s := m["invoice"].(map[string]any)["state"]; s == "COMPLETE" || s == "FAILED" {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invoice %s never final: %s", invoiceID, r.Body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return pageStatus(t, env, sess["checkout_id"], sess["signature"], invoiceID)
 }
 
 func invoiceIDOf(m map[string]any) string {

@@ -2,8 +2,7 @@ package api_test
 
 import (
 	"bytes"
-	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +10,9 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
-	"paysvc/storage"
 )
 
 // A live server with Daraja B2C credentials pays MPESA-B2C files through Daraja (here
@@ -21,17 +20,8 @@ import (
 // rails role resubmits it, and Daraja's result callbacks finish the file.
 func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-secret-b2c"
-	base := "http://" + addr
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
-		c.API.DarajaCallbackToken = token
+	env, fake, base := startDaraja(t, daraja{token: token, live: true, b2c: true}, func(c *service.Config) {
 		// Recovery resubmits the PROCESSING transactions many times before their
 		// results come: none may reach Daraja twice.
 		c.PayoutRecoverAfter = 300 * time.Millisecond
@@ -59,8 +49,7 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	paid, refused := txnOf["254712000011"], txnOf["254712000012"]
 
 	// Both requests reach Daraja and both transactions are PROCESSING.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		file := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": tracking}).Map(t)
 		processing := 0
 		for _, x := range file["transactions"].([]any) {
@@ -68,14 +57,8 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 				processing++
 			}
 		}
-		if processing == 2 && len(fake.B2CRequests()) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("B2C requests %d, file %v", len(fake.B2CRequests()), file)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return processing == 2 && len(fake.B2CRequests()) >= 2, fmt.Sprintf("B2C requests %d, file %v", len(fake.B2CRequests()), file)
+	})
 	for _, req := range fake.B2CRequests() {
 		want := map[string]string{paid: "254712000011", refused: "254712000012"}[req.OriginatorConversationID]
 		if req.PartyB != want || req.Amount != "100" || req.CommandID != "BusinessPayment" ||
@@ -109,12 +92,9 @@ func TestPayoutB2C_LiveDaraja(t *testing.T) {
 	}
 
 	// Recovery has resubmitted both (the rail logs each refusal to send again).
-	for !strings.Contains(env.Logs.String(), "not sent again") {
-		if time.Now().After(deadline) {
-			t.Fatal("recovery never resubmitted the PROCESSING transactions")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
+		return strings.Contains(env.Logs.String(), "not sent again"), "recovery never resubmitted the PROCESSING transactions"
+	})
 
 	if err := fake.CompleteB2C(paid, 0); err != nil {
 		t.Fatal(err)
@@ -204,30 +184,12 @@ func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesatest
 		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
 	inv := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		for _, req := range fake.Requests() {
-			if req.PhoneNumber != phone {
-				continue
-			}
-			ref, err := storage.InvoiceByCheckoutRequest(context.Background(), env.Schema.DB, req.CheckoutRequestID)
-			if err != nil && !errors.Is(err, storage.ErrNotFound) {
-				t.Fatal(err)
-			}
-			if err == nil && ref.InvoiceID == inv {
-				if err := fake.Complete(req.CheckoutRequestID, 0, ""); err != nil {
-					t.Fatal(err)
-				}
-				if final := b.waitInvoice(t, inv); final["state"] != "COMPLETE" {
-					t.Fatalf("funding collection: %v", final)
-				}
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the funding prompt never reached Daraja")
-		}
-		time.Sleep(20 * time.Millisecond)
+	req := promptTo(t, fake, phone, recordedFor(t, env, inv))
+	if err := fake.Complete(req.CheckoutRequestID, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if final := b.waitInvoice(t, inv); final["state"] != "COMPLETE" {
+		t.Fatalf("funding collection: %v", final)
 	}
 }
 
@@ -237,19 +199,11 @@ func fundByDaraja(t *testing.T, env *servicetest.Env, b *bundle, fake *mpesatest
 // they are the same FINAL command.
 func TestPayoutB2C_StatusQuery(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-secret-tsq"
-	base := "http://" + addr
-	statusURL := base + "/api/v1/send-money/mpesa/status/" + token
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
+	var statusURL string
+	env, fake, base := startDaraja(t, daraja{token: token, live: true, b2c: true}, func(c *service.Config) {
+		statusURL = "http://" + c.HTTPAddr + "/api/v1/send-money/mpesa/status/" + token
 		c.Daraja.B2CStatusURL = statusURL
-		c.API.DarajaCallbackToken = token
 		c.PayoutRecoverAfter = 300 * time.Millisecond
 		c.DarajaB2CPause = 200 * time.Millisecond // the second payout follows an unknown outcome
 	})
@@ -270,18 +224,15 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 
 	// The sweeper asks Daraja about it; the transaction is PROCESSING meanwhile.
 	var q mpesatest.FakeStatusQuery
-	deadline := time.Now().Add(30 * time.Second)
-	for found := false; !found; {
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		found := false
 		for _, x := range fake.StatusQueries() {
 			if x.Occasion == txn {
 				q, found = x, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no status query for %s; B2C requests %d", txn, len(fake.B2CRequests()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return found, fmt.Sprintf("no status query for %s; B2C requests %d", txn, len(fake.B2CRequests()))
+	})
 	if q.CommandID != "TransactionStatusQuery" || q.OriginatorConversationID != txn || q.Initiator != mpesatest.FakeB2CInitiator ||
 		q.SecurityCredential != mpesatest.FakeB2CSecurityCredential || q.PartyA != mpesatest.FakeB2CShortcode || q.IdentifierType != "4" ||
 		q.ResultURL != statusURL || q.QueueTimeOutURL != base+"/api/v1/send-money/mpesa/timeout/"+token {
@@ -397,15 +348,10 @@ func TestPayoutB2C_StatusQuery(t *testing.T) {
 	// Asked twice: the pass that first asked about it has ended (passes run one
 	// after another), and it listed the unsettled sends more than
 	// PayoutRecoverAfter after the first file completed.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 		n := asked(txn2)
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d status queries for %s, want 2", n, txn2)
-		}
-	}
+		return n >= 2, fmt.Sprintf("%d status queries for %s, want 2", n, txn2)
+	})
 	// A final transaction is not asked about any more.
 	if after := asked(txn); after != before {
 		t.Fatalf("status queries after the file completed: %d, then %d", before, after)

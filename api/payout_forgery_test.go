@@ -3,11 +3,12 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
-	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -33,18 +34,10 @@ func forgedB2CFailure(t *testing.T, txn, conversationID string) []byte {
 // and the money reconciles to the cent.
 func TestPayoutB2C_ForgedResultsChangeNothing(t *testing.T) {
 	t.Parallel()
-	fake := mpesatest.NewFakeDaraja()
-	defer fake.Close()
-	addr := freeAddr(t)
 	const token = "cb-forgery-0123456789abcdef0123456789"
-	base := "http://" + addr
 	// No rails role yet: the file is approved and waits to be sent.
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.HTTPAddr = addr
+	env, fake, _ := startDaraja(t, daraja{token: token, b2c: true}, func(c *service.Config) {
 		c.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay, service.RoleDispatcher}
-		c.Daraja = fake.B2CConfig(base+"/api/v1/payment/mpesa/callback/"+token,
-			base+"/api/v1/send-money/mpesa/result/"+token, base+"/api/v1/send-money/mpesa/timeout/"+token)
-		c.API.DarajaCallbackToken = token
 	})
 	b := newBundle(t, env, "Forgery Target")
 	b.deposit(t, b.settlement, "1000")
@@ -99,13 +92,11 @@ func TestPayoutB2C_ForgedResultsChangeNothing(t *testing.T) {
 		}
 		return s
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for sendOf(first).State != storage.PayoutSendAccepted || sendOf(second).State != storage.PayoutSendAccepted {
-		if time.Now().After(deadline) {
-			t.Fatalf("sends: %+v %+v; B2C requests %d", sendOf(first), sendOf(second), len(fake.B2CRequests()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
+		s1, s2 := sendOf(first), sendOf(second)
+		return s1.State == storage.PayoutSendAccepted && s2.State == storage.PayoutSendAccepted,
+			fmt.Sprintf("sends: %+v %+v; B2C requests %d", s1, s2, len(fake.B2CRequests()))
+	})
 
 	// 3. Sent, accepted: a failure with a ConversationID Daraja never gave is not applied.
 	if r := env.Do("POST", "/api/v1/send-money/mpesa/result/"+token, forgedB2CFailure(t, first, "AG_forged_late")); r.Status != 200 {

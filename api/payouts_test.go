@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"paysvc/actors/outbound/webhooks"
 	"paysvc/actors/rails"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/topics"
@@ -26,21 +28,17 @@ import (
 // waitFile polls the status endpoint until the file is COMPLETE, CANCELLED or FAILED.
 func (b *bundle) waitFile(t *testing.T, trackingID string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var f map[string]any
+	waittest.Eventually(t, 60*time.Second, func() (bool, string) {
 		r := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": trackingID})
 		if r.Status != 200 {
 			t.Fatalf("status: %d %s", r.Status, r.Body)
 		}
-		f := r.Map(t)
-		if s := f["status"]; s == "COMPLETE" || s == "FAILED" || s == "CANCELLED" {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file %s stuck in %v", trackingID, f["status"])
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		f = r.Map(t)
+		s := f["status"]
+		return s == "COMPLETE" || s == "FAILED" || s == "CANCELLED", fmt.Sprintf("file %s stuck in %v", trackingID, s)
+	})
+	return f
 }
 
 func amt(t *testing.T, v any) money.Amount {
@@ -480,13 +478,9 @@ func TestPayoutCallbackSlowReceiverDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("initiation: %d %s", r.Status, r.Body)
 	}
 	// The slow receiver's first attempt alone lasts the client's 15 s timeout.
-	deadline := time.Now().Add(10 * time.Second)
-	for fastCalls.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("another merchant's callback waited behind a hanging receiver")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return fastCalls.Load() > 0, "another merchant's callback waited behind a hanging receiver"
+	})
 }
 
 // TestPayoutCallback: callback_url receives the file's changes, signed like a
@@ -548,8 +542,7 @@ func TestPayoutCallback(t *testing.T) {
 	if st := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": file["tracking_id"]}); strings.Contains(string(st.Body), secret) {
 		t.Fatalf("the status answer shows the callback secret: %s", st.Body)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		mu.Lock()
 		n := len(calls)
 		last := got{}
@@ -566,14 +559,8 @@ func TestPayoutCallback(t *testing.T) {
 				t.Fatalf("callback body: %v: %s", err, last.body)
 			}
 		}
-		if n > 0 && m.Data["status"] == "COMPLETE" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no COMPLETE callback; %d received", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n > 0 && m.Data["status"] == "COMPLETE", fmt.Sprintf("no COMPLETE callback; %d received", n)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	seen := map[string]bool{}
@@ -643,21 +630,14 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 		var n int
 		if err := b.env.Schema.DB.Get(&n, `SELECT count(*) FROM processed_commands WHERE command_type = 'payout.results'
 			AND merchant_id = $1 AND convert_from(reply, 'UTF8') LIKE '%"ignored":1%'`, b.merchant); err != nil {
 			t.Fatal(err)
 		}
-		if n >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the regrouped report was not applied (ignored) in time")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n >= 1, "the regrouped report was not applied (ignored) in time"
+	})
 	if cur, av := b.balance(t, b.settlement); cur != "890.00" || av != "890.00" {
 		t.Fatalf("a repeated report moved money: %s / %s", cur, av)
 	}
@@ -667,32 +647,18 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 	}
 
 	// Events on the Kafka topic, for downstream consumers.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-		kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.SendMoneyEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
 	states := map[string]int{}
-	for states["PROCESSED/COMPLETE"] == 0 && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
-			var ev topics.Event
-			var p topics.SendMoney
-			if json.Unmarshal(rec.Value, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil {
-				t.Errorf("bad event %s", rec.Value)
-				return
+	readLog(t, b.env, topics.EventTopics[topics.SendMoneyEvent], 15*time.Second, func(rec *kgo.Record) {
+		if ev, p, ok := eventOf[topics.SendMoney](t, rec); ok && p.FileID == f["file_id"] {
+			if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
+				t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
 			}
-			if p.FileID == f["file_id"] {
-				if string(rec.Key) != p.FileID || ev.MerchantID != b.merchant || ev.Type != topics.SendMoneyEvent {
-					t.Errorf("event envelope: key %s, %+v", rec.Key, ev)
-				}
-				// The events' vocabulary (the spec) next to the status endpoint's.
-				states[p.State+"/"+p.Status]++
-			}
-		})
-	}
+			// The events' vocabulary (the spec) next to the status endpoint's.
+			states[p.State+"/"+p.Status]++
+		}
+	}, func() (bool, string) {
+		return states["PROCESSED/COMPLETE"] > 0, fmt.Sprintf("send_money_events by state: %v", states)
+	})
 	if states["PREVIEW-AND-APPROVE/PREVIEW-AND-APPROVE"] != 1 || states["PENDING/PROCESSING"] != 1 ||
 		states["PROCESSED/COMPLETE"] != 1 || len(states) != 3 {
 		t.Fatalf("send_money_events by state: %v", states)

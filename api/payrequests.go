@@ -135,7 +135,7 @@ func (s *Server) createPayRequest(c echo.Context) error {
 		tariffs[f] = tarOrDefault(v)
 	}
 	p := edge.PrincipalOf(c)
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := s.now().UTC().Truncate(time.Microsecond)
 	co := storage.Checkout{CheckoutID: ids.UUID(), MerchantID: p.MerchantID, Currency: currency, Email: &email,
 		CardTarrif: tariffs["card_tarrif"], MobileTarrif: tariffs["mobile_tarrif"], FirstName: &first, LastName: &last,
 		CreatedAt: now, UpdatedAt: now}
@@ -209,13 +209,22 @@ func (s *Server) sendPayRequestMail(ctx context.Context, pr storage.PayRequest, 
 		Headers: map[string]string{"X-Paysvc-Merchant": pr.MerchantID, "X-Paysvc-Pay-Request": pr.RequestID}})
 }
 
+// now is the clock reminders are due by (Config.Now): a test moves it past a
+// reminder's day instead of waiting for it.
+func (s *Server) now() time.Time {
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
+	}
+	return time.Now()
+}
+
 // RunReminders sends due pay-request reminders, once each, until ctx ends (the
 // job every.PayRequestReminders). A reminder not sent is released to be tried
 // again, or for good when the mail server refused it for good.
 func (s *Server) RunReminders(ctx context.Context, interval time.Duration) error {
 	log := s.log.With("component", "reminders")
 	return every.Run(ctx, log, every.Job{Name: every.PayRequestReminders, Interval: interval, Run: func(ctx context.Context) error {
-		due, err := storage.ClaimDueReminders(ctx, s.db, time.Now(), 50)
+		due, err := storage.ClaimDueReminders(ctx, s.db, s.now(), 50)
 		if err != nil {
 			return fmt.Errorf("claim reminders: %w", err)
 		}

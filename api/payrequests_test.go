@@ -1,17 +1,26 @@
 package api_test
 
 import (
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 )
 
 func TestPayRequests(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, func(c *service.Config) { c.API.ReminderDay = 200 * time.Millisecond })
+	// The API's clock is the test's: a reminder's day passes when the test says, and
+	// each reminder run reads it once, so its reads count the runs.
+	clock := waittest.NewClock(time.Now())
+	var reads atomic.Int64
+	env := servicetest.Start(t, func(c *service.Config) {
+		c.API.Now = func() time.Time { reads.Add(1); return clock.Now() }
+	})
 	b := newBundle(t, env, "Acme")
 	mails := func() []map[string]any {
 		var l struct{ Results []map[string]any }
@@ -34,8 +43,7 @@ func TestPayRequests(t *testing.T) {
 	if !strings.HasPrefix(co["url"].(string), env.BaseURL+"/checkout/") {
 		t.Fatalf("checkout url %v is not under the service's public base URL %s", co["url"], env.BaseURL)
 	}
-	// The reminder is due 200 ms after creation, so on a slow machine it may already be
-	// here: pick the first email by its subject, not by its position.
+	// The first email is picked by its subject, not by its position.
 	var first []map[string]any
 	for _, m := range mails() {
 		if !strings.HasPrefix(m["subject"].(string), "Reminder:") {
@@ -48,18 +56,18 @@ func TestPayRequests(t *testing.T) {
 	}
 
 	t.Run("ReminderOnce", func(t *testing.T) {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		clock.Advance(24*time.Hour + time.Second) // autosend_reminder 1: one day
+		waittest.Eventually(t, 10*time.Second, func() (bool, string) {
 			g := b.get("/api/v1/payment/collection/pay-requests/" + id + "/").Map(t)["detail"].(map[string]any)
-			if g["reminder_sent"] == true {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the reminder was never sent")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond) // several more scheduler rounds
+			return g["reminder_sent"] == true, "the reminder was never sent"
+		})
+		// Several more reminder runs (no request reads the clock meanwhile): none
+		// sends it again.
+		seen := reads.Load()
+		waittest.Eventually(t, 10*time.Second, func() (bool, string) {
+			n := reads.Load() - seen
+			return n >= 3, fmt.Sprintf("%d reminder runs since the reminder was sent, want 3", n)
+		})
 		reminders := 0
 		for _, m := range mails() {
 			if strings.HasPrefix(m["subject"].(string), "Reminder:") {

@@ -377,21 +377,29 @@ func TestPayerDataByPrincipal(t *testing.T) {
 		want200(t, r)
 		check(t, whoPublic, r, false, statusTruth)
 	})
-	t.Run("PublicKey/STKPush", func(t *testing.T) {
-		r := b.env.Do("POST", "/api/v1/payment/mpesa-stk-push/", pushBody("priv-push-pub"), pub...)
-		want200(t, r)
-		check(t, whoPublic, r, false, pushTruth("priv-push-pub"))
-	})
-	t.Run("PublicKey/CollectionOnADescribedSession", func(t *testing.T) {
-		r := collect("priv-coll-pub", pub...)
-		want200(t, r)
-		check(t, whoPublic, r, false, collectTruth("priv-coll-pub"))
-	})
-	t.Run("PublicKey/Card", func(t *testing.T) {
-		r := card("priv-card-pub", pub...)
-		want200(t, r)
-		check(t, whoPublic, r, false, cardTruth("priv-card-pub"))
-	})
+	// writes are the payments a principal starts, as prefix's subtests, each with
+	// its own reference (priv-push-, priv-coll-, priv-card- and ref): an STK push
+	// (stk), a collection on a described session and a card payment.
+	writes := func(prefix string, who int, ref string, stk bool, headers ...string) {
+		if stk {
+			t.Run(prefix+"/STKPush", func(t *testing.T) {
+				r := b.env.Do("POST", "/api/v1/payment/mpesa-stk-push/", pushBody("priv-push-"+ref), headers...)
+				want200(t, r)
+				check(t, who, r, false, pushTruth("priv-push-"+ref))
+			})
+		}
+		t.Run(prefix+"/CollectionOnADescribedSession", func(t *testing.T) {
+			r := collect("priv-coll-"+ref, headers...)
+			want200(t, r)
+			check(t, who, r, false, collectTruth("priv-coll-"+ref))
+		})
+		t.Run(prefix+"/Card", func(t *testing.T) {
+			r := card("priv-card-"+ref, headers...)
+			want200(t, r)
+			check(t, who, r, false, cardTruth("priv-card-"+ref))
+		})
+	}
+	writes("PublicKey", whoPublic, "pub", true, pub...)
 	var lookupSig string
 	t.Run("PublicKey/CheckoutByUniqueAPIRef", func(t *testing.T) {
 		r := b.env.Do("POST", "/api/v1/checkout/", map[string]any{"amount": 20, "currency": "KES", "api_ref": "priv-order-1",
@@ -419,16 +427,7 @@ func TestPayerDataByPrincipal(t *testing.T) {
 		want200(t, r)
 		check(t, whoSignature, r, false, statusTruth)
 	})
-	t.Run("Signature/CollectionOnADescribedSession", func(t *testing.T) {
-		r := collect("priv-coll-sig")
-		want200(t, r)
-		check(t, whoSignature, r, false, collectTruth("priv-coll-sig"))
-	})
-	t.Run("Signature/Card", func(t *testing.T) {
-		r := card("priv-card-sig")
-		want200(t, r)
-		check(t, whoSignature, r, false, cardTruth("priv-card-sig"))
-	})
+	writes("Signature", whoSignature, "sig", false)
 	t.Run("Signature/MaskedPhoneSentBack", func(t *testing.T) { maskedBack(t, whoSignature) })
 
 	t.Run("SecretKeyWithoutViewCollections/Status", func(t *testing.T) {
@@ -438,21 +437,7 @@ func TestPayerDataByPrincipal(t *testing.T) {
 		}
 		check(t, whoSecretNoView, r, false, statusTruth)
 	})
-	t.Run("SecretKeyWithoutViewCollections/STKPush", func(t *testing.T) {
-		r := b.env.Do("POST", "/api/v1/payment/mpesa-stk-push/", pushBody("priv-push-nv"), noView...)
-		want200(t, r)
-		check(t, whoSecretNoView, r, false, pushTruth("priv-push-nv"))
-	})
-	t.Run("SecretKeyWithoutViewCollections/CollectionOnADescribedSession", func(t *testing.T) {
-		r := collect("priv-coll-nv", noView...)
-		want200(t, r)
-		check(t, whoSecretNoView, r, false, collectTruth("priv-coll-nv"))
-	})
-	t.Run("SecretKeyWithoutViewCollections/Card", func(t *testing.T) {
-		r := card("priv-card-nv", noView...)
-		want200(t, r)
-		check(t, whoSecretNoView, r, false, cardTruth("priv-card-nv"))
-	})
+	writes("SecretKeyWithoutViewCollections", whoSecretNoView, "nv", true, noView...)
 	// The customers API's upsert names an email: a key that may write customers
 	// but not read them gets back what it sent, not what the record held.
 	upsertTruth := map[string]string{"phone": "+" + phone, "first name": first, "last name": last, "country": country,
@@ -476,21 +461,7 @@ func TestPayerDataByPrincipal(t *testing.T) {
 			want200(t, r)
 			check(t, whoSecretView, r, false, statusTruth)
 		})
-		t.Run("SecretKeyWithViewCollections/"+k.name+"/STKPush", func(t *testing.T) {
-			r := b.env.Do("POST", "/api/v1/payment/mpesa-stk-push/", pushBody("priv-push-v"), k.headers...)
-			want200(t, r)
-			check(t, whoSecretView, r, false, pushTruth("priv-push-v"))
-		})
-		t.Run("SecretKeyWithViewCollections/"+k.name+"/CollectionOnADescribedSession", func(t *testing.T) {
-			r := collect("priv-coll-v", k.headers...)
-			want200(t, r)
-			check(t, whoSecretView, r, false, collectTruth("priv-coll-v"))
-		})
-		t.Run("SecretKeyWithViewCollections/"+k.name+"/Card", func(t *testing.T) {
-			r := card("priv-card-v", k.headers...)
-			want200(t, r)
-			check(t, whoSecretView, r, false, cardTruth("priv-card-v"))
-		})
+		writes("SecretKeyWithViewCollections/"+k.name, whoSecretView, "v", true, k.headers...)
 		t.Run("SecretKeyWithViewCollections/"+k.name+"/CustomerUpsert", func(t *testing.T) {
 			r := upsert(k.headers...)
 			want200(t, r)

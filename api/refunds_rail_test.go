@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -54,24 +56,20 @@ func (r *railStub) send(t *testing.T, c topics.Command, environment string, simu
 		Key: topics.CommandKey(c.MerchantID), Value: value}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, stored, ok, err := storage.ProcessedCommand(context.Background(), r.env.Schema.DB, c.MerchantID, c.ID)
+	var stored []byte
+	waittest.Eventually(t, 15*time.Second, func() (bool, string) {
+		_, s, ok, err := storage.ProcessedCommand(context.Background(), r.env.Schema.DB, c.MerchantID, c.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			reply, err := topics.DecodeReply(stored)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return reply
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s not processed", c.Type, c.Payload)
-		}
-		time.Sleep(10 * time.Millisecond)
+		stored = s
+		return ok, fmt.Sprintf("%s %s not processed", c.Type, c.Payload)
+	})
+	reply, err := topics.DecodeReply(stored)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return reply
 }
 
 // rail sends a sandbox rail's command, as the sandbox simulator would.
@@ -351,17 +349,17 @@ func TestRefunds_SandboxRailNeverSettlesLive(t *testing.T) {
 	liveID := refundID(t, lb.refund(liveInv, "100.00", ""))
 	liveCur, liveAvail := lb.balance(t, lb.settlement)
 
-	// The control: a sandbox refund on the same server is taken and completed.
-	sbInv := sb.collected(t, "1000")
-	sbID := refundID(t, sb.refund(sbInv, "100.00", ""))
-	deadline := time.Now().Add(20 * time.Second)
-	for sb.stored(t, sbID).Status != refund.StatusCompleted {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sandbox rail did not complete its own refund: %s", sb.stored(t, sbID).State())
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The control: sandbox refunds on the same server, made one after another
+	// after the live one, are each taken and completed, so the rail's passes
+	// that took them went by the live refund (several, not one that raced it).
+	for range 3 {
+		sbInv := sb.collected(t, "1000")
+		sbID := refundID(t, sb.refund(sbInv, "100.00", ""))
+		waittest.Eventually(t, 20*time.Second, func() (bool, string) {
+			s := sb.stored(t, sbID)
+			return s.Status == refund.StatusCompleted, fmt.Sprintf("the sandbox rail did not complete its own refund: %s", s.State())
+		})
 	}
-	time.Sleep(20 * env.Config.SimAggregateDelay) // many more simulator periods
 
 	if s := lb.stored(t, liveID); s.State() != refund.StatusPending || !s.TakenAt.IsZero() {
 		t.Fatalf("the sandbox rail acted on a live refund: %s (taken %v)", s.State(), s.TakenAt)

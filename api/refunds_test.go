@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/topics"
@@ -223,19 +223,16 @@ func TestRefunds_SandboxOutcomesAndEvents(t *testing.T) {
 	overdue := create(30, "[sandbox:overdue]")
 	wait := func(id, status string) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		var m map[string]any
+		waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 			r := env.Do("GET", "/api/v1/chargebacks/"+id+"/", nil, py...)
 			if r.Status != 200 {
 				t.Fatalf("get %s: %d %s", id, r.Status, r.Body)
 			}
-			if m := r.Map(t); m["status"] == status {
-				return m
-			} else if time.Now().After(deadline) {
-				t.Fatalf("refund %s stuck in %v, want %s", id, m["status"], status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			m = r.Map(t)
+			return m["status"] == status, fmt.Sprintf("refund %s stuck in %v, want %s", id, m["status"], status)
+		})
+		return m
 	}
 	wait(completed, "COMPLETED")
 	wait(declined, "CANCELLED")
@@ -258,40 +255,30 @@ func TestRefunds_SandboxOutcomesAndEvents(t *testing.T) {
 	for _, s := range want {
 		total += len(s)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...), kgo.ConsumeTopics(env.Topic(topics.EventTopics[topics.ReversalEvent])),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	got := map[string][]string{}
 	n := 0
-	for n < total && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			ev, err := decodeEvent(r.Value)
-			if err != nil || ev.Type != topics.ReversalEvent || ev.MerchantID != b.merchant {
-				t.Errorf("bad event %s: %v", r.Value, err)
-				return
+	readLog(t, env, topics.EventTopics[topics.ReversalEvent], 20*time.Second, func(r *kgo.Record) {
+		ev, err := decodeEvent(r.Value)
+		if err != nil || ev.Type != topics.ReversalEvent || ev.MerchantID != b.merchant {
+			t.Errorf("bad event %s: %v", r.Value, err)
+			return
+		}
+		var p map[string]any
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"id", "amount", "currency", "status", "reason", "original_invoice_id", "created_at", "updated_at"} {
+			if _, ok := p[f]; !ok {
+				t.Errorf("reversal_event lacks %s: %s", f, ev.Payload)
 			}
-			var p map[string]any
-			if err := json.Unmarshal(ev.Payload, &p); err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range []string{"id", "amount", "currency", "status", "reason", "original_invoice_id", "created_at", "updated_at"} {
-				if _, ok := p[f]; !ok {
-					t.Errorf("reversal_event lacks %s: %s", f, ev.Payload)
-				}
-			}
-			if p["original_invoice_id"] != inv || p["currency"] != "KES" || p["reason"] != "Duplicate payment" {
-				t.Errorf("reversal_event: %s", ev.Payload)
-			}
-			id := fmt.Sprint(p["id"])
-			got[id] = append(got[id], p["status"].(string))
-			n++
-		})
-	}
+		}
+		if p["original_invoice_id"] != inv || p["currency"] != "KES" || p["reason"] != "Duplicate payment" {
+			t.Errorf("reversal_event: %s", ev.Payload)
+		}
+		id := fmt.Sprint(p["id"])
+		got[id] = append(got[id], p["status"].(string))
+		n++
+	}, func() (bool, string) { return n >= total, fmt.Sprintf("%d of %d reversal events: %v", n, total, got) })
 	for id, w := range want {
 		if fmt.Sprint(got[id]) != fmt.Sprint(w) {
 			t.Errorf("refund %s events %v, want %v", id, got[id], w)
@@ -321,29 +308,18 @@ func TestRefunds_SandboxOutcomesAndEvents(t *testing.T) {
 // the command log until it has n distinct ones (above: 4 takes, 6 outcomes).
 func railCommands(t *testing.T, env *servicetest.Env, merchant string, n int, each func(typ string, c topics.Command)) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...), kgo.ConsumeTopics(env.Topic(topics.CommandsTopic)),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	seen := map[string]int{}
-	for len(seen) < n && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			var c topics.Command
-			if err := json.Unmarshal(r.Value, &c); err != nil || c.MerchantID != merchant ||
-				(c.Type != "refund.take" && c.Type != "refund.settle") {
-				return
-			}
-			seen[c.ID]++
-			each(c.Type, c)
-		})
-	}
-	if len(seen) < n {
-		t.Fatalf("%d rail commands in the log, want %d", len(seen), n)
-	}
+	readLog(t, env, topics.CommandsTopic, 20*time.Second, func(r *kgo.Record) {
+		var c topics.Command
+		if err := json.Unmarshal(r.Value, &c); err != nil || c.MerchantID != merchant ||
+			(c.Type != "refund.take" && c.Type != "refund.settle") {
+			return
+		}
+		seen[c.ID]++
+		each(c.Type, c)
+	}, func() (bool, string) {
+		return len(seen) >= n, fmt.Sprintf("%d rail commands in the log, want %d", len(seen), n)
+	})
 }
 
 func containsAll(s string, subs ...string) bool {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage"
 )
@@ -138,8 +139,7 @@ func TestSDKPayoutsLargeFile(t *testing.T) {
 	// The approval's rail requests (~60 kB each, all keyed by the file: more than
 	// Kafka's 1 MiB message limit together) are published, none refused and
 	// dead-lettered (relay.BatchMaxBytes).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Eventually(t, 30*time.Second, func() (bool, string) {
 		var left, dead int
 		if err := f.env.Schema.DB.Get(&left, `SELECT count(*) FROM outbox`); err != nil {
 			t.Fatal(err)
@@ -150,12 +150,6 @@ func TestSDKPayoutsLargeFile(t *testing.T) {
 		if dead != 0 {
 			t.Fatalf("%d rail requests dead-lettered", dead)
 		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outbox rows still unpublished after 30 s", left)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return left == 0, fmt.Sprintf("%d outbox rows still unpublished", left)
+	})
 }

@@ -55,6 +55,9 @@ type Config struct {
 	// ReminderDay is how long a "day" of autosend_reminder is (24h; shorter only to
 	// exercise reminders in tests and sandbox demos).
 	ReminderDay time.Duration
+	// Now is the clock of the key cache and of reminders (nil: time.Now); a test
+	// drives it to outlive a cached key or a reminder's day without waiting.
+	Now func() time.Time
 	// PublicBaseURL is the root of checkout links (no trailing slash). Required: a
 	// request's Host header is the caller's to choose, so links are never built from it.
 	PublicBaseURL string
@@ -207,7 +210,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s := &Server{
 		cfg: cfg, db: d.DB, idemDB: d.IdempotencyDB, kafka: d.Kafka, ns: d.Namespace, hub: d.Hub, log: d.Log.With("component", "api"),
-		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL),
+		auth:     newAuthenticator(d.DB, cfg.Environment, cfg.KeyCacheTTL, cfg.Now),
 		limits:   newLimits(cfg),
 		links:    newLinkLimiters(cfg),
 		inflight: make(chan struct{}, cfg.MaxInFlight),

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"paysvc/actors/aggregates/invoice/invoicestore"
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -24,15 +26,8 @@ type stkLive struct {
 
 func startSTKLive(t *testing.T, mutate func(*service.Config)) *stkLive {
 	t.Helper()
-	fake := mpesatest.NewFakeDaraja()
-	t.Cleanup(fake.Close)
-	addr := freeAddr(t)
 	const token = "cb-secret-proof-0123456789abcdef0123"
-	env := servicetest.Start(t, func(c *service.Config) {
-		c.Environment, c.API.Environment = "live", "live"
-		c.HTTPAddr = addr
-		c.Daraja = fake.Config("http://" + addr + "/api/v1/payment/mpesa/callback/" + token)
-		c.API.DarajaCallbackToken = token
+	env, fake, _ := startDaraja(t, daraja{token: token, live: true}, func(c *service.Config) {
 		// The rails role's own status query of stale prompts stays out of the way:
 		// what changes an invoice here is the callback alone.
 		c.DarajaQueryAfter = time.Hour
@@ -52,20 +47,7 @@ func (l *stkLive) push(t *testing.T, phone string) (string, mpesatest.FakeSTKReq
 		t.Fatalf("push: %d %s", r.Status, r.Body)
 	}
 	id := r.Map(t)["invoice"].(map[string]any)["invoice_id"].(string)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, req := range l.fake.Requests() {
-			if req.PhoneNumber != phone {
-				continue
-			}
-			if ref, err := storage.InvoiceByCheckoutRequest(context.Background(), l.env.Schema.DB, req.CheckoutRequestID); err == nil && ref.InvoiceID == id {
-				return id, req
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the prompt of %s never reached Daraja or was never recorded", id)
-	return "", mpesatest.FakeSTKRequest{}
+	return id, promptTo(t, l.fake, phone, recordedFor(t, l.env, id))
 }
 
 // settled waits until every command the merchant had issued is applied (a later
@@ -210,23 +192,16 @@ func TestSTKPromptOfDisabledMerchantNotSent(t *testing.T) {
 	servicetest.StartPeer(t, l.env, "live", service.RoleRails)
 
 	for _, id := range queued {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 			st, err := invoicestore.Get(ctx, l.env.Schema.DB, l.merchant, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.State == invoice.StateFailed {
-				if !strings.Contains(st.FailedReason, "disabled") {
-					t.Fatalf("failed invoice %s: reason %q", id, st.FailedReason)
-				}
-				break
+			if st.State == invoice.StateFailed && !strings.Contains(st.FailedReason, "disabled") {
+				t.Fatalf("failed invoice %s: reason %q", id, st.FailedReason)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the queued prompt's invoice %s is %s, want FAILED", id, st.State)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return st.State == invoice.StateFailed, fmt.Sprintf("the queued prompt's invoice %s is %s, want FAILED", id, st.State)
+		})
 	}
 	if n := len(l.fake.Requests()); n != 0 {
 		t.Fatalf("Daraja received %d prompts of a disabled merchant", n)
@@ -236,22 +211,13 @@ func TestSTKPromptOfDisabledMerchantNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The engine reads enabled again within its cache's lifetime: retry until it does.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
 		r := l.post("/api/v1/payment/mpesa-stk-push/", map[string]any{"phone_number": "254712200003", "amount": "1000"})
-		if r.Status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("push after enable: %d %s", r.Status, r.Body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for deadline := time.Now().Add(20 * time.Second); len(l.fake.Requests()) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the enabled merchant's prompt never reached Daraja")
-		}
-	}
+		return r.Status == 200, fmt.Sprintf("push after enable: %d %s", r.Status, r.Body)
+	})
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) {
+		return len(l.fake.Requests()) > 0, "the enabled merchant's prompt never reached Daraja"
+	})
 	if reqs := l.fake.Requests(); len(reqs) != 1 || reqs[0].PhoneNumber != "254712200003" {
 		t.Fatalf("Daraja received %+v, want only the prompt made after enable", reqs)
 	}

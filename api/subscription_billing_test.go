@@ -31,6 +31,16 @@ func newSubFixture(t *testing.T, b *bundle, plan map[string]any) subFixture {
 	return f
 }
 
+// setUp creates a subscription and sets up card on it; it returns its id.
+func (f subFixture) setUp(t *testing.T, card string) string {
+	t.Helper()
+	s := f.create(t, nil)
+	if r := setupCard(f, setupPath(t, s), card, nil); r.Status != 200 {
+		t.Fatalf("setup: %d %s", r.Status, r.Body)
+	}
+	return s["subscription_id"].(string)
+}
+
 func (f subFixture) mustPost(t *testing.T, path string, body any, idField string) string {
 	t.Helper()
 	r := f.b.post(path, body)
@@ -302,9 +312,7 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	f := newSubFixture(t, b, nil)
 	weekly := f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Weekly", "amount": "2000", "currency": "KES",
 		"frequency": 1, "frequency_unit": "W", "billing_cycles": 6}, "plan_id")
-	s := f.create(t, nil)
-	id := s["subscription_id"].(string)
-	setupCard(f, setupPath(t, s), "4242424242424242", nil)
+	id := f.setUp(t, "4242424242424242")
 	f.waitSub(t, id, "cycle 1", cycles(1))
 
 	put := func(body map[string]any) servicetest.Response {
@@ -318,7 +326,7 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 		t.Fatalf("plan change: %d %s", r.Status, r.Body)
 	}
 	f.advance(t, "2025-02-28T00:00:00+03:00")
-	s = f.waitSub(t, id, "cycle 2 on the new plan", cycles(2))
+	s := f.waitSub(t, id, "cycle 2 on the new plan", cycles(2))
 	if s["next_date"] != "2025-03-07" {
 		t.Fatalf("weekly from the kept date: %v", s)
 	}

@@ -23,11 +23,7 @@ func TestSubscriptionChargedDateIsChargedOnce(t *testing.T) {
 	f := newSubFixture(t, b, nil)
 	daily := f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Daily", "amount": "1000", "currency": "KES",
 		"frequency": 1, "frequency_unit": "D", "billing_cycles": 12}, "plan_id")
-	s := f.create(t, nil)
-	id := s["subscription_id"].(string)
-	if r := setupCard(f, setupPath(t, s), "4242424242424242", nil); r.Status != 200 {
-		t.Fatalf("setup: %d %s", r.Status, r.Body)
-	}
+	id := f.setUp(t, "4242424242424242")
 	f.waitSub(t, id, "cycle 1", cycles(1))
 	put := func(body map[string]any) servicetest.Response {
 		return env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(b.secret)...)
@@ -69,19 +65,15 @@ func TestSubscriptionRetriesEndCanceled(t *testing.T) {
 	f := newSubFixture(t, b, map[string]any{"name": "Daily", "amount": "100", "currency": "KES", "frequency": 1,
 		"frequency_unit": "D", "billing_cycles": 30})
 	stream := openStream(t, env, b.secret, "", "retries")
-	s := f.create(t, nil)
-	id := s["subscription_id"].(string)
-	if r := setupCard(f, setupPath(t, s), "4000000000000341", nil); r.Status != 200 {
-		t.Fatalf("setup: %d %s", r.Status, r.Body)
-	}
+	id := f.setUp(t, "4000000000000341")
 	f.waitSub(t, id, "the first charge fails", func(s map[string]any) bool { return s["status"] == "FAILED" })
 	f.advance(t, "2025-02-20T00:00:00+03:00")
-	s = f.waitSub(t, id, "CANCELED by the retry policy", func(s map[string]any) bool { return s["status"] == "CANCELED" })
+	s := f.waitSub(t, id, "CANCELED by the retry policy", func(s map[string]any) bool { return s["status"] == "CANCELED" })
 	const reason = "Canceled after 4 failed charges in a row. Last: The card was declined (do not honour)."
 	if s["fail_reason"] != reason || s["next_date"] != nil || s["completed_cycles"] != 0.0 || s["setup_url"] != nil {
 		t.Fatalf("canceled: %v", s)
 	}
-	time.Sleep(300 * time.Millisecond) // a few scheduler ticks: nothing more is charged
+	schedulerPassed(t, env) // nothing more is charged
 	pays := f.payments(t, id)
 	if len(pays) != 4 {
 		t.Fatalf("%d charges, want 4", len(pays))
@@ -249,9 +241,22 @@ func TestSubscriptionNotChargedForDisabledMerchant(t *testing.T) {
 		}
 	}
 	fOn.waitSub(t, sOn["subscription_id"].(string), "the enabled merchant billed", cycles(3))
-	time.Sleep(300 * time.Millisecond) // a few more ticks
+	schedulerPassed(t, env)
 	st, err := subscriptionstore.Get(ctx, env.Schema.DB, off.merchant, sOff["subscription_id"].(string))
 	if err != nil || st.CompletedCycles != 1 || st.NextDate != "2025-02-28" {
 		t.Fatalf("the disabled merchant's subscription: %+v %v", st, err)
 	}
+}
+
+// schedulerPassed waits for the subscription scheduler of env to bill a cycle
+// that fell due now: a subscription of a merchant of its own, set up, then its
+// clock moved a month on. The pass that bills it began after everything before
+// it was due, so what that pass has not charged it never charges.
+func schedulerPassed(t *testing.T, env *servicetest.Env) {
+	t.Helper()
+	f := newSubFixture(t, newBundle(t, env, "Scheduler Witness"), nil)
+	id := f.setUp(t, "4242424242424242")
+	f.waitSub(t, id, "the witness's first cycle", cycles(1))
+	f.advance(t, "2025-02-28T00:00:00+03:00")
+	f.waitSub(t, id, "the witness's second cycle, by the scheduler", cycles(2))
 }

@@ -235,32 +235,21 @@ func TestIntraTransfer(t *testing.T) {
 		}
 	})
 	t.Run("EventPublished", func(t *testing.T) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Svc.Brokers...),
-			kgo.ConsumeTopics(b.env.Topic(topics.EventTopics[topics.WalletTransferEvent])), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
 		// Events are ordered per key (the origin wallet), not across keys: look for the
 		// first transfer's event among all of them.
 		var found *topics.Event
-		for found == nil && ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				ev, err := decodeEvent(r.Value)
-				if err != nil {
-					t.Errorf("bad event: %v", err)
-					return
-				}
-				if p := decodeTransfer(t, ev.Payload); p.OriginWallet == w1 && p.AmountSent == "120.50" {
-					found = &ev
-				}
-			})
-		}
-		if found == nil {
-			t.Fatal("the wallet_transfer_event of the first transfer never arrived")
-		}
+		readLog(t, b.env, topics.EventTopics[topics.WalletTransferEvent], 20*time.Second, func(r *kgo.Record) {
+			ev, err := decodeEvent(r.Value)
+			if err != nil {
+				t.Errorf("bad event: %v", err)
+				return
+			}
+			if p := decodeTransfer(t, ev.Payload); p.OriginWallet == w1 && p.AmountSent == "120.50" {
+				found = &ev
+			}
+		}, func() (bool, string) {
+			return found != nil, "the wallet_transfer_event of the first transfer never arrived"
+		})
 		p := decodeTransfer(t, found.Payload)
 		if found.Type != "wallet_transfer_event" || found.MerchantID != b.merchant || found.Key != w1 ||
 			p.FromCurrency != "KES" || p.ToCurrency != "KES" || p.DestinationWallet != w2 || p.Status != "COMPLETE" {

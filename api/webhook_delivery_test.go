@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"paysvc/actors/outbound/webhooks"
+	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage"
@@ -63,15 +64,11 @@ func (r *receiver) requests() []recorded {
 	return append([]recorded(nil), r.got...)
 }
 
+// waitUntil is waittest.Eventually for a condition that has nothing more to say
+// than what it waits for.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Eventually(t, 20*time.Second, func() (bool, string) { return cond(), "no " + what + " yet" })
 }
 
 func TestWebhookDelivery(t *testing.T) {
@@ -146,6 +143,8 @@ func TestWebhookDelivery(t *testing.T) {
 			b.get("/api/v1/webhooks/events/?status=FAILED").JSON(t, &l)
 			return len(l.Results) == 1 && l.Results[0]["webhook_id"] == downID
 		})
+		// The dispatcher turns the webhook off just after it writes the failure.
+		waitUntil(t, "the failing webhook turned off", func() bool { return b.get("/api/v1/webhooks/" + downID + "/").Map(t)["is_active"] == false })
 		// The schedule made 4 attempts (the replay above went to every webhook of the
 		// event, this one included, and is recorded as a replay).
 		var scheduled int
