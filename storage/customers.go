@@ -155,37 +155,18 @@ func CreateCustomerIfAbsent(ctx context.Context, q sqlx.QueryerContext, u Custom
 
 // GetCustomer reads one of the merchant's customers; another merchant's is ErrNotFound.
 func GetCustomer(ctx context.Context, q sqlx.QueryerContext, merchantID, customerID string) (Customer, error) {
-	var c Customer
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND customer_id = $2`,
+	return getOne[Customer](ctx, q, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND customer_id = $2`,
 		merchantID, customerID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // CustomerByEmail reads the merchant's customer with that email, whatever its case.
 func CustomerByEmail(ctx context.Context, q sqlx.QueryerContext, merchantID, email string) (Customer, error) {
-	var c Customer
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND lower(email) = lower($2)`,
+	return getOne[Customer](ctx, q, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND lower(email) = lower($2)`,
 		merchantID, email)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // ListCustomers returns one page of the merchant's customers, newest first, and the total.
 func ListCustomers(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]Customer, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM customers WHERE merchant_id = $1`, merchantID); err != nil {
-		return nil, 0, fmt.Errorf("count customers: %w", err)
-	}
-	out := []Customer{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1
-		ORDER BY created_at DESC, customer_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list customers: %w", err)
-	}
-	return out, total, nil
+	return offsetPage[Customer](ctx, q, "customers", "customers", customerColumns, "created_at DESC, customer_id DESC",
+		merchantID, limit, offset)
 }

@@ -52,12 +52,7 @@ func InsertMerchant(ctx context.Context, ext sqlx.ExtContext, m Merchant) error 
 
 // GetMerchant reads one merchant.
 func GetMerchant(ctx context.Context, q sqlx.QueryerContext, merchantID string) (Merchant, error) {
-	var m Merchant
-	err := sqlx.GetContext(ctx, q, &m, `SELECT merchant_id, name, environment, enabled, created_at FROM merchants WHERE merchant_id = $1`, merchantID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return m, ErrNotFound
-	}
-	return m, err
+	return getOne[Merchant](ctx, q, `SELECT merchant_id, name, environment, enabled, created_at FROM merchants WHERE merchant_id = $1`, merchantID)
 }
 
 // GetMerchants reads the merchants among ids that exist, by id.
