@@ -13,7 +13,7 @@ func TestProcessingCollections(t *testing.T) {
 	mustExec(t, b.db, `INSERT INTO merchants (merchant_id, name, environment) VALUES ('L1', 'L1', 'live')`)
 	inv := func(id, merchant, state, data, ref, age string) {
 		mustExec(t, b.db, `INSERT INTO invoices (invoice_id, merchant_id, state, checkout_request_id, version, data, created_at, updated_at)
-			VALUES ('` + id + `', '` + merchant + `', '` + state + `', ` + ref + `, 1, '` + data + `', now(), now() - interval '` + age + `')`)
+			VALUES ('`+id+`', '`+merchant+`', '`+state+`', `+ref+`, 1, '`+data+`', now(), now() - interval '`+age+`')`)
 	}
 	inv("I1", "M1", "PROCESSING", `{}`, "'ws_1'", "40 minutes")                       // counted, the oldest
 	inv("I2", "M2", "PROCESSING", `{"outcome_unknown": true}`, "'ws_2'", "5 minutes") // counted: its reference can be queried

@@ -25,11 +25,7 @@ func startRoles(t *testing.T, api *servicetest.Env, id string, roles ...string) 
 	cfg.KafkaBrokers = api.Svc.Brokers
 	cfg.InstanceID = id
 	cfg.HTTPAddr = "127.0.0.1:0"
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return servicetest.Launch(t, cfg)
 }
 
 // A file of 5,000 transactions is paid while the engine is replaced and the rails

@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -62,12 +60,8 @@ func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
 	cfg := servicetest.Config(t, schema)
 	cfg.KafkaBrokers, cfg.KafkaNamespace = cluster.ListenAddrs(), ns
 	cfg.API.ReplyTimeout = 10 * time.Second
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	env := &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+	env := servicetest.Run(t, schema, cfg)
+	t.Cleanup(env.Svc.Close)
 	m := env.Merchant("M")
 	auth := servicetest.Bearer(m.SecretKey)
 	r := env.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": "W"}, auth...)

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -166,6 +168,36 @@ func Start(t testing.TB, mutate func(*service.Config)) *Env {
 	}
 	t.Cleanup(svc.Close)
 	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, AdminURL: "http://" + svc.AdminAddr, Config: cfg, Logs: logs}
+}
+
+// Launch starts a service on cfg, quiet unless PAYSVC_TEST_LOG is set, and leaves
+// closing it to the caller: a test that stops and restarts services closes each
+// one itself.
+func Launch(t testing.TB, cfg service.Config) *service.Service {
+	t.Helper()
+	svc, err := service.Start(context.Background(), cfg, Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// Run is Launch with the Env that calls the service, whose database is schema.
+func Run(t testing.TB, schema storagetest.Schema, cfg service.Config) *Env {
+	t.Helper()
+	svc := Launch(t, cfg)
+	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+}
+
+// BuildBinary builds cmd/paysvc into the test's temporary directory and returns
+// its path, for tests that run, signal and kill real processes.
+func BuildBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "paysvc")
+	if out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // Merchant creates a sandbox merchant and returns its keys.
