@@ -5,11 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"math/big"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"paysvc/actors/rails/retry"
 )
 
 // SimOptions tune the simulator. Zero values take realistic defaults; tests
@@ -179,7 +180,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 	o := SimOutcomeFor(p.Phone)
 	base := Result{InvoiceID: p.InvoiceID, MerchantID: p.MerchantID, CheckoutRequestID: id}
 	if o.Accepted {
-		if !sleep(ctx, s.opt.AcceptDelay) {
+		if !retry.Sleep(ctx, s.opt.AcceptDelay) {
 			return
 		}
 		acc := base
@@ -188,7 +189,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 		if !s.deliver(ctx, acc) {
 			return
 		}
-		if !sleep(ctx, s.opt.FinalDelay) {
+		if !retry.Sleep(ctx, s.opt.FinalDelay) {
 			return
 		}
 	} else {
@@ -196,7 +197,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 		if o.TimesOut {
 			d = s.opt.TimeoutDelay
 		}
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
@@ -215,27 +216,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 // deliver calls the sink until it succeeds or ctx ends (Close). It reports
 // whether the result was delivered.
 func (s *Simulator) deliver(ctx context.Context, r Result) bool {
-	wait := s.opt.RetryMin
-	for {
-		if err := callSink(ctx, s.sink, r); err == nil {
-			return true
-		}
-		if !sleep(ctx, jitter(wait)) {
-			return false
-		}
-		wait = min(2*wait, s.opt.RetryMax)
-	}
-}
-
-// callSink turns a panicking sink into an error, so one bad result cannot
-// take the process down; it is retried like any failure.
-func callSink(ctx context.Context, sink Sink, r Result) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("mpesa: sink panicked: %v", v)
-		}
-	}()
-	return sink(ctx, r)
+	return retry.Deliver(ctx, s.sink, r, s.opt.RetryMin, s.opt.RetryMax)
 }
 
 // Close stops the simulator: Push fails with ErrClosed, pending deliveries
@@ -248,30 +229,6 @@ func (s *Simulator) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	return nil
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// jitter returns a duration in [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d/2)))
-	if err != nil {
-		return d
-	}
-	return d/2 + time.Duration(n.Int64())
 }
 
 const (

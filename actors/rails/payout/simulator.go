@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"paysvc/actors/rails/retry"
 	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
@@ -214,12 +215,12 @@ func (s *Simulator) run(ctx context.Context, req topics.PayoutRailRequest, start
 		}
 	}
 	if len(final.Results) > 0 {
-		if !sleep(ctx, time.Until(start.Add(jitter10(s.opt.Delay)))) || !s.deliver(ctx, final) {
+		if !retry.Sleep(ctx, time.Until(start.Add(jitter10(s.opt.Delay)))) || !s.deliver(ctx, final) {
 			return
 		}
 	}
 	if len(late.Results) > 0 {
-		if !sleep(ctx, time.Until(start.Add(jitter10(3*s.opt.Delay)))) {
+		if !retry.Sleep(ctx, time.Until(start.Add(jitter10(3*s.opt.Delay)))) {
 			return
 		}
 		s.deliver(ctx, late)
@@ -285,26 +286,7 @@ func reference(fileID, provider, transactionID string) string {
 // deliver calls the sink until it succeeds or ctx ends (Close). It reports
 // whether the results were delivered.
 func (s *Simulator) deliver(ctx context.Context, r topics.PayoutResults) bool {
-	wait := s.opt.RetryMin
-	for {
-		if err := callSink(ctx, s.sink, r); err == nil {
-			return true
-		}
-		if !sleep(ctx, jitterBackoff(wait)) {
-			return false
-		}
-		wait = min(2*wait, s.opt.RetryMax)
-	}
-}
-
-// callSink turns a panicking sink into an error, retried like any failure.
-func callSink(ctx context.Context, sink Sink, r topics.PayoutResults) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("payout: sink panicked: %v", v)
-		}
-	}()
-	return sink(ctx, r)
+	return retry.Deliver(ctx, s.sink, r, s.opt.RetryMin, s.opt.RetryMax)
 }
 
 // Close stops the simulator: Submit fails with ErrClosed, pending results are
@@ -319,21 +301,6 @@ func (s *Simulator) Close() error {
 	return nil
 }
 
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // jitter10 returns d moved by at most 10% either way.
 func jitter10(d time.Duration) time.Duration {
 	spread := int64(d / 10)
@@ -341,12 +308,4 @@ func jitter10(d time.Duration) time.Duration {
 		return d
 	}
 	return d + time.Duration(rand.Int64N(2*spread+1)-spread)
-}
-
-// jitterBackoff returns a duration in [d/2, d).
-func jitterBackoff(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)))
 }
