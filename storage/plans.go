@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"paysvc/actors/values/money"
 )
@@ -85,8 +84,7 @@ func UpsertPlan(ctx context.Context, q sqlx.QueryerContext, p Plan, given []stri
 	}
 	err := sqlx.GetContext(ctx, q, &row, query, p.PlanID, p.MerchantID, p.Name, p.Amount, p.Currency, p.Frequency,
 		p.FrequencyUnit, p.BillingCycles, p.Reference, p.RedirectURL)
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == "plans_frequency_bound" {
+	if breaks(err, "plans_frequency_bound") {
 		return Plan{}, false, ErrFrequencyBound
 	}
 	if err != nil {
