@@ -83,10 +83,7 @@ func newFakeKafka(t *testing.T, opts ...kfake.Opt) *kafka {
 // to create a dozen topics.
 func (k *kafka) ensureTopics(t *testing.T) {
 	t.Helper()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := k.client(t)
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -96,6 +93,17 @@ func (k *kafka) ensureTopics(t *testing.T) {
 	if err := kafkatest.KnownToEveryBroker(ctx, adm, k.ns.Topics(topics.AllTopics()...)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// client is a plain client of the cluster, for the test's own questions to it
+// (creating topics, listing them, their end offsets); the caller closes it.
+func (k *kafka) client(t *testing.T) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 // eventTopic is the name on the cluster of the topic every test row goes to.
@@ -148,6 +156,20 @@ type outboxRow struct {
 	Body     []byte
 }
 
+// testRow is the i-th event of a test's rows: record keys cycling over three
+// aggregates, merchants over two, and a distinct, byte-exact JSON body.
+func testRow(prefix string, i int) outboxRow {
+	r := outboxRow{
+		EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
+		Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
+		Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
+	}
+	// Unusual spacing and non-ASCII bytes: the relay must send these bytes, not
+	// a re-encoding of them.
+	r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+	return r
+}
+
 // insertRows writes n outbox rows in one transaction, in order, with record keys
 // cycling over three aggregates and distinct, byte-exact JSON bodies.
 func insertRows(t *testing.T, db *sqlx.DB, prefix string, n int) []outboxRow {
@@ -160,14 +182,7 @@ func insertRows(t *testing.T, db *sqlx.DB, prefix string, n int) []outboxRow {
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	rows := make([]outboxRow, n)
 	for i := range rows {
-		r := outboxRow{
-			EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
-			Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
-			Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
-		}
-		// Unusual spacing and non-ASCII bytes: the relay must send these bytes, not
-		// a re-encoding of them.
-		r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+		r := testRow(prefix, i)
 		if err := tx.QueryRowxContext(ctx, `INSERT INTO outbox (event_id, topic, record_key, merchant_id, body)
 			VALUES ($1, $2, $3, $4, $5) RETURNING outbox_id`, r.EventID, eventTopic, r.Key, r.Merchant, r.Body).Scan(&r.OutboxID); err != nil {
 			t.Fatal(err)
@@ -189,12 +204,7 @@ func insertCommitRow(t *testing.T, db *sqlx.DB, prefix string, n, huge int) []ou
 	var ids, keys, merchants, bodies pq.StringArray
 	topicsOf := make(pq.StringArray, n)
 	for i := range rows {
-		r := outboxRow{
-			EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
-			Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
-			Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
-		}
-		r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+		r := testRow(prefix, i)
 		if i == huge {
 			r.Body = []byte(strings.Repeat("x", 1_100_000))
 		}
@@ -384,10 +394,7 @@ func publishedPast(t *testing.T, db *sqlx.DB, co *consumer, prefix string) []out
 // missed.
 func inKafka(t *testing.T, k *kafka) int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := k.client(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
