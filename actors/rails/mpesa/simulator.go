@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,13 +67,7 @@ func (o SimOptions) withDefaults() SimOptions {
 type Simulator struct {
 	sink Sink
 	opt  SimOptions
-	sem  chan struct{}
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	mu     sync.Mutex // orders wg.Add against Close
-	closed bool
-	wg     sync.WaitGroup
+	pool *retry.Pool
 }
 
 var _ Rail = (*Simulator)(nil)
@@ -86,14 +79,7 @@ func NewSimulator(sink Sink, opt SimOptions) *Simulator {
 		panic("mpesa: NewSimulator with a nil Sink")
 	}
 	opt = opt.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Simulator{
-		sink:   sink,
-		opt:    opt,
-		sem:    make(chan struct{}, opt.MaxInFlight),
-		ctx:    ctx,
-		cancel: cancel,
-	}
+	return &Simulator{sink: sink, opt: opt, pool: retry.NewPool(opt.MaxInFlight)}
 }
 
 // SimOutcome describes what the simulator does for one phone number.
@@ -138,40 +124,13 @@ func (s *Simulator) Push(ctx context.Context, req STKRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if s.ctx.Err() != nil {
-		return "", ErrClosed
+	if err := s.pool.Admit(ctx, ErrClosed, ErrBusy); err != nil {
+		return "", err
 	}
-	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBusy, err)
-	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return "", fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
-	case <-s.ctx.Done():
-		return "", ErrClosed
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.sem
-		return "", ErrClosed
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-
 	id := NewCheckoutRequestID(s.opt.Now())
 	// The delivery context keeps the caller's values (trace ids) but not its
 	// deadline; Close cancels it.
-	jobCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(s.ctx, cancel)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.sem }()
-		defer cancel()
-		defer stop()
-		s.run(jobCtx, p, id)
-	}()
+	s.pool.Start(ctx, func(jobCtx context.Context) { s.run(jobCtx, p, id) })
 	return id, nil
 }
 
@@ -223,11 +182,7 @@ func (s *Simulator) deliver(ctx context.Context, r Result) bool {
 // are abandoned (their sink contexts are cancelled), and Close returns once
 // every simulator goroutine has ended. Safe to call more than once.
 func (s *Simulator) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
+	s.pool.Close()
 	return nil
 }
 

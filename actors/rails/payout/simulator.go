@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"paysvc/actors/rails/retry"
@@ -95,13 +94,7 @@ func (o Options) withDefaults() Options {
 type Simulator struct {
 	sink Sink
 	opt  Options
-	sem  chan struct{}
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	mu     sync.Mutex // orders wg.Add against Close
-	closed bool
-	wg     sync.WaitGroup
+	pool *retry.Pool
 }
 
 // NewSimulator returns a running simulator delivering to sink. Call Close to
@@ -111,8 +104,7 @@ func NewSimulator(sink Sink, opt Options) *Simulator {
 		panic("payout: NewSimulator with a nil Sink")
 	}
 	opt = opt.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Simulator{sink: sink, opt: opt, sem: make(chan struct{}, opt.MaxInFlight), ctx: ctx, cancel: cancel}
+	return &Simulator{sink: sink, opt: opt, pool: retry.NewPool(opt.MaxInFlight)}
 }
 
 // Submit validates req and schedules its results: SUBMITTED for every
@@ -124,38 +116,11 @@ func (s *Simulator) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 	if err := checkRequest(req); err != nil {
 		return err
 	}
-	if s.ctx.Err() != nil {
-		return ErrClosed
+	if err := s.pool.Admit(ctx, ErrClosed, ErrBusy); err != nil {
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBusy, err)
-	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
-	case <-s.ctx.Done():
-		return ErrClosed
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.sem
-		return ErrClosed
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-
 	start := time.Now()
-	jobCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(s.ctx, cancel)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.sem }()
-		defer cancel()
-		defer stop()
-		s.run(jobCtx, req, start)
-	}()
+	s.pool.Start(ctx, func(jobCtx context.Context) { s.run(jobCtx, req, start) })
 	return nil
 }
 
@@ -293,11 +258,7 @@ func (s *Simulator) deliver(ctx context.Context, r topics.PayoutResults) bool {
 // abandoned (their sink contexts are cancelled), and Close returns once every
 // simulator goroutine has ended. Safe to call more than once.
 func (s *Simulator) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
+	s.pool.Close()
 	return nil
 }
 
