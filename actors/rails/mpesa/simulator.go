@@ -46,15 +46,7 @@ func (o SimOptions) withDefaults() SimOptions {
 	if o.TimeoutDelay <= 0 {
 		o.TimeoutDelay = 3 * (o.AcceptDelay + o.FinalDelay)
 	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 1024
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = 100 * time.Millisecond
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = max(10*time.Second, o.RetryMin)
-	}
+	o.MaxInFlight, o.RetryMin, o.RetryMax = retry.Limits(o.MaxInFlight, o.RetryMin, o.RetryMax)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -76,15 +76,7 @@ func (o Options) withDefaults() Options {
 	if o.Delay <= 0 {
 		o.Delay = 2 * time.Second
 	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 1024
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = 100 * time.Millisecond
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = max(10*time.Second, o.RetryMin)
-	}
+	o.MaxInFlight, o.RetryMin, o.RetryMax = retry.Limits(o.MaxInFlight, o.RetryMin, o.RetryMax)
 	return o
 }
 

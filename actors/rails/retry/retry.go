@@ -57,3 +57,19 @@ func Backoff(d time.Duration) time.Duration {
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)))
 }
+
+// Limits fills in the defaults of a simulator's limits left zero: 1024 requests
+// in flight, and a backoff from 100ms doubling up to 10s (or to retryMin, when
+// that is longer).
+func Limits(maxInFlight int, retryMin, retryMax time.Duration) (int, time.Duration, time.Duration) {
+	if maxInFlight <= 0 {
+		maxInFlight = 1024
+	}
+	if retryMin <= 0 {
+		retryMin = 100 * time.Millisecond
+	}
+	if retryMax < retryMin {
+		retryMax = max(10*time.Second, retryMin)
+	}
+	return maxInFlight, retryMin, retryMax
+}
