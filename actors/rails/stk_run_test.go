@@ -22,6 +22,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/nettest"
 	"paysvc/actors/values/waittest"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -67,7 +68,7 @@ func setupSTKIn(t *testing.T, opt rails.Options, ns topics.Namespace) *stkBundle
 		db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Live Shop', 'live'), ('M9', 'Sandbox Shop', 'sandbox')`)
 		opt.Scope = rails.NewScope(db.DB, "live", ns)
 	}
-	refused := mpesatest.RefusingAddr(t)
+	refused := nettest.RefusingAddr(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	dial := tr.DialContext
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -15,6 +15,7 @@ import (
 
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/nettest"
 )
 
 // When the answer to a push that Daraja took is lost or unusable, Push says the
@@ -75,7 +76,7 @@ func TestDarajaPushOutcomeUnknown(t *testing.T) {
 // ErrNotSent, safe to send again; a 4xx is a refusal, even with an unreadable body.
 func TestDarajaPushNotSentOrRefused(t *testing.T) {
 	f := newFake(t)
-	refused := mpesatest.RefusingAddr(t)
+	refused := nettest.RefusingAddr(t)
 	var refuse atomic.Int32
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	base := tr.DialContext

@@ -1,4 +1,4 @@
-package mpesatest
+package nettest
 
 import (
 	"net"
@@ -8,8 +8,8 @@ import (
 )
 
 // RefusingAddr returns an address whose port the test holds (bound, never
-// listening), so connecting to it is refused for as long as the test runs: a
-// Daraja that is down, without waiting for a timeout.
+// listening), so connecting to it is refused for as long as the test runs. A port
+// freed by closing a listener could be taken meanwhile by another test process.
 func RefusingAddr(t testing.TB) string {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
