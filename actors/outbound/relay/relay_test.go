@@ -490,20 +490,7 @@ func failProduce(c *kfake.Cluster, node int32, from, to int64, closeConns bool) 
 		if closeConns && n%2 == 0 {
 			return nil, errors.New("test: drop the connection"), true
 		}
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.ProduceRefused(kreq.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
 	})
 	return &seen
 }

@@ -450,9 +450,7 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	// JoinGroup and ingested nothing until its join timed out (see ingest.go).
 	waitForGroup(t, env.Svc.Brokers, cfg.KafkaNamespace.Group("paysvc-dispatcher"), 2)
 
-	var list struct{ Results []map[string]any }
-	env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(m.SecretKey)...).JSON(t, &list)
-	settlement := list.Results[0]["wallet_id"].(string)
+	settlement := env.Settlement(servicetest.Bearer(m.SecretKey))
 	r := env.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "label": "Dest"}, servicetest.Bearer(m.SecretKey)...)
 	dest := r.Map(t)["wallet_id"].(string)
 	env.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "1000.00"}, servicetest.Bearer(m.SecretKey)...)

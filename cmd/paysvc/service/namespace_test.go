@@ -74,9 +74,7 @@ func newDeployment(t *testing.T, env *servicetest.Env, name string) *deployment 
 		"wallet_transfer_event": true}, d.auth...); r.Status != 201 {
 		t.Fatalf("%s: webhook: %d %s", name, r.Status, r.Body)
 	}
-	var list struct{ Results []map[string]any }
-	env.Do("GET", "/api/v1/wallets/", nil, d.auth...).JSON(t, &list)
-	d.settlement = list.Results[0]["wallet_id"].(string)
+	d.settlement = env.Settlement(d.auth)
 	return d
 }
 

@@ -42,12 +42,8 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	r1 := startRoles(t, api, "rails-1", service.RoleRails)
 	m := api.Merchant("Payroll")
 	auth := servicetest.Bearer(m.SecretKey)
-	var list struct{ Results []map[string]any }
-	api.Do("GET", "/api/v1/wallets/", nil, auth...).JSON(t, &list)
-	settlement := list.Results[0]["wallet_id"].(string)
-	if r := api.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "9000000"}, auth...); r.Status != 200 {
-		t.Fatalf("deposit: %d %s", r.Status, r.Body)
-	}
+	settlement := api.Settlement(auth)
+	api.Deposit(auth, settlement, "9000000")
 
 	const n = 5000
 	txns := make([]map[string]any, n)

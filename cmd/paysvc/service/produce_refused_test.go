@@ -14,6 +14,7 @@ import (
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
 	"paysvc/topics/inproc"
+	"paysvc/topics/kafkatest"
 )
 
 // TestRefusedCommandProduceAnswers503AtOnce: when the broker refuses a command for
@@ -42,18 +43,7 @@ func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
 				return nil, nil, false // events and replies go through
 			}
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code // not retriable
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.ProduceRefused(req, kerr.InvalidRecord.Code), nil, true // not retriable
 	})
 
 	schema := storagetest.New(t)

@@ -200,6 +200,24 @@ func BuildBinary(t testing.TB) string {
 	return bin
 }
 
+// Settlement is the id of the merchant's first wallet, the settlement wallet
+// made with it; auth is the merchant's Bearer header.
+func (e *Env) Settlement(auth []string) string {
+	e.T.Helper()
+	var list struct{ Results []map[string]any }
+	e.Do("GET", "/api/v1/wallets/", nil, auth...).JSON(e.T, &list)
+	return list.Results[0]["wallet_id"].(string)
+}
+
+// Deposit funds one of the merchant's wallets through the sandbox, and fails the
+// test unless it is accepted.
+func (e *Env) Deposit(auth []string, wallet, amount string) {
+	e.T.Helper()
+	if r := e.Do("POST", "/api/v1/sandbox/wallets/"+wallet+"/deposit/", map[string]any{"amount": amount}, auth...); r.Status != 200 {
+		e.T.Fatalf("deposit: %d %s", r.Status, r.Body)
+	}
+}
+
 // Merchant creates a sandbox merchant and returns its keys.
 func (e *Env) Merchant(name string) admin.Created {
 	e.T.Helper()
