@@ -506,6 +506,31 @@ func (u *unknownTopicFailures) OnProduceRecordUnbuffered(_ *kgo.Record, err erro
 	}
 }
 
+// publishThroughFaults publishes 300 rows through a relay (a client with opts) on
+// a broker that fails produce requests 1 to failed, dropping connections too when
+// drop, and checks that every event arrives, in order when ordered, and that the
+// outbox empties; the caller goes on with what it returns.
+func publishThroughFaults(t *testing.T, prefix string, failed int64, drop, ordered bool, opts ...kgo.Opt) (*kafka, storagetest.Schema, *consumer, *relay.Relay, []outboxRow) {
+	t.Helper()
+	k := newFakeKafka(t)
+	k.ensureTopics(t)
+	schema := storagetest.New(t)
+	co := startConsumer(t, k)
+	seen := failProduce(k.fake, -1, 1, failed, drop)
+	rows := insertRows(t, schema.DB, prefix, 300)
+	r, _ := startRelay(t, k, schema.DB, newProducer(t, k, opts...))
+	r.Wake()
+
+	recs := co.waitAll(t, rows, 20*time.Second)
+	if got := seen.Load(); got <= failed {
+		t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
+	}
+	dups := checkRecords(t, k, recs, rows, ordered)
+	t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
+	waitOutboxEmpty(t, schema.DB, 5*time.Second)
+	return k, schema, co, r, rows
+}
+
 func TestRelay(t *testing.T) {
 	t.Parallel()
 
@@ -579,24 +604,8 @@ func TestRelay(t *testing.T) {
 
 	t.Run("broker faults retried by the client lose no event", func(t *testing.T) {
 		t.Parallel()
-		k := newFakeKafka(t) // kfake: fails produce requests and drops connections (ControlKey)
-		k.ensureTopics(t)
-		schema := storagetest.New(t)
-		co := startConsumer(t, k)
-		const failed = 6
-		seen := failProduce(k.fake, -1, 1, failed, true)
-		rows := insertRows(t, schema.DB, "faults", 300)
-		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry()...))
-		r.Wake()
-
-		recs := co.waitAll(t, rows, 20*time.Second)
-		if got := seen.Load(); got <= failed {
-			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
-		}
-		dups := checkRecords(t, k, recs, rows, true)
-		t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
-		waitOutboxEmpty(t, schema.DB, 5*time.Second)
-
+		// kfake: fails produce requests and drops connections (ControlKey).
+		k, schema, co, r, rows := publishThroughFaults(t, "faults", 6, true, true, fastRetry()...)
 		more := append(rows, insertRows(t, schema.DB, "faults-after", 30)...)
 		r.Wake()
 		checkRecords(t, k, co.waitAll(t, more, 5*time.Second), more, true)
@@ -605,28 +614,13 @@ func TestRelay(t *testing.T) {
 
 	t.Run("produce errors that reach the relay are retried from the outbox", func(t *testing.T) {
 		t.Parallel()
-		k := newFakeKafka(t) // kfake: fails produce requests until the client gives up (ControlKey)
-		k.ensureTopics(t)
-		schema := storagetest.New(t)
-		co := startConsumer(t, k)
-		const failed = 4
-		seen := failProduce(k.fake, -1, 1, failed, false)
-		rows := insertRows(t, schema.DB, "relayretry", 300)
+		// kfake: fails produce requests until the client gives up (ControlKey).
 		// One retry only: the failures outlast the client and ProduceSync fails, so
 		// the relay itself must publish the rows again. Order is not asserted: a
 		// client that gives up on records can fail a partition's first batch and
 		// deliver its next one, and the relay's republish then puts the first after
 		// it (the service's client retries without limit, where order holds).
-		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry(kgo.RecordRetries(1))...))
-		r.Wake()
-
-		recs := co.waitAll(t, rows, 20*time.Second)
-		if got := seen.Load(); got <= failed {
-			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
-		}
-		dups := checkRecords(t, k, recs, rows, false)
-		t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
-		waitOutboxEmpty(t, schema.DB, 5*time.Second)
+		publishThroughFaults(t, "relayretry", 4, false, false, fastRetry(kgo.RecordRetries(1))...)
 	})
 
 	// The property of the test above without fault injection, so on the real
