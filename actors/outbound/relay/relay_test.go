@@ -121,6 +121,19 @@ func newProducer(t *testing.T, k *kafka, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// ownPool is a connection pool of its own to the test's schema, for a relay that
+// must not share the test's (or another relay's) connections; it closes with the
+// test.
+func ownPool(t *testing.T, url string) *sqlx.DB {
+	t.Helper()
+	db, err := storage.Open(context.Background(), url, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // startRelay runs a relay of the test's namespace until the returned stop is
 // called or the test ends; stop waits for Run to return.
 func startRelay(t *testing.T, k *kafka, db *sqlx.DB, cl *kgo.Client) (*relay.Relay, func()) {
@@ -709,18 +722,10 @@ func TestRelay(t *testing.T) {
 		t.Parallel()
 		k := newKafka(t)
 		schema := storagetest.New(t)
-		dbB, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dbB.Close() })
+		dbB := ownPool(t, schema.URL)
 		// Each relay has a pool of its own, and the test's queries a third: a
 		// standby's connection then shows its last lock request (waitStandbyRetry).
-		dbA, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dbA.Close() })
+		dbA := ownPool(t, schema.URL)
 		co := startConsumer(t, k)
 		const n = 300
 		rows := insertRows(t, schema.DB, "oneleader", n)
@@ -788,11 +793,7 @@ func TestRelay(t *testing.T) {
 		t.Parallel()
 		k := newKafka(t)
 		schema := storagetest.New(t)
-		dbB, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dbB.Close() })
+		dbB := ownPool(t, schema.URL)
 		co := startConsumer(t, k)
 		prodA, prodB := newProducer(t, k), newProducer(t, k)
 		idA, idB := producerID(t, prodA), producerID(t, prodB)
