@@ -9,14 +9,10 @@ import (
 // CommandsTopic carries every state-changing request, keyed by merchant id.
 const CommandsTopic = "paysvc.commands.v1"
 
-// Command is the envelope of one write as it travels: its payload raw JSON.
-type Command = Envelope[json.RawMessage]
-
-// Envelope is a command with its payload of type P: raw JSON in a Command, any
-// value when EncodeCommandValue encodes one. ID is chosen by the API (derived from
-// the Idempotency-Key when one is given), so a re-produced command is recognised
-// and applied once.
-type Envelope[P any] struct {
+// Command is the envelope of one write. ID is chosen by the API (derived from the
+// Idempotency-Key when one is given), so a re-produced command is recognised and
+// applied once.
+type Command struct {
 	ID         string    `json:"id"`
 	Type       string    `json:"type"`
 	Version    int       `json:"version"`
@@ -40,8 +36,8 @@ type Envelope[P any] struct {
 	// Simulated says the command carries an outcome that a sandbox simulator made
 	// up (a rail's answer, a card approval). The engine refuses it for a live
 	// merchant, whatever process produced it.
-	Simulated bool `json:"simulated,omitempty"`
-	Payload   P    `json:"payload"`
+	Simulated bool            `json:"simulated,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 // The environments a merchant, a process and a command belong to.
@@ -71,8 +67,18 @@ func EncodeCommandValue(c Command, payload any) ([]byte, error) {
 	if c.Version == 0 {
 		c.Version = 1
 	}
-	return json.Marshal(Envelope[any]{ID: c.ID, Type: c.Type, Version: c.Version, MerchantID: c.MerchantID, ReplyTo: c.ReplyTo,
-		IssuedAt: c.IssuedAt, FreshID: c.FreshID, Environment: c.Environment, Simulated: c.Simulated, Payload: payload})
+	return json.Marshal(struct {
+		ID          string    `json:"id"`
+		Type        string    `json:"type"`
+		Version     int       `json:"version"`
+		MerchantID  string    `json:"merchant_id"`
+		ReplyTo     string    `json:"reply_to,omitempty"`
+		IssuedAt    time.Time `json:"issued_at"`
+		FreshID     bool      `json:"fresh_id,omitempty"`
+		Environment string    `json:"environment,omitempty"`
+		Simulated   bool      `json:"simulated,omitempty"`
+		Payload     any       `json:"payload"`
+	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, c.FreshID, c.Environment, c.Simulated, payload})
 }
 
 // DecodeCommand parses a command record and rejects envelopes without the fields
