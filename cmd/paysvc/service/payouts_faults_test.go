@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/values/money"
 	"paysvc/actors/values/waittest"
@@ -86,12 +85,7 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	// Once the rail has taken the transactions, take both processes down mid-file.
 	// The moment the rails role has taken the file's requests (committed their
 	// offsets), before the rail reports their outcomes.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(api.Svc.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := api.Admin()
 	waittest.Eventually(t, 60*time.Second, func() (bool, string) {
 		offs, err := adm.FetchOffsets(context.Background(), api.Config.KafkaNamespace.Group("paysvc-rails-payout-sandbox")) // the sandbox's group (rails.Scope.Group)
 		taken := int64(0)

@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/storage/storagetest"
@@ -198,6 +201,18 @@ func BuildBinary(t testing.TB) string {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// Admin is a Kafka admin client of the service's brokers, for a test's own
+// questions to them (offsets, topics, groups); it closes when the test ends.
+func (e *Env) Admin() *kadm.Client {
+	e.T.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Svc.Brokers...))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
 
 // Settlement is the id of the merchant's first wallet, the settlement wallet
