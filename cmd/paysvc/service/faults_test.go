@@ -55,6 +55,20 @@ func startAPIOnly(t *testing.T) *servicetest.Env {
 	return env
 }
 
+// startProcess starts cmd, its output on the test's stderr when PAYSVC_TEST_LOG is
+// set, and kills it when the test ends.
+func startProcess(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	if os.Getenv("PAYSVC_TEST_LOG") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
 // startEngine runs an engine-only service in this process on the API's Kafka.
 func startEngine(t *testing.T, api *servicetest.Env, id string) *service.Service {
 	return startRoles(t, api, id, service.RoleEngine)
@@ -303,14 +317,7 @@ func TestEngineProcessKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
-		if os.Getenv("PAYSVC_TEST_LOG") != "" {
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
+		return startProcess(t, cmd)
 	}
 	e1 := spawn("proc-engine-1")
 	spawn("proc-engine-2")
@@ -433,14 +440,7 @@ func TestDispatcherProcessKilled(t *testing.T) {
 			"PAYSVC_KAFKA_NAMESPACE="+string(cfg.KafkaNamespace),
 			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0", "PAYSVC_INSTANCE_ID="+id, "PAYSVC_LOG_LEVEL=warn", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
 			"PAYSVC_WEBHOOK_ALLOW_PRIVATE=true", "PAYSVC_WEBHOOK_LEASE=2s", "PAYSVC_ENGINE_SESSION_TIMEOUT=2s")
-		if os.Getenv("PAYSVC_TEST_LOG") != "" {
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
+		return startProcess(t, cmd)
 	}
 	d1 := spawn("dispatcher-1")
 	spawn("dispatcher-2")
