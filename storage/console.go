@@ -91,14 +91,9 @@ func DeleteExpiredConsoleSessions(ctx context.Context, ext sqlx.ExecerContext, i
 
 // MerchantKeys lists the merchant's keys, newest first (never their hashes).
 func MerchantKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string) ([]APIKey, error) {
-	var ks []APIKey
-	err := sqlx.SelectContext(ctx, q, &ks, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
+	return selectAll[APIKey](ctx, q, "merchant keys", `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
 		k.created_at, k.revoked_at, m.enabled AS merchant_enabled, m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.merchant_id = $1 ORDER BY k.created_at DESC, k.key_id`, merchantID)
-	if err != nil {
-		return nil, fmt.Errorf("merchant keys: %w", err)
-	}
-	return ks, nil
 }
 
 // RevokeMerchantKey revokes one secret key of the merchant by its id; it reports
@@ -257,8 +252,7 @@ type DayFlow struct {
 // neither in nor out. The movements are found through the wallets' ledger index,
 // their other entries through the transaction index.
 func WalletFlows(ctx context.Context, q sqlx.QueryerContext, merchantID string, since time.Time) ([]DayFlow, error) {
-	var out []DayFlow
-	err := sqlx.SelectContext(ctx, q, &out, `WITH moved AS (
+	return selectAll[DayFlow](ctx, q, "wallet flows", `WITH moved AS (
 			SELECT DISTINCT e.transaction_id FROM wallets w JOIN ledger_entries e ON e.wallet_id = w.wallet_id
 			 WHERE w.merchant_id = $1 AND e.created_at >= $2),
 		net AS (
@@ -270,10 +264,6 @@ func WalletFlows(ctx context.Context, q sqlx.QueryerContext, merchantID string, 
 		       coalesce(sum(amount) FILTER (WHERE amount > 0), 0) AS money_in,
 		       coalesce(-sum(amount) FILTER (WHERE amount < 0), 0) AS money_out
 		  FROM net WHERE at >= $2 GROUP BY 1, 2 ORDER BY 1, 2`, merchantID, since)
-	if err != nil {
-		return nil, fmt.Errorf("wallet flows: %w", err)
-	}
-	return out, nil
 }
 
 // MerchantCurrencies lists the currencies the merchant holds a wallet in.

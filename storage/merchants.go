@@ -95,18 +95,10 @@ func InsertAPIKey(ctx context.Context, ext sqlx.ExtContext, k APIKey, hash []byt
 
 // KeyByHash finds a key by the hash of its full text, with its merchant's status.
 func KeyByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (APIKey, error) {
-	var k APIKey
-	err := sqlx.GetContext(ctx, q, &k, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
+	return lookup[APIKey](ctx, q, "key by hash", `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
 		k.created_at, k.revoked_at, m.enabled AS merchant_enabled,
 		m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.key_hash = $1`, hash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, ErrNotFound
-	}
-	if err != nil {
-		return k, fmt.Errorf("key by hash: %w", err)
-	}
-	return k, nil
 }
 
 // RevokeKey revokes the live key whose id starts with prefix, or whose full text is

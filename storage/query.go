@@ -20,6 +20,25 @@ func getOne[T any](ctx context.Context, q sqlx.QueryerContext, query string, arg
 	return v, err
 }
 
+// lookup is getOne with its other errors named by what.
+func lookup[T any](ctx context.Context, q sqlx.QueryerContext, what, query string, args ...any) (T, error) {
+	v, err := getOne[T](ctx, q, query, args...)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return v, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, err
+}
+
+// selectAll reads every row query selects (none: a nil slice); what names the
+// rows in an error.
+func selectAll[T any](ctx context.Context, q sqlx.QueryerContext, what, query string, args ...any) ([]T, error) {
+	var out []T
+	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // offsetPage reads one page (limit rows from offset, in order) of the merchant's
 // rows of table and how many rows the merchant has there in all; what names the
 // rows in an error. table, columns and order are this package's constants, never

@@ -60,13 +60,8 @@ type DueQuery struct {
 // cycles due by today (EAT), so the scheduler can read each one's apart and none
 // waits behind another.
 func MerchantsDue(ctx context.Context, q sqlx.QueryerContext, environment, today string) ([]string, error) {
-	var out []string
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueMerchant+`
+	return selectAll[string](ctx, q, "merchants due", `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueMerchant+`
 		WHERE s.billing AND s.test_clock_id IS NULL AND s.next_date <= $2::date ORDER BY 1`, environment, today)
-	if err != nil {
-		return nil, fmt.Errorf("merchants due: %w", err)
-	}
-	return out, nil
 }
 
 // DueSubscriptions lists one merchant's cycles due by q.Today (EAT) on the wall
@@ -87,13 +82,8 @@ func DueSubscriptions(ctx context.Context, db sqlx.QueryerContext, q DueQuery) (
 // MerchantsDueOnTestClocks lists the enabled merchants of an environment that
 // have cycles due by their test clocks.
 func MerchantsDueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, environment string) ([]string, error) {
-	var out []string
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueOnClock+dueMerchant+`
+	return selectAll[string](ctx, q, "merchants due on test clocks", `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueOnClock+dueMerchant+`
 		WHERE`+dueByClock+` ORDER BY 1`, environment)
-	if err != nil {
-		return nil, fmt.Errorf("merchants due on test clocks: %w", err)
-	}
-	return out, nil
 }
 
 // DueOnTestClocks lists one merchant's cycles due by their test clock's frozen
