@@ -42,15 +42,7 @@ func PayoutFileID(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID
 // PayoutFileMerchant returns the merchant of a payment file (an operator names a
 // file by its id alone), or ErrNotFound.
 func PayoutFileMerchant(ctx context.Context, q sqlx.QueryerContext, fileID string) (string, error) {
-	var id string
-	err := sqlx.GetContext(ctx, q, &id, `SELECT merchant_id FROM payout_files WHERE file_id = $1`, fileID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("find payment file: %w", err)
-	}
-	return id, nil
+	return lookup[string](ctx, q, "find payment file", `SELECT merchant_id FROM payout_files WHERE file_id = $1`, fileID)
 }
 
 // PayoutIDsTaken reports whether a file id or any of the transaction ids is in

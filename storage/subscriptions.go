@@ -131,13 +131,8 @@ func CreateTestClock(ctx context.Context, q sqlx.ExecerContext, c TestClock) err
 
 // GetTestClock reads one of the merchant's clocks; another merchant's is ErrNotFound.
 func GetTestClock(ctx context.Context, q sqlx.QueryerContext, merchantID, id string) (TestClock, error) {
-	var c TestClock
-	err := sqlx.GetContext(ctx, q, &c, `SELECT clock_id, merchant_id, name, frozen_time, created_at, updated_at
+	return getOne[TestClock](ctx, q, `SELECT clock_id, merchant_id, name, frozen_time, created_at, updated_at
 		FROM subscription_test_clocks WHERE merchant_id = $1 AND clock_id = $2`, merchantID, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // ErrClockBackwards refuses moving a test clock to an earlier time.
