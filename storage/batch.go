@@ -353,25 +353,22 @@ func CommitBatches(ctx context.Context, db *sqlx.DB, bs []Batch) error {
 // paysvc_commit_batches_v3 (storage/functions/paysvc_commit_batches_v3.sql)
 // commits one partition's batch or several: replies and outbox bodies as text[],
 // invoices as column arrays.
-const commitBatchesSQL = `SELECT paysvc_commit_batches_v3($1, $2::integer[], $3, $4, $5,
-	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-	$17, $18, $19, $20, $21, $22, $23, $24,
-	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
-	$35, $36, $37, $38::integer[], $39, $40,
-	$41, $42, $43, $44, $45,
-	$46, $47::jsonb[],
-	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57)`
+const commitBatchesSQL = `SELECT paysvc_commit_batches_v3(` + commitParams + `)`
 
 // commitTracedSQL is commitBatchesSQL with the outbox events' traceparents
 // (storage/functions/paysvc_commit_batches_v4.sql).
-const commitTracedSQL = `SELECT paysvc_commit_batches_v4($1, $2::integer[], $3, $4, $5,
+const commitTracedSQL = `SELECT paysvc_commit_batches_v4(` + commitParams + `, $58)`
+
+// commitParams are the parameters _v3 and _v4 share, in the order of their
+// arguments (the casts name the types Postgres cannot infer from the driver).
+const commitParams = `$1, $2::integer[], $3, $4, $5,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23, $24,
 	$25, $26, $27, $28, $29, $30, $31, $32, $33, $34,
 	$35, $36, $37, $38::integer[], $39, $40,
 	$41, $42, $43, $44, $45,
 	$46, $47::jsonb[],
-	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57, $58)`
+	$48, $49, $50, $51, $52, $53, $54, $55, $56, $57`
 
 type walletCols struct {
 	ids, merchants, currencies, types, labels, current, available, created, updated stringArray

@@ -86,40 +86,25 @@ const (
 // GetCheckout reads one of the merchant's sessions; another merchant's, or an id
 // that is not a checkout id at all, is ErrNotFound.
 func GetCheckout(ctx context.Context, q sqlx.QueryerContext, merchantID, checkoutID string) (Checkout, error) {
-	var c Checkout
 	if !ValidCheckoutID(checkoutID) {
-		return c, ErrNotFound
+		return Checkout{}, ErrNotFound
 	}
-	err := sqlx.GetContext(ctx, q, &c, getCheckoutQuery, merchantID, checkoutID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
+	return getOne[Checkout](ctx, q, getCheckoutQuery, merchantID, checkoutID)
 }
 
 // CheckoutByID reads a session for its hosted page (the id is the capability); a
 // malformed id is ErrNotFound without a query.
 func CheckoutByID(ctx context.Context, q sqlx.QueryerContext, checkoutID string) (Checkout, error) {
-	var c Checkout
 	if !ValidCheckoutID(checkoutID) {
-		return c, ErrNotFound
+		return Checkout{}, ErrNotFound
 	}
-	err := sqlx.GetContext(ctx, q, &c, checkoutByIDQuery, checkoutID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
+	return getOne[Checkout](ctx, q, checkoutByIDQuery, checkoutID)
 }
 
 // CheckoutByAPIRef returns the merchant's latest session with that api_ref.
 func CheckoutByAPIRef(ctx context.Context, q sqlx.QueryerContext, merchantID, apiRef string) (Checkout, error) {
-	var c Checkout
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkoutColumns+` FROM checkouts c
+	return getOne[Checkout](ctx, q, `SELECT `+checkoutColumns+` FROM checkouts c
 		WHERE c.merchant_id = $1 AND c.api_ref = $2 ORDER BY c.created_at DESC LIMIT 1`, merchantID, apiRef)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // PreviousPayer returns the phone number of the merchant's latest completed invoice

@@ -10,16 +10,10 @@ import (
 func TestProcessingCollections(t *testing.T) {
 	t.Parallel()
 	b := setupBatch(t) // merchants M1, M2 (sandbox)
-	exec := func(q string) {
-		t.Helper()
-		if _, err := b.db.ExecContext(b.ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('L1', 'L1', 'live')`)
+	mustExec(t, b.db, `INSERT INTO merchants (merchant_id, name, environment) VALUES ('L1', 'L1', 'live')`)
 	inv := func(id, merchant, state, data, ref, age string) {
-		exec(`INSERT INTO invoices (invoice_id, merchant_id, state, checkout_request_id, version, data, created_at, updated_at)
-			VALUES ('` + id + `', '` + merchant + `', '` + state + `', ` + ref + `, 1, '` + data + `', now(), now() - interval '` + age + `')`)
+		mustExec(t, b.db, `INSERT INTO invoices (invoice_id, merchant_id, state, checkout_request_id, version, data, created_at, updated_at)
+			VALUES ('`+id+`', '`+merchant+`', '`+state+`', `+ref+`, 1, '`+data+`', now(), now() - interval '`+age+`')`)
 	}
 	inv("I1", "M1", "PROCESSING", `{}`, "'ws_1'", "40 minutes")                       // counted, the oldest
 	inv("I2", "M2", "PROCESSING", `{"outcome_unknown": true}`, "'ws_2'", "5 minutes") // counted: its reference can be queried
@@ -34,7 +28,7 @@ func TestProcessingCollections(t *testing.T) {
 	if p.Invoices != 2 || p.Oldest < 40*time.Minute || p.Oldest > 41*time.Minute {
 		t.Fatalf("%+v, want 2 invoices, the oldest 40 minutes", p)
 	}
-	exec(`UPDATE invoices SET state = 'FAILED' WHERE state = 'PROCESSING'`)
+	mustExec(t, b.db, `UPDATE invoices SET state = 'FAILED' WHERE state = 'PROCESSING'`)
 	if p, err = storage.ProcessingCollections(b.ctx, b.db, "sandbox"); err != nil || p != (storage.Processing{}) {
 		t.Fatalf("%+v %v, want none", p, err)
 	}

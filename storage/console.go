@@ -91,14 +91,9 @@ func DeleteExpiredConsoleSessions(ctx context.Context, ext sqlx.ExecerContext, i
 
 // MerchantKeys lists the merchant's keys, newest first (never their hashes).
 func MerchantKeys(ctx context.Context, q sqlx.QueryerContext, merchantID string) ([]APIKey, error) {
-	var ks []APIKey
-	err := sqlx.SelectContext(ctx, q, &ks, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
+	return selectAll[APIKey](ctx, q, "merchant keys", `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
 		k.created_at, k.revoked_at, m.enabled AS merchant_enabled, m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.merchant_id = $1 ORDER BY k.created_at DESC, k.key_id`, merchantID)
-	if err != nil {
-		return nil, fmt.Errorf("merchant keys: %w", err)
-	}
-	return ks, nil
 }
 
 // RevokeMerchantKey revokes one secret key of the merchant by its id; it reports
@@ -153,8 +148,9 @@ type Row struct {
 }
 
 // pageRows reads up to limit rows after the cursor (nil: the first page) from one
-// of the merchant's tables and reports whether more follow.
-func pageRows(ctx context.Context, q sqlx.QueryerContext, query string, args []any, after *Cursor, limit int) ([]Row, bool, error) {
+// of the merchant's tables and reports whether more follow; what names the list in
+// an error.
+func pageRows(ctx context.Context, q sqlx.QueryerContext, what, query string, args []any, after *Cursor, limit int) ([]Row, bool, error) {
 	if after == nil {
 		args = append(args, nil, nil)
 	} else {
@@ -163,12 +159,9 @@ func pageRows(ctx context.Context, q sqlx.QueryerContext, query string, args []a
 	args = append(args, limit+1)
 	var rows []Row
 	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("%s: %w", what, err)
 	}
-	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
-	}
+	rows, more := cutPage(rows, limit)
 	return rows, more, nil
 }
 
@@ -195,25 +188,13 @@ func ConsoleInvoices(ctx context.Context, q sqlx.QueryerContext, merchantID, sea
 			UNION (` + cols + `$3 <> '' AND i.data ->> 'account' = $3` + page + order + `)
 		) m` + order
 	}
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID, search, phone}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console invoices: %w", err)
-	}
-	return rows, more, nil
+	return pageRows(ctx, q, "console invoices", query, []any{merchantID, search, phone}, after, limit)
 }
 
 // ConsolePayoutFiles pages through the merchant's payment files, newest first;
 // status "" lists every status.
 func ConsolePayoutFiles(ctx context.Context, q sqlx.QueryerContext, merchantID, status string, after *Cursor, limit int) ([]Row, bool, error) {
-	query := `SELECT f.data, f.created_at, f.file_id AS id FROM payout_files f
-		WHERE f.merchant_id = $1 AND ($2 = '' OR f.status = $2)
-		  AND ($3::timestamptz IS NULL OR (f.created_at, f.file_id) < ($3, $4::text))
-		ORDER BY f.created_at DESC, f.file_id DESC LIMIT $5`
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID, status}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console payout files: %w", err)
-	}
-	return rows, more, nil
+	return statusPage(ctx, q, "console payout files", "payout_files", "file_id", merchantID, status, after, limit)
 }
 
 // ConsoleRefunds pages through the merchant's refunds, newest first.
@@ -224,25 +205,25 @@ func ConsoleRefunds(ctx context.Context, q sqlx.QueryerContext, merchantID strin
 	if after != nil && !allDigits(after.ID) {
 		return nil, false, nil
 	}
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console refunds: %w", err)
-	}
-	return rows, more, nil
+	return pageRows(ctx, q, "console refunds", query, []any{merchantID}, after, limit)
 }
 
 // ConsoleSubscriptions pages through the merchant's subscriptions, newest first;
 // status "" lists every status.
 func ConsoleSubscriptions(ctx context.Context, q sqlx.QueryerContext, merchantID, status string, after *Cursor, limit int) ([]Row, bool, error) {
-	query := `SELECT s.data, s.created_at, s.subscription_id AS id FROM subscriptions s
-		WHERE s.merchant_id = $1 AND ($2 = '' OR s.status = $2)
-		  AND ($3::timestamptz IS NULL OR (s.created_at, s.subscription_id) < ($3, $4::text))
-		ORDER BY s.created_at DESC, s.subscription_id DESC LIMIT $5`
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID, status}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console subscriptions: %w", err)
-	}
-	return rows, more, nil
+	return statusPage(ctx, q, "console subscriptions", "subscriptions", "subscription_id", merchantID, status, after, limit)
+}
+
+// statusPage pages through the merchant's rows of a table that keeps each row's
+// state as data with a status column beside it, newest first; status "" lists
+// every status. table and id (the text key column) are this package's constants,
+// never input.
+func statusPage(ctx context.Context, q sqlx.QueryerContext, what, table, id, merchantID, status string, after *Cursor, limit int) ([]Row, bool, error) {
+	query := `SELECT t.data, t.created_at, t.` + id + ` AS id FROM ` + table + ` t
+		WHERE t.merchant_id = $1 AND ($2 = '' OR t.status = $2)
+		  AND ($3::timestamptz IS NULL OR (t.created_at, t.` + id + `) < ($3, $4::text))
+		ORDER BY t.created_at DESC, t.` + id + ` DESC LIMIT $5`
+	return pageRows(ctx, q, what, query, []any{merchantID, status}, after, limit)
 }
 
 func allDigits(s string) bool {
@@ -271,8 +252,7 @@ type DayFlow struct {
 // neither in nor out. The movements are found through the wallets' ledger index,
 // their other entries through the transaction index.
 func WalletFlows(ctx context.Context, q sqlx.QueryerContext, merchantID string, since time.Time) ([]DayFlow, error) {
-	var out []DayFlow
-	err := sqlx.SelectContext(ctx, q, &out, `WITH moved AS (
+	return selectAll[DayFlow](ctx, q, "wallet flows", `WITH moved AS (
 			SELECT DISTINCT e.transaction_id FROM wallets w JOIN ledger_entries e ON e.wallet_id = w.wallet_id
 			 WHERE w.merchant_id = $1 AND e.created_at >= $2),
 		net AS (
@@ -284,10 +264,6 @@ func WalletFlows(ctx context.Context, q sqlx.QueryerContext, merchantID string, 
 		       coalesce(sum(amount) FILTER (WHERE amount > 0), 0) AS money_in,
 		       coalesce(-sum(amount) FILTER (WHERE amount < 0), 0) AS money_out
 		  FROM net WHERE at >= $2 GROUP BY 1, 2 ORDER BY 1, 2`, merchantID, since)
-	if err != nil {
-		return nil, fmt.Errorf("wallet flows: %w", err)
-	}
-	return out, nil
 }
 
 // MerchantCurrencies lists the currencies the merchant holds a wallet in.
@@ -307,11 +283,7 @@ func ConsoleWallets(ctx context.Context, q sqlx.QueryerContext, merchantID strin
 			w.created_at, w.wallet_id AS id
 		FROM wallets w WHERE w.merchant_id = $1 AND ($2::timestamptz IS NULL OR (w.created_at, w.wallet_id) > ($2, $3::text))
 		ORDER BY w.created_at, w.wallet_id LIMIT $4`
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console wallets: %w", err)
-	}
-	return rows, more, nil
+	return pageRows(ctx, q, "console wallets", query, []any{merchantID}, after, limit)
 }
 
 // ConsolePlans pages through the merchant's subscription plans, newest first (the
@@ -322,11 +294,7 @@ func ConsolePlans(ctx context.Context, q sqlx.QueryerContext, merchantID string,
 			p.created_at, p.plan_id AS id
 		FROM plans p WHERE p.merchant_id = $1 AND ($2::timestamptz IS NULL OR (p.created_at, p.plan_id) < ($2, $3::text))
 		ORDER BY p.created_at DESC, p.plan_id DESC LIMIT $4`
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console plans: %w", err)
-	}
-	return rows, more, nil
+	return pageRows(ctx, q, "console plans", query, []any{merchantID}, after, limit)
 }
 
 // ConsolePaymentLinks pages through the merchant's payment links, newest first (the
@@ -339,11 +307,7 @@ func ConsolePaymentLinks(ctx context.Context, q sqlx.QueryerContext, merchantID 
 			'currency', l.currency) AS data, l.created_at, l.link_id::text AS id
 		FROM payment_links l WHERE l.merchant_id = $1 AND ($2::timestamptz IS NULL OR (l.created_at, l.link_id) < ($2, $3::uuid))
 		ORDER BY l.created_at DESC, l.link_id DESC LIMIT $4`
-	rows, more, err := pageRows(ctx, q, query, []any{merchantID}, after, limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("console payment links: %w", err)
-	}
-	return rows, more, nil
+	return pageRows(ctx, q, "console payment links", query, []any{merchantID}, after, limit)
 }
 
 // ConsoleDeliveries pages through the merchant's webhook deliveries (one event to
@@ -368,10 +332,7 @@ func ConsoleDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID st
 		ORDER BY d.created_at DESC, d.event_id DESC, d.webhook_id DESC LIMIT $5`, args...); err != nil {
 		return nil, false, fmt.Errorf("console deliveries: %w", err)
 	}
-	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
-	}
+	rows, more := cutPage(rows, limit)
 	return rows, more, nil
 }
 
@@ -422,10 +383,7 @@ func WalletStatement(ctx context.Context, q sqlx.QueryerContext, merchantID, wal
 	if err != nil {
 		return nil, false, fmt.Errorf("wallet statement: %w", err)
 	}
-	more := len(out) > limit
-	if more {
-		out = out[:limit]
-	}
+	out, more := cutPage(out, limit)
 	return out, more, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 )
 
 // Customer is one record per merchant and email (matched case-insensitively):
@@ -58,6 +57,29 @@ type CustomerUpsert struct {
 	Fields map[string]*string
 }
 
+// insert is what an INSERT of the write names: the written fields' columns in
+// name order (Fields), every inserted column, their placeholders and the
+// arguments in the same order. A column outside CustomerFields is an error.
+func (u CustomerUpsert) insert() (cols, insertCols, values []string, args []any, err error) {
+	cols = make([]string, 0, len(u.Fields))
+	for col := range u.Fields {
+		if !slices.Contains(CustomerFields, col) {
+			return nil, nil, nil, nil, fmt.Errorf("unknown column %q", col)
+		}
+		cols = append(cols, col)
+	}
+	slices.Sort(cols)
+	args = []any{u.NewID, u.MerchantID, u.Email}
+	insertCols = []string{"customer_id", "merchant_id", "email"}
+	values = []string{"$1", "$2", "$3"}
+	for _, col := range cols {
+		args = append(args, u.Fields[col])
+		insertCols = append(insertCols, col)
+		values = append(values, fmt.Sprintf("$%d", len(args)))
+	}
+	return cols, insertCols, values, args, nil
+}
+
 // UpsertCustomer creates the merchant's customer with that email, or updates the
 // one that exists (whatever the case of its stored email, which stays as first
 // given) and returns it under its own id. The version and updated_at move only when
@@ -66,22 +88,12 @@ type CustomerUpsert struct {
 // would break the zipcode rule. q may be a transaction (a collection linking its
 // payer).
 func UpsertCustomer(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert) (Customer, bool, error) {
-	cols := make([]string, 0, len(u.Fields))
-	for col := range u.Fields {
-		if !slices.Contains(CustomerFields, col) {
-			return Customer{}, false, fmt.Errorf("upsert customer: unknown column %q", col)
-		}
-		cols = append(cols, col)
+	cols, insertCols, values, args, err := u.insert()
+	if err != nil {
+		return Customer{}, false, fmt.Errorf("upsert customer: %w", err)
 	}
-	slices.Sort(cols)
-	args := []any{u.NewID, u.MerchantID, u.Email}
-	insertCols := []string{"customer_id", "merchant_id", "email"}
-	values := []string{"$1", "$2", "$3"}
 	set := []string{}
 	for _, col := range cols {
-		args = append(args, u.Fields[col])
-		insertCols = append(insertCols, col)
-		values = append(values, fmt.Sprintf("$%d", len(args)))
 		set = append(set, col+" = EXCLUDED."+col)
 	}
 	changed := "false"
@@ -98,9 +110,8 @@ func UpsertCustomer(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert
 		Customer
 		Created bool `db:"created"`
 	}
-	err := sqlx.GetContext(ctx, q, &row, query, args...)
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == "customers_zipcode_required" {
+	err = sqlx.GetContext(ctx, q, &row, query, args...)
+	if breaks(err, "customers_zipcode_required") {
 		return Customer{}, false, ErrZipcodeRequired
 	}
 	if err != nil {
@@ -116,29 +127,16 @@ func UpsertCustomer(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert
 // merchant already knows. One statement on the unique index customers_email, so a
 // concurrent creation of the same email is found, not overwritten.
 func CreateCustomerIfAbsent(ctx context.Context, q sqlx.QueryerContext, u CustomerUpsert) (Customer, bool, error) {
-	cols := make([]string, 0, len(u.Fields))
-	for col := range u.Fields {
-		if !slices.Contains(CustomerFields, col) {
-			return Customer{}, false, fmt.Errorf("create customer: unknown column %q", col)
-		}
-		cols = append(cols, col)
-	}
-	slices.Sort(cols)
-	args := []any{u.NewID, u.MerchantID, u.Email}
-	insertCols := []string{"customer_id", "merchant_id", "email"}
-	values := []string{"$1", "$2", "$3"}
-	for _, col := range cols {
-		args = append(args, u.Fields[col])
-		insertCols = append(insertCols, col)
-		values = append(values, fmt.Sprintf("$%d", len(args)))
+	_, insertCols, values, args, err := u.insert()
+	if err != nil {
+		return Customer{}, false, fmt.Errorf("create customer: %w", err)
 	}
 	var c Customer
-	err := sqlx.GetContext(ctx, q, &c, `INSERT INTO customers (`+strings.Join(insertCols, ", ")+`, version, created_at, updated_at)
+	err = sqlx.GetContext(ctx, q, &c, `INSERT INTO customers (`+strings.Join(insertCols, ", ")+`, version, created_at, updated_at)
 		VALUES (`+strings.Join(values, ", ")+`, 1, now(), now())
 		ON CONFLICT (merchant_id, lower(email)) DO NOTHING
 		RETURNING `+customerColumns, args...)
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == "customers_zipcode_required" {
+	if breaks(err, "customers_zipcode_required") {
 		return Customer{}, false, ErrZipcodeRequired
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -155,37 +153,18 @@ func CreateCustomerIfAbsent(ctx context.Context, q sqlx.QueryerContext, u Custom
 
 // GetCustomer reads one of the merchant's customers; another merchant's is ErrNotFound.
 func GetCustomer(ctx context.Context, q sqlx.QueryerContext, merchantID, customerID string) (Customer, error) {
-	var c Customer
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND customer_id = $2`,
+	return getOne[Customer](ctx, q, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND customer_id = $2`,
 		merchantID, customerID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // CustomerByEmail reads the merchant's customer with that email, whatever its case.
 func CustomerByEmail(ctx context.Context, q sqlx.QueryerContext, merchantID, email string) (Customer, error) {
-	var c Customer
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND lower(email) = lower($2)`,
+	return getOne[Customer](ctx, q, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1 AND lower(email) = lower($2)`,
 		merchantID, email)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // ListCustomers returns one page of the merchant's customers, newest first, and the total.
 func ListCustomers(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]Customer, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM customers WHERE merchant_id = $1`, merchantID); err != nil {
-		return nil, 0, fmt.Errorf("count customers: %w", err)
-	}
-	out := []Customer{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+customerColumns+` FROM customers WHERE merchant_id = $1
-		ORDER BY created_at DESC, customer_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list customers: %w", err)
-	}
-	return out, total, nil
+	return offsetPage[Customer](ctx, q, "customers", "customers", customerColumns, "created_at DESC, customer_id DESC",
+		merchantID, limit, offset)
 }

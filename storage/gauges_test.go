@@ -17,35 +17,29 @@ func TestDashboardGauges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storagetest.New(t).DB
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('MS', 'Sandbox', 'sandbox'), ('ML', 'Live', 'live')`)
+	mustExec(t, db, `INSERT INTO merchants (merchant_id, name, environment) VALUES ('MS', 'Sandbox', 'sandbox'), ('ML', 'Live', 'live')`)
 	file := func(id, merchant, status string) {
-		exec(`INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at)
+		mustExec(t, db, `INSERT INTO payout_files (file_id, merchant_id, tracking_id, status, version, data, created_at, updated_at)
 			VALUES ($1, $2, gen_random_uuid(), $3, 1, '{}', now() - interval '5 minutes', now())`, id, merchant, status)
 	}
 	file("F1", "MS", "PREVIEW-AND-APPROVE")
 	file("F2", "MS", "PROCESSING")
 	file("F3", "ML", "PREVIEW-AND-APPROVE")
 	hook := func(id, merchant string, active bool) {
-		exec(`INSERT INTO webhooks (webhook_id, merchant_id, endpoint, challenge, is_active) VALUES ($1, $2, 'https://example.com/h', 'c', $3)`, id, merchant, active)
+		mustExec(t, db, `INSERT INTO webhooks (webhook_id, merchant_id, endpoint, challenge, is_active) VALUES ($1, $2, 'https://example.com/h', 'c', $3)`, id, merchant, active)
 	}
 	hook("H1", "MS", true)
 	hook("H2", "MS", false)
 	hook("H3", "ML", false)
 	delivery := func(event, hook, merchant, status string) {
-		exec(`INSERT INTO webhook_deliveries (event_id, webhook_id, merchant_id, topic, body, status) VALUES ($1, $2, $3, 't', '\x7b7d', $4)`, event, hook, merchant, status)
+		mustExec(t, db, `INSERT INTO webhook_deliveries (event_id, webhook_id, merchant_id, topic, body, status) VALUES ($1, $2, $3, 't', '\x7b7d', $4)`, event, hook, merchant, status)
 	}
 	delivery("E1", "H1", "MS", "PENDING")
 	delivery("E2", "H1", "MS", "PROCESSING")
 	delivery("E3", "H1", "MS", "DELIVERED")
 	delivery("E4", "H3", "ML", "PENDING")
 	wallet := func(id, merchant, currency, label, current, available string) {
-		exec(`INSERT INTO wallets (wallet_id, merchant_id, currency, wallet_type, label, current_balance, available_balance, version, created_at, updated_at)
+		mustExec(t, db, `INSERT INTO wallets (wallet_id, merchant_id, currency, wallet_type, label, current_balance, available_balance, version, created_at, updated_at)
 			VALUES ($1, $2, $3, 'WORKING', $4, $5, $6, 1, now(), now())`, id, merchant, currency, label, current, available)
 	}
 	wallet("W1", "MS", "KES", "a", "100.10", "90.05")

@@ -32,6 +32,22 @@ func (b idemBundle) begin(t *testing.T, merchant, key, hash, cmd string, lock, r
 	return out, rec
 }
 
+// complete stores M1's response for key, as a handler that answered does.
+func (b idemBundle) complete(t *testing.T, key string, status int, body string) {
+	t.Helper()
+	if err := storage.CompleteIdempotent(b.ctx, b.db, "M1", key, status, []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// release gives M1's key back, as a handler that failed before answering does.
+func (b idemBundle) release(t *testing.T, key string) {
+	t.Helper()
+	if err := storage.ReleaseIdempotent(b.ctx, b.db, "M1", key); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // age moves one of a record's times a minute into the past. Expiry is judged by
 // the database clock (now() in SQL), which a test cannot move: moving the record
 // instead is what time passing would do, without waiting for it.
@@ -78,9 +94,7 @@ func TestIdempotency(t *testing.T) {
 		t.Parallel()
 		b := setupIdem(t)
 		b.begin(t, "M1", "k", "h1", "cmd-1", time.Minute, day)
-		if err := storage.CompleteIdempotent(b.ctx, b.db, "M1", "k", 201, []byte(`{"ok":true}`)); err != nil {
-			t.Fatal(err)
-		}
+		b.complete(t, "k", 201, `{"ok":true}`)
 		out, rec := b.begin(t, "M1", "k", "h1", "cmd-2", time.Minute, day)
 		wantOutcome(t, out, storage.IdemReplay)
 		if rec.ResponseStatus == nil || *rec.ResponseStatus != 201 || string(rec.ResponseBody) != `{"ok":true}` || rec.CommandID != "cmd-1" {
@@ -97,9 +111,7 @@ func TestIdempotency(t *testing.T) {
 		b.begin(t, "M1", "k", "h1", "cmd-1", time.Minute, day)
 		out, _ := b.begin(t, "M1", "k", "h2", "cmd-2", time.Minute, day)
 		wantOutcome(t, out, storage.IdemMismatch)
-		if err := storage.CompleteIdempotent(b.ctx, b.db, "M1", "k", 200, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
+		b.complete(t, "k", 200, `{}`)
 		out, _ = b.begin(t, "M1", "k", "h2", "cmd-3", time.Minute, day)
 		wantOutcome(t, out, storage.IdemMismatch)
 	})
@@ -134,9 +146,7 @@ func TestIdempotency(t *testing.T) {
 		t.Parallel()
 		b := setupIdem(t)
 		b.begin(t, "M1", "k", "h1", "cmd-1", time.Hour, day)
-		if err := storage.ReleaseIdempotent(b.ctx, b.db, "M1", "k"); err != nil {
-			t.Fatal(err)
-		}
+		b.release(t, "k")
 		out, rec := b.begin(t, "M1", "k", "h1", "cmd-2", time.Hour, day)
 		wantOutcome(t, out, storage.IdemProceed)
 		if rec.CommandID != "cmd-1" {
@@ -148,12 +158,8 @@ func TestIdempotency(t *testing.T) {
 		t.Parallel()
 		b := setupIdem(t)
 		b.begin(t, "M1", "k", "h1", "cmd-1", time.Hour, day)
-		if err := storage.CompleteIdempotent(b.ctx, b.db, "M1", "k", 400, []byte(`{"e":1}`)); err != nil {
-			t.Fatal(err)
-		}
-		if err := storage.ReleaseIdempotent(b.ctx, b.db, "M1", "k"); err != nil {
-			t.Fatal(err)
-		}
+		b.complete(t, "k", 400, `{"e":1}`)
+		b.release(t, "k")
 		out, rec := b.begin(t, "M1", "k", "h1", "cmd-2", time.Hour, day)
 		wantOutcome(t, out, storage.IdemReplay)
 		if *rec.ResponseStatus != 400 {
@@ -165,9 +171,7 @@ func TestIdempotency(t *testing.T) {
 		t.Parallel()
 		b := setupIdem(t)
 		b.begin(t, "M1", "k", "h1", "cmd-1", time.Hour, day)
-		if err := storage.CompleteIdempotent(b.ctx, b.db, "M1", "k", 201, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
+		b.complete(t, "k", 201, `{}`)
 		b.age(t, "k", "created_at")
 		// With a retain shorter than the record's age, even a different request proceeds.
 		out, rec := b.begin(t, "M1", "k", "h2", "cmd-2", time.Hour, 10*time.Millisecond)

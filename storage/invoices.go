@@ -2,9 +2,7 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,13 +22,8 @@ type InvoiceRef struct {
 // InvoiceByCheckoutRequest finds the invoice of a rail reference (a Daraja
 // callback carries only that).
 func InvoiceByCheckoutRequest(ctx context.Context, q sqlx.QueryerContext, checkoutRequestID string) (InvoiceRef, error) {
-	var r InvoiceRef
-	err := sqlx.GetContext(ctx, q, &r, `SELECT invoice_id, merchant_id, checkout_request_id FROM invoices
+	return getOne[InvoiceRef](ctx, q, `SELECT invoice_id, merchant_id, checkout_request_id FROM invoices
 		WHERE checkout_request_id = $1`, checkoutRequestID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	return r, err
 }
 
 // StalePrompts lists invoices still waiting for their rail's outcome since before

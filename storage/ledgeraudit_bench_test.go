@@ -25,28 +25,22 @@ func BenchmarkLedgerAudit(t *testing.B) {
 	}
 	ctx := context.Background()
 	db := storagetest.New(t).DB
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	const wallets = 10_000
 	start := time.Now()
-	exec(`INSERT INTO merchants (merchant_id, name, environment, enabled, created_at) VALUES ('M1', 'M1', 'sandbox', true, now())`)
-	exec(`INSERT INTO wallets (wallet_id, merchant_id, currency, wallet_type, label, version, created_at, updated_at)
+	mustExec(t, db, `INSERT INTO merchants (merchant_id, name, environment, enabled, created_at) VALUES ('M1', 'M1', 'sandbox', true, now())`)
+	mustExec(t, db, `INSERT INTO wallets (wallet_id, merchant_id, currency, wallet_type, label, version, created_at, updated_at)
 		SELECT 'W' || g, 'M1', 'KES', 'WORKING', 'w' || g, 1, now(), now() FROM generate_series(1, $1) g`, wallets)
 	// Pairs: a wallet's credit and the funding account's debit.
-	exec(`INSERT INTO ledger_entries (transaction_id, command_id, merchant_id, account, wallet_id, currency, amount, trans_type, narrative, created_at)
+	mustExec(t, db, `INSERT INTO ledger_entries (transaction_id, command_id, merchant_id, account, wallet_id, currency, amount, trans_type, narrative, created_at)
 		SELECT 'T' || (g / 2), 'C' || (g / 2), 'M1',
 		       CASE WHEN g % 2 = 0 THEN 'wallet:W' || ((g / 2) % $2 + 1) ELSE 'system:sandbox_funding' END,
 		       CASE WHEN g % 2 = 0 THEN 'W' || ((g / 2) % $2 + 1) END, 'KES',
 		       CASE WHEN g % 2 = 0 THEN 1.00 ELSE -1.00 END, 'DEPOSIT', 'bench', now()
 		  FROM generate_series(0, $1 - 1) g`, n, wallets)
-	exec(`UPDATE wallets w SET current_balance = s.t, available_balance = s.t
+	mustExec(t, db, `UPDATE wallets w SET current_balance = s.t, available_balance = s.t
 		FROM (SELECT wallet_id, sum(amount) t FROM ledger_entries WHERE wallet_id IS NOT NULL GROUP BY wallet_id) s WHERE s.wallet_id = w.wallet_id`)
-	exec(`VACUUM ANALYZE ledger_entries`)
-	exec(`VACUUM ANALYZE wallets`)
+	mustExec(t, db, `VACUUM ANALYZE ledger_entries`)
+	mustExec(t, db, `VACUUM ANALYZE wallets`)
 	t.Logf("seeded %d entries over %d wallets in %v", n, wallets, time.Since(start).Round(time.Second))
 
 	once := map[string]float64{} // reported after the loop: ResetTimer clears metrics
@@ -76,11 +70,11 @@ func BenchmarkLedgerAudit(t *testing.B) {
 	})
 	// A minute of traffic at ~17 transfers a second: 2,000 entries.
 	minute := func() {
-		exec(`INSERT INTO ledger_entries (transaction_id, command_id, merchant_id, account, wallet_id, currency, amount, trans_type, narrative, created_at)
+		mustExec(t, db, `INSERT INTO ledger_entries (transaction_id, command_id, merchant_id, account, wallet_id, currency, amount, trans_type, narrative, created_at)
 		SELECT 'N' || (g / 2), 'N' || (g / 2), 'M1', CASE WHEN g % 2 = 0 THEN 'wallet:W1' ELSE 'system:sandbox_funding' END,
 		       CASE WHEN g % 2 = 0 THEN 'W1' END, 'KES', CASE WHEN g % 2 = 0 THEN 1.00 ELSE -1.00 END, 'DEPOSIT', 'bench', now()
 		  FROM generate_series(0, 1999) g`)
-		exec(`UPDATE wallets SET current_balance = current_balance + 1000, available_balance = available_balance + 1000 WHERE wallet_id = 'W1'`)
+		mustExec(t, db, `UPDATE wallets SET current_balance = current_balance + 1000, available_balance = available_balance + 1000 WHERE wallet_id = 'W1'`)
 	}
 	t.ResetTimer()
 	for t.Loop() {

@@ -52,12 +52,7 @@ func InsertMerchant(ctx context.Context, ext sqlx.ExtContext, m Merchant) error 
 
 // GetMerchant reads one merchant.
 func GetMerchant(ctx context.Context, q sqlx.QueryerContext, merchantID string) (Merchant, error) {
-	var m Merchant
-	err := sqlx.GetContext(ctx, q, &m, `SELECT merchant_id, name, environment, enabled, created_at FROM merchants WHERE merchant_id = $1`, merchantID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return m, ErrNotFound
-	}
-	return m, err
+	return getOne[Merchant](ctx, q, `SELECT merchant_id, name, environment, enabled, created_at FROM merchants WHERE merchant_id = $1`, merchantID)
 }
 
 // GetMerchants reads the merchants among ids that exist, by id.
@@ -100,18 +95,10 @@ func InsertAPIKey(ctx context.Context, ext sqlx.ExtContext, k APIKey, hash []byt
 
 // KeyByHash finds a key by the hash of its full text, with its merchant's status.
 func KeyByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (APIKey, error) {
-	var k APIKey
-	err := sqlx.GetContext(ctx, q, &k, `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
+	return lookup[APIKey](ctx, q, "key by hash", `SELECT k.key_id, k.merchant_id, k.kind, k.environment, k.permissions, k.unrestricted,
 		k.created_at, k.revoked_at, m.enabled AS merchant_enabled,
 		m.environment AS merchant_environment
 		FROM api_keys k JOIN merchants m USING (merchant_id) WHERE k.key_hash = $1`, hash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, ErrNotFound
-	}
-	if err != nil {
-		return k, fmt.Errorf("key by hash: %w", err)
-	}
-	return k, nil
 }
 
 // RevokeKey revokes the live key whose id starts with prefix, or whose full text is

@@ -140,19 +140,13 @@ func TestMerchants(t *testing.T) {
 	t.Run("RevokeKey_UniquePrefix", func(t *testing.T) {
 		t.Parallel()
 		b := setupMerchants(t)
-		id, err := storage.RevokeKey(b.ctx, b.db, "ISSecretKey_test_aa2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if id != "ISSecretKey_test_aa22" {
-			t.Fatalf("revoked %q", id)
-		}
+		wantRevoked(t, b, "ISSecretKey_test_aa2", "ISSecretKey_test_aa22")
 		k, err := storage.KeyByHash(b.ctx, b.db, keyHash("ISSecretKey_test_aa22-full-secret"))
 		if err != nil || k.RevokedAt == nil {
 			t.Fatalf("revoked key %+v %v", k, err)
 		}
 		// Once aa22 is revoked, the former ambiguous prefix names only aa11.
-		id, err = storage.RevokeKey(b.ctx, b.db, "ISSecretKey_test_aa")
+		id, err := storage.RevokeKey(b.ctx, b.db, "ISSecretKey_test_aa")
 		if err != nil || id != "ISSecretKey_test_aa11" {
 			t.Fatalf("revoke by the now-unique prefix: %q %v", id, err)
 		}
@@ -164,16 +158,22 @@ func TestMerchants(t *testing.T) {
 	t.Run("RevokeKey_FullKeyLongerThanKeyID", func(t *testing.T) {
 		t.Parallel()
 		b := setupMerchants(t)
-		id, err := storage.RevokeKey(b.ctx, b.db, "ISSecretKey_test_bb33-full-secret")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if id != "ISSecretKey_test_bb33" {
-			t.Fatalf("revoked %q", id)
-		}
+		wantRevoked(t, b, "ISSecretKey_test_bb33-full-secret", "ISSecretKey_test_bb33")
 		k, err := storage.KeyByHash(b.ctx, b.db, keyHash("ISSecretKey_test_aa11-full-secret"))
 		if err != nil || k.RevokedAt != nil {
 			t.Fatalf("another key was revoked too: %+v %v", k, err)
 		}
 	})
+}
+
+// wantRevoked revokes the key that prefix names and fails unless it was want.
+func wantRevoked(t *testing.T, b merchantBundle, prefix, want string) {
+	t.Helper()
+	id, err := storage.RevokeKey(b.ctx, b.db, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != want {
+		t.Fatalf("revoked %q", id)
+	}
 }

@@ -53,6 +53,13 @@ func TakenElsewhere(ctx context.Context, q sqlx.QueryerContext, table, column st
 // id will do.
 var ErrIDTaken = errors.New("id already in use")
 
+// breaks reports whether err is a violation of the check constraint named
+// constraint, which its caller turns into the rule's own error.
+func breaks(err error, constraint string) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == constraint
+}
+
 // idTaken is err as ErrIDTaken when it is a unique violation of table's primary
 // key (named table_pkey), else err.
 func idTaken(err error, table string) error {

@@ -66,44 +66,26 @@ func InsertPaymentLink(ctx context.Context, ext sqlx.ExtContext, l PaymentLink) 
 // GetPaymentLink reads one of the merchant's links; another merchant's, or an id
 // that is not a link id, is ErrNotFound.
 func GetPaymentLink(ctx context.Context, q sqlx.QueryerContext, merchantID, linkID string) (PaymentLink, error) {
-	var l PaymentLink
 	if !ValidCheckoutID(linkID) { // link ids are spelled like checkout ids (ids.UUID)
-		return l, ErrNotFound
+		return PaymentLink{}, ErrNotFound
 	}
-	err := sqlx.GetContext(ctx, q, &l, `SELECT `+paymentLinkColumns+` FROM payment_links
+	return getOne[PaymentLink](ctx, q, `SELECT `+paymentLinkColumns+` FROM payment_links
 		WHERE link_id = $2::uuid AND merchant_id = $1`, merchantID, linkID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return l, ErrNotFound
-	}
-	return l, err
 }
 
 // PaymentLinkByID reads a link for its public page (the id is the capability).
 func PaymentLinkByID(ctx context.Context, q sqlx.QueryerContext, linkID string) (PaymentLink, error) {
-	var l PaymentLink
 	if !ValidCheckoutID(linkID) {
-		return l, ErrNotFound
+		return PaymentLink{}, ErrNotFound
 	}
-	err := sqlx.GetContext(ctx, q, &l, `SELECT `+paymentLinkColumns+` FROM payment_links WHERE link_id = $1::uuid`, linkID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return l, ErrNotFound
-	}
-	return l, err
+	return getOne[PaymentLink](ctx, q, `SELECT `+paymentLinkColumns+` FROM payment_links WHERE link_id = $1::uuid`, linkID)
 }
 
 // ListPaymentLinks returns a page of the merchant's links, newest first, and how
 // many it has.
 func ListPaymentLinks(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]PaymentLink, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM payment_links WHERE merchant_id = $1`, merchantID); err != nil {
-		return nil, 0, fmt.Errorf("count payment links: %w", err)
-	}
-	out := []PaymentLink{}
-	if err := sqlx.SelectContext(ctx, q, &out, `SELECT `+paymentLinkColumns+` FROM payment_links WHERE merchant_id = $1
-		ORDER BY created_at DESC, link_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset); err != nil {
-		return nil, 0, fmt.Errorf("list payment links: %w", err)
-	}
-	return out, total, nil
+	return offsetPage[PaymentLink](ctx, q, "payment links", "payment_links", paymentLinkColumns, "created_at DESC, link_id DESC",
+		merchantID, limit, offset)
 }
 
 // UpdatePaymentLink changes one of the merchant's links under its row lock: change

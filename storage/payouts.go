@@ -42,15 +42,7 @@ func PayoutFileID(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID
 // PayoutFileMerchant returns the merchant of a payment file (an operator names a
 // file by its id alone), or ErrNotFound.
 func PayoutFileMerchant(ctx context.Context, q sqlx.QueryerContext, fileID string) (string, error) {
-	var id string
-	err := sqlx.GetContext(ctx, q, &id, `SELECT merchant_id FROM payout_files WHERE file_id = $1`, fileID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("find payment file: %w", err)
-	}
-	return id, nil
+	return lookup[string](ctx, q, "find payment file", `SELECT merchant_id FROM payout_files WHERE file_id = $1`, fileID)
 }
 
 // PayoutIDsTaken reports whether a file id or any of the transaction ids is in
@@ -103,8 +95,7 @@ type Beneficiary struct {
 // FrequentBeneficiaries lists the recipients of the merchant's completed payouts,
 // most paid first (then most recent). provider "" means every provider.
 func FrequentBeneficiaries(ctx context.Context, q sqlx.QueryerContext, merchantID, provider string, limit int) ([]Beneficiary, error) {
-	var out []Beneficiary
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT account, provider,
+	return selectAll[Beneficiary](ctx, q, "frequent beneficiaries", `SELECT account, provider,
 			coalesce(max(data ->> 'name'), '') AS name,
 			coalesce(data ->> 'account_reference', '') AS account_reference,
 			coalesce(data ->> 'bank_code', '') AS bank_code,
@@ -114,10 +105,6 @@ func FrequentBeneficiaries(ctx context.Context, q sqlx.QueryerContext, merchantI
 		 GROUP BY account, provider, data ->> 'account_reference', data ->> 'bank_code'
 		 ORDER BY payments DESC, last_paid DESC
 		 LIMIT $3`, merchantID, provider, limit)
-	if err != nil {
-		return nil, fmt.Errorf("frequent beneficiaries: %w", err)
-	}
-	return out, nil
 }
 
 // Recipient is the owner of a wallet that a P2P payout pays.
@@ -133,16 +120,8 @@ type Recipient struct {
 // another merchant's wallet by its id); a wallet of a disabled merchant, or of the
 // other environment (money never crosses between sandbox and live), is ErrNotFound.
 func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID, environment string) (Recipient, error) {
-	var r Recipient
-	err := sqlx.GetContext(ctx, q, &r, `SELECT w.merchant_id, m.name, w.wallet_id, w.currency, w.wallet_type FROM wallets w
+	return lookup[Recipient](ctx, q, "wallet recipient", `SELECT w.merchant_id, m.name, w.wallet_id, w.currency, w.wallet_type FROM wallets w
 		JOIN merchants m ON m.merchant_id = w.merchant_id WHERE w.wallet_id = $1 AND m.enabled AND m.environment = $2`, walletID, environment)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	if err != nil {
-		return r, fmt.Errorf("wallet recipient: %w", err)
-	}
-	return r, nil
 }
 
 // EmailRecipient returns the settlement wallet of currency of the one enabled
@@ -151,19 +130,11 @@ func WalletRecipient(ctx context.Context, q sqlx.QueryerContext, walletID, envir
 // wallet, and an address that more than one merchant has are all ErrNotFound,
 // alike, so the answer tells the payer no more than a payout would.
 func EmailRecipient(ctx context.Context, q sqlx.QueryerContext, email, currency, environment string) (Recipient, error) {
-	var r Recipient
-	err := sqlx.GetContext(ctx, q, &r, `WITH named AS (
+	return lookup[Recipient](ctx, q, "email recipient", `WITH named AS (
 		SELECT merchant_id, name FROM merchants WHERE lower(email) = lower($1) AND enabled AND environment = $3)
 		SELECT m.merchant_id, m.name, w.wallet_id, w.currency, w.wallet_type
 		  FROM named m JOIN wallets w ON w.merchant_id = m.merchant_id AND w.wallet_type = 'SETTLEMENT' AND w.currency = $2
 		 WHERE (SELECT count(*) FROM named) = 1`, email, currency, environment)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	if err != nil {
-		return r, fmt.Errorf("email recipient: %w", err)
-	}
-	return r, nil
 }
 
 // StalePayout is a transaction of a file being paid that has no outcome yet.
@@ -225,20 +196,12 @@ type PayoutFileOperatorState struct {
 // from its stored header (payout.Header); another merchant's file is
 // ErrNotFound.
 func PayoutFileOperator(ctx context.Context, q sqlx.QueryerContext, merchantID, fileID string) (PayoutFileOperatorState, error) {
-	var s PayoutFileOperatorState
-	err := sqlx.GetContext(ctx, q, &s, `SELECT coalesce((f.data ->> 'on_hold')::boolean, false) AS on_hold,
+	return lookup[PayoutFileOperatorState](ctx, q, "payment file operator state", `SELECT coalesce((f.data ->> 'on_hold')::boolean, false) AS on_hold,
 			coalesce((f.data ->> 'failed_by_operator')::boolean, false) AS failed_by_operator,
 			coalesce(f.data -> 'operator_actions' -> -1 ->> 'action', '') AS last_action,
 			coalesce(f.data -> 'operator_actions' -> -1 ->> 'reason', '') AS last_reason,
 			(f.data -> 'operator_actions' -> -1 ->> 'at')::timestamptz AS last_at
 		  FROM payout_files f WHERE f.merchant_id = $1 AND f.file_id = $2`, merchantID, fileID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return s, ErrNotFound
-	}
-	if err != nil {
-		return s, fmt.Errorf("payment file operator state: %w", err)
-	}
-	return s, nil
 }
 
 // PayoutRef locates a payout transaction by its id alone (a provider's result
@@ -253,14 +216,6 @@ type PayoutRef struct {
 // PayoutTxnRef returns the file, merchant, provider and amount of a transaction, or
 // ErrNotFound.
 func PayoutTxnRef(ctx context.Context, q sqlx.QueryerContext, transactionID string) (PayoutRef, error) {
-	var r PayoutRef
-	err := sqlx.GetContext(ctx, q, &r, `SELECT file_id, merchant_id, provider, coalesce(data->>'amount', '') AS amount
+	return lookup[PayoutRef](ctx, q, "find payout transaction", `SELECT file_id, merchant_id, provider, coalesce(data->>'amount', '') AS amount
 		FROM payout_transactions WHERE transaction_id = $1`, transactionID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	if err != nil {
-		return r, fmt.Errorf("find payout transaction: %w", err)
-	}
-	return r, nil
 }

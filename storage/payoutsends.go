@@ -102,15 +102,7 @@ func UnsettledPayoutSends(ctx context.Context, q sqlx.QueryerContext, environmen
 // GetPayoutSend returns what a live payout rail did with a transaction, or
 // ErrNotFound when it was never sent (no claim).
 func GetPayoutSend(ctx context.Context, q sqlx.QueryerContext, transactionID string) (PayoutSend, error) {
-	var s PayoutSend
-	err := sqlx.GetContext(ctx, q, &s, `SELECT * FROM payout_sends WHERE transaction_id = $1`, transactionID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return PayoutSend{}, ErrNotFound
-	}
-	if err != nil {
-		return PayoutSend{}, fmt.Errorf("read payout send: %w", err)
-	}
-	return s, nil
+	return lookup[PayoutSend](ctx, q, "read payout send", `SELECT * FROM payout_sends WHERE transaction_id = $1`, transactionID)
 }
 
 // DuePayoutTxns returns which of the given transactions may be sent now, with

@@ -52,13 +52,8 @@ func InsertPayRequest(ctx context.Context, db *sqlx.DB, co Checkout, pr PayReque
 
 // GetPayRequest reads one of the merchant's pay requests.
 func GetPayRequest(ctx context.Context, q sqlx.QueryerContext, merchantID, requestID string) (PayRequest, error) {
-	var pr PayRequest
-	err := sqlx.GetContext(ctx, q, &pr, `SELECT `+payRequestColumns+` FROM pay_requests WHERE merchant_id = $1 AND request_id = $2`,
+	return getOne[PayRequest](ctx, q, `SELECT `+payRequestColumns+` FROM pay_requests WHERE merchant_id = $1 AND request_id = $2`,
 		merchantID, requestID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return pr, ErrNotFound
-	}
-	return pr, err
 }
 
 // SetPayRequestSent records the outcome of the first email.

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"paysvc/actors/values/money"
 )
@@ -86,8 +84,7 @@ func UpsertPlan(ctx context.Context, q sqlx.QueryerContext, p Plan, given []stri
 	}
 	err := sqlx.GetContext(ctx, q, &row, query, p.PlanID, p.MerchantID, p.Name, p.Amount, p.Currency, p.Frequency,
 		p.FrequencyUnit, p.BillingCycles, p.Reference, p.RedirectURL)
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "23514" && pqErr.Constraint == "plans_frequency_bound" {
+	if breaks(err, "plans_frequency_bound") {
 		return Plan{}, false, ErrFrequencyBound
 	}
 	if err != nil {
@@ -98,28 +95,12 @@ func UpsertPlan(ctx context.Context, q sqlx.QueryerContext, p Plan, given []stri
 
 // GetPlan reads one of the merchant's plans; another merchant's is ErrNotFound.
 func GetPlan(ctx context.Context, q sqlx.QueryerContext, merchantID, planID string) (Plan, error) {
-	var p Plan
-	err := sqlx.GetContext(ctx, q, &p, `SELECT `+planColumns+` FROM plans WHERE merchant_id = $1 AND plan_id = $2`,
-		merchantID, planID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
-	}
-	return p, err
+	return getOne[Plan](ctx, q, `SELECT `+planColumns+` FROM plans WHERE merchant_id = $1 AND plan_id = $2`, merchantID, planID)
 }
 
 // ListPlans returns one page of the merchant's plans, newest first, and the total.
 func ListPlans(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]Plan, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM plans WHERE merchant_id = $1`, merchantID); err != nil {
-		return nil, 0, fmt.Errorf("count plans: %w", err)
-	}
-	out := []Plan{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+planColumns+` FROM plans WHERE merchant_id = $1
-		ORDER BY created_at DESC, plan_id DESC LIMIT $2 OFFSET $3`, merchantID, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list plans: %w", err)
-	}
-	return out, total, nil
+	return offsetPage[Plan](ctx, q, "plans", "plans", planColumns, "created_at DESC, plan_id DESC", merchantID, limit, offset)
 }
 
 // PlanVersion is the terms of one version of a plan and when they began to apply.
@@ -152,10 +133,5 @@ func PlanVersions(ctx context.Context, q sqlx.QueryerContext, merchantID, planID
 // random (60 bits) and the page that names it is the merchant's to share, so the
 // plan's merchant is whoever owns it. Every other read is scoped by merchant.
 func PlanByID(ctx context.Context, q sqlx.QueryerContext, planID string) (Plan, error) {
-	var p Plan
-	err := sqlx.GetContext(ctx, q, &p, `SELECT `+planColumns+` FROM plans WHERE plan_id = $1`, planID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
-	}
-	return p, err
+	return getOne[Plan](ctx, q, `SELECT `+planColumns+` FROM plans WHERE plan_id = $1`, planID)
 }

@@ -13,7 +13,8 @@ import (
 	"paysvc/storage/storagetest"
 )
 
-func mustExec(t *testing.T, db *sqlx.DB, q string, args ...any) {
+// mustExec runs one statement of a test's setup; a failure names the statement.
+func mustExec(t testing.TB, db *sqlx.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)

@@ -60,13 +60,8 @@ type DueQuery struct {
 // cycles due by today (EAT), so the scheduler can read each one's apart and none
 // waits behind another.
 func MerchantsDue(ctx context.Context, q sqlx.QueryerContext, environment, today string) ([]string, error) {
-	var out []string
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueMerchant+`
+	return selectAll[string](ctx, q, "merchants due", `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueMerchant+`
 		WHERE s.billing AND s.test_clock_id IS NULL AND s.next_date <= $2::date ORDER BY 1`, environment, today)
-	if err != nil {
-		return nil, fmt.Errorf("merchants due: %w", err)
-	}
-	return out, nil
 }
 
 // DueSubscriptions lists one merchant's cycles due by q.Today (EAT) on the wall
@@ -87,13 +82,8 @@ func DueSubscriptions(ctx context.Context, db sqlx.QueryerContext, q DueQuery) (
 // MerchantsDueOnTestClocks lists the enabled merchants of an environment that
 // have cycles due by their test clocks.
 func MerchantsDueOnTestClocks(ctx context.Context, q sqlx.QueryerContext, environment string) ([]string, error) {
-	var out []string
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueOnClock+dueMerchant+`
+	return selectAll[string](ctx, q, "merchants due on test clocks", `SELECT DISTINCT s.merchant_id FROM subscriptions s`+dueOnClock+dueMerchant+`
 		WHERE`+dueByClock+` ORDER BY 1`, environment)
-	if err != nil {
-		return nil, fmt.Errorf("merchants due on test clocks: %w", err)
-	}
-	return out, nil
 }
 
 // DueOnTestClocks lists one merchant's cycles due by their test clock's frozen
@@ -141,13 +131,8 @@ func CreateTestClock(ctx context.Context, q sqlx.ExecerContext, c TestClock) err
 
 // GetTestClock reads one of the merchant's clocks; another merchant's is ErrNotFound.
 func GetTestClock(ctx context.Context, q sqlx.QueryerContext, merchantID, id string) (TestClock, error) {
-	var c TestClock
-	err := sqlx.GetContext(ctx, q, &c, `SELECT clock_id, merchant_id, name, frozen_time, created_at, updated_at
+	return getOne[TestClock](ctx, q, `SELECT clock_id, merchant_id, name, frozen_time, created_at, updated_at
 		FROM subscription_test_clocks WHERE merchant_id = $1 AND clock_id = $2`, merchantID, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
 }
 
 // ErrClockBackwards refuses moving a test clock to an earlier time.

@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -51,25 +49,13 @@ func InsertWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 
 // ListWebhooks returns one page of the merchant's webhooks and the total.
 func ListWebhooks(ctx context.Context, q sqlx.QueryerContext, merchantID string, limit, offset int) ([]Webhook, int, error) {
-	var total int
-	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM webhooks WHERE merchant_id = $1`, merchantID); err != nil {
-		return nil, 0, err
-	}
-	out := []Webhook{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+webhookColumns+` FROM webhooks WHERE merchant_id = $1
-		ORDER BY created_at, webhook_id LIMIT $2 OFFSET $3`, merchantID, limit, offset)
-	return out, total, err
+	return offsetPage[Webhook](ctx, q, "webhooks", "webhooks", webhookColumns, "created_at, webhook_id", merchantID, limit, offset)
 }
 
 // GetWebhook reads one of the merchant's webhooks.
 func GetWebhook(ctx context.Context, q sqlx.QueryerContext, merchantID, webhookID string) (Webhook, error) {
-	var w Webhook
-	err := sqlx.GetContext(ctx, q, &w, `SELECT `+webhookColumns+` FROM webhooks WHERE merchant_id = $1 AND webhook_id = $2`,
+	return getOne[Webhook](ctx, q, `SELECT `+webhookColumns+` FROM webhooks WHERE merchant_id = $1 AND webhook_id = $2`,
 		merchantID, webhookID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return w, ErrNotFound
-	}
-	return w, err
 }
 
 // UpdateWebhook writes a webhook's editable fields (scoped by merchant).

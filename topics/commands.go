@@ -67,18 +67,12 @@ func EncodeCommandValue(c Command, payload any) ([]byte, error) {
 	if c.Version == 0 {
 		c.Version = 1
 	}
+	// The outer Payload hides the embedded one (encoding/json's rule for a field
+	// at a shallower depth), and the fields keep Command's order.
 	return json.Marshal(struct {
-		ID          string    `json:"id"`
-		Type        string    `json:"type"`
-		Version     int       `json:"version"`
-		MerchantID  string    `json:"merchant_id"`
-		ReplyTo     string    `json:"reply_to,omitempty"`
-		IssuedAt    time.Time `json:"issued_at"`
-		FreshID     bool      `json:"fresh_id,omitempty"`
-		Environment string    `json:"environment,omitempty"`
-		Simulated   bool      `json:"simulated,omitempty"`
-		Payload     any       `json:"payload"`
-	}{c.ID, c.Type, c.Version, c.MerchantID, c.ReplyTo, c.IssuedAt, c.FreshID, c.Environment, c.Simulated, payload})
+		Command
+		Payload any `json:"payload"`
+	}{c, payload})
 }
 
 // DecodeCommand parses a command record and rejects envelopes without the fields

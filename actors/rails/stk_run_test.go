@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
 	"paysvc/actors/values/money"
+	"paysvc/actors/values/nettest"
 	"paysvc/actors/values/waittest"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -68,7 +68,7 @@ func setupSTKIn(t *testing.T, opt rails.Options, ns topics.Namespace) *stkBundle
 		db.DB.MustExec(`INSERT INTO merchants (merchant_id, name, environment) VALUES ('M1', 'Live Shop', 'live'), ('M9', 'Sandbox Shop', 'sandbox')`)
 		opt.Scope = rails.NewScope(db.DB, "live", ns)
 	}
-	refused := boundNotListening(t)
+	refused := nettest.RefusingAddr(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	dial := tr.DialContext
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -287,23 +287,4 @@ func TestRunSTK_Daraja(t *testing.T) {
 			t.Fatalf("outcome %+v, want FINAL -1", got)
 		}
 	})
-}
-
-// boundNotListening returns an address whose port this test holds (bound, never
-// listening), so connecting is refused for as long as the test runs.
-func boundNotListening(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }

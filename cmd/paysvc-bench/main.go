@@ -126,14 +126,8 @@ func benchCmd(ctx context.Context, cfg service.Config, log *slog.Logger, args []
 	fs.IntVar(&o.MemoryActive, "memory-active", 10000, "wallets-1m: funded wallets the first phase's transfers use")
 	fs.DurationVar(&o.MemoryIdleWait, "memory-idle-wait", 45*time.Second, "wallets-1m: time without load after the transfers, for passivation (0 skips it)")
 	fs.Float64Var(&o.WebhookRate, "webhook-rate", 0, "webhooks: open-loop transfers/s while the dispatcher runs (latency phase; 0: half the backlog's rate)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -195,14 +189,8 @@ func chartCmd(args []string, stdout io.Writer) error {
 	in := fs.String("in", "docs/benchmarks.tsv", "the figures: tab-separated, one scenario a line")
 	out := fs.String("out", "docs/img/benchmarks.png", "the chart to write")
 	md := fs.String("md", "docs/benchmarks.md", "the page whose figures table is rewritten (empty: none)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	data, err := os.Open(*in)
 	if err != nil {
@@ -237,4 +225,19 @@ func chartCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "rewrote the figures table of %s\n", *md)
 	return nil
+}
+
+// parseFlags parses args, which take no positional arguments; help reports that
+// -h asked for the usage, which the flag set has printed, and so nothing more runs.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return true, nil
+		}
+		return false, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return false, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	return false, nil
 }

@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -165,16 +164,7 @@ func readVars(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	call := regexp.MustCompile(`(?:Getenv|LookupEnv|getenv)\("(PAYSVC_[A-Z0-9_]+)"\)`)
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkGo(t, false, func(path string) error {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -185,10 +175,7 @@ func readVars(t *testing.T) map[string]string {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "testdata")
 	for _, m := range regexp.MustCompile(`\$\{(PAYSVC_[A-Z0-9_]+)`).FindAllStringSubmatch(readRepoFile(t, "ops/pg/pg.sh"), -1) {
 		if _, ok := out[m[1]]; !ok {
 			out[m[1]] = "ops/pg/pg.sh"
@@ -460,16 +447,7 @@ func sourceMetricNames(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	lit := regexp.MustCompile(`Name:\s*"(paysvc_[a-z0-9_]+)"`)
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkGo(t, false, func(path string) error {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -479,9 +457,6 @@ func sourceMetricNames(t *testing.T) []string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }
 
@@ -528,16 +503,7 @@ func historyDoc(rel string) bool {
 func TestNoHistoryInCommentsOrDocs(t *testing.T) {
 	t.Parallel()
 	goFiles, docs := 0, 0
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return nil
-		}
+	walkRepo(t, func(path string) error {
 		rel := strings.TrimPrefix(filepath.ToSlash(path), repoRoot+"/")
 		switch {
 		case strings.HasSuffix(path, ".go"):
@@ -568,9 +534,6 @@ func TestNoHistoryInCommentsOrDocs(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if goFiles < 100 || docs < 10 {
 		t.Fatalf("read only %d Go files and %d documents: is the walk rooted at the repository?", goFiles, docs)
 	}

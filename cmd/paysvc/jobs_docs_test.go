@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,18 +75,8 @@ func TestPeriodicJobsCatalogueIsRun(t *testing.T) {
 		t.Fatalf("catalogue.go declares %d job constants, Names() lists %d", len(consts), len(every.Names()))
 	}
 	used := map[string]bool{}
-	err = filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") && path != repoRoot {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(repoRoot, path)
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasPrefix(rel, "actors/values/every/") {
+	walkGo(t, false, func(path string) error {
+		if rel, _ := filepath.Rel(repoRoot, path); strings.HasPrefix(rel, "actors/values/every/") {
 			return nil
 		}
 		b, err := os.ReadFile(path)
@@ -101,9 +90,6 @@ func TestPeriodicJobsCatalogueIsRun(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for id, name := range consts {
 		if !used[id] {
 			t.Errorf("the job %s (every.%s) is in the catalogue but no product code runs it: remove it from catalogue.go and docs/operations.md", name, id)

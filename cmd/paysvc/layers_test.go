@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
@@ -86,16 +85,7 @@ func isTestSupport(importPath string) bool {
 func TestLayers(t *testing.T) {
 	t.Parallel()
 	files := 0
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkGo(t, false, func(path string) error {
 		rel := strings.TrimPrefix(filepath.ToSlash(filepath.Dir(path)), repoRoot+"/")
 		group, allowed, ok := layerOf(rel)
 		if !ok {
@@ -130,9 +120,6 @@ func TestLayers(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 100 {
 		t.Fatalf("read only %d Go files: is the walk rooted at the repository?", files)
 	}

@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,18 @@ func sandboxKey(flagKey string, getenv func(string) string) (string, error) {
 		return "", usageError{"the key must be a sandbox secret key (" + edge.SecretPrefix + "test_...)"}
 	}
 	return k, nil
+}
+
+// sandboxTarget is the server (apiBase of --api) and the key (sandboxKey) that
+// listen and trigger call it with.
+func sandboxTarget(base, flagKey string, getenv func(string) string) (apiURL, key string, err error) {
+	if apiURL, err = apiBase(base); err != nil {
+		return "", "", err
+	}
+	if key, err = sandboxKey(flagKey, getenv); err != nil {
+		return "", "", err
+	}
+	return apiURL, key, nil
 }
 
 // apiBase checks a --api value and returns it without a trailing slash.
@@ -98,18 +111,10 @@ func triggerCmd(ctx context.Context, cfg service.Config, args []string, getenv f
 	} else if fs.NArg() > 0 {
 		return usageError{usage}
 	}
-	known := false
-	for _, t := range webhooks.Topics {
-		known = known || t == topic
-	}
-	if !known {
+	if !slices.Contains(webhooks.Topics, topic) {
 		return usageError{fmt.Sprintf("unknown topic %q\n%s", topic, usage)}
 	}
-	apiURL, err := apiBase(*base)
-	if err != nil {
-		return err
-	}
-	key, err := sandboxKey(*keyFlag, getenv)
+	apiURL, key, err := sandboxTarget(*base, *keyFlag, getenv)
 	if err != nil {
 		return err
 	}
@@ -171,20 +176,12 @@ func listenCmd(ctx context.Context, cfg service.Config, args []string, getenv fu
 		if t = strings.TrimSpace(t); t == "" {
 			continue
 		}
-		known := false
-		for _, w := range webhooks.Topics {
-			known = known || w == t
-		}
-		if !known {
+		if !slices.Contains(webhooks.Topics, t) {
 			return usageError{fmt.Sprintf("--events: unknown topic %q (topics: %s)", t, strings.Join(webhooks.Topics, ", "))}
 		}
 		wanted = append(wanted, t)
 	}
-	apiURL, err := apiBase(*base)
-	if err != nil {
-		return err
-	}
-	key, err := sandboxKey(*keyFlag, getenv)
+	apiURL, key, err := sandboxTarget(*base, *keyFlag, getenv)
 	if err != nil {
 		return err
 	}

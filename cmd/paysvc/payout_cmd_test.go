@@ -20,12 +20,8 @@ func TestPayoutFinish(t *testing.T) {
 	svc := servicetest.Start(t, func(c *service.Config) { c.SimPayoutDelay = time.Hour })
 	m := svc.Merchant("Stuck")
 	auth := servicetest.Bearer(m.SecretKey)
-	var wallets struct{ Results []map[string]any }
-	svc.Do("GET", "/api/v1/wallets/", nil, auth...).JSON(t, &wallets)
-	settlement := wallets.Results[0]["wallet_id"].(string)
-	if r := svc.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "1000"}, auth...); r.Status != 200 {
-		t.Fatalf("deposit: %d %s", r.Status, r.Body)
-	}
+	settlement := svc.Settlement(auth)
+	svc.Deposit(auth, settlement, "1000")
 	r := svc.Do("POST", "/api/v1/send-money/initiation/", map[string]any{"currency": "KES", "provider": "MPESA-B2C", "requires_approval": "NO",
 		"transactions": []any{map[string]any{"account": "254708374149", "amount": "100"}, map[string]any{"account": "254708374150", "amount": "100"}}}, auth...)
 	if r.Status != 201 {

@@ -38,12 +38,8 @@ func TestPayoutHoldReleaseFail(t *testing.T) {
 	})
 	m := svc.Merchant("Held")
 	auth := servicetest.Bearer(m.SecretKey)
-	var wallets struct{ Results []map[string]any }
-	svc.Do("GET", "/api/v1/wallets/", nil, auth...).JSON(t, &wallets)
-	settlement := wallets.Results[0]["wallet_id"].(string)
-	if r := svc.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "10000"}, auth...); r.Status != 200 {
-		t.Fatalf("deposit: %d %s", r.Status, r.Body)
-	}
+	settlement := svc.Settlement(auth)
+	svc.Deposit(auth, settlement, "10000")
 	file := func(approval string, n int) map[string]any {
 		var txns []any
 		for i := range n {

@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,14 +42,8 @@ func TestNoFixedPortListeners(t *testing.T) {
 	t.Parallel()
 	addr := regexp.MustCompile(`"(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1?\]|)?:([0-9]{2,5})"`)
 	files := 0
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "cmd/paysvc/ports_test.go") {
+	walkGo(t, true, func(path string) error {
+		if strings.HasSuffix(path, "cmd/paysvc/ports_test.go") {
 			return nil
 		}
 		files++
@@ -93,9 +86,6 @@ func TestNoFixedPortListeners(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 50 {
 		t.Fatalf("found only %d test files: the walk does not see the repository", files)
 	}

@@ -65,13 +65,22 @@ type conn struct {
 	rd, wd  *deadline
 }
 
+// usable is what a Read or Write meets before any data: this end closed, or the
+// deadline d passed.
+func (c *conn) usable(d *deadline) error {
+	switch {
+	case isClosed(c.done):
+		return net.ErrClosed
+	case isClosed(d.wait()):
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
 func (c *conn) Read(p []byte) (int, error) {
 	for {
-		switch {
-		case isClosed(c.done):
-			return 0, net.ErrClosed
-		case isClosed(c.rd.wait()):
-			return 0, os.ErrDeadlineExceeded
+		if err := c.usable(c.rd); err != nil {
+			return 0, err
 		}
 		h := c.in
 		h.mu.Lock()
@@ -104,11 +113,8 @@ func (c *conn) Read(p []byte) (int, error) {
 
 func (c *conn) Write(b []byte) (int, error) {
 	for {
-		switch {
-		case isClosed(c.done):
-			return 0, net.ErrClosed
-		case isClosed(c.wd.wait()):
-			return 0, os.ErrDeadlineExceeded
+		if err := c.usable(c.wd); err != nil {
+			return 0, err
 		}
 		h := c.out
 		h.mu.Lock()

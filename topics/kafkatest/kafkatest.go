@@ -202,3 +202,20 @@ func KnownToEveryBroker(ctx context.Context, cl *kgo.Client, names []string) err
 	}
 	return nil
 }
+
+// ProduceRefused is the broker's answer that refuses every partition of req with
+// the error code, for a kfake ControlKey(ProduceKey) hook that makes produces fail.
+func ProduceRefused(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
@@ -44,10 +43,7 @@ func TestRelay_Namespace(t *testing.T) {
 	}
 	waitOutboxEmpty(t, schema.DB, 5*time.Second)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := k.client(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

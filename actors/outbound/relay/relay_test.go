@@ -83,10 +83,7 @@ func newFakeKafka(t *testing.T, opts ...kfake.Opt) *kafka {
 // to create a dozen topics.
 func (k *kafka) ensureTopics(t *testing.T) {
 	t.Helper()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := k.client(t)
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -96,6 +93,17 @@ func (k *kafka) ensureTopics(t *testing.T) {
 	if err := kafkatest.KnownToEveryBroker(ctx, adm, k.ns.Topics(topics.AllTopics()...)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// client is a plain client of the cluster, for the test's own questions to it
+// (creating topics, listing them, their end offsets); the caller closes it.
+func (k *kafka) client(t *testing.T) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 // eventTopic is the name on the cluster of the topic every test row goes to.
@@ -111,6 +119,19 @@ func newProducer(t *testing.T, k *kafka, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// ownPool is a connection pool of its own to the test's schema, for a relay that
+// must not share the test's (or another relay's) connections; it closes with the
+// test.
+func ownPool(t *testing.T, url string) *sqlx.DB {
+	t.Helper()
+	db, err := storage.Open(context.Background(), url, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // startRelay runs a relay of the test's namespace until the returned stop is
@@ -148,6 +169,20 @@ type outboxRow struct {
 	Body     []byte
 }
 
+// testRow is the i-th event of a test's rows: record keys cycling over three
+// aggregates, merchants over two, and a distinct, byte-exact JSON body.
+func testRow(prefix string, i int) outboxRow {
+	r := outboxRow{
+		EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
+		Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
+		Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
+	}
+	// Unusual spacing and non-ASCII bytes: the relay must send these bytes, not
+	// a re-encoding of them.
+	r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+	return r
+}
+
 // insertRows writes n outbox rows in one transaction, in order, with record keys
 // cycling over three aggregates and distinct, byte-exact JSON bodies.
 func insertRows(t *testing.T, db *sqlx.DB, prefix string, n int) []outboxRow {
@@ -160,14 +195,7 @@ func insertRows(t *testing.T, db *sqlx.DB, prefix string, n int) []outboxRow {
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	rows := make([]outboxRow, n)
 	for i := range rows {
-		r := outboxRow{
-			EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
-			Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
-			Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
-		}
-		// Unusual spacing and non-ASCII bytes: the relay must send these bytes, not
-		// a re-encoding of them.
-		r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+		r := testRow(prefix, i)
 		if err := tx.QueryRowxContext(ctx, `INSERT INTO outbox (event_id, topic, record_key, merchant_id, body)
 			VALUES ($1, $2, $3, $4, $5) RETURNING outbox_id`, r.EventID, eventTopic, r.Key, r.Merchant, r.Body).Scan(&r.OutboxID); err != nil {
 			t.Fatal(err)
@@ -189,12 +217,7 @@ func insertCommitRow(t *testing.T, db *sqlx.DB, prefix string, n, huge int) []ou
 	var ids, keys, merchants, bodies pq.StringArray
 	topicsOf := make(pq.StringArray, n)
 	for i := range rows {
-		r := outboxRow{
-			EventID:  fmt.Sprintf("%s-evt-%05d", prefix, i),
-			Key:      fmt.Sprintf("wal_%s_%d", prefix, i%3),
-			Merchant: fmt.Sprintf("mer_%s_%d", prefix, i%2),
-		}
-		r.Body = fmt.Appendf(nil, "{\"id\": %q,  \"seq\":%d, \"key\" : %q, \"note\":\"caf\u00e9 \\u00fc %x\"}\n", r.EventID, i, r.Key, i*7919)
+		r := testRow(prefix, i)
 		if i == huge {
 			r.Body = []byte(strings.Repeat("x", 1_100_000))
 		}
@@ -384,10 +407,7 @@ func publishedPast(t *testing.T, db *sqlx.DB, co *consumer, prefix string) []out
 // missed.
 func inKafka(t *testing.T, k *kafka) int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := k.client(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -483,20 +503,7 @@ func failProduce(c *kfake.Cluster, node int32, from, to int64, closeConns bool) 
 		if closeConns && n%2 == 0 {
 			return nil, errors.New("test: drop the connection"), true
 		}
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.ProduceRefused(kreq.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
 	})
 	return &seen
 }
@@ -510,6 +517,31 @@ func (u *unknownTopicFailures) OnProduceRecordUnbuffered(_ *kgo.Record, err erro
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		u.n.Add(1)
 	}
+}
+
+// publishThroughFaults publishes 300 rows through a relay (a client with opts) on
+// a broker that fails produce requests 1 to failed, dropping connections too when
+// drop, and checks that every event arrives, in order when ordered, and that the
+// outbox empties; the caller goes on with what it returns.
+func publishThroughFaults(t *testing.T, prefix string, failed int64, drop, ordered bool, opts ...kgo.Opt) (*kafka, storagetest.Schema, *consumer, *relay.Relay, []outboxRow) {
+	t.Helper()
+	k := newFakeKafka(t)
+	k.ensureTopics(t)
+	schema := storagetest.New(t)
+	co := startConsumer(t, k)
+	seen := failProduce(k.fake, -1, 1, failed, drop)
+	rows := insertRows(t, schema.DB, prefix, 300)
+	r, _ := startRelay(t, k, schema.DB, newProducer(t, k, opts...))
+	r.Wake()
+
+	recs := co.waitAll(t, rows, 20*time.Second)
+	if got := seen.Load(); got <= failed {
+		t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
+	}
+	dups := checkRecords(t, k, recs, rows, ordered)
+	t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
+	waitOutboxEmpty(t, schema.DB, 5*time.Second)
+	return k, schema, co, r, rows
 }
 
 func TestRelay(t *testing.T) {
@@ -585,24 +617,8 @@ func TestRelay(t *testing.T) {
 
 	t.Run("broker faults retried by the client lose no event", func(t *testing.T) {
 		t.Parallel()
-		k := newFakeKafka(t) // kfake: fails produce requests and drops connections (ControlKey)
-		k.ensureTopics(t)
-		schema := storagetest.New(t)
-		co := startConsumer(t, k)
-		const failed = 6
-		seen := failProduce(k.fake, -1, 1, failed, true)
-		rows := insertRows(t, schema.DB, "faults", 300)
-		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry()...))
-		r.Wake()
-
-		recs := co.waitAll(t, rows, 20*time.Second)
-		if got := seen.Load(); got <= failed {
-			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
-		}
-		dups := checkRecords(t, k, recs, rows, true)
-		t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
-		waitOutboxEmpty(t, schema.DB, 5*time.Second)
-
+		// kfake: fails produce requests and drops connections (ControlKey).
+		k, schema, co, r, rows := publishThroughFaults(t, "faults", 6, true, true, fastRetry()...)
 		more := append(rows, insertRows(t, schema.DB, "faults-after", 30)...)
 		r.Wake()
 		checkRecords(t, k, co.waitAll(t, more, 5*time.Second), more, true)
@@ -611,28 +627,13 @@ func TestRelay(t *testing.T) {
 
 	t.Run("produce errors that reach the relay are retried from the outbox", func(t *testing.T) {
 		t.Parallel()
-		k := newFakeKafka(t) // kfake: fails produce requests until the client gives up (ControlKey)
-		k.ensureTopics(t)
-		schema := storagetest.New(t)
-		co := startConsumer(t, k)
-		const failed = 4
-		seen := failProduce(k.fake, -1, 1, failed, false)
-		rows := insertRows(t, schema.DB, "relayretry", 300)
+		// kfake: fails produce requests until the client gives up (ControlKey).
 		// One retry only: the failures outlast the client and ProduceSync fails, so
 		// the relay itself must publish the rows again. Order is not asserted: a
 		// client that gives up on records can fail a partition's first batch and
 		// deliver its next one, and the relay's republish then puts the first after
 		// it (the service's client retries without limit, where order holds).
-		r, _ := startRelay(t, k, schema.DB, newProducer(t, k, fastRetry(kgo.RecordRetries(1))...))
-		r.Wake()
-
-		recs := co.waitAll(t, rows, 20*time.Second)
-		if got := seen.Load(); got <= failed {
-			t.Errorf("%d produce requests seen, want more than the %d failed ones", got, failed)
-		}
-		dups := checkRecords(t, k, recs, rows, false)
-		t.Logf("%d produce requests, %d records for %d events (%d duplicates)", seen.Load(), len(recs), len(rows), dups)
-		waitOutboxEmpty(t, schema.DB, 5*time.Second)
+		publishThroughFaults(t, "relayretry", 4, false, false, fastRetry(kgo.RecordRetries(1))...)
 	})
 
 	// The property of the test above without fault injection, so on the real
@@ -721,18 +722,10 @@ func TestRelay(t *testing.T) {
 		t.Parallel()
 		k := newKafka(t)
 		schema := storagetest.New(t)
-		dbB, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dbB.Close() })
+		dbB := ownPool(t, schema.URL)
 		// Each relay has a pool of its own, and the test's queries a third: a
 		// standby's connection then shows its last lock request (waitStandbyRetry).
-		dbA, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dbA.Close() })
+		dbA := ownPool(t, schema.URL)
 		co := startConsumer(t, k)
 		const n = 300
 		rows := insertRows(t, schema.DB, "oneleader", n)
@@ -800,11 +793,7 @@ func TestRelay(t *testing.T) {
 		t.Parallel()
 		k := newKafka(t)
 		schema := storagetest.New(t)
-		dbB, err := storage.Open(context.Background(), schema.URL, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dbB.Close() })
+		dbB := ownPool(t, schema.URL)
 		co := startConsumer(t, k)
 		prodA, prodB := newProducer(t, k), newProducer(t, k)
 		idA, idB := producerID(t, prodA), producerID(t, prodB)

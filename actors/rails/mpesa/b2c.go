@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -247,6 +248,30 @@ func (p *b2cParams) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// eachParam hands use the value of each parameter named in keys, in the order
+// given; the others are skipped. A parameter without a Key, one of keys named
+// twice, or an error of use ends the walk with that error.
+func eachParam(params b2cParams, keys []string, use func(key string, value json.RawMessage) error) error {
+	seen := map[string]bool{}
+	for i, p := range params {
+		if p.Key == nil {
+			return fmt.Errorf("ResultParameter %d has no Key", i)
+		}
+		key := *p.Key
+		if !slices.Contains(keys, key) {
+			continue
+		}
+		if seen[key] {
+			return fmt.Errorf("ResultParameter %s appears twice", key)
+		}
+		seen[key] = true
+		if err := use(key, p.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type b2cEnvelope struct {
 	Result *struct {
 		ResultCode               json.RawMessage `json:"ResultCode"`
@@ -273,9 +298,7 @@ type b2cEnvelope struct {
 // extra fields are tolerated); errors wrap ErrBadB2CResult. Amounts are read from
 // the JSON token's text, never through float64.
 func ParseB2CResult(body []byte) (B2CResult, error) {
-	bad := func(format string, a ...any) (B2CResult, error) {
-		return B2CResult{}, fmt.Errorf("%w: "+format, append([]any{ErrBadB2CResult}, a...)...)
-	}
+	bad := refusal[B2CResult](ErrBadB2CResult)
 	var env b2cEnvelope
 	if problem := decodeCallback(body, &env, "result"); problem != "" {
 		return bad("%s", problem)
@@ -304,45 +327,37 @@ func ParseB2CResult(body []byte) (B2CResult, error) {
 		r.Receipt = *res.TransactionID
 	}
 	if res.ResultParameters != nil {
-		seen := map[string]bool{}
-		for i, p := range res.ResultParameters.ResultParameter {
-			if p.Key == nil {
-				return bad("ResultParameter %d has no Key", i)
-			}
-			key := *p.Key
-			switch key {
-			case "TransactionReceipt", "TransactionAmount", "ReceiverPartyPublicName":
-			default:
-				continue // balances, dates and anything new
-			}
-			if seen[key] {
-				return bad("ResultParameter %s appears twice", key)
-			}
-			seen[key] = true
-			text, err := scalarToken(p.Value)
-			if err != nil {
-				return bad("ResultParameter %s: %v", key, err)
-			}
-			switch key {
-			case "TransactionReceipt":
-				r.Receipt = text
-			case "TransactionAmount":
-				a, err := money.Parse(text)
+		// Balances, dates and anything new are skipped.
+		err := eachParam(res.ResultParameters.ResultParameter, []string{"TransactionReceipt", "TransactionAmount", "ReceiverPartyPublicName"},
+			func(key string, value json.RawMessage) error {
+				text, err := scalarToken(value)
 				if err != nil {
-					return bad("ResultParameter TransactionAmount: %v", err)
+					return fmt.Errorf("ResultParameter %s: %v", key, err)
 				}
-				if a.Sign() <= 0 {
-					return bad("ResultParameter TransactionAmount %s is not positive", a)
+				switch key {
+				case "TransactionReceipt":
+					r.Receipt = text
+				case "TransactionAmount":
+					a, err := money.Parse(text)
+					if err != nil {
+						return fmt.Errorf("ResultParameter TransactionAmount: %v", err)
+					}
+					if a.Sign() <= 0 {
+						return fmt.Errorf("ResultParameter TransactionAmount %s is not positive", a)
+					}
+					r.Amount = a
+				case "ReceiverPartyPublicName":
+					phone, name, found := strings.Cut(text, " - ")
+					if found {
+						r.ReceiverPhone, r.ReceiverName = strings.TrimSpace(phone), strings.TrimSpace(name)
+					} else {
+						r.ReceiverName = strings.TrimSpace(text)
+					}
 				}
-				r.Amount = a
-			case "ReceiverPartyPublicName":
-				phone, name, found := strings.Cut(text, " - ")
-				if found {
-					r.ReceiverPhone, r.ReceiverName = strings.TrimSpace(phone), strings.TrimSpace(name)
-				} else {
-					r.ReceiverName = strings.TrimSpace(text)
-				}
-			}
+				return nil
+			})
+		if err != nil {
+			return bad("%s", err)
 		}
 	}
 	if !receiptRE.MatchString(r.Receipt) {

@@ -608,6 +608,15 @@ var ErrBadCallback = errors.New("mpesa: malformed STK callback")
 // maxCallback bounds a callback body; real ones are under 1 KiB.
 const maxCallback = 64 << 10
 
+// refusal is how a parser of one of Daraja's bodies refuses it: the zero T and
+// an error wrapping sentinel, so a caller tells a malformed body by errors.Is.
+func refusal[T any](sentinel error) func(format string, a ...any) (T, error) {
+	return func(format string, a ...any) (T, error) {
+		var zero T
+		return zero, fmt.Errorf("%w: "+format, append([]any{sentinel}, a...)...)
+	}
+}
+
 // decodeCallback decodes a Daraja callback body into v: at most maxCallback bytes,
 // exactly one JSON object. It returns what is wrong ("" when nothing), naming the
 // body as "the <noun> JSON", never quoting it.
@@ -663,9 +672,7 @@ type callbackEnvelope struct {
 // extra fields are tolerated); errors wrap ErrBadCallback. Amounts are read
 // from the JSON token's text, never through float64.
 func ParseCallback(body []byte) (Result, error) {
-	bad := func(format string, a ...any) (Result, error) {
-		return Result{}, fmt.Errorf("%w: "+format, append([]any{ErrBadCallback}, a...)...)
-	}
+	bad := refusal[Result](ErrBadCallback)
 	var env callbackEnvelope
 	if problem := decodeCallback(body, &env, "callback"); problem != "" {
 		return bad("%s", problem)

@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"math/big"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"paysvc/actors/rails/retry"
 )
 
 // SimOptions tune the simulator. Zero values take realistic defaults; tests
@@ -46,15 +46,7 @@ func (o SimOptions) withDefaults() SimOptions {
 	if o.TimeoutDelay <= 0 {
 		o.TimeoutDelay = 3 * (o.AcceptDelay + o.FinalDelay)
 	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 1024
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = 100 * time.Millisecond
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = max(10*time.Second, o.RetryMin)
-	}
+	o.MaxInFlight, o.RetryMin, o.RetryMax = retry.Limits(o.MaxInFlight, o.RetryMin, o.RetryMax)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -67,13 +59,7 @@ func (o SimOptions) withDefaults() SimOptions {
 type Simulator struct {
 	sink Sink
 	opt  SimOptions
-	sem  chan struct{}
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	mu     sync.Mutex // orders wg.Add against Close
-	closed bool
-	wg     sync.WaitGroup
+	pool *retry.Pool
 }
 
 var _ Rail = (*Simulator)(nil)
@@ -85,14 +71,7 @@ func NewSimulator(sink Sink, opt SimOptions) *Simulator {
 		panic("mpesa: NewSimulator with a nil Sink")
 	}
 	opt = opt.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Simulator{
-		sink:   sink,
-		opt:    opt,
-		sem:    make(chan struct{}, opt.MaxInFlight),
-		ctx:    ctx,
-		cancel: cancel,
-	}
+	return &Simulator{sink: sink, opt: opt, pool: retry.NewPool(opt.MaxInFlight)}
 }
 
 // SimOutcome describes what the simulator does for one phone number.
@@ -137,40 +116,13 @@ func (s *Simulator) Push(ctx context.Context, req STKRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if s.ctx.Err() != nil {
-		return "", ErrClosed
+	if err := s.pool.Admit(ctx, ErrClosed, ErrBusy); err != nil {
+		return "", err
 	}
-	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBusy, err)
-	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return "", fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
-	case <-s.ctx.Done():
-		return "", ErrClosed
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.sem
-		return "", ErrClosed
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-
 	id := NewCheckoutRequestID(s.opt.Now())
 	// The delivery context keeps the caller's values (trace ids) but not its
 	// deadline; Close cancels it.
-	jobCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(s.ctx, cancel)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.sem }()
-		defer cancel()
-		defer stop()
-		s.run(jobCtx, p, id)
-	}()
+	s.pool.Start(ctx, func(jobCtx context.Context) { s.run(jobCtx, p, id) })
 	return id, nil
 }
 
@@ -179,7 +131,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 	o := SimOutcomeFor(p.Phone)
 	base := Result{InvoiceID: p.InvoiceID, MerchantID: p.MerchantID, CheckoutRequestID: id}
 	if o.Accepted {
-		if !sleep(ctx, s.opt.AcceptDelay) {
+		if !retry.Sleep(ctx, s.opt.AcceptDelay) {
 			return
 		}
 		acc := base
@@ -188,7 +140,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 		if !s.deliver(ctx, acc) {
 			return
 		}
-		if !sleep(ctx, s.opt.FinalDelay) {
+		if !retry.Sleep(ctx, s.opt.FinalDelay) {
 			return
 		}
 	} else {
@@ -196,7 +148,7 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 		if o.TimesOut {
 			d = s.opt.TimeoutDelay
 		}
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
@@ -215,63 +167,15 @@ func (s *Simulator) run(ctx context.Context, p prepared, id string) {
 // deliver calls the sink until it succeeds or ctx ends (Close). It reports
 // whether the result was delivered.
 func (s *Simulator) deliver(ctx context.Context, r Result) bool {
-	wait := s.opt.RetryMin
-	for {
-		if err := callSink(ctx, s.sink, r); err == nil {
-			return true
-		}
-		if !sleep(ctx, jitter(wait)) {
-			return false
-		}
-		wait = min(2*wait, s.opt.RetryMax)
-	}
-}
-
-// callSink turns a panicking sink into an error, so one bad result cannot
-// take the process down; it is retried like any failure.
-func callSink(ctx context.Context, sink Sink, r Result) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("mpesa: sink panicked: %v", v)
-		}
-	}()
-	return sink(ctx, r)
+	return retry.Deliver(ctx, s.sink, r, s.opt.RetryMin, s.opt.RetryMax)
 }
 
 // Close stops the simulator: Push fails with ErrClosed, pending deliveries
 // are abandoned (their sink contexts are cancelled), and Close returns once
 // every simulator goroutine has ended. Safe to call more than once.
 func (s *Simulator) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
+	s.pool.Close()
 	return nil
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// jitter returns a duration in [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d/2)))
-	if err != nil {
-		return d
-	}
-	return d/2 + time.Duration(n.Int64())
 }
 
 const (

@@ -140,9 +140,7 @@ type statusEnvelope struct {
 // Errors wrap ErrBadStatusResult. A Completed status without an alphanumeric
 // ReceiptNo is an error.
 func ParseStatusResult(body []byte) (StatusResult, error) {
-	bad := func(format string, a ...any) (StatusResult, error) {
-		return StatusResult{}, fmt.Errorf("%w: "+format, append([]any{ErrBadStatusResult}, a...)...)
-	}
+	bad := refusal[StatusResult](ErrBadStatusResult)
 	var env statusEnvelope
 	if problem := decodeCallback(body, &env, "result"); problem != "" {
 		return bad("%s", problem)
@@ -181,44 +179,35 @@ func ParseStatusResult(body []byte) (StatusResult, error) {
 		return r, nil // the query failed: nothing is known
 	}
 	if res.ResultParameters != nil {
-		seen := map[string]bool{}
-		for i, p := range res.ResultParameters.ResultParameter {
-			if p.Key == nil {
-				return bad("ResultParameter %d has no Key", i)
-			}
-			key := *p.Key
-			switch key {
-			case "TransactionStatus", "ReceiptNo", "Amount", "CreditPartyName":
-			default:
-				continue
-			}
-			if seen[key] {
-				return bad("ResultParameter %s appears twice", key)
-			}
-			seen[key] = true
-			text, err := scalarToken(p.Value)
-			if err != nil {
-				if key == "TransactionStatus" || key == "ReceiptNo" {
-					return bad("ResultParameter %s: %v", key, err)
+		err := eachParam(res.ResultParameters.ResultParameter, []string{"TransactionStatus", "ReceiptNo", "Amount", "CreditPartyName"},
+			func(key string, value json.RawMessage) error {
+				text, err := scalarToken(value)
+				if err != nil {
+					if key == "TransactionStatus" || key == "ReceiptNo" {
+						return fmt.Errorf("ResultParameter %s: %v", key, err)
+					}
+					return nil
 				}
-				continue
-			}
-			switch key {
-			case "TransactionStatus":
-				r.Status = strings.TrimSpace(text)
-			case "ReceiptNo":
-				r.Receipt = strings.TrimSpace(text)
-			case "Amount":
-				if a, err := money.Parse(text); err == nil {
-					r.Amount = a
+				switch key {
+				case "TransactionStatus":
+					r.Status = strings.TrimSpace(text)
+				case "ReceiptNo":
+					r.Receipt = strings.TrimSpace(text)
+				case "Amount":
+					if a, err := money.Parse(text); err == nil {
+						r.Amount = a
+					}
+				case "CreditPartyName":
+					if _, name, found := strings.Cut(text, " - "); found && strings.TrimSpace(name) != "" {
+						r.PartyName = strings.TrimSpace(name)
+					} else {
+						r.PartyName = strings.TrimSpace(text)
+					}
 				}
-			case "CreditPartyName":
-				if _, name, found := strings.Cut(text, " - "); found && strings.TrimSpace(name) != "" {
-					r.PartyName = strings.TrimSpace(name)
-				} else {
-					r.PartyName = strings.TrimSpace(text)
-				}
-			}
+				return nil
+			})
+		if err != nil {
+			return bad("%s", err)
 		}
 	}
 	switch {

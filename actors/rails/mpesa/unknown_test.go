@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"paysvc/actors/rails/mpesa"
 	"paysvc/actors/rails/mpesa/mpesatest"
+	"paysvc/actors/values/nettest"
 )
 
 // When the answer to a push that Daraja took is lost or unusable, Push says the
@@ -76,7 +76,7 @@ func TestDarajaPushOutcomeUnknown(t *testing.T) {
 // ErrNotSent, safe to send again; a 4xx is a refusal, even with an unreadable body.
 func TestDarajaPushNotSentOrRefused(t *testing.T) {
 	f := newFake(t)
-	refused := boundNotListening(t)
+	refused := nettest.RefusingAddr(t)
 	var refuse atomic.Int32
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	base := tr.DialContext
@@ -136,23 +136,4 @@ func TestFakeCompletePaid(t *testing.T) {
 	if r := cr.next(t); !r.Success() || !r.Amount.Equal(money.MustParse("25")) || r.Receipt != "RKT0000002" {
 		t.Fatalf("callback %+v", r)
 	}
-}
-
-// boundNotListening returns an address whose port this test holds (bound, never
-// listening), so connecting is refused for as long as the test runs.
-func boundNotListening(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }

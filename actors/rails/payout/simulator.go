@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
+	"paysvc/actors/rails/retry"
 	"paysvc/actors/values/money"
 	"paysvc/topics"
 )
@@ -76,15 +76,7 @@ func (o Options) withDefaults() Options {
 	if o.Delay <= 0 {
 		o.Delay = 2 * time.Second
 	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 1024
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = 100 * time.Millisecond
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = max(10*time.Second, o.RetryMin)
-	}
+	o.MaxInFlight, o.RetryMin, o.RetryMax = retry.Limits(o.MaxInFlight, o.RetryMin, o.RetryMax)
 	return o
 }
 
@@ -94,13 +86,7 @@ func (o Options) withDefaults() Options {
 type Simulator struct {
 	sink Sink
 	opt  Options
-	sem  chan struct{}
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	mu     sync.Mutex // orders wg.Add against Close
-	closed bool
-	wg     sync.WaitGroup
+	pool *retry.Pool
 }
 
 // NewSimulator returns a running simulator delivering to sink. Call Close to
@@ -110,8 +96,7 @@ func NewSimulator(sink Sink, opt Options) *Simulator {
 		panic("payout: NewSimulator with a nil Sink")
 	}
 	opt = opt.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Simulator{sink: sink, opt: opt, sem: make(chan struct{}, opt.MaxInFlight), ctx: ctx, cancel: cancel}
+	return &Simulator{sink: sink, opt: opt, pool: retry.NewPool(opt.MaxInFlight)}
 }
 
 // Submit validates req and schedules its results: SUBMITTED for every
@@ -123,38 +108,11 @@ func (s *Simulator) Submit(ctx context.Context, req topics.PayoutRailRequest) er
 	if err := checkRequest(req); err != nil {
 		return err
 	}
-	if s.ctx.Err() != nil {
-		return ErrClosed
+	if err := s.pool.Admit(ctx, ErrClosed, ErrBusy); err != nil {
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBusy, err)
-	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
-	case <-s.ctx.Done():
-		return ErrClosed
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.sem
-		return ErrClosed
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-
 	start := time.Now()
-	jobCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(s.ctx, cancel)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.sem }()
-		defer cancel()
-		defer stop()
-		s.run(jobCtx, req, start)
-	}()
+	s.pool.Start(ctx, func(jobCtx context.Context) { s.run(jobCtx, req, start) })
 	return nil
 }
 
@@ -214,12 +172,12 @@ func (s *Simulator) run(ctx context.Context, req topics.PayoutRailRequest, start
 		}
 	}
 	if len(final.Results) > 0 {
-		if !sleep(ctx, time.Until(start.Add(jitter10(s.opt.Delay)))) || !s.deliver(ctx, final) {
+		if !retry.Sleep(ctx, time.Until(start.Add(jitter10(s.opt.Delay)))) || !s.deliver(ctx, final) {
 			return
 		}
 	}
 	if len(late.Results) > 0 {
-		if !sleep(ctx, time.Until(start.Add(jitter10(3*s.opt.Delay)))) {
+		if !retry.Sleep(ctx, time.Until(start.Add(jitter10(3*s.opt.Delay)))) {
 			return
 		}
 		s.deliver(ctx, late)
@@ -285,53 +243,15 @@ func reference(fileID, provider, transactionID string) string {
 // deliver calls the sink until it succeeds or ctx ends (Close). It reports
 // whether the results were delivered.
 func (s *Simulator) deliver(ctx context.Context, r topics.PayoutResults) bool {
-	wait := s.opt.RetryMin
-	for {
-		if err := callSink(ctx, s.sink, r); err == nil {
-			return true
-		}
-		if !sleep(ctx, jitterBackoff(wait)) {
-			return false
-		}
-		wait = min(2*wait, s.opt.RetryMax)
-	}
-}
-
-// callSink turns a panicking sink into an error, retried like any failure.
-func callSink(ctx context.Context, sink Sink, r topics.PayoutResults) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("payout: sink panicked: %v", v)
-		}
-	}()
-	return sink(ctx, r)
+	return retry.Deliver(ctx, s.sink, r, s.opt.RetryMin, s.opt.RetryMax)
 }
 
 // Close stops the simulator: Submit fails with ErrClosed, pending results are
 // abandoned (their sink contexts are cancelled), and Close returns once every
 // simulator goroutine has ended. Safe to call more than once.
 func (s *Simulator) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
+	s.pool.Close()
 	return nil
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // jitter10 returns d moved by at most 10% either way.
@@ -341,12 +261,4 @@ func jitter10(d time.Duration) time.Duration {
 		return d
 	}
 	return d + time.Duration(rand.Int64N(2*spread+1)-spread)
-}
-
-// jitterBackoff returns a duration in [d/2, d).
-func jitterBackoff(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)))
 }

@@ -64,7 +64,7 @@ func (c *collector) wait(t *testing.T, n int) []delivery {
 func (b *bundle) quiet(t *testing.T, n int) {
 	t.Helper()
 	waittest.Eventually(t, 5*time.Second, func() (bool, string) {
-		n := len(b.sim.sem)
+		n := b.sim.pool.Held()
 		return n == 0, fmt.Sprintf("%d requests still in flight, %d deliveries so far", n, len(b.col.snapshot()))
 	})
 	if got := b.col.snapshot(); len(got) != n {
@@ -375,7 +375,7 @@ func TestSimulator(t *testing.T) {
 		}
 		// What could call the sink after Close is a request still holding its slot
 		// (each holds one until its last result is delivered or abandoned): none is.
-		if held := len(sim.sem); held != 0 {
+		if held := sim.pool.Held(); held != 0 {
 			t.Fatalf("%d requests still hold a slot after Close returned: they may call the sink", held)
 		}
 		if calls.Load() != n {

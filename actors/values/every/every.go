@@ -92,17 +92,7 @@ func Run(ctx context.Context, log *slog.Logger, j Job) error {
 	if j.AtStart {
 		m.run(ctx, log, j)
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if ctx.Err() != nil {
-			return nil // a tick that raced the stop
-		}
-		m.run(ctx, log, j)
-	}
+	return m.loop(ctx, log, j, t.C, func() {})
 }
 
 // loopNext waits j.Next() after each run, on a timer.
@@ -114,17 +104,23 @@ func (m jobMetrics) loopNext(ctx context.Context, log *slog.Logger, j Job) error
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	return m.loop(ctx, log, j, t.C, func() { t.Reset(j.Next()) })
+}
+
+// loop runs j on each tick until ctx ends, calling after once each run is done
+// (a timer's loop sets its next wait there).
+func (m jobMetrics) loop(ctx context.Context, log *slog.Logger, j Job, tick <-chan time.Time, after func()) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-tick:
 		}
 		if ctx.Err() != nil {
 			return nil // a tick that raced the stop
 		}
 		m.run(ctx, log, j)
-		t.Reset(j.Next())
+		after()
 	}
 }
 

@@ -778,12 +778,17 @@ func (r *runner) runBaseline(ctx context.Context, dbURL string, setups []*scenar
 	if err != nil {
 		return nil, err
 	}
+	r.printBaselineCheck(msg, ok)
+	return out, nil
+}
+
+// printBaselineCheck prints the outcome of a baseline's own conservation check.
+func (r *runner) printBaselineCheck(msg string, ok bool) {
 	state := "PASS"
 	if !ok {
 		state = "FAIL (the baseline's own check; paysvc's checks are above)"
 	}
 	r.printf("  baseline check %s: %s\n", state, msg)
-	return out, nil
 }
 
 func withQuery(raw, k, v string) string {

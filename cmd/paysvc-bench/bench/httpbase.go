@@ -337,11 +337,7 @@ func (r *runner) runPlainHTTP(ctx context.Context, setups []*scenarioSetup) (map
 	if err != nil {
 		return nil, err
 	}
-	state := "PASS"
-	if !ok {
-		state = "FAIL (the baseline's own check; paysvc's checks are above)"
-	}
-	r.printf("  baseline check %s: %s\n", state, msg)
+	r.printBaselineCheck(msg, ok)
 	return out, nil
 }
 

@@ -67,6 +67,71 @@ func (r *runner) newWorker() *worker {
 		stkPushed: map[string]int{}}
 }
 
+// newCounter is a worker that only counts answers and times them (no wallets'
+// deltas, no pushes): the baseline's and the memory phases'.
+func newCounter() *worker { return &worker{errs: newStatusCounts(), warmErrs: newStatusCounts()} }
+
+// crew is a phase's workers, each running on its own goroutine.
+type crew struct {
+	ws []*worker
+	wg sync.WaitGroup
+}
+
+// startCrew starts n workers made by newW, each running body with its index, itself
+// and its own random stream: seeded by the run and the phase, so a rerun with the
+// same seed sends the same requests.
+func (r *runner) startCrew(n int, newW func() *worker, body func(i int, w *worker, rng *rand.Rand)) *crew {
+	c := &crew{ws: make([]*worker, n)}
+	for i := range c.ws {
+		w := newW()
+		c.ws[i] = w
+		c.wg.Go(func() {
+			body(i, w, rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32)))
+		})
+	}
+	return c
+}
+
+// finish waits for the crew and closes the phase: the time measured since
+// measureFrom, and the workers' figures merged into p.
+func (r *runner) finish(c *crew, p *phaseResult, measureFrom time.Time) {
+	c.wg.Wait()
+	p.Elapsed = time.Since(measureFrom)
+	r.phaseN++
+	r.merge(p, c.ws)
+}
+
+// budget is how long a closed loop's workers send: requests before measureFrom
+// are warmup; after it, either requests measured requests in all (requests > 0)
+// or until stopAt.
+type budget struct {
+	measureFrom, stopAt time.Time
+	requests            int
+	left                atomic.Int64
+}
+
+func newBudget(measureFrom, stopAt time.Time, requests int) *budget {
+	b := &budget{measureFrom: measureFrom, stopAt: stopAt, requests: requests}
+	b.left.Store(int64(requests))
+	return b
+}
+
+// next reports whether a request sent at t0 is measured, and whether it may be
+// sent at all (false: the phase is over for this worker).
+func (b *budget) next(t0 time.Time) (measured, ok bool) {
+	measured = !t0.Before(b.measureFrom)
+	if measured {
+		if b.requests > 0 {
+			if b.left.Add(-1) < 0 {
+				return measured, false
+			}
+		} else if !t0.Before(b.stopAt) {
+			return measured, false
+		}
+	}
+	return measured, true
+}
+
 // do sends one transfer and books its outcome: a 200 moved the money, a 4xx did
 // not, anything else (no answer, 5xx) is an unknown outcome the model must resolve.
 func (r *runner) do(ctx context.Context, w *worker, t transferReq, measured bool, started time.Time, schedLat *time.Duration) {
@@ -90,20 +155,32 @@ func (r *runner) do(ctx context.Context, w *worker, t transferReq, measured bool
 		}
 		return
 	}
+	if mayHaveIssued(status, body, err) {
+		w.unknown = append(w.unknown, t)
+	}
+	w.failed(status, body, err, measured)
+}
+
+// failed counts a request that was not answered 200, by its status, or as
+// "transport" with the error when no answer came.
+func (w *worker) failed(status int, body []byte, err error, measured bool) {
 	key, sample := "transport", ""
 	if err != nil {
 		sample = err.Error()
 	} else {
 		key, sample = strconv.Itoa(status), string(body)
 	}
-	if err != nil || (status >= 500 && !refusedBeforeIssue(status, body)) {
-		w.unknown = append(w.unknown, t)
-	}
 	if measured {
 		w.errs.add(key, sample)
 	} else {
 		w.warmErrs.add(key, sample)
 	}
+}
+
+// mayHaveIssued tells a failed request whose command may still have been issued:
+// no answer at all, or a 5xx other than a refusal before issuing.
+func mayHaveIssued(status int, body []byte, err error) bool {
+	return err != nil || (status >= 500 && !refusedBeforeIssue(status, body))
 }
 
 // refusedBeforeIssue tells a 5xx that certainly moved nothing: the API answers 503
@@ -183,44 +260,26 @@ func (r *runner) closedLoop(ctx context.Context, s *scenarioSetup, conc int, war
 	start := time.Now()
 	measureFrom := start.Add(warmup)
 	p.Started, p.MeasureFrom = start, measureFrom
-	stopAt := measureFrom.Add(dur)
-	var left atomic.Int64
-	left.Store(int64(requests))
-	ws := make([]*worker, conc)
+	b := newBudget(measureFrom, measureFrom.Add(dur), requests)
 	defer r.progress(ctx, start)()
-	var wg sync.WaitGroup
-	for i := range ws {
-		w := r.newWorker()
-		ws[i] = w
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32))
-			for n := 0; ctx.Err() == nil; n++ {
-				t0 := time.Now()
-				measured := !t0.Before(measureFrom)
-				if measured {
-					if requests > 0 {
-						if left.Add(-1) < 0 {
-							return
-						}
-					} else if !t0.Before(stopAt) {
-						return
-					}
-				}
-				if s.STK {
-					m := s.Merchants[rng.IntN(len(s.Merchants))]
-					r.doSTK(ctx, w, m, stkPhone(rng), r.idemKey(r.phaseN<<16+i, n), measured, t0)
-					continue
-				}
-				m, src, dst := s.pick(rng)
-				t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16+i, n)}
-				r.do(ctx, w, t, measured, t0, nil)
+	c := r.startCrew(conc, r.newWorker, func(i int, w *worker, rng *rand.Rand) {
+		for n := 0; ctx.Err() == nil; n++ {
+			t0 := time.Now()
+			measured, ok := b.next(t0)
+			if !ok {
+				return
 			}
-		})
-	}
-	wg.Wait()
-	p.Elapsed = time.Since(measureFrom)
-	r.phaseN++
-	r.merge(&p, ws)
+			if s.STK {
+				m := s.Merchants[rng.IntN(len(s.Merchants))]
+				r.doSTK(ctx, w, m, stkPhone(rng), r.idemKey(r.phaseN<<16+i, n), measured, t0)
+				continue
+			}
+			m, src, dst := s.pick(rng)
+			t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16+i, n)}
+			r.do(ctx, w, t, measured, t0, nil)
+		}
+	})
+	r.finish(c, &p, measureFrom)
 	return p
 }
 
@@ -240,25 +299,18 @@ func (r *runner) openLoop(ctx context.Context, s *scenarioSetup, rate float64, w
 	// Buffered for the whole phase so the scheduler never waits for a worker: a
 	// late worker shows up as latency, not as a lower rate.
 	slots := make(chan slot, total)
-	ws := make([]*worker, pool)
-	var wg sync.WaitGroup
-	for i := range ws {
-		w := r.newWorker()
-		ws[i] = w
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32))
-			for sl := range slots {
-				if ctx.Err() != nil {
-					continue
-				}
-				m, src, dst := s.pick(rng)
-				t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16, sl.n)}
-				sent := time.Now()
-				wait := sent.Sub(sl.at)
-				r.do(ctx, w, t, sl.measured, sent, &wait)
+	c := r.startCrew(pool, r.newWorker, func(_ int, w *worker, rng *rand.Rand) {
+		for sl := range slots {
+			if ctx.Err() != nil {
+				continue
 			}
-		})
-	}
+			m, src, dst := s.pick(rng)
+			t := transferReq{M: m, Src: src, Dst: dst, Cents: 1 + rng.Int64N(100), IdemKey: r.idemKey(r.phaseN<<16, sl.n)}
+			sent := time.Now()
+			wait := sent.Sub(sl.at)
+			r.do(ctx, w, t, sl.measured, sent, &wait)
+		}
+	})
 	start := time.Now()
 	measureFrom := start.Add(warmup)
 	defer r.progress(ctx, start)()
@@ -270,10 +322,7 @@ func (r *runner) openLoop(ctx context.Context, s *scenarioSetup, rate float64, w
 		slots <- slot{at: at, measured: !at.Before(measureFrom), n: n}
 	}
 	close(slots)
-	wg.Wait()
-	p.Elapsed = time.Since(measureFrom)
-	r.phaseN++
-	r.merge(&p, ws)
+	r.finish(c, &p, measureFrom)
 	return p
 }
 

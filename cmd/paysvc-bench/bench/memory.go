@@ -380,51 +380,31 @@ func (r *runner) memLoop(ctx context.Context, ms *memSetup, name string, random 
 	measureFrom := start.Add(o.Warmup)
 	p.Started, p.MeasureFrom = start, measureFrom
 	stopAt := measureFrom.Add(o.Duration)
-	ws := make([]*worker, o.Concurrency)
 	defer r.progress(ctx, start)()
-	var wg sync.WaitGroup
-	for i := range ws {
-		w := &worker{errs: newStatusCounts(), warmErrs: newStatusCounts()}
-		ws[i] = w
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32))
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if !t0.Before(stopAt) {
-					return
-				}
-				measured := !t0.Before(measureFrom)
-				m, src, dst := ms.pick(rng, random)
-				status, body, err := r.post(ctx, m, "/api/v1/wallets/"+src+"/intra_transfer/", transferBody(dst, 1+rng.Int64N(100)), "")
-				lat := time.Since(t0)
-				switch {
-				case err == nil && status == 200 && measured:
-					r.okCount.Add(1)
-					w.ok++
-					w.lat = append(w.lat, lat)
-				case err == nil && status == 200:
-					r.okCount.Add(1)
-					w.warmOK++
-				default:
-					key, sample := "transport", ""
-					if err != nil {
-						sample = err.Error()
-					} else {
-						key, sample = strconv.Itoa(status), string(body)
-					}
-					if measured {
-						w.errs.add(key, sample)
-					} else {
-						w.warmErrs.add(key, sample)
-					}
-				}
+	c := r.startCrew(o.Concurrency, newCounter, func(_ int, w *worker, rng *rand.Rand) {
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			if !t0.Before(stopAt) {
+				return
 			}
-		})
-	}
-	wg.Wait()
-	p.Elapsed = time.Since(measureFrom)
-	r.phaseN++
-	r.merge(&p, ws)
+			measured := !t0.Before(measureFrom)
+			m, src, dst := ms.pick(rng, random)
+			status, body, err := r.post(ctx, m, "/api/v1/wallets/"+src+"/intra_transfer/", transferBody(dst, 1+rng.Int64N(100)), "")
+			lat := time.Since(t0)
+			switch {
+			case err == nil && status == 200 && measured:
+				r.okCount.Add(1)
+				w.ok++
+				w.lat = append(w.lat, lat)
+			case err == nil && status == 200:
+				r.okCount.Add(1)
+				w.warmOK++
+			default:
+				w.failed(status, body, err, measured)
+			}
+		}
+	})
+	r.finish(c, &p, measureFrom)
 	return p
 }
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
@@ -170,49 +168,31 @@ func (r *runner) plainLoop(ctx context.Context, db *sql.DB, t plainTables, sh pl
 	}
 	start := time.Now()
 	measureFrom := start.Add(warmup)
-	stopAt := measureFrom.Add(dur)
-	var left atomic.Int64
-	left.Store(int64(requests))
-	ws := make([]*worker, conns)
-	var wg sync.WaitGroup
-	for i := range ws {
-		w := &worker{errs: newStatusCounts(), warmErrs: newStatusCounts()}
-		ws[i] = w
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(r.seed, uint64(i)+uint64(r.phaseN)<<32))
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				measured := !t0.Before(measureFrom)
-				if measured {
-					if requests > 0 {
-						if left.Add(-1) < 0 {
-							return
-						}
-					} else if !t0.Before(stopAt) {
-						return
-					}
-				}
-				src, dst := sh.pick(rng)
-				err := plainTransfer(ctx, cs[i], t, src, dst, 1+rng.Int64N(100))
-				lat := time.Since(t0)
-				switch {
-				case err == nil && measured:
-					w.ok++
-					w.lat = append(w.lat, lat)
-				case err == nil:
-					w.warmOK++
-				case measured:
-					w.errs.add(plainErrKey(err), err.Error())
-				default:
-					w.warmErrs.add(plainErrKey(err), err.Error())
-				}
+	b := newBudget(measureFrom, measureFrom.Add(dur), requests)
+	c := r.startCrew(conns, newCounter, func(i int, w *worker, rng *rand.Rand) {
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			measured, ok := b.next(t0)
+			if !ok {
+				return
 			}
-		})
-	}
-	wg.Wait()
-	p.Elapsed = time.Since(measureFrom)
-	r.phaseN++
-	r.merge(&p, ws)
+			src, dst := sh.pick(rng)
+			err := plainTransfer(ctx, cs[i], t, src, dst, 1+rng.Int64N(100))
+			lat := time.Since(t0)
+			switch {
+			case err == nil && measured:
+				w.ok++
+				w.lat = append(w.lat, lat)
+			case err == nil:
+				w.warmOK++
+			case measured:
+				w.errs.add(plainErrKey(err), err.Error())
+			default:
+				w.warmErrs.add(plainErrKey(err), err.Error())
+			}
+		}
+	})
+	r.finish(c, &p, measureFrom)
 	return p, nil
 }
 

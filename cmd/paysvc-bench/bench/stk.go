@@ -137,20 +137,10 @@ func (r *runner) doSTK(ctx context.Context, w *worker, m *merchant, phone, idemK
 		w.lat = append(w.lat, lat)
 		return
 	}
-	key, sample := "transport", ""
-	if err != nil {
-		sample = err.Error()
-	} else {
-		key, sample = strconv.Itoa(status), string(body)
-	}
-	if err != nil || (status >= 500 && !refusedBeforeIssue(status, body)) {
+	if mayHaveIssued(status, body, err) {
 		w.stkUnknown++ // may have opened an invoice: the database says
 	}
-	if measured {
-		w.errs.add(key, sample)
-	} else {
-		w.warmErrs.add(key, sample)
-	}
+	w.failed(status, body, err, measured)
 }
 
 // stkResult is the scenario's end-to-end outcome.

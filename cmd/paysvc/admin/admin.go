@@ -108,24 +108,28 @@ func CreateKey(ctx context.Context, db *sqlx.DB, merchantID string, perms []stri
 		}
 	}
 	perms = unique
-	m, err := storage.GetMerchant(ctx, db, merchantID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return Key{}, fmt.Errorf("merchant %q not found", merchantID)
-	}
+	m, err := merchant(ctx, db, merchantID)
 	if err != nil {
 		return Key{}, err
 	}
 	return insertKey(ctx, db, m, perms, false)
 }
 
+// merchant reads the merchant a key is for; an unknown id is an error that names
+// it, for the operator who typed it.
+func merchant(ctx context.Context, db *sqlx.DB, merchantID string) (storage.Merchant, error) {
+	m, err := storage.GetMerchant(ctx, db, merchantID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return m, fmt.Errorf("merchant %q not found", merchantID)
+	}
+	return m, err
+}
+
 // CreateUnrestrictedKey issues another unrestricted secret key of the merchant,
 // as the one made with it (to replace it: create, deploy, revoke the old one).
 // It is asked for by name (--unrestricted), never the result of a missing list.
 func CreateUnrestrictedKey(ctx context.Context, db *sqlx.DB, merchantID string) (Key, error) {
-	m, err := storage.GetMerchant(ctx, db, merchantID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return Key{}, fmt.Errorf("merchant %q not found", merchantID)
-	}
+	m, err := merchant(ctx, db, merchantID)
 	if err != nil {
 		return Key{}, err
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -47,12 +46,7 @@ func TestEngineRefusesCommandsDeletedByRetention(t *testing.T) {
 		t.Fatalf("deposit without an engine: %d %s", r.Status, r.Body)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(api.Svc.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := api.Admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ends, err := adm.ListEndOffsets(ctx, api.Topic(topics.CommandsTopic))

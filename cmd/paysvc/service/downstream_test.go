@@ -95,12 +95,7 @@ func TestDownstreamConsumerWithKcat(t *testing.T) {
 	group := env.Config.KafkaNamespace.Group("downstream-kcat")
 	brokers := strings.Join(env.Svc.Brokers, ",")
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
+	adm := env.Admin()
 
 	ms := []*dsMerchant{newDSMerchant(t, env, "Downstream A"), newDSMerchant(t, env, "Downstream B")}
 	dc := &dsConsumer{t: t, env: env, adm: adm, schemas: schemas, typeOfTopic: typeOfTopic, merchants: ms,

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,10 +98,7 @@ func TestAdminListener(t *testing.T) {
 		cfg.KafkaBrokers = env.Svc.Brokers
 		cfg.InstanceID = "relay-no-admin"
 		cfg.AdminAddr = service.AdminOff
-		svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-		if err != nil {
-			t.Fatal(err)
-		}
+		svc := servicetest.Launch(t, cfg)
 		defer svc.Close()
 		if svc.AdminAddr != "" {
 			t.Fatalf("admin listener on %q although off", svc.AdminAddr)

@@ -50,26 +50,28 @@ func startAPIOnly(t *testing.T) *servicetest.Env {
 	cfg := servicetest.Config(t, schema)
 	cfg.Roles = []string{service.RoleAPI, service.RoleRelay}
 	cfg.API.ReplyTimeout = 3 * time.Second
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
+	env := servicetest.Run(t, schema, cfg)
+	t.Cleanup(env.Svc.Close)
+	return env
+}
+
+// startProcess starts cmd, its output on the test's stderr when PAYSVC_TEST_LOG is
+// set, and kills it when the test ends.
+func startProcess(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	if os.Getenv("PAYSVC_TEST_LOG") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(svc.Close)
-	return &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
 }
 
 // startEngine runs an engine-only service in this process on the API's Kafka.
 func startEngine(t *testing.T, api *servicetest.Env, id string) *service.Service {
-	cfg := api.Config
-	cfg.Roles = []string{service.RoleEngine}
-	cfg.KafkaBrokers = api.Svc.Brokers
-	cfg.InstanceID = id
-	cfg.HTTPAddr = "127.0.0.1:0"
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return startRoles(t, api, id, service.RoleEngine)
 }
 
 func (fb *faultBundle) provision(t *testing.T, merchants, wallets int) {
@@ -296,11 +298,7 @@ func TestEngineRestartMidLoad(t *testing.T) {
 // killed with SIGKILL mid-load and the other takes its partitions over.
 func TestEngineProcessKilled(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "paysvc")
-	build := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := servicetest.BuildBinary(t)
 	fb := &faultBundle{api: startAPIOnly(t)}
 	spawn := func(id string) *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles", "engine")
@@ -319,14 +317,7 @@ func TestEngineProcessKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
-		if os.Getenv("PAYSVC_TEST_LOG") != "" {
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
+		return startProcess(t, cmd)
 	}
 	e1 := spawn("proc-engine-1")
 	spawn("proc-engine-2")
@@ -422,10 +413,7 @@ func TestDatabaseConnectionsKilledMidLoad(t *testing.T) {
 // Every event is delivered; a duplicate can only repeat a webhook-id.
 func TestDispatcherProcessKilled(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "paysvc")
-	if out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := servicetest.BuildBinary(t)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -439,12 +427,8 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	cfg := servicetest.Config(t, schema)
 	cfg.Roles = []string{service.RoleAPI, service.RoleEngine, service.RoleRelay}
 	cfg.API.WebhookAllowPrivate = true
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	env := &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+	env := servicetest.Run(t, schema, cfg)
+	t.Cleanup(env.Svc.Close)
 	m := env.Merchant("Hooks")
 	if r := env.Do("POST", "/api/v1/webhooks/", map[string]any{"endpoint": receiver.URL + "/hook", "challenge": "secret-123",
 		"wallet_transfer_event": true}, servicetest.Bearer(m.SecretKey)...); r.Status != 201 {
@@ -452,18 +436,11 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	}
 	spawn := func(id string) *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles", "dispatcher")
-		cmd.Env = append(os.Environ(), "PAYSVC_DATABASE_URL="+schema.URL, "PAYSVC_KAFKA_BROKERS="+svc.Brokers[0],
+		cmd.Env = append(os.Environ(), "PAYSVC_DATABASE_URL="+schema.URL, "PAYSVC_KAFKA_BROKERS="+env.Svc.Brokers[0],
 			"PAYSVC_KAFKA_NAMESPACE="+string(cfg.KafkaNamespace),
 			"PAYSVC_HTTP_ADDR=127.0.0.1:0", "PAYSVC_ADMIN_ADDR=127.0.0.1:0", "PAYSVC_INSTANCE_ID="+id, "PAYSVC_LOG_LEVEL=warn", "PAYSVC_SMTP_SINK_ADDR=127.0.0.1:0",
 			"PAYSVC_WEBHOOK_ALLOW_PRIVATE=true", "PAYSVC_WEBHOOK_LEASE=2s", "PAYSVC_ENGINE_SESSION_TIMEOUT=2s")
-		if os.Getenv("PAYSVC_TEST_LOG") != "" {
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
+		return startProcess(t, cmd)
 	}
 	d1 := spawn("dispatcher-1")
 	spawn("dispatcher-2")
@@ -471,11 +448,9 @@ func TestDispatcherProcessKilled(t *testing.T) {
 	// proves nothing (as in TestEngineProcessKilled). Killing one while the group is
 	// still forming also hit a kfake bug: the survivor was dropped while waiting in
 	// JoinGroup and ingested nothing until its join timed out (see ingest.go).
-	waitForGroup(t, svc.Brokers, cfg.KafkaNamespace.Group("paysvc-dispatcher"), 2)
+	waitForGroup(t, env.Svc.Brokers, cfg.KafkaNamespace.Group("paysvc-dispatcher"), 2)
 
-	var list struct{ Results []map[string]any }
-	env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(m.SecretKey)...).JSON(t, &list)
-	settlement := list.Results[0]["wallet_id"].(string)
+	settlement := env.Settlement(servicetest.Bearer(m.SecretKey))
 	r := env.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "label": "Dest"}, servicetest.Bearer(m.SecretKey)...)
 	dest := r.Map(t)["wallet_id"].(string)
 	env.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "1000.00"}, servicetest.Bearer(m.SecretKey)...)

@@ -37,12 +37,8 @@ func TestLedgerAuditMetrics(t *testing.T) {
 	})
 	m := env.Merchant("Acme")
 	key := m.SecretKey
-	var l struct{ Results []map[string]any }
-	env.Do("GET", "/api/v1/wallets/", nil, servicetest.Bearer(key)...).JSON(t, &l)
-	wallet := l.Results[0]["wallet_id"].(string)
-	if r := env.Do("POST", "/api/v1/sandbox/wallets/"+wallet+"/deposit/", map[string]any{"amount": "10.00"}, servicetest.Bearer(key)...); r.Status != 200 {
-		t.Fatalf("deposit: %d %s", r.Status, r.Body)
-	}
+	wallet := env.Settlement(servicetest.Bearer(key))
+	env.Deposit(servicetest.Bearer(key), wallet, "10.00")
 
 	// waitFor scrapes until every series has its value.
 	waitFor := func(what string, want map[string]float64) {

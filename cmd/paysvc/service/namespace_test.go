@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"paysvc/actors/values/waittest"
 	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
@@ -74,9 +71,7 @@ func newDeployment(t *testing.T, env *servicetest.Env, name string) *deployment 
 		"wallet_transfer_event": true}, d.auth...); r.Status != 201 {
 		t.Fatalf("%s: webhook: %d %s", name, r.Status, r.Body)
 	}
-	var list struct{ Results []map[string]any }
-	env.Do("GET", "/api/v1/wallets/", nil, d.auth...).JSON(t, &list)
-	d.settlement = list.Results[0]["wallet_id"].(string)
+	d.settlement = env.Settlement(d.auth)
 	return d
 }
 
@@ -180,12 +175,7 @@ func TestNamespacesShareOneCluster(t *testing.T) {
 		}
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Svc.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := a.Admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	list, err := adm.ListTopics(ctx)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/values/money"
 	"paysvc/actors/values/waittest"
@@ -25,11 +24,7 @@ func startRoles(t *testing.T, api *servicetest.Env, id string, roles ...string) 
 	cfg.KafkaBrokers = api.Svc.Brokers
 	cfg.InstanceID = id
 	cfg.HTTPAddr = "127.0.0.1:0"
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return servicetest.Launch(t, cfg)
 }
 
 // A file of 5,000 transactions is paid while the engine is replaced and the rails
@@ -46,12 +41,8 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	r1 := startRoles(t, api, "rails-1", service.RoleRails)
 	m := api.Merchant("Payroll")
 	auth := servicetest.Bearer(m.SecretKey)
-	var list struct{ Results []map[string]any }
-	api.Do("GET", "/api/v1/wallets/", nil, auth...).JSON(t, &list)
-	settlement := list.Results[0]["wallet_id"].(string)
-	if r := api.Do("POST", "/api/v1/sandbox/wallets/"+settlement+"/deposit/", map[string]any{"amount": "9000000"}, auth...); r.Status != 200 {
-		t.Fatalf("deposit: %d %s", r.Status, r.Body)
-	}
+	settlement := api.Settlement(auth)
+	api.Deposit(auth, settlement, "9000000")
 
 	const n = 5000
 	txns := make([]map[string]any, n)
@@ -94,12 +85,7 @@ func TestPayoutFileSurvivesEngineAndRailsRestart(t *testing.T) {
 	// Once the rail has taken the transactions, take both processes down mid-file.
 	// The moment the rails role has taken the file's requests (committed their
 	// offsets), before the rail reports their outcomes.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(api.Svc.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := api.Admin()
 	waittest.Eventually(t, 60*time.Second, func() (bool, string) {
 		offs, err := adm.FetchOffsets(context.Background(), api.Config.KafkaNamespace.Group("paysvc-rails-payout-sandbox")) // the sandbox's group (rails.Scope.Group)
 		taken := int64(0)

@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,11 +10,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"paysvc/cmd/paysvc/service"
 	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage/storagetest"
 	"paysvc/topics"
 	"paysvc/topics/inproc"
+	"paysvc/topics/kafkatest"
 )
 
 // TestRefusedCommandProduceAnswers503AtOnce: when the broker refuses a command for
@@ -44,30 +43,15 @@ func TestRefusedCommandProduceAnswers503AtOnce(t *testing.T) {
 				return nil, nil, false // events and replies go through
 			}
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code // not retriable
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.ProduceRefused(req, kerr.InvalidRecord.Code), nil, true // not retriable
 	})
 
 	schema := storagetest.New(t)
 	cfg := servicetest.Config(t, schema)
 	cfg.KafkaBrokers, cfg.KafkaNamespace = cluster.ListenAddrs(), ns
 	cfg.API.ReplyTimeout = 10 * time.Second
-	svc, err := service.Start(context.Background(), cfg, servicetest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	env := &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+	env := servicetest.Run(t, schema, cfg)
+	t.Cleanup(env.Svc.Close)
 	m := env.Merchant("M")
 	auth := servicetest.Bearer(m.SecretKey)
 	r := env.Do("POST", "/api/v1/wallets/", map[string]any{"currency": "KES", "wallet_type": "WORKING", "label": "W"}, auth...)

@@ -20,13 +20,7 @@ func TestRestartEmbeddedKafka(t *testing.T) {
 	schema := storagetest.New(t)
 	cfg := servicetest.Config(t, schema)
 	cfg.KafkaBrokers = nil // the embedded broker is what this test is about
-	start := func(c service.Config) *servicetest.Env {
-		svc, err := service.Start(context.Background(), c, servicetest.Logger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: c}
-	}
+	start := func(c service.Config) *servicetest.Env { return servicetest.Run(t, schema, c) }
 	m, err := admin.CreateMerchant(context.Background(), schema.DB, "Acme", "sandbox")
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,10 +37,7 @@ import (
 // logged (docs/operations.md records it), not asserted.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "paysvc")
-	if out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := servicetest.BuildBinary(t)
 	schema := storagetest.New(t)
 	// The broker outlives the process, so the groups it left can be looked at.
 	// The process has a namespace of its own (PAYSVC_KAFKA_NAMESPACE), as it

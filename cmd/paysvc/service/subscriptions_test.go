@@ -30,26 +30,14 @@ func TestSubscriptionSchedulersExactlyOnce(t *testing.T) {
 	schema := storagetest.New(t)
 	cfg := servicetest.Config(t, schema)
 	cfg.SubscriptionTick = 0 // this test runs the schedulers itself
-	start := func(c service.Config) *servicetest.Env {
-		svc, err := service.Start(context.Background(), c, servicetest.Logger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &servicetest.Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: c}
-	}
+	start := func(c service.Config) *servicetest.Env { return servicetest.Run(t, schema, c) }
 	m, err := admin.CreateMerchant(context.Background(), schema.DB, "Acme", "sandbox")
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := start(cfg)
 	key := servicetest.Bearer(m.SecretKey)
-	post := func(path string, body any) map[string]any {
-		r := env.Do("POST", path, body, key...)
-		if r.Status != 200 && r.Status != 201 {
-			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
-		}
-		return r.Map(t)
-	}
+	post := func(path string, body any) map[string]any { return subscriptionsPost(t, env, key, path, body) }
 	plan := post("/api/v1/subscriptions/plans/", map[string]any{"name": "Four", "amount": "100", "currency": "KES", "frequency": 1,
 		"billing_cycles": 4})["plan_id"]
 	cust := post("/api/v1/subscriptions/customers/", map[string]any{"email": "a@example.com", "first_name": "A", "last_name": "B"})["customer_id"]
@@ -173,13 +161,7 @@ func TestSubscriptionActivateWithoutOutcomeRefused(t *testing.T) {
 	env := servicetest.Start(t, nil)
 	m := env.Merchant("Outcome")
 	key := servicetest.Bearer(m.SecretKey)
-	post := func(path string, body any) map[string]any {
-		r := env.Do("POST", path, body, key...)
-		if r.Status != 200 && r.Status != 201 {
-			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
-		}
-		return r.Map(t)
-	}
+	post := func(path string, body any) map[string]any { return subscriptionsPost(t, env, key, path, body) }
 	plan := post("/api/v1/subscriptions/plans/", map[string]any{"name": "P", "amount": "100", "currency": "KES", "frequency": 1})["plan_id"]
 	cust := post("/api/v1/subscriptions/customers/", map[string]any{"email": "a@example.com", "first_name": "A", "last_name": "B"})["customer_id"]
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Svc.Brokers...))
@@ -206,4 +188,15 @@ func TestSubscriptionActivateWithoutOutcomeRefused(t *testing.T) {
 			t.Fatalf("outcome %q: %+v %v (reply %s)", outcome, s, err, reply)
 		}
 	}
+}
+
+// subscriptionsPost sends a POST that must succeed (200 or 201) and returns its
+// answer, for the tests that set up a plan, a customer and a subscription.
+func subscriptionsPost(t *testing.T, env *servicetest.Env, key []string, path string, body any) map[string]any {
+	t.Helper()
+	r := env.Do("POST", path, body, key...)
+	if r.Status != 200 && r.Status != 201 {
+		t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+	}
+	return r.Map(t)
 }

@@ -18,43 +18,71 @@ func Describe(err error) string {
 	if err == nil {
 		return ""
 	}
-	var dnsErr *net.DNSError
-	var certInvalid x509.CertificateInvalidError
-	var unknownAuthority x509.UnknownAuthorityError
-	var hostnameErr x509.HostnameError
-	var verifyErr *tls.CertificateVerificationError
-	var recordErr tls.RecordHeaderError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, ErrForbiddenAddress):
-		return "the endpoint's address is not allowed (loopback, private or otherwise internal)"
-	case errors.Is(err, ErrInvalidEndpoint):
-		return "the endpoint URL is not valid"
-	case errors.As(err, &dnsErr):
-		if dnsErr.IsNotFound {
-			return "the endpoint's host name was not found (DNS)"
+	for _, f := range failures {
+		if f.is(err) {
+			return f.describe
 		}
-		return "the endpoint's host name could not be resolved (DNS)"
-	case errors.As(err, &hostnameErr):
-		return "TLS: the certificate is not valid for the endpoint's host name"
-	case errors.As(err, &unknownAuthority), errors.As(err, &certInvalid), errors.As(err, &verifyErr):
-		return "TLS: the endpoint's certificate could not be verified"
-	case errors.As(err, &recordErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return "TLS: the endpoint did not speak TLS"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "the connection was reset by the endpoint"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "the endpoint is unreachable"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return "timed out"
-	case errors.Is(err, errReadBody):
-		return "the response body could not be read"
-	case strings.Contains(err.Error(), "tls:"):
-		return "TLS: the handshake failed"
 	}
 	return "the request failed before an HTTP answer"
+}
+
+// failure is one kind of transport failure, as Describe tells the merchant and
+// as Reason counts it. One table serves both, in order, so the words and the
+// metric never disagree about what an error was.
+type failure struct {
+	is       func(error) bool
+	describe string
+	reason   string // "" leaves the error to a later row for Reason
+}
+
+var failures = []failure{
+	{isErr(ErrForbiddenAddress), "the endpoint's address is not allowed (loopback, private or otherwise internal)", ReasonForbidden},
+	{isErr(ErrInvalidEndpoint), "the endpoint URL is not valid", ReasonForbidden},
+	{isDNS(true), "the endpoint's host name was not found (DNS)", ReasonDNS},
+	{isDNS(false), "the endpoint's host name could not be resolved (DNS)", ReasonDNS},
+	{isAs[x509.HostnameError], "TLS: the certificate is not valid for the endpoint's host name", ReasonTLS},
+	{func(err error) bool {
+		return isAs[x509.UnknownAuthorityError](err) || isAs[x509.CertificateInvalidError](err) || isAs[*tls.CertificateVerificationError](err)
+	}, "TLS: the endpoint's certificate could not be verified", ReasonTLS},
+	{func(err error) bool {
+		return isAs[tls.RecordHeaderError](err) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+	}, "TLS: the endpoint did not speak TLS", ReasonTLS},
+	{isErr(syscall.ECONNREFUSED), "connection refused", ReasonRefused},
+	{isErr(syscall.ECONNRESET, syscall.EPIPE), "the connection was reset by the endpoint", ReasonRefused},
+	{isErr(syscall.EHOSTUNREACH, syscall.ENETUNREACH), "the endpoint is unreachable", ReasonRefused},
+	{func(err error) bool {
+		var netErr net.Error
+		return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
+	}, "timed out", ReasonTimeout},
+	{isErr(errReadBody), "the response body could not be read", ""},
+	{func(err error) bool { return strings.Contains(err.Error(), "tls:") }, "TLS: the handshake failed", ReasonTLS},
+}
+
+// isErr matches an error that is any of targets (errors.Is).
+func isErr(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// isAs matches an error that has a T in its chain (errors.As).
+func isAs[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
+
+// isDNS matches a failed name lookup, of a name not found or (notFound false) of
+// any other DNS failure.
+func isDNS(notFound bool) func(error) bool {
+	return func(err error) bool {
+		var dnsErr *net.DNSError
+		return errors.As(err, &dnsErr) && dnsErr.IsNotFound == notFound
+	}
 }
 
 // Failure reasons of Reason: a small fixed set, fit for a metric's label.
@@ -74,8 +102,8 @@ const (
 var Reasons = []string{ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPOther, ReasonTimeout, ReasonRefused, ReasonDNS, ReasonTLS, ReasonForbidden, ReasonOther}
 
 // Reason classifies a failed request for operators' metrics: by the HTTP status
-// when the endpoint answered (err nil), else by the kind of transport error, in
-// the order Describe uses.
+// when the endpoint answered (err nil), else by the kind of transport error, from
+// the table Describe reads.
 func Reason(status int, err error) string {
 	if err == nil {
 		switch {
@@ -86,28 +114,10 @@ func Reason(status int, err error) string {
 		}
 		return ReasonHTTPOther
 	}
-	var dnsErr *net.DNSError
-	var certInvalid x509.CertificateInvalidError
-	var unknownAuthority x509.UnknownAuthorityError
-	var hostnameErr x509.HostnameError
-	var verifyErr *tls.CertificateVerificationError
-	var recordErr tls.RecordHeaderError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, ErrForbiddenAddress), errors.Is(err, ErrInvalidEndpoint):
-		return ReasonForbidden
-	case errors.As(err, &dnsErr):
-		return ReasonDNS
-	case errors.As(err, &hostnameErr), errors.As(err, &unknownAuthority), errors.As(err, &certInvalid), errors.As(err, &verifyErr),
-		errors.As(err, &recordErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return ReasonTLS
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return ReasonRefused
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return ReasonTimeout
-	case strings.Contains(err.Error(), "tls:"):
-		return ReasonTLS
+	for _, f := range failures {
+		if f.reason != "" && f.is(err) {
+			return f.reason
+		}
 	}
 	return ReasonOther
 }

@@ -3,14 +3,13 @@ package outbound
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"paysvc/actors/values/nettest"
 )
 
 // Each kind of transport failure, produced for real, gets its own merchant-facing
@@ -21,7 +20,7 @@ func TestDescribe(t *testing.T) {
 	open := New(Options{AllowPrivate: true, Timeout: 300 * time.Millisecond})
 	guarded := New(Options{})
 
-	closedAddr := boundNotListening(t)
+	closedAddr := nettest.RefusingAddr(t)
 
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server notices the client hanging up
@@ -65,24 +64,4 @@ func TestDescribe(t *testing.T) {
 	if Describe(nil) != "" {
 		t.Error("Describe(nil) should be empty")
 	}
-}
-
-// boundNotListening returns an address whose port this test holds (bound, never
-// listening), so connecting is refused for as long as the test runs. A port freed by
-// closing a listener could be taken meanwhile by another test process.
-func boundNotListening(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }

@@ -13,9 +13,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/cmd/paysvc/admin"
 	"paysvc/cmd/paysvc/service"
@@ -166,6 +171,66 @@ func Start(t testing.TB, mutate func(*service.Config)) *Env {
 	}
 	t.Cleanup(svc.Close)
 	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, AdminURL: "http://" + svc.AdminAddr, Config: cfg, Logs: logs}
+}
+
+// Launch starts a service on cfg, quiet unless PAYSVC_TEST_LOG is set, and leaves
+// closing it to the caller: a test that stops and restarts services closes each
+// one itself.
+func Launch(t testing.TB, cfg service.Config) *service.Service {
+	t.Helper()
+	svc, err := service.Start(context.Background(), cfg, Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// Run is Launch with the Env that calls the service, whose database is schema.
+func Run(t testing.TB, schema storagetest.Schema, cfg service.Config) *Env {
+	t.Helper()
+	svc := Launch(t, cfg)
+	return &Env{T: t, Svc: svc, Schema: schema, BaseURL: "http://" + svc.Addr, Config: cfg}
+}
+
+// BuildBinary builds cmd/paysvc into the test's temporary directory and returns
+// its path, for tests that run, signal and kill real processes.
+func BuildBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "paysvc")
+	if out, err := exec.Command("go", "build", "-o", bin, "paysvc/cmd/paysvc").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Admin is a Kafka admin client of the service's brokers, for a test's own
+// questions to them (offsets, topics, groups); it closes when the test ends.
+func (e *Env) Admin() *kadm.Client {
+	e.T.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Svc.Brokers...))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// Settlement is the id of the merchant's first wallet, the settlement wallet
+// made with it; auth is the merchant's Bearer header.
+func (e *Env) Settlement(auth []string) string {
+	e.T.Helper()
+	var list struct{ Results []map[string]any }
+	e.Do("GET", "/api/v1/wallets/", nil, auth...).JSON(e.T, &list)
+	return list.Results[0]["wallet_id"].(string)
+}
+
+// Deposit funds one of the merchant's wallets through the sandbox, and fails the
+// test unless it is accepted.
+func (e *Env) Deposit(auth []string, wallet, amount string) {
+	e.T.Helper()
+	if r := e.Do("POST", "/api/v1/sandbox/wallets/"+wallet+"/deposit/", map[string]any{"amount": amount}, auth...); r.Status != 200 {
+		e.T.Fatalf("deposit: %d %s", r.Status, r.Body)
+	}
 }
 
 // Merchant creates a sandbox merchant and returns its keys.
