@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"html"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +129,36 @@ func TestWebhookRotationWindow(t *testing.T) {
 			t.Fatalf("after a second rotation: want the newest and the one it retired only: %v", got.headers)
 		}
 		key = third
+	})
+
+	t.Run("ConsoleShowsAndSetsTheWindow", func(t *testing.T) {
+		cc := newConsoleClient(t, env.BaseURL)
+		session := cc.signIn(b.secret, sandboxCookie, nil)
+		page := cc.page(sandboxCookie, session, "/console/webhooks")
+		if page.Status != 200 || !strings.Contains(page.Body, "Previous secret valid until ") ||
+			!strings.Contains(page.Body, `name="expire_previous_in"`) {
+			t.Fatalf("the webhooks page shows no window or no choice of it: %d\n%s", page.Status, page.Body)
+		}
+		form := url.Values{"csrf": {csrfOf(t, page.Body)}, "expire_previous_in": {"604801"}}
+		if r := cc.do("POST", "/console/webhooks/"+id+"/rotate-secret", form, map[string]string{sandboxCookie: session}); r.Status != 400 ||
+			!strings.Contains(r.Body, "between 0 and 604800") {
+			t.Fatalf("a window over 7 days through the console: %d\n%s", r.Status, r.Body)
+		}
+		form.Set("expire_previous_in", "3600")
+		r := cc.do("POST", "/console/webhooks/"+id+"/rotate-secret", form, map[string]string{sandboxCookie: session})
+		m := regexp.MustCompile(`<code id="signing-secret">(whsec_[^<]+)</code>`).FindStringSubmatch(r.Body)
+		if r.Status != 200 || m == nil || !strings.Contains(r.Body, "The previous secret stays valid until ") {
+			t.Fatalf("the console's rotation: %d\n%s", r.Status, r.Body)
+		}
+		newKey, err := webhooks.ParseSecret(html.UnescapeString(m[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := deliver(t)
+		if signatures(got) != 2 || !signatureMatches(newKey, got.headers, got.body) || !signatureMatches(key, got.headers, got.body) {
+			t.Fatalf("after the console's rotation with an hour's window: %v", got.headers)
+		}
+		key = newKey
 	})
 
 	t.Run("NoWindowSignsWithTheNewKeyAlone", func(t *testing.T) {
