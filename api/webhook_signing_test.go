@@ -130,7 +130,7 @@ func TestWebhookSigning(t *testing.T) {
 		}
 	})
 	t.Run("RotationSignsLaterDeliveriesWithTheNewSecretOnly", func(t *testing.T) {
-		r := b.post("/api/v1/webhooks/"+plainID+"/rotate-secret/", map[string]any{})
+		r := b.post("/api/v1/webhooks/"+plainID+"/rotate-secret/", map[string]any{"expire_previous_in": 0})
 		newSecret, _ := r.Map(t)["signing_secret"].(string)
 		if r.Status != 200 || !strings.HasPrefix(newSecret, "whsec_") || newSecret == plainSecret {
 			t.Fatalf("rotate: %d %s", r.Status, r.Body)

@@ -32,6 +32,9 @@ type webhookJSON struct {
 	// IncludeChallenge: delivery bodies echo the challenge (opt-in, default false;
 	// docs/security.md explains the risk).
 	IncludeChallenge bool `json:"include_challenge"`
+	// PreviousSecretExpiresAt is when the signing secret the last rotation retired
+	// stops signing; null when none signs any more. The secret itself is never shown.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
 }
 
 // signedWebhookJSON is the answer of create and rotate-secret: the only time the
@@ -45,7 +48,17 @@ func renderWebhook(w storage.Webhook) webhookJSON {
 	return webhookJSON{ID: w.WebhookID, Endpoint: w.Endpoint, IsActive: w.IsActive, CollectionEvent: w.CollectionEvent,
 		SendMoneyEvent: w.SendMoneyEvent, ReversalEvent: w.ReversalEvent, WalletTransferEvent: w.WalletTransferEvent,
 		SubscriptionEvent: w.SubscriptionEvent, FailuresCount: w.FailuresCount, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
-		IncludeChallenge: w.IncludeChallenge}
+		IncludeChallenge: w.IncludeChallenge, PreviousSecretExpiresAt: previousExpiry(w, time.Now())}
+}
+
+// previousExpiry is the end of the webhook's rotation window, or nil when no
+// previous secret signs at now.
+func previousExpiry(w storage.Webhook, now time.Time) *time.Time {
+	if w.PreviousSecretExpiresAt == nil || len(w.PreviousSigningSecret) == 0 || !now.Before(*w.PreviousSecretExpiresAt) {
+		return nil
+	}
+	t := w.PreviousSecretExpiresAt.UTC()
+	return &t
 }
 
 func renderSignedWebhook(w storage.Webhook) signedWebhookJSON {
@@ -166,10 +179,22 @@ func (s *Server) updateWebhook(c echo.Context) error {
 	return c.JSON(http.StatusOK, renderWebhook(w))
 }
 
+// maxPreviousWindow bounds expire_previous_in: a retired key that signs for longer
+// than a week is a second live secret, not a changeover.
+const maxPreviousWindow = 7 * 24 * time.Hour
+
+// defaultPreviousWindow is the retired key's window when the body names none: a day
+// to deploy the new secret, as Stripe gives by default.
+const defaultPreviousWindow = 24 * time.Hour
+
 // rotateWebhookSecret makes a new Standard Webhooks signing secret, shown once in
-// the answer, and replaces the challenge when the body gives one. Deliveries sent
-// from then on (retries and replays included) are signed with the new secret only;
-// their bodies stay the bytes first recorded.
+// the answer, and replaces the challenge when the body gives one. The retired
+// secret keeps signing beside the new one for expire_previous_in seconds (default a
+// day; 0 stops it at once; at most a week): every delivery signed in that window,
+// retries and replays included, carries both signatures, the new one first. Only one
+// previous secret is kept: a second rotation inside the window retires the secret
+// the first one made, and the older one stops at once. The challenge has no window
+// (X-SERVICE-Signature is one value). Bodies stay the bytes first recorded.
 func (s *Server) rotateWebhookSecret(c echo.Context) error {
 	w, err := s.pathWebhook(c)
 	if err != nil {
@@ -183,6 +208,15 @@ func (s *Server) rotateWebhookSecret(c echo.Context) error {
 		if err := s.applyWebhookFields(edge.Body{"challenge": b["challenge"]}, &w, false); err != nil {
 			return err
 		}
+	}
+	window, _, err := b.Int("expire_previous_in", false, int(defaultPreviousWindow/time.Second), 0, int(maxPreviousWindow/time.Second))
+	if err != nil {
+		return err
+	}
+	w.PreviousSigningSecret, w.PreviousSecretExpiresAt = nil, nil
+	if window > 0 {
+		until := time.Now().UTC().Truncate(time.Microsecond).Add(time.Duration(window) * time.Second)
+		w.PreviousSigningSecret, w.PreviousSecretExpiresAt = w.SigningSecret, &until
 	}
 	if w.SigningSecret, err = webhooks.NewSigningSecret(); err != nil {
 		return err

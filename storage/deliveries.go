@@ -36,6 +36,10 @@ type Delivery struct {
 
 	// SigningSecret keys webhook-signature (the webhook's, read when sending).
 	SigningSecret []byte `db:"signing_secret"`
+	// PreviousSigningSecret signs too until PreviousSecretExpiresAt (the webhook's
+	// rotation window; nil when none).
+	PreviousSigningSecret   []byte     `db:"previous_signing_secret"`
+	PreviousSecretExpiresAt *time.Time `db:"previous_secret_expires_at"`
 	// TraceParent is the event's trace context when the delivery came straight
 	// from the ingest; not stored, so a delivery claimed from the table (a retry,
 	// a backlog) has none and is not traced.
@@ -294,7 +298,8 @@ func takeChains(ctx context.Context, tx *sqlx.Tx, keys []QueueKey, lease time.Du
 	var rows []Delivery
 	if err := sqlx.SelectContext(ctx, tx, &rows, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, d.status,
 			d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, d.agg_key, d.src_partition, d.src_offset,
-			w.endpoint, w.challenge, w.signing_secret, w.is_active, w.include_challenge
+			w.endpoint, w.challenge, w.signing_secret, w.is_active, w.include_challenge,
+			w.previous_signing_secret, w.previous_secret_expires_at
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS q(webhook_id, topic, src_partition, agg_key)
 		CROSS JOIN LATERAL (SELECT * FROM webhook_deliveries x
 			WHERE x.webhook_id = q.webhook_id AND x.topic = q.topic AND x.src_partition = q.src_partition AND x.agg_key = q.agg_key
@@ -689,7 +694,8 @@ func EventDeliveries(ctx context.Context, q sqlx.QueryerContext, merchantID, eve
 	var out []Delivery
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT d.event_id, d.webhook_id, d.merchant_id, d.topic, d.body, `+shownStatus+` AS status,
 		d.attempts, d.created_at, d.updated_at, d.last_status, d.last_error, w.endpoint, w.challenge, w.signing_secret, w.is_active,
-		w.include_challenge FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.merchant_id = $1 AND d.event_id = $2`,
+		w.include_challenge, w.previous_signing_secret, w.previous_secret_expires_at
+		FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.merchant_id = $1 AND d.event_id = $2`,
 		merchantID, eventID)
 	return out, err
 }

@@ -30,17 +30,23 @@ type Webhook struct {
 	// docs/security.md for the risk).
 	IncludeChallenge bool   `db:"include_challenge"`
 	SigningSecret    []byte `db:"signing_secret"`
+	// PreviousSigningSecret is the key the last rotation retired, a secret like
+	// SigningSecret and never returned; it still signs beside SigningSecret until
+	// PreviousSecretExpiresAt (migration 0065). Both nil when there is none.
+	PreviousSigningSecret   []byte     `db:"previous_signing_secret"`
+	PreviousSecretExpiresAt *time.Time `db:"previous_secret_expires_at"`
 }
 
 const webhookColumns = `webhook_id, merchant_id, endpoint, challenge, is_active, collection_event, send_money_event,
 	reversal_event, wallet_transfer_event, subscription_event, failures_count, created_at, updated_at,
-	include_challenge, signing_secret`
+	include_challenge, signing_secret, previous_signing_secret, previous_secret_expires_at`
 
 // InsertWebhook stores a new webhook.
 func InsertWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 	_, err := sqlx.NamedExecContext(ctx, ext, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (:webhook_id, :merchant_id,
 		:endpoint, :challenge, :is_active, :collection_event, :send_money_event, :reversal_event, :wallet_transfer_event,
-		:subscription_event, :failures_count, :created_at, :updated_at, :include_challenge, :signing_secret)`, w)
+		:subscription_event, :failures_count, :created_at, :updated_at, :include_challenge, :signing_secret,
+		:previous_signing_secret, :previous_secret_expires_at)`, w)
 	if err != nil {
 		return fmt.Errorf("insert webhook: %w", idTaken(err, "webhooks"))
 	}
@@ -64,7 +70,8 @@ func UpdateWebhook(ctx context.Context, ext sqlx.ExtContext, w Webhook) error {
 		is_active = :is_active, collection_event = :collection_event, send_money_event = :send_money_event,
 		reversal_event = :reversal_event, wallet_transfer_event = :wallet_transfer_event,
 		subscription_event = :subscription_event, failures_count = :failures_count,
-		include_challenge = :include_challenge, signing_secret = :signing_secret, updated_at = now()
+		include_challenge = :include_challenge, signing_secret = :signing_secret,
+		previous_signing_secret = :previous_signing_secret, previous_secret_expires_at = :previous_secret_expires_at, updated_at = now()
 		WHERE webhook_id = :webhook_id AND merchant_id = :merchant_id`, w)
 	if err != nil {
 		return fmt.Errorf("update webhook: %w", err)

@@ -485,9 +485,15 @@ func (s *Console) consoleReplay(c echo.Context) error {
 		"/console/webhooks/events/"+url.PathEscape(id), "replayed")
 }
 
-// consoleRotateSecret rotates a webhook's signing secret and shows the new one, once.
+// consoleRotateSecret rotates a webhook's signing secret and shows the new one, once,
+// with how long the old one keeps signing (the form's expire_previous_in; the API's
+// default without one, and its words when the value is refused).
 func (s *Console) consoleRotateSecret(c echo.Context) error {
-	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/webhooks/"+pathID(c, "webhook_id")+"/rotate-secret", map[string]string{}, "")
+	body := map[string]string{}
+	if v := c.FormValue("expire_previous_in"); v != "" {
+		body["expire_previous_in"] = v
+	}
+	r, err := s.consoleCall(c, http.MethodPost, "/api/v1/webhooks/"+pathID(c, "webhook_id")+"/rotate-secret", body, "")
 	if err != nil {
 		return err
 	}

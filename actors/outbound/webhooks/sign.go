@@ -99,17 +99,53 @@ func ServiceSignature(secret string, body []byte) string {
 // bytes behind whsec_). Two keys, so a challenge echoed in a body (opt-in) cannot
 // forge webhook-signature.
 func DeliveryHeaders(challenge string, key []byte, eventID string, at time.Time, body []byte) map[string]string {
+	return SignDelivery(challenge, SigningKeys{Current: key}, eventID, at, body)
+}
+
+// SigningKeys are the keys of a webhook's webhook-signature: the current one and,
+// for a window after a rotation, the key that rotation retired, so a receiver that
+// has not yet deployed the new secret keeps verifying (docs/security.md, Webhook
+// signing). Previous signs while the moment of signing is before PreviousUntil.
+type SigningKeys struct {
+	Current       []byte
+	Previous      []byte
+	PreviousUntil time.Time
+}
+
+// At is the keys that sign at a moment, the current one first.
+func (k SigningKeys) At(at time.Time) [][]byte {
+	if len(k.Previous) == 0 || !at.Before(k.PreviousUntil) {
+		return [][]byte{k.Current}
+	}
+	return [][]byte{k.Current, k.Previous}
+}
+
+// SignDelivery is DeliveryHeaders with every key that signs at the moment at:
+// webhook-signature lists one "v1,<signature>" per key, space-separated, the
+// current key's first, as Standard Webhooks lets a receiver accept any of them.
+// X-SERVICE-Signature stays one value, keyed by the current challenge: the spec's
+// header has no list, so a changed challenge has no window.
+func SignDelivery(challenge string, keys SigningKeys, eventID string, at time.Time, body []byte) map[string]string {
 	ts := strconv.FormatInt(at.Unix(), 10)
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(eventID + "." + ts + "."))
-	m.Write(body)
+	var sigs []string
+	for _, key := range keys.At(at) {
+		sigs = append(sigs, "v1,"+standardSignature(key, eventID, ts, body))
+	}
 	return map[string]string{
 		"Content-Type":        "application/json",
 		"X-SERVICE-Signature": ServiceSignature(challenge, body),
 		"webhook-id":          eventID,
 		"webhook-timestamp":   ts,
-		"webhook-signature":   "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)),
+		"webhook-signature":   strings.Join(sigs, " "),
 	}
+}
+
+// standardSignature is the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>".
+func standardSignature(key []byte, eventID, ts string, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(eventID + "." + ts + "."))
+	m.Write(body)
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
 // Headers signs both ways with one secret (its raw bytes key webhook-signature):
@@ -119,7 +155,9 @@ func Headers(secret, eventID string, at time.Time, body []byte) map[string]strin
 }
 
 // VerifyDelivery checks both signatures of a delivery as a receiver would (tests
-// and `paysvc listen` use it). tolerance bounds the timestamp's age.
+// and `paysvc listen` use it): webhook-signature verifies when any of its
+// space-separated v1 signatures is key's, as Standard Webhooks says. tolerance
+// bounds the timestamp's age.
 func VerifyDelivery(challenge string, key []byte, headers map[string]string, body []byte, now time.Time, tolerance time.Duration) bool {
 	if !hmac.Equal([]byte(headers["X-SERVICE-Signature"]), []byte(ServiceSignature(challenge, body))) {
 		return false
@@ -131,8 +169,13 @@ func VerifyDelivery(challenge string, key []byte, headers map[string]string, bod
 	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
 		return false
 	}
-	want := DeliveryHeaders(challenge, key, headers["webhook-id"], time.Unix(ts, 0), body)["webhook-signature"]
-	return hmac.Equal([]byte(headers["webhook-signature"]), []byte(want))
+	want := standardSignature(key, headers["webhook-id"], strconv.FormatInt(ts, 10), body)
+	for _, part := range strings.Fields(headers["webhook-signature"]) {
+		if sig, ok := strings.CutPrefix(part, "v1,"); ok && hmac.Equal([]byte(sig), []byte(want)) {
+			return true
+		}
+	}
+	return false
 }
 
 // CallbackSecretName is the service secret (storage.ServiceSecret) from which every

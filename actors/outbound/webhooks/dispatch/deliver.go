@@ -289,7 +289,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl storage.Delivery, until tim
 		o.Status, o.Error = "FAILED", &msg
 		return o, true
 	}
-	headers := webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body)
+	headers := webhooks.SignDelivery(dl.Challenge, signingKeys(dl), dl.EventID, time.Now(), dl.Body)
 	resp, err := d.client.Post(actx, dl.Endpoint, headers, dl.Body)
 	if ctx.Err() != nil {
 		return o, false
@@ -452,4 +452,16 @@ func (d *Dispatcher) finish(ctx, wctx context.Context, batch []queueDone) {
 			}
 		}
 	}
+}
+
+// signingKeys are the keys a delivery is signed with: the webhook's current one and,
+// within its rotation window, the one the rotation retired. Which of them sign is
+// decided at each attempt (webhooks.SigningKeys.At), so a retry after the window
+// carries the current signature alone.
+func signingKeys(dl storage.Delivery) webhooks.SigningKeys {
+	k := webhooks.SigningKeys{Current: dl.SigningSecret}
+	if dl.PreviousSecretExpiresAt != nil {
+		k.Previous, k.PreviousUntil = dl.PreviousSigningSecret, *dl.PreviousSecretExpiresAt
+	}
+	return k
 }

@@ -241,7 +241,7 @@ func Replay(ctx context.Context, db *sqlx.DB, client *outbound.Client, dl storag
 	if !ok {
 		return outbound.Response{}, ErrDeliveryGone
 	}
-	headers := webhooks.DeliveryHeaders(dl.Challenge, dl.SigningSecret, dl.EventID, time.Now(), dl.Body)
+	headers := webhooks.SignDelivery(dl.Challenge, signingKeys(dl), dl.EventID, time.Now(), dl.Body)
 	resp, err := client.Post(ctx, dl.Endpoint, headers, dl.Body)
 	status, errText := outcome(resp, err)
 	delivered := err == nil && resp.Status == 200

@@ -301,7 +301,8 @@ func (d *Dispatcher) handOff(ins storage.Inserted, hooks []storage.Webhook, star
 			w := hooksByID[n.WebhookID]
 			chains[k] = append(chains[k], storage.Delivery{EventID: n.EventID, WebhookID: n.WebhookID, MerchantID: n.MerchantID,
 				Topic: n.Topic, Body: n.Body, Status: "PENDING", CreatedAt: now, UpdatedAt: now, Endpoint: w.Endpoint,
-				Challenge: w.Challenge, SigningSecret: w.SigningSecret, IsActive: w.IsActive, IncludeChallenge: w.IncludeChallenge, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset,
+				Challenge: w.Challenge, SigningSecret: w.SigningSecret, PreviousSigningSecret: w.PreviousSigningSecret,
+				PreviousSecretExpiresAt: w.PreviousSecretExpiresAt, IsActive: w.IsActive, IncludeChallenge: w.IncludeChallenge, AggKey: n.AggKey, Partition: n.Partition, Offset: n.Offset,
 				TraceParent: n.TraceParent})
 		}
 		for _, l := range ins.Leased {
