@@ -69,10 +69,10 @@ cluster: build pg ## Run the production shape as processes: 3-node Apache Kafka 
 
 # npm ci reruns only when a package-lock.json changes (or node_modules is gone);
 # a harness directory without a package-lock.json is skipped silently.
-NPM_DIRS    := $(foreach d,$(SDK_DIR) $(BROWSER_DIR),$(if $(wildcard $(d)/package-lock.json),$(d)))
+NPM_DIRS    := $(foreach d,$(SDK_DIR) $(BROWSER_DIR) api/openapitest,$(if $(wildcard $(d)/package-lock.json),$(d)))
 NPM_STAMPS  := $(addsuffix /node_modules/.paysvc-npm-ci.stamp,$(NPM_DIRS))
 
-sdk: $(NPM_STAMPS) ## Install the Node test harnesses' deps (api/sdktest: the SDK; api/browsertest: playwright-core)
+sdk: $(NPM_STAMPS) ## Install the Node test harnesses' deps (api/sdktest: the SDK; api/browsertest: playwright-core; api/openapitest: openapi-typescript, tsc)
 
 %/node_modules/.paysvc-npm-ci.stamp: %/package-lock.json
 	cd $* && npm ci --no-audit --no-fund

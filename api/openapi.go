@@ -45,6 +45,15 @@ func (s *Server) describeRoutes() *openapi.Document {
 // hand-written entry, entries without a route): empty when it is whole.
 func (s *Server) OpenAPIProblems() []string { return s.openapi.Problems }
 
+// OpenAPIDocument is the API document exactly as GET /api/v1/openapi.json serves
+// it (api/openapi/openapi.json is its committed copy).
+func (s *Server) OpenAPIDocument() []byte { return s.openapi.JSON }
+
+// ConsoleOpenAPIDocument describes the merchant console's pages and forms, which
+// the API document leaves out: HTML for a browser, no interface a client is
+// generated from. It is not served; api/openapi/console.json is its committed copy.
+func (s *Server) ConsoleOpenAPIDocument() []byte { return s.openapi.ConsoleJSON }
+
 func (s *Server) openapiJSON(c echo.Context) error {
 	return s.serveDescription(c, echo.MIMEApplicationJSON, s.openapi.JSON, s.openapi.JSONETag)
 }

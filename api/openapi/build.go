@@ -49,9 +49,12 @@ type Route struct {
 // Document is the built description.
 type Document struct {
 	JSON, YAML []byte
+	// ConsoleJSON is the merchant console's pages and forms (AuthConsole routes),
+	// a document of its own, indented as JSON is.
+	ConsoleJSON []byte
 	// JSONETag and YAMLETag are strong validators of each encoding.
 	JSONETag, YAMLETag string
-	// Operations is how many operations the document describes; Problems says
+	// Operations is how many operations the two documents describe; Problems says
 	// what is missing or stale (a route without its entry in operations.yaml, an
 	// entry naming no route, an unknown schema or parameter). Empty when whole.
 	Operations int
@@ -110,8 +113,9 @@ type document struct {
 	JSONSchemaDialect string           `json:"jsonSchemaDialect" yaml:"jsonSchemaDialect"`
 	Servers           []map[string]any `json:"servers" yaml:"servers"`
 	Tags              []map[string]any `json:"tags" yaml:"tags"`
-	Events            []map[string]any `json:"x-paysvc-events" yaml:"x-paysvc-events"`
+	Events            []map[string]any `json:"x-paysvc-events,omitempty" yaml:"x-paysvc-events,omitempty"`
 	Paths             map[string]any   `json:"paths" yaml:"paths"`
+	Webhooks          map[string]any   `json:"webhooks,omitempty" yaml:"webhooks,omitempty"`
 	Components        map[string]any   `json:"components" yaml:"components"`
 }
 
@@ -156,6 +160,8 @@ var echoParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 func oaPath(p string) string { return echoParam.ReplaceAllString(p, "{$1}") }
 
 // Build describes routes. version is the interface version (info.version).
+// Console routes (AuthConsole, or tagged console) go to a document of their own (Document.ConsoleJSON):
+// HTML pages and forms for a browser are no interface a client is generated from.
 func Build(routes []Route, version string) (*Document, error) {
 	var ops operationsFile
 	if err := yaml.Unmarshal(operationsYAML, &ops); err != nil {
@@ -170,11 +176,71 @@ func Build(routes []Route, version string) (*Document, error) {
 	d := &Document{}
 	problem := func(f string, a ...any) { d.Problems = append(d.Problems, fmt.Sprintf(f, a...)) }
 
-	// Which entry (and operation id) describes each route.
-	type binding struct {
-		name, id string
-		spec     opSpec
+	byRoute := bindRoutes(ops, problem)
+	served := map[string]bool{}
+	apiPaths, consolePaths := map[string]any{}, map[string]any{}
+	for _, rt := range routes {
+		key := rt.Method + " " + rt.Path
+		served[key] = true
+		b, ok := byRoute[key]
+		if !ok {
+			problem("route %s is served but has no entry in api/openapi/operations.yaml", key)
+			b = binding{id: strings.ToLower(rt.Method) + echoParam.ReplaceAllString(strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(rt.Path), "$1")}
+		}
+		op := describe(rt, b.id, b.spec, ok, schemas, params, problem)
+		if ok && b.id != b.name {
+			op.AliasOf = b.name
+		}
+		paths := apiPaths
+		if rt.Auth == AuthConsole || slices.Contains(b.spec.Tags, consoleTag) {
+			paths = consolePaths // its sign-in page and form are open routes
+		}
+		p := oaPath(rt.Path)
+		item, _ := paths[p].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			if pp := pathParams(rt.Path, ops.PathParameters, problem); len(pp) > 0 {
+				item["parameters"] = pp
+			}
+			paths[p] = item
+		}
+		item[strings.ToLower(rt.Method)] = op
+		d.Operations++
 	}
+	for key, b := range byRoute {
+		if !served[key] {
+			problem("api/openapi/operations.yaml: %s lists %s, which the router does not serve", b.name, key)
+		}
+	}
+	sort.Strings(d.Problems)
+
+	hooks, err := describeWebhooks(schemas, params)
+	if err != nil {
+		return nil, err
+	}
+	comps["headers"] = map[string]any{
+		"RequestId": map[string]any{"description": "The request's id: the client's X-Request-Id when it is sane, else a new one. Errors repeat it as request_id.",
+			"schema": map[string]any{"type": "string"}},
+		"RetryAfter": map[string]any{"description": "Seconds to wait before retrying.", "schema": map[string]any{"type": "integer"}},
+	}
+	comps["responses"] = errorResponseComponents()
+	if err := d.encode(version, apiPaths, hooks, comps); err != nil {
+		return nil, err
+	}
+	if d.ConsoleJSON, err = consoleDocument(version, consolePaths, comps); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// binding is the entry (and operation id) that describes a route.
+type binding struct {
+	name, id string
+	spec     opSpec
+}
+
+// bindRoutes maps each "METHOD /path" operations.yaml names to its entry.
+func bindRoutes(ops operationsFile, problem func(string, ...any)) map[string]binding {
 	byRoute := map[string]binding{}
 	names := make([]string, 0, len(ops.Operations))
 	for name := range ops.Operations {
@@ -200,48 +266,19 @@ func Build(routes []Route, version string) (*Document, error) {
 			byRoute[key] = binding{name: name, id: id, spec: spec}
 		}
 	}
+	return byRoute
+}
 
-	served := map[string]bool{}
-	paths := map[string]any{}
-	for _, rt := range routes {
-		key := rt.Method + " " + rt.Path
-		served[key] = true
-		b, ok := byRoute[key]
-		if !ok {
-			problem("route %s is served but has no entry in api/openapi/operations.yaml", key)
-			b = binding{id: strings.ToLower(rt.Method) + echoParam.ReplaceAllString(strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(rt.Path), "$1")}
-		}
-		op := describe(rt, b.id, b.spec, ok, schemas, params, problem)
-		if ok && b.id != b.name {
-			op.AliasOf = b.name
-		}
-		p := oaPath(rt.Path)
-		item, _ := paths[p].(map[string]any)
-		if item == nil {
-			item = map[string]any{}
-			if pp := pathParams(rt.Path, ops.PathParameters, problem); len(pp) > 0 {
-				item["parameters"] = pp
-			}
-			paths[p] = item
-		}
-		item[strings.ToLower(rt.Method)] = op
-		d.Operations++
-	}
-	for key, b := range byRoute {
-		if !served[key] {
-			problem("api/openapi/operations.yaml: %s lists %s, which the router does not serve", b.name, key)
+// encode makes the API document in both encodings. The JSON is indented (two
+// spaces, keys sorted) so that api/openapi/openapi.json, the committed copy of
+// exactly these bytes, diffs line by line.
+func (d *Document) encode(version string, paths, hooks, comps map[string]any) error {
+	apiComps := map[string]any{"securitySchemes": apiSecuritySchemes}
+	for k, v := range comps {
+		if k != "securitySchemes" {
+			apiComps[k] = v
 		}
 	}
-	sort.Strings(d.Problems)
-
-	comps["securitySchemes"] = securitySchemes
-	comps["headers"] = map[string]any{
-		"RequestId": map[string]any{"description": "The request's id: the client's X-Request-Id when it is sane, else a new one. Errors repeat it as request_id.",
-			"schema": map[string]any{"type": "string"}},
-		"RetryAfter": map[string]any{"description": "Seconds to wait before retrying.", "schema": map[string]any{"type": "integer"}},
-	}
-	comps["responses"] = errorResponseComponents()
-
 	doc := document{
 		OpenAPI: "3.1.0",
 		Info: map[string]any{"title": "paysvc API", "version": version, "summary": "Payments, payouts, wallets, refunds, subscriptions and webhooks.",
@@ -251,22 +288,23 @@ func Build(routes []Route, version string) (*Document, error) {
 		Tags:              tags,
 		Events:            events,
 		Paths:             paths,
-		Components:        comps,
+		Webhooks:          hooks,
+		Components:        apiComps,
 	}
 	var err error
-	// Compact: the YAML is the one for reading.
-	if d.JSON, err = json.Marshal(doc); err != nil {
-		return nil, fmt.Errorf("openapi: encode JSON: %w", err)
+	if d.JSON, err = json.MarshalIndent(doc, "", "  "); err != nil {
+		return fmt.Errorf("openapi: encode JSON: %w", err)
 	}
+	d.JSON = append(d.JSON, '\n')
 	var y bytes.Buffer
 	enc := yaml.NewEncoder(&y)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("openapi: encode YAML: %w", err)
+		return fmt.Errorf("openapi: encode YAML: %w", err)
 	}
 	d.YAML = y.Bytes()
 	d.JSONETag, d.YAMLETag = etag(d.JSON), etag(d.YAML)
-	return d, nil
+	return nil
 }
 
 // errorResponseComponents are the shared error responses (components.responses):
@@ -474,11 +512,9 @@ var authText = map[Auth]string{
 		"permission check and Idempotency-Key.",
 }
 
-var securitySchemes = map[string]any{
+var apiSecuritySchemes = map[string]any{
 	"secretKey": map[string]any{"type": "http", "scheme": "bearer", "bearerFormat": "ISSecretKey_test_... or ISSecretKey_live_...",
 		"description": "The merchant's secret key, server to server only. A restricted key holds a list of permissions; each operation names the one it needs in x-paysvc-permission."},
-	"consoleSession": map[string]any{"type": "apiKey", "in": "cookie", "name": "console_session",
-		"description": "The merchant console's session (__Host-console_session on a live server), made at /console/sign-in from a secret key; the browser never holds the key. docs/security.md, Console sessions."},
 	"publicKey": map[string]any{"type": "apiKey", "in": "header", "name": "X-SERVICE-PUBLIC-API-KEY",
 		"description": "The public (publishable) key, ISPubKey_test_... or ISPubKey_live_.... Also accepted as header INTASEND_PUBLIC_API_KEY or X-IntaSend-Public-API-Key, or as the body field public_key."},
 }
@@ -497,7 +533,6 @@ var tags = []map[string]any{
 	{"name": "sandbox", "description": "Sandbox-only tools: test money, the mail sink, event streams and sample events."},
 	{"name": "callbacks", "description": "Payment providers' callbacks (M-Pesa Daraja), authenticated by the path token."},
 	{"name": "hosted-pages", "description": "HTML pages customers open (checkout, payment links, subscription setup and subscribe) and their static files."},
-	{"name": "console", "description": "The merchant console: HTML pages and forms behind a session (docs/console.md)."},
 }
 
 // EventSchemas lists the Kafka wire contract's JSON Schemas (docs/events, generated
@@ -538,8 +573,7 @@ var events = func() []map[string]any {
 
 const infoDescription = `The HTTP interface of paysvc (interface version in info.version; path prefix /api/v1).
 
-Every path is also served with a trailing slash, and no API path ever redirects (the merchant
-console's forms, tagged console, answer 303 See Other as browser forms do). Request and response
+Every path is also served with a trailing slash, and no path ever redirects. Request and response
 bodies are JSON; unknown request fields (such as public_key) are ignored. Money amounts are decimal
 strings with two places ("38.00"); requests may also send them as JSON numbers. Lists are
 {count, next, previous, results} with ?page= and ?page_size= (1..500, default 50).
@@ -549,6 +583,10 @@ errors[{code, detail, attr}] for newer ones, and request_id (also the X-Request-
 
 Writes marked x-paysvc-idempotent honour an Idempotency-Key header: a retry with the same key and
 body gets the first answer, never a second effect.
+
+What the service POSTs to a merchant's webhooks is under webhooks, one entry per topic, with both
+signatures' headers. The merchant console's HTML pages and forms, for a browser, are described apart
+(docs/openapi.md).
 
 Who may call each operation: its security requirement and x-paysvc-auth; the permission a
 restricted secret key needs: x-paysvc-permission. This document is built by the server from its

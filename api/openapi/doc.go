@@ -17,6 +17,14 @@
 // returns both as Problems, and the api package's tests fail on any, so a route added
 // without its description, or removed without removing it, is caught at once.
 //
+// Beside the routes, the document's webhooks object describes what the service
+// POSTs to merchants' webhooks, one entry per topic, with the topic's payload
+// schema: an embedded copy of docs/events/<topic>.schema.json (payloads/), which
+// a test keeps equal to its source. The merchant console's pages and forms are
+// HTML for a browser, so they go to a document of their own (Document.ConsoleJSON)
+// and the API document is one a client can be generated from. The JSON is
+// indented so that its committed copy, openapi.json, diffs line by line.
+//
 // The body schemas are checked against real answers by api's
 // TestOpenAPIResponsesMatchDocument, with an independent validator (kin-openapi),
 // which closes every object so that a field a handler emits and the document does not
