@@ -10,7 +10,8 @@
 // collection calls send what the customer asked, amount and currency as given, and
 // the fee quote and the refusal of an unpriceable payment read the same function a
 // collection is converted and priced by. The API passes the fee schedule and the
-// rate table from its configuration and converts nothing itself.
+// rate table from its configuration to those functions and has no rate, rounding
+// or fee of its own.
 //
 // Besides the JSON API it serves:
 //   - the customer's hosted pages, which are package api/pages (the checkout
