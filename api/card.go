@@ -132,13 +132,10 @@ func (s *Server) cardPayment(c echo.Context) error {
 	if phone == "" && target.checkout != nil && target.checkout.PhoneNumber != nil {
 		phone = *target.checkout.PhoneNumber
 	}
-	kes, _, err := s.toKES(target.currency, target.amount)
-	if err != nil {
-		return err
-	}
-	// The invoice kind prices what the customer asked (invoice.Price), behind the log.
+	// The invoice kind converts and prices what the customer asked (invoice.Quote),
+	// behind the log.
 	inv, sess, sig, err := s.openPayment(c, topics.InvoiceSTKPush{
-		WalletID: target.sessionWallet(walletID), Phone: phone, Amount: kes,
+		WalletID: target.sessionWallet(walletID), Phone: phone, Amount: target.amount, Currency: target.currency,
 		Tariff: tar, APIRef: apiRef, CheckoutID: target.checkoutID, Email: target.email,
 		Provider: "CARD", CardLast4: pan[len(pan)-4:], CardNetwork: cardNetwork(pan), TestOutcome: card.TestOutcome(pan),
 		Customer: withSession(cust, target.checkout), Host: host, PaymentLinkID: target.paymentLinkID(),

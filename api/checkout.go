@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/aggregates/wallet/walletstore"
@@ -216,12 +217,9 @@ func (s *Server) checkoutWallet(ctx context.Context, merchantID, walletID string
 // a currency without a configured rate (UGX and TZS too: they are paid converted
 // to KES). UGX and TZS also have their own range (createCheckout).
 func (s *Server) payableAmount(currency string, amount money.Amount) error {
-	kes, _, err := s.cfg.Rates.ToKES(currency, amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
-	}
+	kes, _, err := invoice.Convert(s.cfg.Rates, currency, amount)
 	if err != nil {
-		return err
+		return priceRefusal(err)
 	}
 	if kes.Cmp(maxCollectionKES) > 0 {
 		return edge.Invalid("amount", "Amount must be at most KES 999,999 (after conversion to KES): no payment method collects more.")

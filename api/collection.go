@@ -11,7 +11,6 @@ import (
 	"paysvc/actors/aggregates/invoice"
 	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/rails/card"
-	"paysvc/actors/values/money"
 	"paysvc/api/edge"
 	"paysvc/topics"
 )
@@ -32,7 +31,8 @@ var (
 
 // collection initiates a collection (POST /payment/collection/). M-Pesa prompts the
 // customer like the STK push; amounts in USD, EUR or GBP are converted to KES at the
-// configured rates (M-Pesa settles in KES) before the KES 10..150,000 limit applies.
+// configured rates by the invoice kind (M-Pesa settles in KES) before the KES
+// 10..150,000 limit applies.
 func (s *Server) collection(c echo.Context) error {
 	b, err := edge.ReadBody(c)
 	if err != nil {
@@ -86,12 +86,15 @@ func (s *Server) collection(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kes, _, err := s.toKES(target.currency, target.amount)
-	if err != nil {
-		return err
+	// A currency without a rate is refused before the tariff is read, the order the
+	// fields are answered in; the amount the command carries is the customer's.
+	if _, _, err := invoice.Convert(s.cfg.Rates, target.currency, target.amount); err != nil {
+		return priceRefusal(err)
 	}
-	// The invoice kind prices what the customer asked (invoice.Price), behind the log.
-	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone, Amount: kes, APIRef: apiRef,
+	// The invoice kind converts and prices what the customer asked (invoice.Quote),
+	// behind the log.
+	cmd := topics.InvoiceSTKPush{WalletID: target.sessionWallet(walletID), Phone: phone,
+		Amount: target.amount, Currency: target.currency, APIRef: apiRef,
 		CheckoutID: target.checkoutID, Email: target.email, Customer: withSession(cust, target.checkout), Host: host,
 		PaymentLinkID: target.paymentLinkID()}
 	if method == "PESALINK" {
@@ -128,14 +131,15 @@ func readTariff(b edge.Body, field string) (string, error) {
 	return tar, nil
 }
 
-// toKES converts what the customer asked into KES, the settlement currency, at the
-// configured rates: the amount a collection's command carries and a quote prices.
-func (s *Server) toKES(currency string, amount money.Amount) (money.Amount, string, error) {
-	kes, rate, err := s.cfg.Rates.ToKES(currency, amount)
-	if errors.Is(err, tariff.ErrUnknownCurrency) {
-		return kes, rate, edge.Invalid("currency", "No exchange rate is configured for "+currency+".")
+// priceRefusal is the 400 of a collection the invoice aggregate's rules refuse
+// (invoice.PriceError), in the field and words the invoice kind refuses with; any
+// other error is returned as it is.
+func priceRefusal(err error) error {
+	var pe *invoice.PriceError
+	if errors.As(err, &pe) {
+		return edge.Invalid(pe.Attr, pe.Detail)
 	}
-	return kes, rate, err
+	return err
 }
 
 // readPayer reads what a payment request says of its payer (the customer fields)

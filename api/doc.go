@@ -4,10 +4,14 @@
 // paysvc.commands.v1 and the handler answers with the engine's reply, which is sent
 // only after the engine's batch committed. Reads come from the Postgres snapshots,
 // always scoped by the authenticated merchant. It holds no business rule: prices
-// are the aggregates' (invoice.Price for a collection, the payout kind for each
-// payout transaction), applied by their kinds behind the command log; the
-// collection calls send what the customer asked, and the fee quote reads the same
-// function a collection is priced by.
+// are the aggregates' (invoice.Quote for a collection, which converts what the
+// customer asked into KES at the configured rates and prices it; the payout kind
+// for each payout transaction), applied by their kinds behind the command log; the
+// collection calls send what the customer asked, amount and currency as given, and
+// the fee quote and the refusal of an unpriceable payment read the same function a
+// collection is converted and priced by. The API passes the fee schedule and the
+// rate table from its configuration to those functions and has no rate, rounding
+// or fee of its own.
 //
 // Besides the JSON API it serves:
 //   - the customer's hosted pages, which are package api/pages (the checkout

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -85,21 +84,14 @@ func (s *Server) amountEstimate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kes, rate, err := s.toKES(currency, amount)
+	// A quote is a read before any command exists: it converts and prices with the
+	// very function the invoice kind opens the invoice with, so the two cannot
+	// disagree.
+	q, err := invoice.Quote(s.cfg.Fees, s.cfg.Rates, method, tar, currency, amount)
 	if err != nil {
-		return err
-	}
-	// A quote is a read before any command exists: it prices with the very function
-	// the invoice kind opens the invoice with, so the two cannot disagree.
-	q, err := invoice.Price(s.cfg.Fees, method, tar, kes)
-	var pe *invoice.PriceError
-	if errors.As(err, &pe) {
-		return edge.Invalid(pe.Attr, pe.Detail)
-	}
-	if err != nil {
-		return err
+		return priceRefusal(err)
 	}
 	return c.JSON(http.StatusOK, estimateJSON{Method: word, Tarrif: invoice.TariffOrDefault(tar), Currency: currency, Amount: amount,
-		SettlementCurrency: tariff.Settlement, ExchangeRate: rate, SettlementAmount: q.Amount,
+		SettlementCurrency: tariff.Settlement, ExchangeRate: q.Rate, SettlementAmount: q.Amount,
 		Value: q.Value, Charges: q.Charges, NetAmount: q.NetAmount})
 }

@@ -160,10 +160,10 @@ func (s *Server) openInvoice(c echo.Context, cmd topics.InvoiceSTKPush) (inv inv
 	return inv, sig, err
 }
 
-// priceable is invoice.Price's refusal of cmd, as the 400 the kind's refusal
+// priceable is invoice.Quote's refusal of cmd, as the 400 the kind's refusal
 // would give.
 func (s *Server) priceable(cmd topics.InvoiceSTKPush) error {
-	_, err := invoice.Price(s.cfg.Fees, invoice.MethodOf(cmd.Provider), cmd.Tariff, cmd.Amount)
+	_, err := invoice.Quote(s.cfg.Fees, s.cfg.Rates, invoice.MethodOf(cmd.Provider), cmd.Tariff, cmd.Currency, cmd.Amount)
 	var pe *invoice.PriceError
 	if errors.As(err, &pe) {
 		return edge.Invalid(pe.Attr, pe.Detail)

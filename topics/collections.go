@@ -47,15 +47,17 @@ type CardRequest struct {
 const RailsMpesaSTKTopic = "paysvc.rails.mpesa_stk.v1"
 
 // InvoiceSTKPush opens an invoice (an M-Pesa STK prompt, a card charge or a
-// PesaLink collection) for what the customer asked to pay: Amount in KES (a
-// foreign amount converted at the edge) under Tariff (empty: BUSINESS-PAYS). The
-// invoice kind prices it (invoice.Price): the invoice's value, charges and
-// net_amount are computed behind the log, never carried in the command.
+// PesaLink collection) for what the customer asked to pay: Amount in Currency
+// (empty: KES, as every opening command without one carries) under Tariff (empty:
+// BUSINESS-PAYS). The invoice kind converts and prices it (invoice.Quote): the KES
+// amount and the invoice's value, charges and net_amount are computed behind the
+// log at the rates and fees the kind was given, never carried in the command.
 type InvoiceSTKPush struct {
 	InvoiceID string       `json:"invoice_id"`
 	WalletID  string       `json:"wallet_id,omitempty"` // empty: the merchant's KES settlement wallet
 	Phone     string       `json:"phone_number"`
 	Amount    money.Amount `json:"amount"`
+	Currency  string       `json:"currency,omitempty"`
 	Tariff    string       `json:"tariff"`
 	APIRef    string       `json:"api_ref"`
 	// CheckoutID links the invoice to the checkout session it pays; Email is the

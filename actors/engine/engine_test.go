@@ -97,7 +97,7 @@ func setupIn(t *testing.T, ns topics.Namespace) *engineBundle {
 	hub := replies.NewHub("test-" + ids.Alias(10))
 	t.Cleanup(hub.Close)
 	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, ns: ns, prod: prod, manual: manual, hub: hub,
-		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Kinds(service.Aggregates(nil))}
+		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Kinds(service.Aggregates(nil, nil))}
 }
 
 // startEngine runs an engine until the returned stop is called (or the test ends).

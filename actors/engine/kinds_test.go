@@ -13,7 +13,7 @@ import (
 // incomplete kind is refused, and nothing else has to be reset for the next one.
 func TestNewRefusesABadKindsList(t *testing.T) {
 	t.Parallel()
-	kinds := service.Kinds(service.Aggregates(nil))
+	kinds := service.Kinds(service.Aggregates(nil, nil))
 	incomplete := kinds[0]
 	incomplete.Apply = nil
 	renamed := kinds[1]
@@ -22,8 +22,8 @@ func TestNewRefusesABadKindsList(t *testing.T) {
 		kinds []engine.Kind
 		want  string
 	}{
-		"twice":      {append(service.Kinds(service.Aggregates(nil)), kinds[0]), "listed twice"},
-		"command":    {append(service.Kinds(service.Aggregates(nil)), renamed), "already handled"},
+		"twice":      {append(service.Kinds(service.Aggregates(nil, nil)), kinds[0]), "listed twice"},
+		"command":    {append(service.Kinds(service.Aggregates(nil, nil)), renamed), "already handled"},
 		"incomplete": {[]engine.Kind{incomplete}, "incomplete"},
 	} {
 		if _, err := engine.New(engine.Config{Kinds: tc.kinds, Logger: logger()}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -23,10 +23,12 @@ var TariffFields = map[string]string{
 }
 
 // Priced is a collection as Price prices it: the invoice's three amounts and the
-// KES amount the schedule priced (M-Pesa: rounded up to whole shillings).
+// KES amount the schedule priced (M-Pesa: rounded up to whole shillings). Quote
+// also sets Rate, the KES per unit of the customer's currency it converted at.
 type Priced struct {
 	tariff.Quote
 	Amount money.Amount
+	Rate   string
 }
 
 // PriceError is a collection the rules do not price: the request field at fault
@@ -35,6 +37,42 @@ type Priced struct {
 type PriceError struct{ Attr, Detail string }
 
 func (e *PriceError) Error() string { return e.Detail }
+
+// Quote prices a collection of amount in currency (empty: KES) by method under
+// tar: it converts the amount into KES at rates (Convert), then prices the KES
+// amount (Price). The invoice kind opens each invoice with it, a fee quote answers
+// with it and the API refuses with it before it sends a payment, so the three
+// cannot disagree on a rate, a rounding or a refusal. A nil fees or rates is
+// tariff.DefaultSchedule or tariff.DefaultRates.
+func Quote(fees *tariff.Schedule, rates *tariff.Rates, method, tar, currency string, amount money.Amount) (Priced, error) {
+	if currency == "" {
+		// An opening command without a currency carries a KES amount: the log
+		// holds such commands, and they apply as KES.
+		currency = tariff.Settlement
+	}
+	kes, rate, err := Convert(rates, currency, amount)
+	if err != nil {
+		return Priced{}, err
+	}
+	p, err := Price(fees, method, tar, kes)
+	p.Rate = rate
+	return p, err
+}
+
+// Convert is amount in currency in KES at rates, rounded half-up to cents, and
+// the rate used: how Quote converts, and how a fixed checkout amount is held to
+// MaxCollection. A currency the rates hold no rate for is refused on the
+// currency field. A nil rates is tariff.DefaultRates.
+func Convert(rates *tariff.Rates, currency string, amount money.Amount) (money.Amount, string, error) {
+	if rates == nil {
+		rates = tariff.DefaultRates()
+	}
+	kes, rate, err := rates.ToKES(currency, amount)
+	if errors.Is(err, tariff.ErrUnknownCurrency) {
+		return kes, rate, &PriceError{"currency", "No exchange rate is configured for " + currency + "."}
+	}
+	return kes, rate, err
+}
 
 // Price prices a collection of kes (already in KES) by method under tar, as the
 // invoice kind opens it. It is pure, so the quote a customer is shown before any

@@ -22,7 +22,8 @@
 // A Rule prices one method: fee = amount × Percent, rounded half-up to
 // cents, plus Fixed, then clamped to [Min, Max] (a zero Max means no cap).
 // Fixed, Min and Max are KES amounts, so a schedule prices KES amounts:
-// convert foreign-currency collections with Rates.ToKES first.
+// convert foreign-currency collections with Rates.ToKES first (the invoice
+// aggregate's Quote does, then prices).
 //
 // Quote applies a tariff:
 //

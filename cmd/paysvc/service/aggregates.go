@@ -23,11 +23,13 @@ type Aggregate struct {
 // value, made for each service, so there is no process-wide registry for tests
 // to reset; the engine's tests use it too, and a test adds a test-only kind
 // through Config.Aggregates. fees is the fee schedule the aggregates that price
-// (collections and payment files) charge by; nil is tariff.DefaultSchedule().
-func Aggregates(fees *tariff.Schedule) []Aggregate {
+// (collections and payment files) charge by, rates the FX table collections are
+// converted into KES at before they are priced; nil is tariff.DefaultSchedule(),
+// tariff.DefaultRates().
+func Aggregates(fees *tariff.Schedule, rates *tariff.Rates) []Aggregate {
 	return []Aggregate{
 		{Kind: walletkind.Kind()},
-		{Kind: invoicekind.Kind(fees)},
+		{Kind: invoicekind.Kind(fees, rates)},
 		{Kind: payoutkind.Kind(fees)},
 		{Kind: refundkind.Kind()},
 		{Kind: subscriptionkind.Kind()},

@@ -160,7 +160,7 @@ type Config struct {
 	// LedgerAudit schedules the relay role's continuous ledger audit.
 	LedgerAudit LedgerAudit
 	// Aggregates is the list of aggregates the roles run; nil (what FromEnv
-	// gives, there is no variable) is Aggregates(API.Fees). Tests add a test-only kind.
+	// gives, there is no variable) is Aggregates(API.Fees, API.Rates). Tests add a test-only kind.
 	Aggregates []Aggregate
 }
 

@@ -72,7 +72,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err e
 	s.cancel = stop
 	list := cfg.Aggregates
 	if list == nil {
-		list = Aggregates(cfg.API.Fees)
+		list = Aggregates(cfg.API.Fees, cfg.API.Rates)
 	}
 	st := &starter{Service: s, cfg: cfg, run: run, wake: func() {}, kinds: Kinds(list)}
 	defer func() {

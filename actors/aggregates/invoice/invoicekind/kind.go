@@ -1,7 +1,7 @@
 // Package invoicekind registers the invoice (collection) aggregate
 // (actors/aggregates/invoice) with the engine (docs/adr/0007-one-aggregate-contract.md): an
-// STK push, card or PesaLink payment opens an invoice, priced here from what the
-// customer asked (invoice.Price), and queues its rail's request; the rail's
+// STK push, card or PesaLink payment opens an invoice, converted to KES and priced
+// here from what the customer asked (invoice.Quote), and queues its rail's request; the rail's
 // outcomes move it, and completion credits its wallet in the same command (the
 // engine's Tx money API); a card clearing releases the funds. Invoices commit as the core's column arrays
 // (migration 0039).
@@ -100,13 +100,17 @@ func init() {
 const Invoices = engine.Of[invoice.State](Name)
 
 // Kind is the invoice aggregate's registration. fees prices the collections it
-// opens (nil: tariff.DefaultSchedule).
-func Kind(fees *tariff.Schedule) engine.Kind {
+// opens and rates converts what the customer asked into KES first (nil:
+// tariff.DefaultSchedule, tariff.DefaultRates).
+func Kind(fees *tariff.Schedule, rates *tariff.Rates) engine.Kind {
 	if fees == nil {
 		fees = tariff.DefaultSchedule()
 	}
+	if rates == nil {
+		rates = tariff.DefaultRates()
+	}
 	open := func(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush) (topics.Reply, error) {
-		return stkPush(tx, c, in, fees)
+		return stkPush(tx, c, in, fees, rates)
 	}
 	return engine.Define[invoice.State](aggregate{},
 		engine.On[invoice.State](topics.CmdInvoiceSTKPush, engine.Guard{},
@@ -263,7 +267,7 @@ func clearInvoice(tx *engine.Tx, c *topics.Command, in *topics.InvoiceClear) (to
 
 // stkPush opens a PENDING invoice, and in the same command queues the prompt for
 // the rails role and emits the collection_event.
-func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush, fees *tariff.Schedule) (topics.Reply, error) {
+func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush, fees *tariff.Schedule, rates *tariff.Rates) (topics.Reply, error) {
 	// Invoice ids are drawn at the edge and are the invoices' primary key across
 	// merchants: an id in use (this merchant's or another's) is refused before
 	// anything is written, so the edge draws another (docs/api-decisions.md, "Ids").
@@ -271,9 +275,9 @@ func stkPush(tx *engine.Tx, c *topics.Command, in *topics.InvoiceSTKPush, fees *
 		return engine.Refuse(engine.CodeIDTaken, "Invoice id is already in use; retry the request.", ""), nil
 	}
 	provider := invoice.MethodOf(in.Provider)
-	// Priced here, behind the log, from what the customer asked: the refusal is
-	// the one a quote of the same request answers with.
-	q, err := invoice.Price(fees, provider, in.Tariff, in.Amount)
+	// Converted and priced here, behind the log, from what the customer asked: the
+	// refusal is the one a quote of the same request answers with.
+	q, err := invoice.Quote(fees, rates, provider, in.Tariff, in.Currency, in.Amount)
 	var pe *invoice.PriceError
 	if errors.As(err, &pe) {
 		return engine.Refuse(engine.CodeInvalid, pe.Detail, pe.Attr), nil
