@@ -90,9 +90,29 @@ func takeMigrate(args []string) ([]string, bool) {
 // Arguments are checked before the database is touched: a usage error changes nothing.
 func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"usage: paysvc merchant create|disable|enable|email ..."}
+		return usageError{"usage: paysvc merchant create|list|disable|enable|email ..."}
 	}
 	switch args[0] {
+	case "list":
+		fs := flag.NewFlagSet("merchant list", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		env := fs.String("environment", "", "sandbox or live (default: both)")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+			return usageError{"usage: paysvc merchant list [--environment sandbox|live]"}
+		}
+		if *env != "" && *env != "sandbox" && *env != "live" {
+			return usageError{"--environment: sandbox or live"}
+		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		list, err := storage.ListMerchants(ctx, db, *env)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]any{"merchants": nonNil(list)})
 	case "create":
 		fs := flag.NewFlagSet("merchant create", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -155,7 +175,15 @@ func merchantCmd(ctx context.Context, cfg service.Config, args []string, stdout,
 		}
 		return printJSON(stdout, map[string]any{"merchant_id": args[1], "enabled": args[0] == "enable"})
 	}
-	return usageError{"usage: paysvc merchant create|disable|enable|email ..."}
+	return usageError{"usage: paysvc merchant create|list|disable|enable|email ..."}
+}
+
+// nonNil prints an empty list as [], not null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // validEmail is a sanity check (one @, a dot in the domain, no spaces or angle
@@ -168,9 +196,31 @@ func validEmail(s string) bool {
 
 func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"usage: paysvc key create|revoke ..."}
+		return usageError{"usage: paysvc key create|list|revoke ..."}
 	}
 	switch args[0] {
+	case "list":
+		fs := flag.NewFlagSet("key list", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		merchant := fs.String("merchant", "", "merchant id (required)")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 || *merchant == "" {
+			return usageError{"usage: paysvc key list --merchant ID"}
+		}
+		db, err := openMigrated(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if ok, err := storage.MerchantExists(ctx, db, *merchant); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("merchant %q not found", *merchant)
+		}
+		list, err := storage.ListKeys(ctx, db, *merchant)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]any{"merchant_id": *merchant, "keys": nonNil(list)})
 	case "create":
 		fs := flag.NewFlagSet("key create", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -221,5 +271,5 @@ func keyCmd(ctx context.Context, cfg service.Config, args []string, stdout, stde
 		}
 		return printJSON(stdout, map[string]string{"revoked": id})
 	}
-	return usageError{"usage: paysvc key create|revoke ..."}
+	return usageError{"usage: paysvc key create|list|revoke ..."}
 }

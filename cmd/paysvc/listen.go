@@ -32,7 +32,7 @@ import (
 )
 
 const (
-	listenUsage  = "usage: paysvc listen --forward-to URL [--api URL] [--events collection_event,...] [--key KEY]"
+	listenUsage  = "usage: paysvc listen --forward-to URL | --print [--api URL] [--events collection_event,...] [--key KEY]"
 	triggerUsage = "usage: paysvc trigger TOPIC [--api URL] [--key KEY]\n\ntopics: " // + the topics
 	// listenIdle is how long a stream may stay silent (the server sends a heartbeat
 	// every 15 s) before it is taken for dead and reopened.
@@ -146,6 +146,7 @@ func triggerCmd(ctx context.Context, cfg service.Config, args []string, getenv f
 // listener is one `paysvc listen` session.
 type listener struct {
 	api, key, events, forward, secret string
+	print                             bool   // each event as a JSON line on stdout
 	signingKey                        []byte // the bytes behind secret
 	stream, deliver                   *http.Client
 	stdout, stderr                    io.Writer
@@ -162,13 +163,14 @@ func listenCmd(ctx context.Context, cfg service.Config, args []string, getenv fu
 	base := fs.String("api", "http://"+cfg.HTTPAddr, "base URL of the sandbox paysvc API")
 	events := fs.String("events", "", "comma-separated topics to forward (default: all of "+strings.Join(webhooks.Topics, ", ")+")")
 	keyFlag := fs.String("key", "", "sandbox secret key (default $PAYSVC_SECRET_KEY)")
+	print := fs.Bool("print", false, "print each event as one JSON line {id, topic, data} on stdout (with or without --forward-to)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error() + "\n" + listenUsage}
 	}
-	if fs.NArg() > 0 || *forward == "" {
+	if fs.NArg() > 0 || (*forward == "" && !*print) {
 		return usageError{listenUsage}
 	}
-	if u, err := url.Parse(*forward); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if u, err := url.Parse(*forward); *forward != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		return usageError{fmt.Sprintf("--forward-to %q: want an http(s) URL such as http://localhost:3000/hook", *forward)}
 	}
 	var wanted []string
@@ -189,7 +191,8 @@ func listenCmd(ctx context.Context, cfg service.Config, args []string, getenv fu
 	if err != nil {
 		return err
 	}
-	l := &listener{api: apiURL, key: key, events: strings.Join(wanted, ","), forward: *forward, secret: webhooks.FormatSecret(raw), signingKey: raw,
+	l := &listener{api: apiURL, key: key, events: strings.Join(wanted, ","), forward: *forward, print: *print,
+		secret: webhooks.FormatSecret(raw), signingKey: raw,
 		stream: &http.Client{}, stdout: stdout, stderr: stderr, seen: map[string]bool{},
 		deliver: &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // as real deliveries: no redirects followed
@@ -259,6 +262,10 @@ func (l *listener) listenOnce(ctx context.Context) (connected bool, err error) {
 		return false, permanentError{apiError(resp)}
 	}
 	l.ready.Do(func() {
+		if l.forward == "" { // stdout is the events' alone, for a pipe
+			fmt.Fprintln(l.stderr, "Ready! Printing events as JSON lines (^C to quit)")
+			return
+		}
 		fmt.Fprintf(l.stdout, "Ready! Your webhook signing secret is %s (^C to quit)\n", l.secret)
 		fmt.Fprintf(l.stdout, "Forwarding events to %s\n", l.forward)
 	})
@@ -312,6 +319,12 @@ func (l *listener) forwardEvent(ctx context.Context, id, topic string, body []by
 			l.order = l.order[1:]
 		}
 	}
+	if l.print {
+		l.printEvent(id, topic, body)
+	}
+	if l.forward == "" {
+		return
+	}
 	start := time.Now()
 	status := "error"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.forward, bytes.NewReader(body))
@@ -332,4 +345,26 @@ func (l *listener) forwardEvent(ctx context.Context, id, topic string, body []by
 		line += ": " + err.Error()
 	}
 	fmt.Fprintln(l.stdout, line)
+}
+
+// printEvent writes one event as a JSON line: its id, topic and the body's data
+// exactly as the stream gave it (with --forward-to too, before the delivery's
+// own line).
+func (l *listener) printEvent(id, topic string, body []byte) {
+	var b struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(body, &b) != nil || len(b.Data) == 0 {
+		b.Data = json.RawMessage("null")
+	}
+	line, err := json.Marshal(struct {
+		ID    string          `json:"id"`
+		Topic string          `json:"topic"`
+		Data  json.RawMessage `json:"data"`
+	}{id, topic, b.Data})
+	if err != nil {
+		fmt.Fprintf(l.stderr, "event %s: not printable: %v\n", id, err)
+		return
+	}
+	fmt.Fprintf(l.stdout, "%s\n", line)
 }

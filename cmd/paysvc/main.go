@@ -50,14 +50,18 @@ commands:
                                            (admin commands: merchant, key, payout, quarantine;
                                            they refuse a schema older or newer than this
                                            binary, and migrate only with --migrate)
+  merchant list [--environment sandbox|live]  every merchant: id, name, environment, enabled
   merchant disable|enable MERCHANT_ID
   merchant email MERCHANT_ID ADDRESS       where webhook failure warnings go ("" clears)
   key create --merchant ID --permissions view_wallets,add_files,...
                                            a restricted secret key (docs/security.md lists them)
   key create --merchant ID --unrestricted  another secret key that may do everything
+  key list --merchant ID                   the merchant's keys (id, kind, permissions, revoked;
+                                           never a key)
   key revoke KEYPREFIX
   ledger check                             verify the ledger balances and wallet snapshots
   listen --forward-to URL [--events T,...] stream the sandbox's events to a local URL, signed
+  listen --print                           ... or print them, one JSON line each
   trigger TOPIC                            send a sample event of a topic (sandbox)
   replay EVENT_ID                          resend a webhook event's exact bytes (a secret key)
   payout finish TXN --status COMPLETE|FAILED  finish a payout whose outcome the rail never reported
