@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"fmt"
+	"time"
 
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
@@ -92,6 +93,24 @@ func entry(s State, txn string, amount money.Amount, transType, narrative string
 	}
 }
 
+// counterpart is the entry of a movement's other side, an account outside the
+// merchant's wallets (a rail's clearing, the fees, the sandbox funding): it has no
+// wallet and no running balance.
+func counterpart(s State, txn, account string, amount money.Amount, transType, narrative string) ledger.Entry {
+	return ledger.Entry{TransactionID: txn, Account: account, MerchantID: s.MerchantID, Currency: s.Currency,
+		Amount: amount, TransType: transType, Narrative: narrative}
+}
+
+// moveAvailable returns s with available set to what a hold or a release leaves
+// of it. Current does not change and nothing is written to the ledger: held
+// money is still the merchant's.
+func moveAvailable(s State, available money.Amount, at time.Time) Result {
+	s.AvailableBalance = available
+	s.Version++
+	s.UpdatedAt = at
+	return Result{State: s}
+}
+
 func applyDeposit(s State, c Deposit) (Result, error) {
 	if !s.Exists() || s.MerchantID != c.MerchantID {
 		return Result{}, ErrNotFound
@@ -106,15 +125,7 @@ func applyDeposit(s State, c Deposit) (Result, error) {
 	n.UpdatedAt = c.At
 	return Result{State: n, Entries: []ledger.Entry{
 		entry(n, c.TransactionID, c.Amount, TransTypeDeposit, c.Narrative),
-		{
-			TransactionID: c.TransactionID,
-			Account:       ledger.SandboxFunding,
-			MerchantID:    s.MerchantID,
-			Currency:      s.Currency,
-			Amount:        c.Amount.Neg(),
-			TransType:     TransTypeDeposit,
-			Narrative:     c.Narrative,
-		},
+		counterpart(s, c.TransactionID, ledger.SandboxFunding, c.Amount.Neg(), TransTypeDeposit, c.Narrative),
 	}}, nil
 }
 
@@ -192,12 +203,10 @@ func applyCollect(s State, c Collect) (Result, error) {
 	}
 	entries := []ledger.Entry{
 		entry(n, c.TransactionID, c.NetAmount, tt, c.Narrative),
-		{TransactionID: c.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
-			Amount: c.Value.Neg(), TransType: tt, Narrative: c.Narrative},
+		counterpart(s, c.TransactionID, c.Clearing, c.Value.Neg(), tt, c.Narrative),
 	}
 	if c.Charges.Sign() > 0 {
-		entries = append(entries, ledger.Entry{TransactionID: c.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
-			Currency: s.Currency, Amount: c.Charges, TransType: TransTypeCharge, Narrative: c.Narrative})
+		entries = append(entries, counterpart(s, c.TransactionID, ledger.Fees, c.Charges, TransTypeCharge, c.Narrative))
 	}
 	return Result{State: n, Entries: entries}, nil
 }
@@ -209,11 +218,7 @@ func applyRelease(s State, c Release) (Result, error) {
 	if !validAmount(c.Amount, nil) || s.AvailableBalance.Add(c.Amount).Cmp(s.CurrentBalance) > 0 {
 		return Result{}, ErrInvalidAmount
 	}
-	n := s
-	n.AvailableBalance = s.AvailableBalance.Add(c.Amount)
-	n.Version++
-	n.UpdatedAt = c.At
-	return Result{State: n}, nil
+	return moveAvailable(s, s.AvailableBalance.Add(c.Amount), c.At), nil
 }
 
 func applyHold(s State, c Hold) (Result, error) {
@@ -226,11 +231,7 @@ func applyHold(s State, c Hold) (Result, error) {
 	if s.AvailableBalance.Cmp(c.Amount) < 0 {
 		return Result{}, InsufficientFundsError{WalletID: s.WalletID, Requested: c.Amount, Available: s.AvailableBalance}
 	}
-	n := s
-	n.AvailableBalance = s.AvailableBalance.Sub(c.Amount)
-	n.Version++
-	n.UpdatedAt = c.At
-	return Result{State: n}, nil
+	return moveAvailable(s, s.AvailableBalance.Sub(c.Amount), c.At), nil
 }
 
 func applyDisburse(s State, c Disburse) (Result, error) {
@@ -262,11 +263,9 @@ func applyDisburse(s State, c Disburse) (Result, error) {
 		out := it.Amount.Add(it.Charge)
 		n.CurrentBalance = n.CurrentBalance.Sub(out)
 		entries = append(entries, entry(n, it.TransactionID, out.Neg(), tt, it.Narrative),
-			ledger.Entry{TransactionID: it.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
-				Amount: it.Amount, TransType: tt, Narrative: it.Narrative})
+			counterpart(s, it.TransactionID, c.Clearing, it.Amount, tt, it.Narrative))
 		if it.Charge.Sign() > 0 {
-			entries = append(entries, ledger.Entry{TransactionID: it.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
-				Currency: s.Currency, Amount: it.Charge, TransType: TransTypeCharge, Narrative: it.Narrative})
+			entries = append(entries, counterpart(s, it.TransactionID, ledger.Fees, it.Charge, TransTypeCharge, it.Narrative))
 		}
 	}
 	n.Version++
