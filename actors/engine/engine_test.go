@@ -85,27 +85,31 @@ func setupIn(t *testing.T, ns topics.Namespace) *engineBundle {
 	}
 	t.Cleanup(manual.Close)
 
-	schema := storagetest.New(t)
-	m, err := admin.CreateMerchant(ctx, schema.DB, "Merchant A", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle, err := walletstore.Settlement(ctx, schema.DB, m.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storagetest.New(t).DB
 	hub := replies.NewHub("test-" + ids.Alias(10))
 	t.Cleanup(hub.Close)
-	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, ns: ns, prod: prod, manual: manual, hub: hub,
-		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Kinds(service.Aggregates(nil))}
+	b := &engineBundle{ctx: ctx, db: db, brokers: brokers, ns: ns, prod: prod, manual: manual, hub: hub,
+		kinds: service.Kinds(service.Aggregates(nil))}
+	b.merchant, b.settle = b.newMerchant(t, "Merchant A", "sandbox")
+	return b
 }
 
 // startEngine runs an engine until the returned stop is called (or the test ends).
 // stop cancels its context and waits for Run to return.
 func (b *engineBundle) startEngine(t *testing.T, owner string) (stop func()) {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: owner, SessionTimeout: 2 * time.Second, Logger: logger(),
-		Kinds: b.kinds}, b.db)
+	_, stop = b.runEngine(t, engine.Config{Owner: owner})
+	return stop
+}
+
+// runEngine is startEngine for an engine of cfg, given its Kafka, namespace,
+// session timeout, logger and kinds from the bundle; it returns the engine so a
+// test can look into it.
+func (b *engineBundle) runEngine(t *testing.T, cfg engine.Config) (eng *engine.Engine, stop func()) {
+	t.Helper()
+	cfg.Brokers, cfg.Namespace, cfg.SessionTimeout, cfg.Logger, cfg.Kinds = b.brokers, b.ns, 2*time.Second, logger(), b.kinds
+	owner := cfg.Owner
+	eng, err := engine.New(cfg, b.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +134,22 @@ func (b *engineBundle) startEngine(t *testing.T, owner string) (stop func()) {
 		eng.Stop()
 	}
 	t.Cleanup(stop)
-	return stop
+	return eng, stop
+}
+
+// newMerchant makes a merchant of the environment (sandbox or live) and returns
+// it with its KES settlement wallet.
+func (b *engineBundle) newMerchant(t *testing.T, name, environment string) (merchantID, settleID string) {
+	t.Helper()
+	m, err := admin.CreateMerchant(b.ctx, b.db, name, environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle, err := walletstore.Settlement(b.ctx, b.db, m.MerchantID, "KES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.MerchantID, settle.WalletID
 }
 
 func (b *engineBundle) command(t *testing.T, typ, merchant string, payload any) topics.Command {
@@ -187,6 +206,27 @@ func await(t *testing.T, ch <-chan topics.Reply, what string) topics.Reply {
 		t.Fatalf("no reply to %s within %v", what, replyWait)
 		return topics.Reply{}
 	}
+}
+
+// waitFor registers a waiter for each command's reply, in the commands' order,
+// until the test ends: registered before the produce, so no reply can come first.
+func (b *engineBundle) waitFor(t *testing.T, cmds ...topics.Command) []<-chan topics.Reply {
+	t.Helper()
+	waits := make([]<-chan topics.Reply, len(cmds))
+	for i, c := range cmds {
+		ch, cancel := b.hub.Register(c.ID)
+		t.Cleanup(cancel)
+		waits[i] = ch
+	}
+	return waits
+}
+
+// post registers a waiter for c, produces it (by key) and returns the waiter.
+func (b *engineBundle) post(t *testing.T, c topics.Command) <-chan topics.Reply {
+	t.Helper()
+	ch := b.waitFor(t, c)[0]
+	b.produce(t, -1, c)
+	return ch
 }
 
 // send registers a waiter, produces the command (by key) and waits for its reply.
@@ -313,15 +353,8 @@ func setupCrossMerchant(t *testing.T) (*engineBundle, crossMerchant) {
 	ok(t, b.send(t, transferCmd(b, t, b.merchant, b.settle, w, "5.00")))
 	partA := b.produce(t, -1, depositCmd(b, t, b.merchant, "NOSUCHWALLET", "1.00"))
 
-	mb, err := admin.CreateMerchant(b.ctx, b.db, "Merchant B", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	settleB, err := walletstore.Settlement(b.ctx, b.db, mb.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := crossMerchant{working: w, merchantB: mb.MerchantID, settleB: settleB.WalletID}
+	x := crossMerchant{working: w}
+	x.merchantB, x.settleB = b.newMerchant(t, "Merchant B", "sandbox")
 	x.sendB = func(c topics.Command) topics.Reply {
 		t.Helper()
 		ch, cancel := b.hub.Register(c.ID)
@@ -329,7 +362,7 @@ func setupCrossMerchant(t *testing.T) (*engineBundle, crossMerchant) {
 		b.produce(t, partA, c)
 		return await(t, ch, "merchant B's "+c.Type)
 	}
-	ok(t, x.sendB(depositCmd(b, t, mb.MerchantID, settleB.WalletID, "20.00")))
+	ok(t, x.sendB(depositCmd(b, t, x.merchantB, x.settleB, "20.00")))
 	return b, x
 }
 
@@ -482,11 +515,8 @@ func TestEngine(t *testing.T) {
 		var sent []topics.Command
 		for i := range n {
 			c := depositCmd(b, t, b.merchant, b.settle, "1.00")
-			ch, cancel := b.hub.Register(c.ID)
-			defer cancel()
-			b.produce(t, -1, c)
 			sent = append(sent, c)
-			chans = append(chans, ch)
+			chans = append(chans, b.post(t, c))
 			if i%3 == 0 {
 				time.Sleep(time.Duration(i%7) * time.Millisecond) // uneven arrivals: the delay is the load's shape
 			}
@@ -725,12 +755,7 @@ func TestEngine(t *testing.T) {
 
 		// If the new engine re-read the old records it would answer these waiters
 		// (from the stored replies) before the new command's reply.
-		var oldWaiters []<-chan topics.Reply
-		for _, c := range old {
-			ch, cancel := b.hub.Register(c.ID)
-			defer cancel()
-			oldWaiters = append(oldWaiters, ch)
-		}
+		oldWaiters := b.waitFor(t, old...)
 
 		b.startEngine(t, "t2")
 		more := []topics.Command{
