@@ -2,47 +2,27 @@ package wallet_test
 
 import (
 	"errors"
-	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-	"unsafe"
-
-	"github.com/anthdm/hollywood/actor"
-	"github.com/cockroachdb/apd/v3"
 
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/engine/aggregate"
+	"paysvc/actors/engine/aggregate/aggregatetest"
 	"paysvc/actors/values/ledger"
-	"paysvc/actors/values/money"
 )
 
 type actorBundle struct {
-	engine  *actor.Engine
-	pid     *actor.PID
-	start   wallet.State
-	replies chan aggregate.Response
-	corr    atomic.Uint64
+	*aggregatetest.Actor[wallet.State]
+	start wallet.State
 }
 
 // setupActor spawns a wallet actor hydrated from a funded KES wallet.
 func setupActor(t *testing.T) *actorBundle {
 	t.Helper()
-	e, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := fund(t, open(t, "W1", "M1", "KES"), "100.00")
-	b := &actorBundle{engine: e, start: s, replies: make(chan aggregate.Response, 4)}
-	b.pid = e.Spawn(aggregate.Producer("wallet", s, wallet.Step), "wallet", actor.WithID(t.Name()))
-	t.Cleanup(func() {
-		<-e.Poison(b.pid).Done()
-	})
-	return b
+	return &actorBundle{Actor: aggregatetest.Spawn(t, "wallet", s, wallet.Step), start: s}
 }
 
-// wait returns the next response, failing the test after a timeout.
 // response is the shell's answer as a wallet's: the states, and the entries
 // Step returned as what it says of the change.
 type response struct {
@@ -59,36 +39,21 @@ func typed(r aggregate.Response) response {
 	return response{CorrID: r.CorrID, Before: before, Result: wallet.Result{State: after, Entries: es}, Err: r.Err}
 }
 
+// wait returns the next response, failing the test after a timeout.
 func (b *actorBundle) wait(t *testing.T) response {
 	t.Helper()
-	select {
-	case r := <-b.replies:
-		return typed(r)
-	case <-time.After(5 * time.Second):
-		t.Fatal("actor did not answer")
-		return response{}
-	}
+	return typed(b.Wait(t))
 }
 
 func (b *actorBundle) request(t *testing.T, cmd any) (uint64, response) {
 	t.Helper()
-	corr := 1000 + b.corr.Add(1)
-	b.engine.Send(b.pid, aggregate.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
-	r := b.wait(t)
-	if r.CorrID != corr {
-		t.Fatalf("reply CorrID = %d, want %d", r.CorrID, corr)
-	}
-	return corr, r
+	r := b.Request(t, cmd)
+	return r.CorrID, typed(r)
 }
 
 func (b *actorBundle) get(t *testing.T) wallet.State {
 	t.Helper()
-	corr := 5000 + b.corr.Add(1)
-	b.engine.Send(b.pid, aggregate.Get{CorrID: corr, Reply: b.replies})
-	r := b.wait(t)
-	if r.CorrID != corr {
-		t.Fatalf("Get reply CorrID = %d, want %d", r.CorrID, corr)
-	}
+	r := typed(b.Get(t))
 	if r.Err != nil {
 		t.Fatalf("Get: %v", r.Err)
 	}
@@ -175,7 +140,7 @@ func TestActor(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 		wantBalance(t, b.get(t), "110.00", "110.00")
-		b.engine.Send(b.pid, aggregate.Restore{CorrID: 77, State: r.Before, Reply: b.replies})
+		b.Engine.Send(b.PID, aggregate.Restore{CorrID: 77, State: r.Before, Reply: b.Replies})
 		rr := b.wait(t)
 		if rr.CorrID != 77 || rr.Result.State.Version != b.start.Version {
 			t.Fatalf("restore reply %+v", rr)
@@ -213,7 +178,7 @@ func TestActor(t *testing.T) {
 		if _, r := b.request(t, deposit("5.00")); r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		bad := nanAmount(t)
+		bad := aggregatetest.NaNAmount(t)
 		_, r := b.request(t, wallet.Deposit{MerchantID: "M1", TransactionID: "T", Amount: bad, At: at})
 		var pe aggregate.PanicError
 		if !errors.As(r.Err, &pe) {
@@ -235,25 +200,4 @@ func TestActor(t *testing.T) {
 		}
 		wantBalance(t, b.get(t), "106.00", "106.00")
 	})
-}
-
-// nanAmount returns a money.Amount whose hidden apd.Decimal is NaN. It skips the
-// test if money.Amount no longer has that shape.
-func nanAmount(t *testing.T) money.Amount {
-	t.Helper()
-	a := money.FromUnits(100)
-	v := reflect.ValueOf(&a).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		if f.Type() == reflect.TypeOf(apd.Decimal{}) {
-			d := (*apd.Decimal)(unsafe.Pointer(f.UnsafeAddr()))
-			d.Form = apd.NaN
-			if a.Sign() <= 0 {
-				t.Skip("a NaN amount is not positive: Apply would refuse it before panicking")
-			}
-			return a
-		}
-	}
-	t.Skip("money.Amount has no apd.Decimal field: cannot provoke a panic in Apply")
-	return a
 }
