@@ -100,6 +100,11 @@ func (f subFixture) waitSub(t *testing.T, id, what string, cond func(map[string]
 	return last
 }
 
+// put updates subscription id with the merchant's secret key.
+func (f subFixture) put(id string, body map[string]any) servicetest.Response {
+	return f.b.env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(f.b.secret)...)
+}
+
 func (f subFixture) advance(t *testing.T, to string) {
 	t.Helper()
 	r := f.b.post("/api/v1/subscriptions/test_clocks/"+f.clock+"/advance/", map[string]any{"frozen_time": to})
@@ -315,13 +320,10 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	id := f.setUp(t, "4242424242424242")
 	f.waitSub(t, id, "cycle 1", cycles(1))
 
-	put := func(body map[string]any) servicetest.Response {
-		return env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(b.secret)...)
-	}
-	refused(t, put(map[string]any{"next_date": "2025-01-30"}), "next_date", "next_date in the past")
-	refused(t, put(map[string]any{"next_date": "31/03/2025"}), "next_date", "next_date not a date")
-	refused(t, put(map[string]any{}), "plan_id", "empty PUT")
-	r := put(map[string]any{"plan_id": weekly})
+	refused(t, f.put(id, map[string]any{"next_date": "2025-01-30"}), "next_date", "next_date in the past")
+	refused(t, f.put(id, map[string]any{"next_date": "31/03/2025"}), "next_date", "next_date not a date")
+	refused(t, f.put(id, map[string]any{}), "plan_id", "empty PUT")
+	r := f.put(id, map[string]any{"plan_id": weekly})
 	if r.Status != 200 || r.Map(t)["next_date"] != "2025-02-28" || r.Map(t)["plan"].(map[string]any)["plan_id"] != weekly {
 		t.Fatalf("plan change: %d %s", r.Status, r.Body)
 	}
@@ -332,7 +334,7 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	}
 	// The plan's amount changes: the next cycle charges the new amount.
 	f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Weekly", "amount": "2500", "currency": "KES", "frequency": 1}, "plan_id")
-	r = put(map[string]any{"next_date": "2025-03-10"})
+	r = f.put(id, map[string]any{"next_date": "2025-03-10"})
 	if r.Status != 200 || r.Map(t)["next_date"] != "2025-03-10" {
 		t.Fatalf("next_date override: %d %s", r.Status, r.Body)
 	}
@@ -363,7 +365,7 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	if r := b.post("/api/v1/subscriptions/subscriptions/"+id+"/unsubscribe", nil); r.Status != 200 {
 		t.Fatalf("unsubscribe again: %d %s", r.Status, r.Body)
 	}
-	if r := put(map[string]any{"plan_id": f.plan}); r.Status != 400 {
+	if r := f.put(id, map[string]any{"plan_id": f.plan}); r.Status != 400 {
 		t.Fatalf("PUT on a canceled subscription: %d %s", r.Status, r.Body)
 	}
 	f.advance(t, "2025-06-01T00:00:00+03:00")

@@ -25,20 +25,17 @@ func TestSubscriptionChargedDateIsChargedOnce(t *testing.T) {
 		"frequency": 1, "frequency_unit": "D", "billing_cycles": 12}, "plan_id")
 	id := f.setUp(t, "4242424242424242")
 	f.waitSub(t, id, "cycle 1", cycles(1))
-	put := func(body map[string]any) servicetest.Response {
-		return env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(b.secret)...)
-	}
-	refused(t, put(map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date")
-	if r := put(map[string]any{"plan_id": daily}); r.Status != 200 {
+	refused(t, f.put(id, map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date")
+	if r := f.put(id, map[string]any{"plan_id": daily}); r.Status != 200 {
 		t.Fatalf("plan change: %d %s", r.Status, r.Body)
 	}
-	refused(t, put(map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date after a plan change")
-	refused(t, put(map[string]any{"plan_id": daily, "next_date": "2025-01-31"}), "next_date", "both at once")
+	refused(t, f.put(id, map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date after a plan change")
+	refused(t, f.put(id, map[string]any{"plan_id": daily, "next_date": "2025-01-31"}), "next_date", "both at once")
 	if s := f.sub(t, id); s["next_date"] != "2025-02-28" || s["completed_cycles"] != 1.0 {
 		t.Fatalf("after the refused overrides: %v", s)
 	}
 	// A later date is fine, and charged when due.
-	if r := put(map[string]any{"next_date": "2025-02-01"}); r.Status != 200 || r.Map(t)["next_date"] != "2025-02-01" {
+	if r := f.put(id, map[string]any{"next_date": "2025-02-01"}); r.Status != 200 || r.Map(t)["next_date"] != "2025-02-01" {
 		t.Fatalf("next_date tomorrow: %d %s", r.Status, r.Body)
 	}
 	f.advance(t, "2025-02-01T00:00:00+03:00")
