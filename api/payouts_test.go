@@ -298,19 +298,21 @@ func TestPayoutPermissionsAndIsolation(t *testing.T) {
 			t.Fatalf("%s of another merchant's file: %d %s", path, r.Status, r.Body)
 		}
 	}
-	viewOnly := b.env.Key(b.merchant, "view_files")
-	if r := b.env.Do("POST", "/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"), servicetest.Bearer(viewOnly)...); r.Status != 403 {
-		t.Fatalf("initiation without add_files: %d %s", r.Status, r.Body)
-	}
-	if r := b.env.Do("POST", "/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}, servicetest.Bearer(viewOnly)...); r.Status != 403 {
-		t.Fatalf("cancel without change_files: %d %s", r.Status, r.Body)
-	}
-	if r := b.env.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, servicetest.Bearer(viewOnly)...); r.Status != 200 {
-		t.Fatalf("status with view_files: %d %s", r.Status, r.Body)
-	}
-	adder := b.env.Key(b.merchant, "add_files")
-	if r := b.env.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, servicetest.Bearer(adder)...); r.Status != 403 {
-		t.Fatalf("status without view_files: %d %s", r.Status, r.Body)
+	viewOnly, adder := b.env.Key(b.merchant, "view_files"), b.env.Key(b.merchant, "add_files")
+	status := map[string]any{"tracking_id": f["tracking_id"]}
+	for _, c := range []struct {
+		what, key, path string
+		body            any
+		want            int
+	}{
+		{"initiation without add_files", viewOnly, "/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"), 403},
+		{"cancel without change_files", viewOnly, "/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}, 403},
+		{"status with view_files", viewOnly, "/api/v1/send-money/status/", status, 200},
+		{"status without view_files", adder, "/api/v1/send-money/status/", status, 403},
+	} {
+		if r := b.env.Do("POST", c.path, c.body, servicetest.Bearer(c.key)...); r.Status != c.want {
+			t.Fatalf("%s: %d %s", c.what, r.Status, r.Body)
+		}
 	}
 }
 
