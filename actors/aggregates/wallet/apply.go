@@ -93,6 +93,20 @@ func entry(s State, txn string, amount money.Amount, transType, narrative string
 	}
 }
 
+// credited is s with a cleared credit of amount (at most limit, when there is
+// one) at the time at, or the refusal of the amount.
+func credited(s State, amount money.Amount, limit *money.Amount, at time.Time) (State, error) {
+	if !validAmount(amount, limit) {
+		return State{}, ErrInvalidAmount
+	}
+	if !fits(s, amount) {
+		return State{}, ErrBalanceLimit
+	}
+	n := credit(s, amount)
+	n.UpdatedAt = at
+	return n, nil
+}
+
 // counterpart is the entry of a movement's other side, an account outside the
 // merchant's wallets (a rail's clearing, the fees, the sandbox funding): it has no
 // wallet and no running balance.
@@ -115,14 +129,10 @@ func applyDeposit(s State, c Deposit) (Result, error) {
 	if !s.Exists() || s.MerchantID != c.MerchantID {
 		return Result{}, ErrNotFound
 	}
-	if !validAmount(c.Amount, nil) {
-		return Result{}, ErrInvalidAmount
+	n, err := credited(s, c.Amount, nil, c.At)
+	if err != nil {
+		return Result{}, err
 	}
-	if !fits(s, c.Amount) {
-		return Result{}, ErrBalanceLimit
-	}
-	n := credit(s, c.Amount)
-	n.UpdatedAt = c.At
 	return Result{State: n, Entries: []ledger.Entry{
 		entry(n, c.TransactionID, c.Amount, TransTypeDeposit, c.Narrative),
 		counterpart(s, c.TransactionID, ledger.SandboxFunding, c.Amount.Neg(), TransTypeDeposit, c.Narrative),
@@ -169,14 +179,10 @@ func applyTransferIn(s State, c TransferIn) (Result, error) {
 	if c.Origin == s.WalletID {
 		return Result{}, ErrSameWallet
 	}
-	if !validAmount(c.Amount, &MaxTransfer) {
-		return Result{}, ErrInvalidAmount
+	n, err := credited(s, c.Amount, &MaxTransfer, c.At)
+	if err != nil {
+		return Result{}, err
 	}
-	if !fits(s, c.Amount) {
-		return Result{}, ErrBalanceLimit
-	}
-	n := credit(s, c.Amount)
-	n.UpdatedAt = c.At
 	return Result{State: n, Entries: []ledger.Entry{
 		entry(n, c.TransactionID, c.Amount, TransTypeTransfer, c.Narrative),
 	}}, nil
