@@ -214,11 +214,25 @@ func (b *engineBundle) waitFor(t *testing.T, cmds ...topics.Command) []<-chan to
 	t.Helper()
 	waits := make([]<-chan topics.Reply, len(cmds))
 	for i, c := range cmds {
-		ch, cancel := b.hub.Register(c.ID)
-		t.Cleanup(cancel)
-		waits[i] = ch
+		waits[i] = waitOn(t, b.hub, c.ID)
 	}
 	return waits
+}
+
+// waitOn registers a waiter on hub for the reply to command id until the test ends.
+func waitOn(t *testing.T, hub *replies.Hub, id string) <-chan topics.Reply {
+	ch, cancel := hub.Register(id)
+	t.Cleanup(cancel)
+	return ch
+}
+
+// wantSameReply fails the test unless r is, byte for byte, the reply want: every
+// copy of a command is answered as the first was.
+func wantSameReply(t *testing.T, what string, r, want topics.Reply) {
+	t.Helper()
+	if got, w := encoded(t, r), encoded(t, want); !bytes.Equal(got, w) {
+		t.Fatalf("%s:\n%s\nwant\n%s", what, got, w)
+	}
 }
 
 // post registers a waiter for c, produces it (by key) and returns the waiter.
@@ -455,16 +469,11 @@ func TestEngine(t *testing.T) {
 		c1 := transferCmd(b, t, b.merchant, b.settle, w, "30.00")
 		c2 := c1
 		c2.ReplyTo = hub2.Instance()
-		ch1, cancel1 := b.hub.Register(c1.ID)
-		defer cancel1()
-		ch2, cancel2 := hub2.Register(c1.ID)
-		defer cancel2()
+		ch1, ch2 := b.waitFor(t, c1)[0], waitOn(t, hub2, c1.ID)
 		b.produce(t, -1, c1, c2)
 		r1, r2 := await(t, ch1, "first copy"), await(t, ch2, "second copy")
 		ok(t, r1)
-		if !bytes.Equal(encoded(t, r1), encoded(t, r2)) {
-			t.Fatalf("replies differ:\n%s\n%s", encoded(t, r1), encoded(t, r2))
-		}
+		wantSameReply(t, "replies differ", r2, r1)
 		b.wantBalance(t, b.merchant, b.settle, "70.00")
 		b.wantBalance(t, b.merchant, w, "30.00")
 		if n := b.entriesOf(t, c1.ID); n != 2 {
@@ -475,14 +484,8 @@ func TestEngine(t *testing.T) {
 		}
 
 		// Produced again after its commit (a separate poll): the stored reply.
-		c3 := c1
-		ch3, cancel3 := b.hub.Register(c1.ID)
-		defer cancel3()
-		b.produce(t, -1, c3)
-		r3 := await(t, ch3, "copy after commit")
-		if !bytes.Equal(encoded(t, r1), encoded(t, r3)) {
-			t.Fatalf("reply after commit differs:\n%s\n%s", encoded(t, r1), encoded(t, r3))
-		}
+		r3 := await(t, b.post(t, c1), "copy after commit")
+		wantSameReply(t, "reply after commit differs", r3, r1)
 		b.wantBalance(t, b.merchant, b.settle, "70.00")
 		b.wantBalance(t, b.merchant, w, "30.00")
 		if n := b.entries(t); n != entriesBefore+2 {
@@ -523,10 +526,8 @@ func TestEngine(t *testing.T) {
 			if i > 0 {
 				prev := sent[i-1]
 				prev.ReplyTo = hub2.Instance()
-				ch2, cancel2 := hub2.Register(prev.ID)
-				defer cancel2()
+				chans = append(chans, waitOn(t, hub2, prev.ID))
 				b.produce(t, -1, prev)
-				chans = append(chans, ch2)
 			}
 		}
 		first := map[string][]byte{}
@@ -569,9 +570,7 @@ func TestEngine(t *testing.T) {
 			ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, amount)))
 		}
 		again := d
-		if r := b.send(t, again); !bytes.Equal(encoded(t, r), encoded(t, first)) {
-			t.Fatalf("a reused fresh id was answered\n%s\nwant the stored reply\n%s", encoded(t, r), encoded(t, first))
-		}
+		wantSameReply(t, "a reused fresh id was not answered with the stored reply", b.send(t, again), first)
 		next := depositCmd(b, t, b.merchant, b.settle, "1.00")
 		next.FreshID = true
 		ok(t, b.send(t, next))
@@ -590,9 +589,7 @@ func TestEngine(t *testing.T) {
 		r1 := b.send(t, d)
 		ok(t, r1)
 		r2 := b.send(t, d)
-		if !bytes.Equal(encoded(t, r1), encoded(t, r2)) {
-			t.Fatalf("replies differ:\n%s\n%s", encoded(t, r1), encoded(t, r2))
-		}
+		wantSameReply(t, "replies differ", r2, r1)
 		b.wantBalance(t, b.merchant, b.settle, "12.34")
 		if n := b.entries(t); n != 2 {
 			t.Fatalf("%d entries, want 2", n)
