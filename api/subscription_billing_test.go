@@ -31,6 +31,13 @@ func newSubFixture(t *testing.T, b *bundle, plan map[string]any) subFixture {
 	return f
 }
 
+// startSubFixture starts a service of its own with one merchant of that name and
+// its subscription fixture.
+func startSubFixture(t *testing.T, merchant string) subFixture {
+	t.Helper()
+	return newSubFixture(t, newBundle(t, servicetest.Start(t, nil), merchant), nil)
+}
+
 // setUp creates a subscription and sets up card on it; it returns its id.
 func (f subFixture) setUp(t *testing.T, card string) string {
 	t.Helper()
@@ -235,9 +242,8 @@ func TestSubscriptionTwelveCyclesToComplete(t *testing.T) {
 // card, completed with its challenge_code), and the next date charges it.
 func TestSubscriptionDeclinesRetriesAndNewCard(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Club")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Club")
+	b := f.b
 	s := f.create(t, nil)
 	id, path := s["subscription_id"].(string), setupPath(t, s)
 	if r := setupCard(f, path, "4000000000000002", nil); r.Status != 402 || !strings.Contains(string(r.Body), "card_declined") {
@@ -312,9 +318,8 @@ func TestSubscriptionDeclinesRetriesAndNewCard(t *testing.T) {
 // past is refused and a later one re-anchors; unsubscribe stops every charge.
 func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Box")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Box")
+	b := f.b
 	weekly := f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Weekly", "amount": "2000", "currency": "KES",
 		"frequency": 1, "frequency_unit": "W", "billing_cycles": 6}, "plan_id")
 	id := f.setUp(t, "4242424242424242")

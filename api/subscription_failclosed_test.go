@@ -18,9 +18,8 @@ import (
 // id), the schedule is unchanged, and the next date charged is a later one.
 func TestSubscriptionChargedDateIsChargedOnce(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Once")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Once")
+	b := f.b
 	daily := f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Daily", "amount": "1000", "currency": "KES",
 		"frequency": 1, "frequency_unit": "D", "billing_cycles": 12}, "plan_id")
 	id := f.setUp(t, "4242424242424242")
@@ -161,9 +160,9 @@ func TestTestClockBounds(t *testing.T) {
 // change subscriptions sees it, in every response that carries it.
 func TestSubscriptionSetupURLNeedsChangePermission(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Keys")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Keys")
+	b := f.b
+	env := b.env
 	view := env.Key(b.merchant, "view_subscriptions")
 	both := env.Key(b.merchant, "view_subscriptions", "change_subscriptions")
 	change := env.Key(b.merchant, "change_subscriptions")
