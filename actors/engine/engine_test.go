@@ -59,6 +59,14 @@ func setup(t *testing.T) *engineBundle {
 	return setupIn(t, "")
 }
 
+// setupRunning is setup with an engine running (owner t1) until the test ends.
+func setupRunning(t *testing.T) *engineBundle {
+	t.Helper()
+	b := setup(t)
+	b.startEngine(t, "t1")
+	return b
+}
+
 // setupIn is setup with the topics and the engines' group in namespace ns.
 func setupIn(t *testing.T, ns topics.Namespace) *engineBundle {
 	t.Helper()
@@ -361,8 +369,7 @@ type crossMerchant struct {
 // and makes merchant B, whose commands sendB forces into A's partition.
 func setupCrossMerchant(t *testing.T) (*engineBundle, crossMerchant) {
 	t.Helper()
-	b := setup(t)
-	b.startEngine(t, "t1")
+	b := setupRunning(t)
 	w := b.fundedWorking(t, "50.00")
 	ok(t, b.send(t, transferCmd(b, t, b.merchant, b.settle, w, "5.00")))
 	partA := b.produce(t, -1, depositCmd(b, t, b.merchant, "NOSUCHWALLET", "1.00"))
@@ -385,8 +392,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("DepositThenTransfer", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 
 		w := ids.Alias(10)
 		created := b.send(t, createCmd(b, t, b.merchant, w, "ops"))
@@ -458,8 +464,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("SameCommandTwice_OneEffectSameReply", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "100.00")
 		entriesBefore := b.entries(t)
 
@@ -509,8 +514,7 @@ func TestEngine(t *testing.T) {
 		// replies must cover the gap. Every copy gets the first reply; each deposit
 		// lands once.
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		const n = 60
 		chans := make([]<-chan topics.Reply, 0, 2*n)
 		hub2 := replies.NewHub("test2-" + ids.Alias(10))
@@ -555,8 +559,7 @@ func TestEngine(t *testing.T) {
 		// answered with the stored reply of the first, its effect not applied a
 		// second time, and the commands behind it go on.
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		d := depositCmd(b, t, b.merchant, b.settle, "10.00")
 		d.FreshID = true
 		first := b.send(t, d)
@@ -583,8 +586,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("DepositTwice_OneEffect", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		d := depositCmd(b, t, b.merchant, b.settle, "12.34")
 		r1 := b.send(t, d)
 		ok(t, r1)
@@ -598,8 +600,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("Transfer_InsufficientFunds_NothingChanged", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "100.00")
 		entriesBefore := b.entries(t)
 
@@ -634,8 +635,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "10.00")
 		entriesBefore := b.entries(t)
 
@@ -666,8 +666,7 @@ func TestEngine(t *testing.T) {
 	// current balance, not the one read.
 	t.Run("DestinationReadOnce", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "10.00")
 		usd := ids.Alias(10)
 		ok(t, b.send(t, b.command(t, topics.CmdWalletCreate, b.merchant, topics.WalletCreate{WalletID: usd, Currency: "USD",

@@ -16,8 +16,7 @@ import (
 // log, a bug): a live merchant's deposit would invent money.
 func TestEngine_Environments(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.startEngine(t, "t1")
+	b := setupRunning(t)
 	live, liveSettle := b.newMerchant(t, "Live Co", "live")
 
 	t.Run("DepositRefusedForLiveMerchant", func(t *testing.T) {

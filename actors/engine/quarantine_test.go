@@ -115,8 +115,7 @@ func TestPoisonCommandsAreQuarantined(t *testing.T) {
 // Among many commands, isolation halves the batches until the one bad command is
 // alone; every good command is applied exactly once, whatever batch it fell in.
 func TestPoisonCommandAmongManyIsFoundAndTheRestApplyOnce(t *testing.T) {
-	b := setup(t)
-	b.startEngine(t, "t1")
+	b := setupRunning(t)
 	ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, "1.00")))
 	const n, bad = 200, 137
 	cmds := make([]topics.Command, n)
