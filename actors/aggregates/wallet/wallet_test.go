@@ -60,6 +60,17 @@ func (b *actorBundle) get(t *testing.T) wallet.State {
 	return r.Result.State
 }
 
+// wantAfter fails the test unless the actor's state is the one commands
+// commands after its start, both balances at balance.
+func (b *actorBundle) wantAfter(t *testing.T, commands int64, balance string) {
+	t.Helper()
+	s := b.get(t)
+	wantBalance(t, s, balance, balance)
+	if s.Version != b.start.Version+commands {
+		t.Fatalf("version = %d, want %d", s.Version, b.start.Version+commands)
+	}
+}
+
 func deposit(amount string) wallet.Deposit {
 	return wallet.Deposit{MerchantID: "M1", TransactionID: "T", Amount: amt(amount), At: at}
 }
@@ -90,11 +101,7 @@ func TestActor(t *testing.T) {
 		if len(r.Result.Entries) != 2 {
 			t.Fatalf("got %d entries, want 2", len(r.Result.Entries))
 		}
-		s := b.get(t)
-		wantBalance(t, s, "125.00", "125.00")
-		if s.Version != b.start.Version+1 {
-			t.Fatalf("version = %d, want %d", s.Version, b.start.Version+1)
-		}
+		b.wantAfter(t, 1, "125.00")
 	})
 
 	t.Run("Request_FailureLeavesState", func(t *testing.T) {
@@ -159,11 +166,7 @@ func TestActor(t *testing.T) {
 				t.Fatal(r.Err)
 			}
 		}
-		s := b.get(t)
-		wantBalance(t, s, "150.00", "150.00")
-		if s.Version != b.start.Version+50 {
-			t.Fatalf("version = %d, want %d", s.Version, b.start.Version+50)
-		}
+		b.wantAfter(t, 50, "150.00")
 	})
 
 	// Apply cannot be made to panic through valid values: money.Amount only holds
@@ -190,11 +193,7 @@ func TestActor(t *testing.T) {
 		if r.Result.State.Version != b.start.Version+1 || len(r.Result.Entries) != 0 {
 			t.Fatalf("panic result %+v, want the state before the command and no entries", r.Result)
 		}
-		s := b.get(t)
-		wantBalance(t, s, "105.00", "105.00")
-		if s.Version != b.start.Version+1 {
-			t.Fatalf("version = %d after panic, want %d", s.Version, b.start.Version+1)
-		}
+		b.wantAfter(t, 1, "105.00")
 		if _, r := b.request(t, deposit("1.00")); r.Err != nil {
 			t.Fatalf("actor broken after panic: %v", r.Err)
 		}
