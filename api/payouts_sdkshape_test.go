@@ -50,9 +50,7 @@ func TestPayoutUnderfundedApproval(t *testing.T) {
 			t.Fatalf("transaction after the refusal: %v", tx)
 		}
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "100.00" || av != "100.00" {
-		t.Fatalf("nothing held: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "100.00", "100.00", "nothing held")
 
 	b.deposit(t, b.settlement, "10")
 	r = b.post("/api/v1/send-money/approve/", f)
@@ -63,9 +61,7 @@ func TestPayoutUnderfundedApproval(t *testing.T) {
 	if done["status"] != "COMPLETE" || done["paid_amount"] != "100.00" {
 		t.Fatalf("file: %v", done)
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "0.00" || av != "0.00" {
-		t.Fatalf("after the payout: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "0.00", "0.00", "after the payout")
 }
 
 // requires_approval NO asks to pay now: a wallet that cannot cover the file gets a
@@ -86,9 +82,7 @@ func TestPayoutUnderfundedNoApproval(t *testing.T) {
 	if n := b.payoutFiles(t); n != 0 {
 		t.Fatalf("%d files stored after a refused initiation", n)
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "100.00" || av != "100.00" {
-		t.Fatalf("nothing held: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "100.00", "100.00", "nothing held")
 	b.deposit(t, b.settlement, "10")
 	r = b.post("/api/v1/send-money/initiate/", b2cFile("NO", "254708374149"))
 	if r.Status != 200 || r.Map(t)["status"] != "PROCESSING" {

@@ -79,17 +79,13 @@ func TestPayoutFileLife(t *testing.T) {
 		!amt(t, f["total_amount_estimate"]).Equal(money.MustParse("330")) {
 		t.Fatalf("estimates: %s", r.Body)
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "10000.00" || av != "10000.00" {
-		t.Fatalf("nothing is held before approval: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "10000.00", "10000.00", "nothing is held before approval")
 	// The SDK posts the whole initiation response back.
 	r = b.post("/api/v1/send-money/approve/", f)
 	if r.Status != 200 || r.Map(t)["status"] != "PROCESSING" {
 		t.Fatalf("approve: %d %s", r.Status, r.Body)
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "10000.00" || av != "9670.00" {
-		t.Fatalf("after approval the file's 330 is held: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "10000.00", "9670.00", "after approval the file's 330 is held")
 	r = b.post("/api/v1/send-money/approve/", map[string]any{"tracking_id": f["tracking_id"]})
 	if r.Status != 400 {
 		t.Fatalf("second approval: %d %s", r.Status, r.Body)
@@ -116,9 +112,7 @@ func TestPayoutFileLife(t *testing.T) {
 			}
 		}
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "9780.00" || av != "9780.00" {
-		t.Fatalf("after the file: 220 paid out, the failure's 110 released, no hold left: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "9780.00", "9780.00", "after the file: 220 paid out, the failure's 110 released, no hold left")
 	if r := b.post("/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}); r.Status != 400 {
 		t.Fatalf("cancel of a COMPLETE file: %d %s", r.Status, r.Body)
 	}
@@ -155,9 +149,7 @@ func TestPayoutRTGS(t *testing.T) {
 	if r := b.post("/api/v1/send-money/approve/", f); r.Status != 200 {
 		t.Fatalf("approve: %d %s", r.Status, r.Body)
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "10000.00" || av != "6000.00" {
-		t.Fatalf("after approval 3000 + 1000 charges are held: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "10000.00", "6000.00", "after approval 3000 + 1000 charges are held")
 	ledgerOK(t, b) // the file's 4000.00 is its open hold
 	done := b.waitFile(t, f["tracking_id"].(string))
 	if done["status"] != "COMPLETE" || !amt(t, done["paid_amount"]).Equal(money.MustParse("1000")) ||
@@ -170,9 +162,7 @@ func TestPayoutRTGS(t *testing.T) {
 			t.Fatalf("transaction: %v", tx)
 		}
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "8500.00" || av != "8500.00" {
-		t.Fatalf("after the file: 1500 paid out, the failure's 2500 released: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "8500.00", "8500.00", "after the file: 1500 paid out, the failure's 2500 released")
 	ledgerOK(t, b)
 }
 
@@ -208,9 +198,7 @@ func TestPayoutNoApprovalAndCancel(t *testing.T) {
 			t.Fatalf("cancelled transaction: %v", tx)
 		}
 	}
-	if cur, av := b.balance(t, b.settlement); cur != before || av != before {
-		t.Fatalf("cancel moved money: %s/%s, was %s", cur, av, before)
-	}
+	b.wantWallet(t, before, before, "cancel moved money")
 	if r := b.post("/api/v1/send-money/approve/", map[string]any{"file_id": f["file_id"]}); r.Status != 400 {
 		t.Fatalf("approve of a cancelled file: %d %s", r.Status, r.Body)
 	}
@@ -298,19 +286,21 @@ func TestPayoutPermissionsAndIsolation(t *testing.T) {
 			t.Fatalf("%s of another merchant's file: %d %s", path, r.Status, r.Body)
 		}
 	}
-	viewOnly := b.env.Key(b.merchant, "view_files")
-	if r := b.env.Do("POST", "/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"), servicetest.Bearer(viewOnly)...); r.Status != 403 {
-		t.Fatalf("initiation without add_files: %d %s", r.Status, r.Body)
-	}
-	if r := b.env.Do("POST", "/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}, servicetest.Bearer(viewOnly)...); r.Status != 403 {
-		t.Fatalf("cancel without change_files: %d %s", r.Status, r.Body)
-	}
-	if r := b.env.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, servicetest.Bearer(viewOnly)...); r.Status != 200 {
-		t.Fatalf("status with view_files: %d %s", r.Status, r.Body)
-	}
-	adder := b.env.Key(b.merchant, "add_files")
-	if r := b.env.Do("POST", "/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}, servicetest.Bearer(adder)...); r.Status != 403 {
-		t.Fatalf("status without view_files: %d %s", r.Status, r.Body)
+	viewOnly, adder := b.env.Key(b.merchant, "view_files"), b.env.Key(b.merchant, "add_files")
+	status := map[string]any{"tracking_id": f["tracking_id"]}
+	for _, c := range []struct {
+		what, key, path string
+		body            any
+		want            int
+	}{
+		{"initiation without add_files", viewOnly, "/api/v1/send-money/initiation/", b2cFile("YES", "254708374149"), 403},
+		{"cancel without change_files", viewOnly, "/api/v1/send-money/cancel/", map[string]any{"file_id": f["file_id"]}, 403},
+		{"status with view_files", viewOnly, "/api/v1/send-money/status/", status, 200},
+		{"status without view_files", adder, "/api/v1/send-money/status/", status, 403},
+	} {
+		if r := b.env.Do("POST", c.path, c.body, servicetest.Bearer(c.key)...); r.Status != c.want {
+			t.Fatalf("%s: %d %s", c.what, r.Status, r.Body)
+		}
 	}
 }
 
@@ -333,9 +323,7 @@ func TestPayoutP2P(t *testing.T) {
 	if cur, av := other.balance(t, other.settlement); cur != "250.50" || av != "250.50" {
 		t.Fatalf("recipient: %s / %s", cur, av)
 	}
-	if cur, av := b.balance(t, b.settlement); cur != "749.50" || av != "749.50" {
-		t.Fatalf("payer: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "749.50", "749.50", "payer")
 }
 
 // TestPayoutIdempotencyKey: a transaction whose key was already paid is not paid again.
@@ -399,9 +387,7 @@ func TestPayoutIdempotencyKeyHeldFromApproval(t *testing.T) {
 		t.Fatalf("a third file with the key: %v", third)
 	}
 	// Only the first file holds money: 100 plus its 10 charge.
-	if cur, av := b.balance(t, b.settlement); cur != "1000.00" || av != "890.00" {
-		t.Fatalf("balance %s / %s, want 1000.00 / 890.00 (one hold)", cur, av)
-	}
+	b.wantWallet(t, "1000.00", "890.00", "one hold")
 }
 
 func TestPayoutReferenceEndpoints(t *testing.T) {
@@ -638,9 +624,7 @@ func TestPayoutEventsAndRepeats(t *testing.T) {
 		}
 		return n >= 1, "the regrouped report was not applied (ignored) in time"
 	})
-	if cur, av := b.balance(t, b.settlement); cur != "890.00" || av != "890.00" {
-		t.Fatalf("a repeated report moved money: %s / %s", cur, av)
-	}
+	b.wantWallet(t, "890.00", "890.00", "a repeated report moved money")
 	again := b.post("/api/v1/send-money/status/", map[string]any{"tracking_id": f["tracking_id"]}).Map(t)
 	if ref := again["transactions"].([]any)[0].(map[string]any)["provider_reference"]; ref == "AGAIN" {
 		t.Fatal("a repeated report overwrote the transaction")

@@ -31,6 +31,13 @@ func newSubFixture(t *testing.T, b *bundle, plan map[string]any) subFixture {
 	return f
 }
 
+// startSubFixture starts a service of its own with one merchant of that name and
+// its subscription fixture.
+func startSubFixture(t *testing.T, merchant string) subFixture {
+	t.Helper()
+	return newSubFixture(t, newBundle(t, servicetest.Start(t, nil), merchant), nil)
+}
+
 // setUp creates a subscription and sets up card on it; it returns its id.
 func (f subFixture) setUp(t *testing.T, card string) string {
 	t.Helper()
@@ -98,6 +105,11 @@ func (f subFixture) waitSub(t *testing.T, id, what string, cond func(map[string]
 	var last map[string]any
 	waitUntil(t, what, func() bool { last = f.sub(t, id); return cond(last) })
 	return last
+}
+
+// put updates subscription id with the merchant's secret key.
+func (f subFixture) put(id string, body map[string]any) servicetest.Response {
+	return f.b.env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(f.b.secret)...)
 }
 
 func (f subFixture) advance(t *testing.T, to string) {
@@ -230,9 +242,8 @@ func TestSubscriptionTwelveCyclesToComplete(t *testing.T) {
 // card, completed with its challenge_code), and the next date charges it.
 func TestSubscriptionDeclinesRetriesAndNewCard(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Club")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Club")
+	b := f.b
 	s := f.create(t, nil)
 	id, path := s["subscription_id"].(string), setupPath(t, s)
 	if r := setupCard(f, path, "4000000000000002", nil); r.Status != 402 || !strings.Contains(string(r.Body), "card_declined") {
@@ -307,21 +318,17 @@ func TestSubscriptionDeclinesRetriesAndNewCard(t *testing.T) {
 // past is refused and a later one re-anchors; unsubscribe stops every charge.
 func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Box")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Box")
+	b := f.b
 	weekly := f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Weekly", "amount": "2000", "currency": "KES",
 		"frequency": 1, "frequency_unit": "W", "billing_cycles": 6}, "plan_id")
 	id := f.setUp(t, "4242424242424242")
 	f.waitSub(t, id, "cycle 1", cycles(1))
 
-	put := func(body map[string]any) servicetest.Response {
-		return env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(b.secret)...)
-	}
-	refused(t, put(map[string]any{"next_date": "2025-01-30"}), "next_date", "next_date in the past")
-	refused(t, put(map[string]any{"next_date": "31/03/2025"}), "next_date", "next_date not a date")
-	refused(t, put(map[string]any{}), "plan_id", "empty PUT")
-	r := put(map[string]any{"plan_id": weekly})
+	refused(t, f.put(id, map[string]any{"next_date": "2025-01-30"}), "next_date", "next_date in the past")
+	refused(t, f.put(id, map[string]any{"next_date": "31/03/2025"}), "next_date", "next_date not a date")
+	refused(t, f.put(id, map[string]any{}), "plan_id", "empty PUT")
+	r := f.put(id, map[string]any{"plan_id": weekly})
 	if r.Status != 200 || r.Map(t)["next_date"] != "2025-02-28" || r.Map(t)["plan"].(map[string]any)["plan_id"] != weekly {
 		t.Fatalf("plan change: %d %s", r.Status, r.Body)
 	}
@@ -332,7 +339,7 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	}
 	// The plan's amount changes: the next cycle charges the new amount.
 	f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Weekly", "amount": "2500", "currency": "KES", "frequency": 1}, "plan_id")
-	r = put(map[string]any{"next_date": "2025-03-10"})
+	r = f.put(id, map[string]any{"next_date": "2025-03-10"})
 	if r.Status != 200 || r.Map(t)["next_date"] != "2025-03-10" {
 		t.Fatalf("next_date override: %d %s", r.Status, r.Body)
 	}
@@ -363,7 +370,7 @@ func TestSubscriptionPlanChangeNextDateAndUnsubscribe(t *testing.T) {
 	if r := b.post("/api/v1/subscriptions/subscriptions/"+id+"/unsubscribe", nil); r.Status != 200 {
 		t.Fatalf("unsubscribe again: %d %s", r.Status, r.Body)
 	}
-	if r := put(map[string]any{"plan_id": f.plan}); r.Status != 400 {
+	if r := f.put(id, map[string]any{"plan_id": f.plan}); r.Status != 400 {
 		t.Fatalf("PUT on a canceled subscription: %d %s", r.Status, r.Body)
 	}
 	f.advance(t, "2025-06-01T00:00:00+03:00")

@@ -18,27 +18,23 @@ import (
 // id), the schedule is unchanged, and the next date charged is a later one.
 func TestSubscriptionChargedDateIsChargedOnce(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Once")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Once")
+	b := f.b
 	daily := f.mustPost(t, "/api/v1/subscriptions/plans/", map[string]any{"name": "Daily", "amount": "1000", "currency": "KES",
 		"frequency": 1, "frequency_unit": "D", "billing_cycles": 12}, "plan_id")
 	id := f.setUp(t, "4242424242424242")
 	f.waitSub(t, id, "cycle 1", cycles(1))
-	put := func(body map[string]any) servicetest.Response {
-		return env.Do("PUT", "/api/v1/subscriptions/subscriptions/"+id+"/", body, servicetest.Bearer(b.secret)...)
-	}
-	refused(t, put(map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date")
-	if r := put(map[string]any{"plan_id": daily}); r.Status != 200 {
+	refused(t, f.put(id, map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date")
+	if r := f.put(id, map[string]any{"plan_id": daily}); r.Status != 200 {
 		t.Fatalf("plan change: %d %s", r.Status, r.Body)
 	}
-	refused(t, put(map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date after a plan change")
-	refused(t, put(map[string]any{"plan_id": daily, "next_date": "2025-01-31"}), "next_date", "both at once")
+	refused(t, f.put(id, map[string]any{"next_date": "2025-01-31"}), "next_date", "next_date on the charged date after a plan change")
+	refused(t, f.put(id, map[string]any{"plan_id": daily, "next_date": "2025-01-31"}), "next_date", "both at once")
 	if s := f.sub(t, id); s["next_date"] != "2025-02-28" || s["completed_cycles"] != 1.0 {
 		t.Fatalf("after the refused overrides: %v", s)
 	}
 	// A later date is fine, and charged when due.
-	if r := put(map[string]any{"next_date": "2025-02-01"}); r.Status != 200 || r.Map(t)["next_date"] != "2025-02-01" {
+	if r := f.put(id, map[string]any{"next_date": "2025-02-01"}); r.Status != 200 || r.Map(t)["next_date"] != "2025-02-01" {
 		t.Fatalf("next_date tomorrow: %d %s", r.Status, r.Body)
 	}
 	f.advance(t, "2025-02-01T00:00:00+03:00")
@@ -164,9 +160,9 @@ func TestTestClockBounds(t *testing.T) {
 // change subscriptions sees it, in every response that carries it.
 func TestSubscriptionSetupURLNeedsChangePermission(t *testing.T) {
 	t.Parallel()
-	env := servicetest.Start(t, nil)
-	b := newBundle(t, env, "Keys")
-	f := newSubFixture(t, b, nil)
+	f := startSubFixture(t, "Keys")
+	b := f.b
+	env := b.env
 	view := env.Key(b.merchant, "view_subscriptions")
 	both := env.Key(b.merchant, "view_subscriptions", "change_subscriptions")
 	change := env.Key(b.merchant, "change_subscriptions")

@@ -269,12 +269,7 @@ func TestRegisteredAggregate(t *testing.T) {
 	// A poison command (a NUL the jsonb column refuses) among good ones: only it is
 	// quarantined; the others apply once.
 	good1, poison, good2 := put("j1", "1.00", "c"), put("j1", "1.00", "bad\x00note"), put("j2", "2.00", "d")
-	waits := []<-chan topics.Reply{}
-	for _, c := range []topics.Command{good1, poison, good2} {
-		ch, cancel := b.hub.Register(c.ID)
-		defer cancel()
-		waits = append(waits, ch)
-	}
+	waits := b.waitFor(t, good1, poison, good2)
 	b.produce(t, -1, good1, poison, good2)
 	ok(t, await(t, waits[0], "good1"))
 	wantCode(t, await(t, waits[1], "poison"), "unprocessable_command")

@@ -111,10 +111,7 @@ func TestBatchAppliedDuringAFailingCommitIsAppliedAgainOnce(t *testing.T) {
 	var waits []<-chan topics.Reply
 	send := func() {
 		c := depositCmd(b, t, b.merchant, b.settle, "1.00")
-		ch, cancel := b.hub.Register(c.ID)
-		t.Cleanup(cancel)
-		b.produce(t, -1, c)
-		cmds, waits = append(cmds, c), append(waits, ch)
+		cmds, waits = append(cmds, c), append(waits, b.post(t, c))
 	}
 	send() // its commit waits on the lock
 	waitBlockedBy(t, b, holder)

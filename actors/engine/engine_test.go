@@ -59,6 +59,14 @@ func setup(t *testing.T) *engineBundle {
 	return setupIn(t, "")
 }
 
+// setupRunning is setup with an engine running (owner t1) until the test ends.
+func setupRunning(t *testing.T) *engineBundle {
+	t.Helper()
+	b := setup(t)
+	b.startEngine(t, "t1")
+	return b
+}
+
 // setupIn is setup with the topics and the engines' group in namespace ns.
 func setupIn(t *testing.T, ns topics.Namespace) *engineBundle {
 	t.Helper()
@@ -85,27 +93,31 @@ func setupIn(t *testing.T, ns topics.Namespace) *engineBundle {
 	}
 	t.Cleanup(manual.Close)
 
-	schema := storagetest.New(t)
-	m, err := admin.CreateMerchant(ctx, schema.DB, "Merchant A", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle, err := walletstore.Settlement(ctx, schema.DB, m.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storagetest.New(t).DB
 	hub := replies.NewHub("test-" + ids.Alias(10))
 	t.Cleanup(hub.Close)
-	return &engineBundle{ctx: ctx, db: schema.DB, brokers: brokers, ns: ns, prod: prod, manual: manual, hub: hub,
-		merchant: m.MerchantID, settle: settle.WalletID, kinds: service.Kinds(service.Aggregates(nil, nil))}
+	b := &engineBundle{ctx: ctx, db: db, brokers: brokers, ns: ns, prod: prod, manual: manual, hub: hub,
+		kinds: service.Kinds(service.Aggregates(nil, nil))}
+	b.merchant, b.settle = b.newMerchant(t, "Merchant A", "sandbox")
+	return b
 }
 
 // startEngine runs an engine until the returned stop is called (or the test ends).
 // stop cancels its context and waits for Run to return.
 func (b *engineBundle) startEngine(t *testing.T, owner string) (stop func()) {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: owner, SessionTimeout: 2 * time.Second, Logger: logger(),
-		Kinds: b.kinds}, b.db)
+	_, stop = b.runEngine(t, engine.Config{Owner: owner})
+	return stop
+}
+
+// runEngine is startEngine for an engine of cfg, given its Kafka, namespace,
+// session timeout, logger and kinds from the bundle; it returns the engine so a
+// test can look into it.
+func (b *engineBundle) runEngine(t *testing.T, cfg engine.Config) (eng *engine.Engine, stop func()) {
+	t.Helper()
+	cfg.Brokers, cfg.Namespace, cfg.SessionTimeout, cfg.Logger, cfg.Kinds = b.brokers, b.ns, 2*time.Second, logger(), b.kinds
+	owner := cfg.Owner
+	eng, err := engine.New(cfg, b.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +142,22 @@ func (b *engineBundle) startEngine(t *testing.T, owner string) (stop func()) {
 		eng.Stop()
 	}
 	t.Cleanup(stop)
-	return stop
+	return eng, stop
+}
+
+// newMerchant makes a merchant of the environment (sandbox or live) and returns
+// it with its KES settlement wallet.
+func (b *engineBundle) newMerchant(t *testing.T, name, environment string) (merchantID, settleID string) {
+	t.Helper()
+	m, err := admin.CreateMerchant(b.ctx, b.db, name, environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle, err := walletstore.Settlement(b.ctx, b.db, m.MerchantID, "KES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.MerchantID, settle.WalletID
 }
 
 func (b *engineBundle) command(t *testing.T, typ, merchant string, payload any) topics.Command {
@@ -187,6 +214,41 @@ func await(t *testing.T, ch <-chan topics.Reply, what string) topics.Reply {
 		t.Fatalf("no reply to %s within %v", what, replyWait)
 		return topics.Reply{}
 	}
+}
+
+// waitFor registers a waiter for each command's reply, in the commands' order,
+// until the test ends: registered before the produce, so no reply can come first.
+func (b *engineBundle) waitFor(t *testing.T, cmds ...topics.Command) []<-chan topics.Reply {
+	t.Helper()
+	waits := make([]<-chan topics.Reply, len(cmds))
+	for i, c := range cmds {
+		waits[i] = waitOn(t, b.hub, c.ID)
+	}
+	return waits
+}
+
+// waitOn registers a waiter on hub for the reply to command id until the test ends.
+func waitOn(t *testing.T, hub *replies.Hub, id string) <-chan topics.Reply {
+	ch, cancel := hub.Register(id)
+	t.Cleanup(cancel)
+	return ch
+}
+
+// wantSameReply fails the test unless r is, byte for byte, the reply want: every
+// copy of a command is answered as the first was.
+func wantSameReply(t *testing.T, what string, r, want topics.Reply) {
+	t.Helper()
+	if got, w := encoded(t, r), encoded(t, want); !bytes.Equal(got, w) {
+		t.Fatalf("%s:\n%s\nwant\n%s", what, got, w)
+	}
+}
+
+// post registers a waiter for c, produces it (by key) and returns the waiter.
+func (b *engineBundle) post(t *testing.T, c topics.Command) <-chan topics.Reply {
+	t.Helper()
+	ch := b.waitFor(t, c)[0]
+	b.produce(t, -1, c)
+	return ch
 }
 
 // send registers a waiter, produces the command (by key) and waits for its reply.
@@ -307,21 +369,13 @@ type crossMerchant struct {
 // and makes merchant B, whose commands sendB forces into A's partition.
 func setupCrossMerchant(t *testing.T) (*engineBundle, crossMerchant) {
 	t.Helper()
-	b := setup(t)
-	b.startEngine(t, "t1")
+	b := setupRunning(t)
 	w := b.fundedWorking(t, "50.00")
 	ok(t, b.send(t, transferCmd(b, t, b.merchant, b.settle, w, "5.00")))
 	partA := b.produce(t, -1, depositCmd(b, t, b.merchant, "NOSUCHWALLET", "1.00"))
 
-	mb, err := admin.CreateMerchant(b.ctx, b.db, "Merchant B", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	settleB, err := walletstore.Settlement(b.ctx, b.db, mb.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := crossMerchant{working: w, merchantB: mb.MerchantID, settleB: settleB.WalletID}
+	x := crossMerchant{working: w}
+	x.merchantB, x.settleB = b.newMerchant(t, "Merchant B", "sandbox")
 	x.sendB = func(c topics.Command) topics.Reply {
 		t.Helper()
 		ch, cancel := b.hub.Register(c.ID)
@@ -329,7 +383,7 @@ func setupCrossMerchant(t *testing.T) (*engineBundle, crossMerchant) {
 		b.produce(t, partA, c)
 		return await(t, ch, "merchant B's "+c.Type)
 	}
-	ok(t, x.sendB(depositCmd(b, t, mb.MerchantID, settleB.WalletID, "20.00")))
+	ok(t, x.sendB(depositCmd(b, t, x.merchantB, x.settleB, "20.00")))
 	return b, x
 }
 
@@ -338,8 +392,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("DepositThenTransfer", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 
 		w := ids.Alias(10)
 		created := b.send(t, createCmd(b, t, b.merchant, w, "ops"))
@@ -411,8 +464,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("SameCommandTwice_OneEffectSameReply", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "100.00")
 		entriesBefore := b.entries(t)
 
@@ -422,16 +474,11 @@ func TestEngine(t *testing.T) {
 		c1 := transferCmd(b, t, b.merchant, b.settle, w, "30.00")
 		c2 := c1
 		c2.ReplyTo = hub2.Instance()
-		ch1, cancel1 := b.hub.Register(c1.ID)
-		defer cancel1()
-		ch2, cancel2 := hub2.Register(c1.ID)
-		defer cancel2()
+		ch1, ch2 := b.waitFor(t, c1)[0], waitOn(t, hub2, c1.ID)
 		b.produce(t, -1, c1, c2)
 		r1, r2 := await(t, ch1, "first copy"), await(t, ch2, "second copy")
 		ok(t, r1)
-		if !bytes.Equal(encoded(t, r1), encoded(t, r2)) {
-			t.Fatalf("replies differ:\n%s\n%s", encoded(t, r1), encoded(t, r2))
-		}
+		wantSameReply(t, "replies differ", r2, r1)
 		b.wantBalance(t, b.merchant, b.settle, "70.00")
 		b.wantBalance(t, b.merchant, w, "30.00")
 		if n := b.entriesOf(t, c1.ID); n != 2 {
@@ -442,14 +489,8 @@ func TestEngine(t *testing.T) {
 		}
 
 		// Produced again after its commit (a separate poll): the stored reply.
-		c3 := c1
-		ch3, cancel3 := b.hub.Register(c1.ID)
-		defer cancel3()
-		b.produce(t, -1, c3)
-		r3 := await(t, ch3, "copy after commit")
-		if !bytes.Equal(encoded(t, r1), encoded(t, r3)) {
-			t.Fatalf("reply after commit differs:\n%s\n%s", encoded(t, r1), encoded(t, r3))
-		}
+		r3 := await(t, b.post(t, c1), "copy after commit")
+		wantSameReply(t, "reply after commit differs", r3, r1)
 		b.wantBalance(t, b.merchant, b.settle, "70.00")
 		b.wantBalance(t, b.merchant, w, "30.00")
 		if n := b.entries(t); n != entriesBefore+2 {
@@ -473,8 +514,7 @@ func TestEngine(t *testing.T) {
 		// replies must cover the gap. Every copy gets the first reply; each deposit
 		// lands once.
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		const n = 60
 		chans := make([]<-chan topics.Reply, 0, 2*n)
 		hub2 := replies.NewHub("test2-" + ids.Alias(10))
@@ -482,21 +522,16 @@ func TestEngine(t *testing.T) {
 		var sent []topics.Command
 		for i := range n {
 			c := depositCmd(b, t, b.merchant, b.settle, "1.00")
-			ch, cancel := b.hub.Register(c.ID)
-			defer cancel()
-			b.produce(t, -1, c)
 			sent = append(sent, c)
-			chans = append(chans, ch)
+			chans = append(chans, b.post(t, c))
 			if i%3 == 0 {
 				time.Sleep(time.Duration(i%7) * time.Millisecond) // uneven arrivals: the delay is the load's shape
 			}
 			if i > 0 {
 				prev := sent[i-1]
 				prev.ReplyTo = hub2.Instance()
-				ch2, cancel2 := hub2.Register(prev.ID)
-				defer cancel2()
+				chans = append(chans, waitOn(t, hub2, prev.ID))
 				b.produce(t, -1, prev)
-				chans = append(chans, ch2)
 			}
 		}
 		first := map[string][]byte{}
@@ -524,8 +559,7 @@ func TestEngine(t *testing.T) {
 		// answered with the stored reply of the first, its effect not applied a
 		// second time, and the commands behind it go on.
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		d := depositCmd(b, t, b.merchant, b.settle, "10.00")
 		d.FreshID = true
 		first := b.send(t, d)
@@ -539,9 +573,7 @@ func TestEngine(t *testing.T) {
 			ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, amount)))
 		}
 		again := d
-		if r := b.send(t, again); !bytes.Equal(encoded(t, r), encoded(t, first)) {
-			t.Fatalf("a reused fresh id was answered\n%s\nwant the stored reply\n%s", encoded(t, r), encoded(t, first))
-		}
+		wantSameReply(t, "a reused fresh id was not answered with the stored reply", b.send(t, again), first)
 		next := depositCmd(b, t, b.merchant, b.settle, "1.00")
 		next.FreshID = true
 		ok(t, b.send(t, next))
@@ -554,15 +586,12 @@ func TestEngine(t *testing.T) {
 
 	t.Run("DepositTwice_OneEffect", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		d := depositCmd(b, t, b.merchant, b.settle, "12.34")
 		r1 := b.send(t, d)
 		ok(t, r1)
 		r2 := b.send(t, d)
-		if !bytes.Equal(encoded(t, r1), encoded(t, r2)) {
-			t.Fatalf("replies differ:\n%s\n%s", encoded(t, r1), encoded(t, r2))
-		}
+		wantSameReply(t, "replies differ", r2, r1)
 		b.wantBalance(t, b.merchant, b.settle, "12.34")
 		if n := b.entries(t); n != 2 {
 			t.Fatalf("%d entries, want 2", n)
@@ -571,8 +600,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("Transfer_InsufficientFunds_NothingChanged", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "100.00")
 		entriesBefore := b.entries(t)
 
@@ -607,8 +635,7 @@ func TestEngine(t *testing.T) {
 
 	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "10.00")
 		entriesBefore := b.entries(t)
 
@@ -639,8 +666,7 @@ func TestEngine(t *testing.T) {
 	// current balance, not the one read.
 	t.Run("DestinationReadOnce", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.startEngine(t, "t1")
+		b := setupRunning(t)
 		w := b.fundedWorking(t, "10.00")
 		usd := ids.Alias(10)
 		ok(t, b.send(t, b.command(t, topics.CmdWalletCreate, b.merchant, topics.WalletCreate{WalletID: usd, Currency: "USD",
@@ -725,12 +751,7 @@ func TestEngine(t *testing.T) {
 
 		// If the new engine re-read the old records it would answer these waiters
 		// (from the stored replies) before the new command's reply.
-		var oldWaiters []<-chan topics.Reply
-		for _, c := range old {
-			ch, cancel := b.hub.Register(c.ID)
-			defer cancel()
-			oldWaiters = append(oldWaiters, ch)
-		}
+		oldWaiters := b.waitFor(t, old...)
 
 		b.startEngine(t, "t2")
 		more := []topics.Command{

@@ -5,11 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
-	"paysvc/cmd/paysvc/admin"
 	"paysvc/topics"
 )
 
@@ -18,25 +16,17 @@ import (
 // log, a bug): a live merchant's deposit would invent money.
 func TestEngine_Environments(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.startEngine(t, "t1")
-	live, err := admin.CreateMerchant(b.ctx, b.db, "Live Co", "live")
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSettle, err := walletstore.Settlement(b.ctx, b.db, live.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setupRunning(t)
+	live, liveSettle := b.newMerchant(t, "Live Co", "live")
 
 	t.Run("DepositRefusedForLiveMerchant", func(t *testing.T) {
-		c := depositCmd(b, t, live.MerchantID, liveSettle.WalletID, "1000.00")
+		c := depositCmd(b, t, live, liveSettle, "1000.00")
 		r := b.send(t, c)
 		wantCode(t, r, engine.CodeInvalid)
 		if !strings.Contains(r.Error.Detail, "sandbox") {
 			t.Fatalf("refusal should say deposits are sandbox-only: %v", r.Error)
 		}
-		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "0.00")
+		b.wantBalance(t, live, liveSettle, "0.00")
 		if n := b.entriesOf(t, c.ID); n != 0 {
 			t.Fatalf("a refused deposit wrote %d ledger entries", n)
 		}
@@ -60,20 +50,17 @@ func TestEngine_Environments(t *testing.T) {
 	}
 	t.Run("P2PNeverCrossesEnvironments", func(t *testing.T) {
 		before := b.balance(t, b.merchant, b.settle)
-		if res := p2p(live.MerchantID, b.merchant, b.settle); res.Success {
+		if res := p2p(live, b.merchant, b.settle); res.Success {
 			t.Fatalf("a live payer credited a sandbox wallet: %+v", res)
 		}
 		b.wantBalance(t, b.merchant, b.settle, before)
-		if res := p2p(b.merchant, live.MerchantID, liveSettle.WalletID); res.Success {
+		if res := p2p(b.merchant, live, liveSettle); res.Success {
 			t.Fatalf("a sandbox payer credited a live wallet: %+v", res)
 		}
-		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "0.00")
+		b.wantBalance(t, live, liveSettle, "0.00")
 		// Within the sandbox the same credit goes through.
-		other, err := admin.CreateMerchant(b.ctx, b.db, "Sandbox Peer", "sandbox")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res := p2p(other.MerchantID, b.merchant, b.settle); !res.Success {
+		other, _ := b.newMerchant(t, "Sandbox Peer", "sandbox")
+		if res := p2p(other, b.merchant, b.settle); !res.Success {
 			t.Fatalf("sandbox to sandbox P2P: %+v", res)
 		}
 		after, _ := money.Parse(before)

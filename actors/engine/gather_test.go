@@ -35,10 +35,7 @@ func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {
 	var waits []<-chan topics.Reply
 	for range 10 {
 		c := depositCmd(b, t, b.merchant, b.settle, "1.00")
-		ch, cancel := b.hub.Register(c.ID)
-		defer cancel()
-		b.produce(t, -1, c)
-		later, waits = append(later, c.ID), append(waits, ch)
+		later, waits = append(later, c.ID), append(waits, b.post(t, c))
 		time.Sleep(20 * time.Millisecond) // trickling in, each its own poll: not a wait for anything
 	}
 	// All ten are applied into the open batch beside the held commit.

@@ -5,9 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -65,12 +62,11 @@ const (
 // CodeMerchantDisabled refuses a disabled merchant's command.
 const CodeMerchantDisabled = "merchant_disabled"
 
-var guardRefusals = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "paysvc_engine_guard_refusals_total",
-	Help: "Commands the engine refused before their handler (docs/security.md, Guards): by command type and reason " +
-		"(environment, no_environment, simulated, sandbox_only, disabled, unknown_merchant). Any environment, " +
+var guardRefusals = counterVec("paysvc_engine_guard_refusals_total",
+	"Commands the engine refused before their handler (docs/security.md, Guards): by command type and reason "+
+		"(environment, no_environment, simulated, sandbox_only, disabled, unknown_merchant). Any environment, "+
 		"no_environment or simulated refusal means a process acted on another environment's merchant.",
-}, []string{"type", "reason"})
+	"type", "reason")
 
 // guardOf is the guard of a command type: its kind's, or the strictest for
 // anything else.

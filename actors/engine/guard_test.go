@@ -1,19 +1,15 @@
 package engine_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"paysvc/actors/aggregates/invoice/invoicekind"
 	"paysvc/actors/aggregates/invoice/invoicestore"
-	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
-	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -23,19 +19,7 @@ import (
 // a second: Config.MerchantRefresh).
 func (b *engineBundle) startGuardedEngine(t *testing.T) {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: "guarded", SessionTimeout: 2 * time.Second,
-		MerchantRefresh: -1, Logger: logger(), Kinds: b.kinds}, b.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		eng.Stop()
-	})
+	b.runEngine(t, engine.Config{Owner: "guarded", MerchantRefresh: -1})
 }
 
 // The engine's guards (guard.go, docs/security.md "Guards of the money-moving
@@ -48,14 +32,7 @@ func TestEngine_Guards(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.startGuardedEngine(t)
-	live, err := admin.CreateMerchant(b.ctx, b.db, "Live Co", "live")
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSettle, err := walletstore.Settlement(b.ctx, b.db, live.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
+	live, liveSettle := b.newMerchant(t, "Live Co", "live")
 	// A live collection, pushed by the live API: the money that forged outcomes
 	// would credit.
 	push := func(merchant string) string {
@@ -87,11 +64,11 @@ func TestEngine_Guards(t *testing.T) {
 		// A sandbox process's deposit, transfer and outcome for a live merchant,
 		// and a live process's deposit for a sandbox merchant.
 		for _, c := range []topics.Command{
-			depositCmd(b, t, live.MerchantID, liveSettle.WalletID, "1000.00"),
-			transferCmd(b, t, live.MerchantID, liveSettle.WalletID, liveSettle.WalletID, "1.00"),
+			depositCmd(b, t, live, liveSettle, "1000.00"),
+			transferCmd(b, t, live, liveSettle, liveSettle, "1.00"),
 			depositCmd(b, t, b.merchant, b.settle, "1000.00"),
 		} {
-			if c.MerchantID == live.MerchantID {
+			if c.MerchantID == live {
 				c.Environment = topics.Sandbox
 			} else {
 				c.Environment = topics.Live
@@ -101,7 +78,7 @@ func TestEngine_Guards(t *testing.T) {
 				t.Fatalf("%s across environments wrote %d ledger entries", c.Type, n)
 			}
 		}
-		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "0.00")
+		b.wantBalance(t, live, liveSettle, "0.00")
 		b.wantBalance(t, b.merchant, b.settle, "0.00")
 	})
 	t.Run("NoEnvironment", func(t *testing.T) {
@@ -121,33 +98,33 @@ func TestEngine_Guards(t *testing.T) {
 		b.wantBalance(t, b.merchant, b.settle, "0.00")
 	})
 	t.Run("ForgedOutcomeNeitherAppliesNorTakesTheID", func(t *testing.T) {
-		inv := push(live.MerchantID)
-		forged := success(live.MerchantID, inv)
+		inv := push(live)
+		forged := success(live, inv)
 		forged.Environment = topics.Sandbox // the sandbox simulator answering a live prompt
 		forged.Simulated = true
 		wantCode(t, b.send(t, forged), engine.CodeNotFound)
-		if s := invoiceState(live.MerchantID, inv); s != "PENDING" {
+		if s := invoiceState(live, inv); s != "PENDING" {
 			t.Fatalf("live invoice %s after a sandbox outcome, want PENDING", s)
 		}
-		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "0.00")
+		b.wantBalance(t, live, liveSettle, "0.00")
 		if n := processed(forged.ID); n != 0 {
 			t.Fatalf("the refused forgery was recorded as processed under the genuine outcome's id")
 		}
 		// The live rail's genuine outcome, under the same derived id, applies.
-		genuine := success(live.MerchantID, inv)
+		genuine := success(live, inv)
 		ok(t, b.send(t, genuine))
-		if s := invoiceState(live.MerchantID, inv); s != "COMPLETE" {
+		if s := invoiceState(live, inv); s != "COMPLETE" {
 			t.Fatalf("live invoice %s after its rail's outcome, want COMPLETE", s)
 		}
-		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "98.50")
+		b.wantBalance(t, live, liveSettle, "98.50")
 	})
 	t.Run("SimulatedNeverForLive", func(t *testing.T) {
 		// Even stamped live (a live process wired to a simulator by mistake).
-		inv := push(live.MerchantID)
-		c := success(live.MerchantID, inv)
+		inv := push(live)
+		c := success(live, inv)
 		c.Simulated = true
 		wantCode(t, b.send(t, c), engine.CodeInvalid)
-		if s := invoiceState(live.MerchantID, inv); s != "PENDING" {
+		if s := invoiceState(live, inv); s != "PENDING" {
 			t.Fatalf("live invoice %s after a simulated outcome, want PENDING", s)
 		}
 		// A sandbox merchant takes its simulator's outcomes.
@@ -158,45 +135,38 @@ func TestEngine_Guards(t *testing.T) {
 		b.wantBalance(t, b.merchant, b.settle, "98.50")
 	})
 	t.Run("SandboxOnly", func(t *testing.T) {
-		r := b.send(t, depositCmd(b, t, live.MerchantID, liveSettle.WalletID, "1000.00"))
+		r := b.send(t, depositCmd(b, t, live, liveSettle, "1000.00"))
 		wantCode(t, r, engine.CodeInvalid)
 		if !strings.Contains(r.Error.Detail, "sandbox") {
 			t.Fatalf("refusal should say deposits are sandbox-only: %v", r.Error)
 		}
-		b.wantBalance(t, live.MerchantID, liveSettle.WalletID, "98.50")
+		b.wantBalance(t, live, liveSettle, "98.50")
 	})
 	t.Run("Disabled", func(t *testing.T) {
-		m, err := admin.CreateMerchant(b.ctx, b.db, "Soon Disabled", "sandbox")
-		if err != nil {
-			t.Fatal(err)
-		}
-		settle, err := walletstore.Settlement(b.ctx, b.db, m.MerchantID, "KES")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok(t, b.send(t, depositCmd(b, t, m.MerchantID, settle.WalletID, "50.00")))
-		inv := push(m.MerchantID) // money on its way in before the disable
-		if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m.MerchantID, false); err != nil {
+		m, settle := b.newMerchant(t, "Soon Disabled", "sandbox")
+		ok(t, b.send(t, depositCmd(b, t, m, settle, "50.00")))
+		inv := push(m) // money on its way in before the disable
+		if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m, false); err != nil {
 			t.Fatal(err)
 		}
 		w := ids.Alias(10)
 		for _, c := range []topics.Command{
-			depositCmd(b, t, m.MerchantID, settle.WalletID, "50.00"),
-			createCmd(b, t, m.MerchantID, w, "after disable"),
-			b.command(t, topics.CmdInvoiceSTKPush, m.MerchantID, topics.InvoiceSTKPush{InvoiceID: ids.Alias(8),
+			depositCmd(b, t, m, settle, "50.00"),
+			createCmd(b, t, m, w, "after disable"),
+			b.command(t, topics.CmdInvoiceSTKPush, m, topics.InvoiceSTKPush{InvoiceID: ids.Alias(8),
 				Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "disabled"}),
 		} {
 			wantCode(t, b.send(t, c), engine.CodeMerchantDisabled)
 		}
-		b.wantBalance(t, m.MerchantID, settle.WalletID, "50.00")
+		b.wantBalance(t, m, settle, "50.00")
 		// The payer paid before the disable: the rail's outcome lands where the
 		// money went.
-		ok(t, b.send(t, success(m.MerchantID, inv)))
-		b.wantBalance(t, m.MerchantID, settle.WalletID, "148.50")
+		ok(t, b.send(t, success(m, inv)))
+		b.wantBalance(t, m, settle, "148.50")
 		// A P2P payout to the disabled merchant fails (the payer's hold is
 		// released by the failed result); nothing is credited.
-		p2p := b.command(t, topics.CmdPayoutP2PCredit, m.MerchantID, topics.PayoutP2PCredit{PayerMerchantID: b.merchant,
-			FileID: ids.Alias(8), TransactionID: ids.Alias(10), WalletID: settle.WalletID, Amount: money.MustParse("3.00"), Currency: "KES"})
+		p2p := b.command(t, topics.CmdPayoutP2PCredit, m, topics.PayoutP2PCredit{PayerMerchantID: b.merchant,
+			FileID: ids.Alias(8), TransactionID: ids.Alias(10), WalletID: settle, Amount: money.MustParse("3.00"), Currency: "KES"})
 		p2p.Environment = topics.Sandbox
 		r := b.send(t, p2p)
 		ok(t, r)
@@ -204,18 +174,18 @@ func TestEngine_Guards(t *testing.T) {
 		if err := json.Unmarshal(r.Result, &res); err != nil || res.Success {
 			t.Fatalf("P2P credit to a disabled merchant: %+v (%v)", res, err)
 		}
-		b.wantBalance(t, m.MerchantID, settle.WalletID, "148.50")
-		if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m.MerchantID, true); err != nil {
+		b.wantBalance(t, m, settle, "148.50")
+		if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m, true); err != nil {
 			t.Fatal(err)
 		}
-		ok(t, b.send(t, depositCmd(b, t, m.MerchantID, settle.WalletID, "1.50")))
-		b.wantBalance(t, m.MerchantID, settle.WalletID, "150.00")
+		ok(t, b.send(t, depositCmd(b, t, m, settle, "1.50")))
+		b.wantBalance(t, m, settle, "150.00")
 	})
 	t.Run("RegisteredKinds", func(t *testing.T) {
 		// Subscriptions' card set-up and cycles are the sandbox's test cards: a
 		// live merchant's would invent money, whatever produced them.
 		for _, typ := range []string{topics.CmdSubscriptionActivate, topics.CmdSubscriptionCycle} {
-			c := b.command(t, typ, live.MerchantID, map[string]any{"subscription_id": "SUBLIVE00001"})
+			c := b.command(t, typ, live, map[string]any{"subscription_id": "SUBLIVE00001"})
 			r := b.send(t, c)
 			wantCode(t, r, engine.CodeInvalid)
 			if !strings.Contains(r.Error.Detail, "only in the sandbox") {
@@ -223,7 +193,7 @@ func TestEngine_Guards(t *testing.T) {
 			}
 		}
 		// A refund rail's outcome from a simulator never applies to a live merchant.
-		c := b.command(t, "refund.settle", live.MerchantID, map[string]any{"refund_id": 1, "invoice_id": "INVLIVE1", "status": "COMPLETED"})
+		c := b.command(t, "refund.settle", live, map[string]any{"refund_id": 1, "invoice_id": "INVLIVE1", "status": "COMPLETED"})
 		c.Simulated = true
 		wantCode(t, b.send(t, c), engine.CodeInvalid)
 	})

@@ -5,7 +5,6 @@ import (
 
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
-	"paysvc/cmd/paysvc/admin"
 	"paysvc/topics"
 )
 
@@ -18,23 +17,15 @@ func TestInvoiceIDClashInOneBatchIsRefusedNotQuarantined(t *testing.T) {
 	b := setup(t)
 	stop := b.startEngine(t, "t1")
 	defer stop()
-	other, err := admin.CreateMerchant(b.ctx, b.db, "Merchant B", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, _ := b.newMerchant(t, "Merchant B", "sandbox")
 	before := quarantinedTotal(t)
 	id := ids.Alias(12)
 	push := func(merchant string) topics.Command {
 		return b.command(t, topics.CmdInvoiceSTKPush, merchant, topics.InvoiceSTKPush{
 			InvoiceID: id, Phone: "254700000001", Amount: money.MustParse("100.00"), Tariff: "BUSINESS-PAYS", APIRef: "clash"})
 	}
-	cmds := []topics.Command{push(b.merchant), push(other.MerchantID)}
-	waits := make([]<-chan topics.Reply, len(cmds))
-	for i, c := range cmds {
-		ch, cancel := b.hub.Register(c.ID)
-		defer cancel()
-		waits[i] = ch
-	}
+	cmds := []topics.Command{push(b.merchant), push(other)}
+	waits := b.waitFor(t, cmds...)
 	b.produce(t, 0, cmds...) // one partition, one produce: normally one batch
 	ok(t, await(t, waits[0], "A's push"))
 	wantCode(t, await(t, waits[1], "B's push"), "id_taken")
@@ -47,7 +38,7 @@ func TestInvoiceIDClashInOneBatchIsRefusedNotQuarantined(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM invoices WHERE invoice_id = $1 AND merchant_id = $2`, id, b.merchant); n != 1 {
 		t.Errorf("A's invoice: %d rows", n)
 	}
-	if n := b.count(t, `SELECT count(*) FROM invoices WHERE merchant_id = $1`, other.MerchantID); n != 0 {
+	if n := b.count(t, `SELECT count(*) FROM invoices WHERE merchant_id = $1`, other); n != 0 {
 		t.Errorf("B has %d invoices", n)
 	}
 }
@@ -57,18 +48,10 @@ func TestWalletIDClashInOneBatchIsRefusedNotQuarantined(t *testing.T) {
 	b := setup(t)
 	stop := b.startEngine(t, "t1")
 	defer stop()
-	other, err := admin.CreateMerchant(b.ctx, b.db, "Merchant B", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, _ := b.newMerchant(t, "Merchant B", "sandbox")
 	id := ids.Alias(12)
-	cmds := []topics.Command{createCmd(b, t, b.merchant, id, "mine"), createCmd(b, t, other.MerchantID, id, "theirs")}
-	waits := make([]<-chan topics.Reply, len(cmds))
-	for i, c := range cmds {
-		ch, cancel := b.hub.Register(c.ID)
-		defer cancel()
-		waits[i] = ch
-	}
+	cmds := []topics.Command{createCmd(b, t, b.merchant, id, "mine"), createCmd(b, t, other, id, "theirs")}
+	waits := b.waitFor(t, cmds...)
 	b.produce(t, 0, cmds...)
 	ok(t, await(t, waits[0], "A's wallet"))
 	wantCode(t, await(t, waits[1], "B's wallet"), "id_taken")

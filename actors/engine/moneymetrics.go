@@ -3,9 +3,6 @@ package engine
 import (
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
 	"paysvc/storage"
@@ -18,20 +15,17 @@ var (
 	// exactly in money.Amount per batch, then added as a whole number: the
 	// counter keeps whole additions in an integer, and its float64 exposition
 	// is exact below 2^53 minor units (90 trillion units of a currency).
-	moneyIn = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "paysvc_money_in_minor_total",
-		Help: "Value entering merchants' wallets from outside them, in minor units (cents), by currency and rail (the system account " +
+	moneyIn = counterVec("paysvc_money_in_minor_total",
+		"Value entering merchants' wallets from outside them, in minor units (cents), by currency and rail (the system account "+
 			"on the other side: mpesa, card, pesalink, p2p, sandbox_funding, ...), counted once per committed ledger movement.",
-	}, []string{"currency", "rail"})
-	moneyOut = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "paysvc_money_out_minor_total",
-		Help: "Value leaving merchants' wallets to outside them (payouts, refunds), in minor units (cents), by currency and rail, " +
+		"currency", "rail")
+	moneyOut = counterVec("paysvc_money_out_minor_total",
+		"Value leaving merchants' wallets to outside them (payouts, refunds), in minor units (cents), by currency and rail, "+
 			"counted once per committed ledger movement. Fees are not in it (paysvc_money_fees_minor_total).",
-	}, []string{"currency", "rail"})
-	moneyFees = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "paysvc_money_fees_minor_total",
-		Help: "Fees charged to merchants' wallets (the service's income), in minor units (cents), by currency, counted once committed.",
-	}, []string{"currency"})
+		"currency", "rail")
+	moneyFees = counterVec("paysvc_money_fees_minor_total",
+		"Fees charged to merchants' wallets (the service's income), in minor units (cents), by currency, counted once committed.",
+		"currency")
 )
 
 // Rails of the money counters: the system accounts that are the other side of a

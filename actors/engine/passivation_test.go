@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -20,23 +19,7 @@ import (
 // returns it so a test can see how many actors it holds.
 func (b *engineBundle) startIdleEngine(t *testing.T, idle time.Duration) *engine.Engine {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Brokers: b.brokers, Namespace: b.ns, Owner: "idle", SessionTimeout: 2 * time.Second, ActorIdle: idle,
-		Logger: logger(), Kinds: b.kinds}, b.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("engine: Run did not return after cancel")
-		}
-		eng.Stop()
-	})
+	eng, _ := b.runEngine(t, engine.Config{Owner: "idle", ActorIdle: idle})
 	return eng
 }
 

@@ -5,11 +5,9 @@ import (
 	"testing"
 
 	"paysvc/actors/aggregates/payout/payoutkind"
-	"paysvc/actors/aggregates/wallet/walletstore"
 	"paysvc/actors/engine"
 	"paysvc/actors/values/ids"
 	"paysvc/actors/values/money"
-	"paysvc/cmd/paysvc/admin"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -24,15 +22,8 @@ func TestEngine_PayoutKillSwitches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.startGuardedEngine(t)
-	m, err := admin.CreateMerchant(b.ctx, b.db, "Kill Switch Co", "sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle, err := walletstore.Settlement(b.ctx, b.db, m.MerchantID, "KES")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok(t, b.send(t, depositCmd(b, t, m.MerchantID, settle.WalletID, "1000.00")))
+	m, settle := b.newMerchant(t, "Kill Switch Co", "sandbox")
+	ok(t, b.send(t, depositCmd(b, t, m, settle, "1000.00")))
 	file := ids.Alias(8)
 	txns := []string{ids.Alias(10), ids.Alias(10), ids.Alias(10)}
 	in := topics.PayoutInitiate{FileID: file, TrackingID: "5f0c6a8e-3a52-4a43-9d1e-1f6d7c3c9a10", Nonce: "n0nce123",
@@ -41,20 +32,20 @@ func TestEngine_PayoutKillSwitches(t *testing.T) {
 		in.Transactions = append(in.Transactions, topics.PayoutTxnIn{TransactionID: id, RequestReferenceID: id,
 			Account: "25470837410" + string(rune('0'+i)), Amount: money.MustParse("100.00"), Charge: money.MustParse("10.00")})
 	}
-	ok(t, b.send(t, b.command(t, topics.CmdPayoutInitiate, m.MerchantID, in)))
-	ok(t, b.send(t, b.command(t, topics.CmdPayoutApprove, m.MerchantID, topics.PayoutApprove{FileID: file})))
-	b.wantAvailable(t, m.MerchantID, settle.WalletID, "670.00", "1000.00")
+	ok(t, b.send(t, b.command(t, topics.CmdPayoutInitiate, m, in)))
+	ok(t, b.send(t, b.command(t, topics.CmdPayoutApprove, m, topics.PayoutApprove{FileID: file})))
+	b.wantAvailable(t, m, settle, "670.00", "1000.00")
 	results := func(stage, batch string, ids ...string) topics.Command {
-		r := topics.PayoutResults{FileID: file, MerchantID: m.MerchantID, Stage: stage, Batch: batch}
+		r := topics.PayoutResults{FileID: file, MerchantID: m, Stage: stage, Batch: batch}
 		for _, id := range ids {
 			r.Results = append(r.Results, topics.PayoutTxnResult{TransactionID: id, Success: true, ProviderReference: "R" + id})
 		}
-		c := b.command(t, topics.CmdPayoutResults, m.MerchantID, r)
+		c := b.command(t, topics.CmdPayoutResults, m, r)
 		c.ID = topics.PayoutResultCommandID(file, stage, batch)
 		return c
 	}
 	operator := func(typ, reason string) topics.Reply {
-		return b.send(t, b.command(t, typ, m.MerchantID, topics.PayoutOperator{FileID: file, By: "ops-test", Reason: reason}))
+		return b.send(t, b.command(t, typ, m, topics.PayoutOperator{FileID: file, By: "ops-test", Reason: reason}))
 	}
 	txnStatus := func(id string) string {
 		var s string
@@ -66,7 +57,7 @@ func TestEngine_PayoutKillSwitches(t *testing.T) {
 
 	// T0 is handed to the rail before the disable.
 	ok(t, b.send(t, results(topics.PayoutStageSubmitted, "s0", txns[0])))
-	if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m.MerchantID, false); err != nil {
+	if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m, false); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, b.send(t, results(topics.PayoutStageSubmitted, "s1", txns[1])), engine.CodeMerchantDisabled)
@@ -75,12 +66,12 @@ func TestEngine_PayoutKillSwitches(t *testing.T) {
 	}
 	// Money already in motion lands.
 	ok(t, b.send(t, results(topics.PayoutStageFinal, "f0", txns[0])))
-	b.wantAvailable(t, m.MerchantID, settle.WalletID, "670.00", "890.00")
+	b.wantAvailable(t, m, settle, "670.00", "890.00")
 
 	// The operator holds the disabled merchant's file: once enabled, its
 	// submissions are still refused until it is released.
 	ok(t, operator(topics.CmdPayoutHold, "stolen key"))
-	if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m.MerchantID, true); err != nil {
+	if _, err := storage.SetMerchantEnabled(b.ctx, b.db, m, true); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, b.send(t, results(topics.PayoutStageSubmitted, "s2", txns[1])), payoutkind.CodeFileOnHold)
@@ -95,7 +86,7 @@ func TestEngine_PayoutKillSwitches(t *testing.T) {
 	if s1, s2 := txnStatus(txns[1]), txnStatus(txns[2]); s1 != "PROCESSING" || s2 != "FAILED" {
 		t.Fatalf("after fail: handed %s (want PROCESSING), unsent %s (want FAILED)", s1, s2)
 	}
-	b.wantAvailable(t, m.MerchantID, settle.WalletID, "780.00", "890.00")
+	b.wantAvailable(t, m, settle, "780.00", "890.00")
 	// A SUBMITTED of the failed transaction (a rail that read it before the fail)
 	// changes nothing; T1's outcome finishes the file.
 	ok(t, b.send(t, results(topics.PayoutStageSubmitted, "s4", txns[2])))
@@ -103,7 +94,7 @@ func TestEngine_PayoutKillSwitches(t *testing.T) {
 		t.Fatalf("a failed transaction was submitted: %s", s)
 	}
 	ok(t, b.send(t, results(topics.PayoutStageFinal, "f1", txns[1])))
-	b.wantAvailable(t, m.MerchantID, settle.WalletID, "780.00", "780.00")
+	b.wantAvailable(t, m, settle, "780.00", "780.00")
 	wantCode(t, operator(topics.CmdPayoutHold, ""), payoutkind.CodeNotProcessing)
 	b.ledgerOK(t)
 }

@@ -34,12 +34,7 @@ func TestPoisonCommandsAreQuarantined(t *testing.T) {
 	badApply := createCmd(b, t, b.merchant, ids.Alias(10), "bad\x00label")
 	good3 := depositCmd(b, t, b.merchant, b.settle, "1.00")
 	cmds := []topics.Command{good1, badCommit, good2, badApply, good3}
-	waits := make([]<-chan topics.Reply, len(cmds))
-	for i, c := range cmds {
-		ch, cancel := b.hub.Register(c.ID)
-		defer cancel()
-		waits[i] = ch
-	}
+	waits := b.waitFor(t, cmds...)
 	// One produce call: the five records are consecutive in one partition and
 	// normally reach the engine in one poll, so the first batch holds them all.
 	part := b.produce(t, -1, cmds...)
@@ -120,12 +115,10 @@ func TestPoisonCommandsAreQuarantined(t *testing.T) {
 // Among many commands, isolation halves the batches until the one bad command is
 // alone; every good command is applied exactly once, whatever batch it fell in.
 func TestPoisonCommandAmongManyIsFoundAndTheRestApplyOnce(t *testing.T) {
-	b := setup(t)
-	b.startEngine(t, "t1")
+	b := setupRunning(t)
 	ok(t, b.send(t, depositCmd(b, t, b.merchant, b.settle, "1.00")))
 	const n, bad = 200, 137
 	cmds := make([]topics.Command, n)
-	waits := make([]<-chan topics.Reply, n)
 	for i := range cmds {
 		if i == bad {
 			cmds[i] = b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{
@@ -133,10 +126,8 @@ func TestPoisonCommandAmongManyIsFoundAndTheRestApplyOnce(t *testing.T) {
 		} else {
 			cmds[i] = depositCmd(b, t, b.merchant, b.settle, "1.00")
 		}
-		ch, cancel := b.hub.Register(cmds[i].ID)
-		defer cancel()
-		waits[i] = ch
 	}
+	waits := b.waitFor(t, cmds...)
 	b.produce(t, -1, cmds...)
 	for i, ch := range waits {
 		r := await(t, ch, cmds[i].Type)

@@ -12,8 +12,7 @@ import (
 // stored reply.
 func TestReusedCommandIDOfAnotherType(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.startEngine(t, "t1")
+	b := setupRunning(t)
 	w := b.fundedWorking(t, "100.00")
 
 	wBefore := b.balance(t, b.merchant, w)

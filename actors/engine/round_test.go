@@ -128,19 +128,13 @@ func readHeldMidCommit(t *testing.T, b *engineBundle, apiRef string) *heldRound 
 	t.Helper()
 	r := &heldRound{}
 	r.holder, r.release = holdCommits(t, b)
-	register := func(c topics.Command) <-chan topics.Reply {
-		ch, cancel := b.hub.Register(c.ID)
-		t.Cleanup(cancel)
-		b.produce(t, -1, c)
-		return ch
-	}
 	r.first = depositCmd(b, t, b.merchant, b.settle, "1.00")
-	r.firstReply = register(r.first)
+	r.firstReply = b.post(t, r.first)
 	waitBlockedBy(t, b, r.holder) // commit K is in flight
 
 	before := appliesDuringCommit(t)
 	r.second = depositCmd(b, t, b.merchant, b.settle, "2.00")
-	r.secondReply = register(r.second)
+	r.secondReply = b.post(t, r.second)
 	waittest.Eventually(t, replyWait, func() (bool, string) { // applied into the open batch beside K
 		return appliesDuringCommit(t) != before, "the second deposit was not applied beside the held commit"
 	})
@@ -160,7 +154,7 @@ func readHeldMidCommit(t *testing.T, b *engineBundle, apiRef string) *heldRound 
 	r.inv = ids.Alias(8)
 	r.push = b.command(t, topics.CmdInvoiceSTKPush, b.merchant, topics.InvoiceSTKPush{InvoiceID: r.inv,
 		Phone: "254700000001", Amount: money.MustParse("10.00"), Tariff: "BUSINESS-PAYS", APIRef: apiRef})
-	r.pushReply = register(r.push)
+	r.pushReply = b.post(t, r.push)
 	waitBlockedBy(t, b, r.locker) // the poll's hydration read waits on the table lock
 	return r
 }

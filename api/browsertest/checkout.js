@@ -4,34 +4,11 @@
 // (api/browser_test.go) starts paysvc, makes the sessions, and judges the results
 // through the API. One browser for all scenarios keeps the test quick.
 //
-// Env: PAYSVC_BASE_URL, PAYSVC_SCENARIOS (JSON list of {name, kind, checkout, phone,
-// amount}), PAYSVC_SCREENSHOTS (a directory), CHROMIUM (default /usr/bin/chromium).
+// PAYSVC_SCENARIOS is a JSON list of {name, kind, checkout, phone, amount} (the
+// rest of the environment: harness.js).
 'use strict';
 
-const { chromium } = require('playwright-core');
-
-const base = process.env.PAYSVC_BASE_URL;
-const scenarios = JSON.parse(process.env.PAYSVC_SCENARIOS);
-const shots = process.env.PAYSVC_SCREENSHOTS;
-const TIMEOUT = 15000;
-
-async function shot(page, name) {
-  await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
-}
-
-// visibleText is the text of the view a customer sees now.
-async function visibleText(page, id) {
-  return (await page.locator('#' + id).innerText()).replace(/\s+/g, ' ').trim();
-}
-
-// tabTo presses Tab until the element with that id has focus (keyboard only).
-async function tabTo(page, id) {
-  for (let i = 0; i < 20; i++) {
-    await page.keyboard.press('Tab');
-    if (await page.evaluate(() => document.activeElement && document.activeElement.id) === id) return;
-  }
-  throw new Error(`Tab never reached #${id}`);
-}
+const { TIMEOUT, base, shot, visibleText, tabTo, eachScenario, outcome, followRedirect, tryAgain, main } = require('./harness');
 
 const run = {
   // Pays by M-Pesa STK with the mouse-free basics a customer uses: fill, click.
@@ -64,9 +41,9 @@ const run = {
 
   // Fills and submits the form with the keyboard alone: Tab to each field, Enter.
   async keyboard(page, s, out) {
-    await tabTo(page, 'amount');
+    await tabTo(page, 'amount', 20);
     await page.keyboard.type(s.amount);
-    await tabTo(page, 'phone');
+    await tabTo(page, 'phone', 20);
     await page.keyboard.type(s.phone);
     await shot(page, `${s.name}-1-form`);
     await page.keyboard.press('Enter');
@@ -76,66 +53,31 @@ const run = {
   },
 };
 
-(async () => {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox'],
-  });
-  const results = {};
-  try {
-    for (const s of scenarios) {
-      const out = { seen: [], requests: [], console: [], invoice: null, final: null, finalText: '', error: null };
-      results[s.name] = out;
-      // A phone-sized window: the pages are mobile first.
-      const context = await browser.newContext({ viewport: { width: 400, height: 780 }, locale: 'en-KE' });
-      const page = await context.newPage();
-      page.setDefaultTimeout(TIMEOUT);
-      page.on('request', (r) => out.requests.push(r.url()));
-      // Once the customer follows the merchant's redirect_url the page is not ours:
-      // what the merchant's page logs (a missing favicon) is not judged.
-      let left = false;
-      page.on('console', (m) => { if (!left && (m.type() === 'error' || m.type() === 'warning')) out.console.push(m.text()); });
-      page.on('pageerror', (e) => { if (!left) out.console.push('pageerror: ' + e.message); });
-      page.on('response', async (r) => {
-        if (/\/api\/v1\/payment\/(collection|card)\/$/.test(new URL(r.url()).pathname) && r.ok()) {
-          try { const j = await r.json(); out.invoice = j.invoice.invoice_id || j.invoice.id; } catch (e) { /* judged in Go */ }
-        }
-      });
-      try {
-        await page.goto(base + (s.path || `/checkout/${s.checkout}/`), { waitUntil: 'load' });
-        out.lang = await page.getAttribute('html', 'lang');
-        out.merchantShown = (await page.locator('.merchant').innerText()).trim();
-        out.headingShown = (await page.locator('#pay-title').innerText()).trim();
-        await run[s.kind](page, s, out);
-        out.final = await page.locator('#done').isVisible() ? 'done' : 'failed';
-        out.finalText = await visibleText(page, out.final);
-        out.focused = await page.evaluate(() => document.activeElement && document.activeElement.id);
-        out.status = (await page.locator('#status').textContent()).trim();
-        await shot(page, `${s.name}-9-${out.final}`);
-        if (out.final === 'done' && s.redirect) {
-          // The merchant's redirect_url, with the session and invoice appended.
-          left = true;
-          await page.locator('#continue').click();
-          await page.waitForURL((u) => !u.pathname.startsWith('/checkout/'), { timeout: TIMEOUT });
-          out.redirectedTo = page.url();
-        }
-        if (out.final === 'failed' && s.retry) {
-          await page.getByRole('button', { name: 'Try again' }).click();
-          await page.locator('#pay').waitFor({ state: 'visible' });
-          out.retryFocused = await page.evaluate(() => document.activeElement && document.activeElement.id);
-        }
-      } catch (e) {
-        out.error = String(e && e.message || e);
-        await shot(page, `${s.name}-error`).catch(() => {});
-      }
-      await context.close();
+// pay opens the scenario's page and drives it to its outcome, then on as the
+// scenario asks: to the merchant's redirect or back to the form.
+async function pay(page, s, out) {
+  // Once the customer follows the merchant's redirect_url the page is not ours:
+  // what the merchant's page logs (a missing favicon) is not judged.
+  let left = false;
+  page.on('console', (m) => { if (!left && (m.type() === 'error' || m.type() === 'warning')) out.console.push(m.text()); });
+  page.on('pageerror', (e) => { if (!left) out.console.push('pageerror: ' + e.message); });
+  page.on('response', async (r) => {
+    if (/\/api\/v1\/payment\/(collection|card)\/$/.test(new URL(r.url()).pathname) && r.ok()) {
+      try { const j = await r.json(); out.invoice = j.invoice.invoice_id || j.invoice.id; } catch (e) { /* judged in Go */ }
     }
-  } finally {
-    await browser.close();
+  });
+  await page.goto(base + (s.path || `/checkout/${s.checkout}/`), { waitUntil: 'load' });
+  out.lang = await page.getAttribute('html', 'lang');
+  out.merchantShown = (await page.locator('.merchant').innerText()).trim();
+  out.headingShown = (await page.locator('#pay-title').innerText()).trim();
+  await run[s.kind](page, s, out);
+  await outcome(page, s, out);
+  if (out.final === 'done' && s.redirect) {
+    left = true;
+    await followRedirect(page, out, '/checkout/');
   }
-  process.stdout.write(JSON.stringify(results));
-})().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+  if (out.final === 'failed' && s.retry) await tryAgain(page, out);
+}
+
+main((browser) => eachScenario(browser,
+  () => ({ seen: [], requests: [], console: [], invoice: null, final: null, finalText: '', error: null }), pay));

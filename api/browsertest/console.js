@@ -6,37 +6,28 @@
 // Go (api/console_browser_test.go) prepares the data and judges the outcome through
 // the API.
 //
-// Env: PAYSVC_BASE_URL, PAYSVC_SCENARIOS (one JSON object: key, file, event, phone,
-// subscription, merchant), PAYSVC_SCREENSHOTS, CHROMIUM.
+// PAYSVC_SCENARIOS is one JSON object: key, file, event, phone, subscription,
+// merchant (the rest of the environment: harness.js).
 'use strict';
 
-const fs = require('fs');
-const { chromium } = require('playwright-core');
+const harness = require('./harness');
 
-const base = process.env.PAYSVC_BASE_URL;
-const s = JSON.parse(process.env.PAYSVC_SCENARIOS);
-const shots = process.env.PAYSVC_SCREENSHOTS;
-const axeSource = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-const TIMEOUT = 15000;
+const { TIMEOUT, base, axeViolations, main } = harness;
+const s = harness.scenarios;
 
 const out = { steps: [], axe: {}, console: [], requests: [], error: null };
 
-async function shot(page, name) {
-  await page.screenshot({ path: `${shots}/console-${name}.png`, fullPage: true });
+function shot(page, name) {
+  return harness.shot(page, `console-${name}`);
 }
 
 function text(page, sel) {
   return page.locator(sel).first().innerText().then((t) => t.replace(/\s+/g, ' ').trim());
 }
 
-// audit runs axe-core on the page as it is (injected through the DevTools
-// protocol, which the page's CSP does not govern) and keeps the violations.
+// audit keeps axe-core's violations of the page as it is.
 async function audit(page, name) {
-  await page.evaluate(axeSource);
-  out.axe[name] = await page.evaluate(async () => {
-    const r = await window.axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5) }));
-  });
+  out.axe[name] = await axeViolations(page);
 }
 
 function watch(page) {
@@ -66,12 +57,7 @@ async function visit(page, path, name) {
   return resp.status();
 }
 
-(async () => {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox'],
-  });
+main(async (browser) => {
   try {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-KE' });
     const page = await context.newPage();
@@ -269,8 +255,6 @@ async function visit(page, path, name) {
         out.lastPages = (out.lastPages || []).concat([p.url() + ': ' + (await p.locator('body').innerText().catch(() => '')).slice(0, 800)]);
       }
     }
-  } finally {
-    await browser.close();
   }
-  process.stdout.write(JSON.stringify(out, null, 2));
-})();
+  return out;
+}, 2);

@@ -5,90 +5,70 @@
 // whether the text is a raw JSON error, axe-core's violations and any console
 // error. Go (api/custpages_browser_test.go) prepares the addresses and judges.
 //
-// Env: PAYSVC_BASE_URL, PAYSVC_SCENARIOS (JSON list of {name, path, post}: post is
-// a form's fields, sent as a form the page submits), PAYSVC_SCREENSHOTS, CHROMIUM.
+// PAYSVC_SCENARIOS is a JSON list of {name, path, post}: post is a form's fields,
+// sent as a form the page submits (the rest of the environment: harness.js).
 'use strict';
 
-const fs = require('fs');
-const { chromium } = require('playwright-core');
+const { TIMEOUT, base, scenarios, shot, axeViolations, main } = require('./harness');
 
-const base = process.env.PAYSVC_BASE_URL;
-const scenarios = JSON.parse(process.env.PAYSVC_SCENARIOS);
-const shots = process.env.PAYSVC_SCREENSHOTS;
-const axeSource = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-const TIMEOUT = 15000;
-
-(async () => {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox'],
-  });
+main(async (browser) => {
   const out = {};
-  try {
-    const context = await browser.newContext({ viewport: { width: 390, height: 844 }, locale: 'en-KE' });
-    for (const s of scenarios) {
-      const r = { console: [], requests: [], error: null };
-      out[s.name] = r;
-      const page = await context.newPage();
-      page.setDefaultTimeout(TIMEOUT);
-      page.on('request', (q) => r.requests.push(q.url()));
-      page.on('console', (m) => {
-        if (m.type() !== 'error' && m.type() !== 'warning') return;
-        // The refusal itself (the status the test expects) is logged as a failed
-        // resource; it is judged by status, not here.
-        if (/^Failed to load resource: the server responded with a status of (4\d\d|5\d\d)/.test(m.text())) return;
-        r.console.push(m.text());
-      });
-      page.on('pageerror', (e) => r.console.push('pageerror: ' + e.message));
-      try {
-        let resp;
-        if (s.post) {
-          // A form on a page of paysvc's origin (the healthz answer), submitted as a
-          // customer's click would: a top-level navigation with the browser's Accept.
-          await page.goto(base + '/healthz');
-          const nav = page.waitForNavigation();
-          await page.evaluate(([action, fields]) => {
-            const f = document.createElement('form');
-            f.method = 'post';
-            f.action = action;
-            for (const [k, v] of Object.entries(fields)) {
-              const i = document.createElement('input');
-              i.type = 'hidden'; i.name = k; i.value = v;
-              f.appendChild(i);
-            }
-            document.body.appendChild(f);
-            f.submit();
-          }, [base + s.path, s.post]);
-          resp = await nav;
-        } else {
-          resp = await page.goto(base + s.path);
-        }
-        r.status = resp.status();
-        r.contentType = resp.headers()['content-type'] || '';
-        r.title = await page.title();
-        r.lang = await page.evaluate(() => document.documentElement.lang);
-        // Counted first: a page without a heading (a raw JSON error) must be
-        // reported, not waited on.
-        r.headings = await page.locator('h1').count();
-        r.heading = r.headings ? (await page.locator('h1').first().innerText()).trim() : '';
-        r.main = await page.getByRole('main').count();
-        r.banner = await page.getByRole('banner').count();
-        r.text = (await page.locator('body').innerText()).replace(/\s+/g, ' ').trim();
-        r.rawJSON = (() => { try { JSON.parse(r.text); return true; } catch (e) { return /"request_id"|"detail"\s*:/.test(r.text); } })();
-        await page.evaluate(axeSource);
-        r.axe = await page.evaluate(async () => {
-          const res = await window.axe.run(document, { resultTypes: ['violations'] });
-          return res.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5) }));
-        });
-        await page.screenshot({ path: `${shots}/error-${s.name}.png`, fullPage: true });
-      } catch (e) {
-        r.error = String(e && e.stack || e);
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, locale: 'en-KE' });
+  for (const s of scenarios) {
+    const r = { console: [], requests: [], error: null };
+    out[s.name] = r;
+    const page = await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    page.on('request', (q) => r.requests.push(q.url()));
+    page.on('console', (m) => {
+      if (m.type() !== 'error' && m.type() !== 'warning') return;
+      // The refusal itself (the status the test expects) is logged as a failed
+      // resource; it is judged by status, not here.
+      if (/^Failed to load resource: the server responded with a status of (4\d\d|5\d\d)/.test(m.text())) return;
+      r.console.push(m.text());
+    });
+    page.on('pageerror', (e) => r.console.push('pageerror: ' + e.message));
+    try {
+      let resp;
+      if (s.post) {
+        // A form on a page of paysvc's origin (the healthz answer), submitted as a
+        // customer's click would: a top-level navigation with the browser's Accept.
+        await page.goto(base + '/healthz');
+        const nav = page.waitForNavigation();
+        await page.evaluate(([action, fields]) => {
+          const f = document.createElement('form');
+          f.method = 'post';
+          f.action = action;
+          for (const [k, v] of Object.entries(fields)) {
+            const i = document.createElement('input');
+            i.type = 'hidden'; i.name = k; i.value = v;
+            f.appendChild(i);
+          }
+          document.body.appendChild(f);
+          f.submit();
+        }, [base + s.path, s.post]);
+        resp = await nav;
+      } else {
+        resp = await page.goto(base + s.path);
       }
-      await page.close();
+      r.status = resp.status();
+      r.contentType = resp.headers()['content-type'] || '';
+      r.title = await page.title();
+      r.lang = await page.evaluate(() => document.documentElement.lang);
+      // Counted first: a page without a heading (a raw JSON error) must be
+      // reported, not waited on.
+      r.headings = await page.locator('h1').count();
+      r.heading = r.headings ? (await page.locator('h1').first().innerText()).trim() : '';
+      r.main = await page.getByRole('main').count();
+      r.banner = await page.getByRole('banner').count();
+      r.text = (await page.locator('body').innerText()).replace(/\s+/g, ' ').trim();
+      r.rawJSON = (() => { try { JSON.parse(r.text); return true; } catch (e) { return /"request_id"|"detail"\s*:/.test(r.text); } })();
+      r.axe = await axeViolations(page);
+      await shot(page, `error-${s.name}`);
+    } catch (e) {
+      r.error = String(e && e.stack || e);
     }
-  } finally {
-    await browser.close();
+    await page.close();
   }
-  process.stdout.write(JSON.stringify(out, null, 2));
-})();
+  return out;
+}, 2);

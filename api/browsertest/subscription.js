@@ -5,42 +5,16 @@
 // any console error. Go (api/subpages_browser_test.go) starts paysvc, makes the
 // plans and subscriptions, and judges the outcome through the API.
 //
-// Env: PAYSVC_BASE_URL, PAYSVC_SCENARIOS (JSON list of {name, path, card,
-// challenge, keyboard, subscriber, redirect}), PAYSVC_SCREENSHOTS, CHROMIUM.
+// PAYSVC_SCENARIOS is a JSON list of {name, path, card, challenge, keyboard,
+// subscriber, redirect} (the rest of the environment: harness.js).
 'use strict';
 
-const { chromium } = require('playwright-core');
-
-const base = process.env.PAYSVC_BASE_URL;
-const scenarios = JSON.parse(process.env.PAYSVC_SCENARIOS);
-const shots = process.env.PAYSVC_SCREENSHOTS;
-const TIMEOUT = 15000;
-
-async function shot(page, name) {
-  await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
-}
-
-async function visibleText(page, id) {
-  return (await page.locator('#' + id).innerText()).replace(/\s+/g, ' ').trim();
-}
-
-function focused(page) {
-  return page.evaluate(() => document.activeElement && document.activeElement.id);
-}
-
-// tabTo presses Tab until the element with that id has focus (keyboard only).
-async function tabTo(page, id) {
-  for (let i = 0; i < 25; i++) {
-    await page.keyboard.press('Tab');
-    if (await focused(page) === id) return;
-  }
-  throw new Error(`Tab never reached #${id}`);
-}
+const { TIMEOUT, base, shot, visibleText, focused, tabTo, eachScenario, outcome, followRedirect, tryAgain, main } = require('./harness');
 
 // fill types into a field: with Tab and the keys alone, or as a pointer user does.
 async function fill(page, s, id, label, value) {
   if (s.keyboard) {
-    await tabTo(page, id);
+    await tabTo(page, id, 25);
     await page.keyboard.type(value);
   } else {
     await page.getByLabel(label, { exact: true }).fill(value);
@@ -91,65 +65,32 @@ async function setup(page, s, out) {
   await page.locator('#done:visible, #failed:visible').first().waitFor({ timeout: TIMEOUT });
 }
 
-(async () => {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox'],
+// pages opens the scenario's page, subscribes if it is the plan's, saves the card
+// and goes on as the outcome asks: to the merchant's redirect or back to the form.
+async function pages(page, s, out) {
+  let left = false;
+  // The setup endpoint answers a declined card or a challenge with 402, which
+  // chromium logs as a failed resource: those are kept apart (Go checks they are
+  // exactly the expected answers); anything else logged is a page error.
+  page.on('console', (m) => {
+    if (left || (m.type() !== 'error' && m.type() !== 'warning')) return;
+    const refused = /^Failed to load resource: the server responded with a status of (4[0-9][0-9])/.exec(m.text());
+    if (refused) out.refusals.push(Number(refused[1]));
+    else out.console.push(m.text());
   });
-  const results = {};
-  try {
-    for (const s of scenarios) {
-      const out = { requests: [], console: [], refusals: [], final: null, finalText: '', error: null };
-      results[s.name] = out;
-      const context = await browser.newContext({ viewport: { width: 400, height: 780 }, locale: 'en-KE' });
-      const page = await context.newPage();
-      page.setDefaultTimeout(TIMEOUT);
-      page.on('request', (r) => out.requests.push(r.url()));
-      let left = false;
-      // The setup endpoint answers a declined card or a challenge with 402, which
-      // chromium logs as a failed resource: those are kept apart (Go checks they are
-      // exactly the expected answers); anything else logged is a page error.
-      page.on('console', (m) => {
-        if (left || (m.type() !== 'error' && m.type() !== 'warning')) return;
-        const refused = /^Failed to load resource: the server responded with a status of (4[0-9][0-9])/.exec(m.text());
-        if (refused) out.refusals.push(Number(refused[1]));
-        else out.console.push(m.text());
-      });
-      page.on('pageerror', (e) => { if (!left) out.console.push('pageerror: ' + e.message); });
-      try {
-        await page.goto(base + s.path, { waitUntil: 'load' });
-        out.lang = await page.getAttribute('html', 'lang');
-        out.merchantShown = (await page.locator('.merchant').innerText()).trim();
-        if (s.subscriber) await subscribe(page, s, out);
-        await setup(page, s, out);
-        out.final = await page.locator('#done').isVisible() ? 'done' : 'failed';
-        out.finalText = await visibleText(page, out.final);
-        out.focused = await focused(page);
-        out.status = (await page.locator('#status').textContent()).trim();
-        await shot(page, `${s.name}-9-${out.final}`);
-        if (out.final === 'done' && s.redirect) {
-          left = true;
-          await page.locator('#continue').click();
-          await page.waitForURL((u) => !u.pathname.startsWith('/subscriptions/'), { timeout: TIMEOUT });
-          out.redirectedTo = page.url();
-        }
-        if (out.final === 'failed') {
-          await page.getByRole('button', { name: 'Try again' }).click();
-          await page.locator('#pay').waitFor({ state: 'visible' });
-          out.retryFocused = await focused(page);
-        }
-      } catch (e) {
-        out.error = String(e && e.message || e);
-        await shot(page, `${s.name}-error`).catch(() => {});
-      }
-      await context.close();
-    }
-  } finally {
-    await browser.close();
+  page.on('pageerror', (e) => { if (!left) out.console.push('pageerror: ' + e.message); });
+  await page.goto(base + s.path, { waitUntil: 'load' });
+  out.lang = await page.getAttribute('html', 'lang');
+  out.merchantShown = (await page.locator('.merchant').innerText()).trim();
+  if (s.subscriber) await subscribe(page, s, out);
+  await setup(page, s, out);
+  await outcome(page, s, out);
+  if (out.final === 'done' && s.redirect) {
+    left = true;
+    await followRedirect(page, out, '/subscriptions/');
   }
-  process.stdout.write(JSON.stringify(results));
-})().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+  if (out.final === 'failed') await tryAgain(page, out);
+}
+
+main((browser) => eachScenario(browser,
+  () => ({ requests: [], console: [], refusals: [], final: null, finalText: '', error: null }), pages));

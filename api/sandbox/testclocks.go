@@ -76,15 +76,22 @@ func readFrozenTime(b edge.Body, field string) (time.Time, error) {
 	return t, nil
 }
 
-func (s *Tools) CreateTestClock(c echo.Context) error {
+// readClockBody reads the body of a sandbox-only write to a test clock, and its
+// frozen_time.
+func (s *Tools) readClockBody(c echo.Context) (edge.Body, time.Time, error) {
 	if err := s.sandboxOnly(); err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
 	b, err := edge.ReadBody(c)
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
 	at, err := readFrozenTime(b, "frozen_time")
+	return b, at, err
+}
+
+func (s *Tools) CreateTestClock(c echo.Context) error {
+	b, at, err := s.readClockBody(c)
 	if err != nil {
 		return err
 	}
@@ -121,14 +128,7 @@ func (s *Tools) GetTestClock(c echo.Context) error {
 // AdvanceTestClock moves the clock forward; the scheduler then bills every cycle
 // that fell due up to the new time, in date order.
 func (s *Tools) AdvanceTestClock(c echo.Context) error {
-	if err := s.sandboxOnly(); err != nil {
-		return err
-	}
-	b, err := edge.ReadBody(c)
-	if err != nil {
-		return err
-	}
-	at, err := readFrozenTime(b, "frozen_time")
+	_, at, err := s.readClockBody(c)
 	if err != nil {
 		return err
 	}

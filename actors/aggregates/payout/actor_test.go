@@ -4,38 +4,22 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-	"unsafe"
-
-	"github.com/anthdm/hollywood/actor"
-	"github.com/cockroachdb/apd/v3"
 
 	pf "paysvc/actors/aggregates/payout"
 	"paysvc/actors/engine/aggregate"
-	"paysvc/actors/values/money"
+	"paysvc/actors/engine/aggregate/aggregatetest"
 )
 
 type actorBundle struct {
-	engine  *actor.Engine
-	pid     *actor.PID
-	start   pf.State
-	replies chan aggregate.Response
-	corr    atomic.Uint64
+	*aggregatetest.Actor[pf.State]
+	start pf.State
 }
 
 // setupActor spawns a file actor hydrated from start.
 func setupActor(t *testing.T, start pf.State) *actorBundle {
 	t.Helper()
-	e, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &actorBundle{engine: e, start: start, replies: make(chan aggregate.Response, 4)}
-	b.pid = e.Spawn(aggregate.Producer("payout", start, pf.Step), "payout", actor.WithID(t.Name()))
-	t.Cleanup(func() { <-e.Poison(b.pid).Done() })
-	return b
+	return &actorBundle{Actor: aggregatetest.Spawn(t, "payout", start, pf.Step), start: start}
 }
 
 // response is the shell's answer as a file's: the states, and the Delta Step
@@ -56,24 +40,12 @@ func typed(r aggregate.Response) response {
 
 func (b *actorBundle) wait(t *testing.T) response {
 	t.Helper()
-	select {
-	case r := <-b.replies:
-		return typed(r)
-	case <-time.After(5 * time.Second):
-		t.Fatal("actor did not answer")
-		return response{}
-	}
+	return typed(b.Wait(t))
 }
 
 func (b *actorBundle) request(t *testing.T, cmd any) response {
 	t.Helper()
-	corr := 1000 + b.corr.Add(1)
-	b.engine.Send(b.pid, aggregate.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
-	r := b.wait(t)
-	if r.CorrID != corr {
-		t.Fatalf("reply CorrID = %d, want %d", r.CorrID, corr)
-	}
-	return r
+	return typed(b.Request(t, cmd))
 }
 
 // peek reads the actor's state: the actor has no Get, and a command Apply does not
@@ -92,10 +64,8 @@ func (b *actorBundle) peek(t *testing.T) pf.State {
 
 func (b *actorBundle) restore(t *testing.T, s pf.State) {
 	t.Helper()
-	corr := 9000 + b.corr.Add(1)
-	b.engine.Send(b.pid, aggregate.Restore{CorrID: corr, State: s, Reply: b.replies})
-	r := b.wait(t)
-	if r.CorrID != corr || r.Err != nil || !reflect.DeepEqual(r.After, s) || !reflect.DeepEqual(r.Before, s) {
+	r := typed(b.Restore(t, s))
+	if r.Err != nil || !reflect.DeepEqual(r.After, s) || !reflect.DeepEqual(r.Before, s) {
 		t.Fatalf("restore reply %+v", r)
 	}
 }
@@ -212,7 +182,7 @@ func TestActor(t *testing.T) {
 	t.Run("Request_PanicBecomesPanicErrorAndKeepsState", func(t *testing.T) {
 		t.Parallel()
 		start := created(t)
-		start.Txns[1].Amount = nanAmount(t)
+		start.Txns[1].Amount = aggregatetest.NaNAmount(t)
 		b := setupActor(t, start)
 		r := b.request(t, pf.Approve{At: later})
 		var pe aggregate.PanicError
@@ -240,7 +210,7 @@ func TestActor(t *testing.T) {
 		t.Parallel()
 		b := setupActor(t, pf.State{})
 		bad := threeTxns()
-		bad[2].Charge = nanAmount(t)
+		bad[2].Charge = aggregatetest.NaNAmount(t)
 		r := b.request(t, pf.Create{Header: header(), Txns: bad, At: at})
 		var pe aggregate.PanicError
 		if !errors.As(r.Err, &pe) {
@@ -253,25 +223,4 @@ func TestActor(t *testing.T) {
 			t.Fatalf("create after panic: %v", r.Err)
 		}
 	})
-}
-
-// nanAmount returns a money.Amount whose hidden apd.Decimal is NaN (and so
-// positive to Sign), skipping the test if money.Amount no longer has that shape.
-func nanAmount(t *testing.T) money.Amount {
-	t.Helper()
-	a := money.FromUnits(100)
-	v := reflect.ValueOf(&a).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		if f.Type() == reflect.TypeOf(apd.Decimal{}) {
-			d := (*apd.Decimal)(unsafe.Pointer(f.UnsafeAddr()))
-			d.Form = apd.NaN
-			if a.Sign() <= 0 {
-				t.Skip("a NaN amount is not positive: Apply would refuse it before panicking")
-			}
-			return a
-		}
-	}
-	t.Skip("money.Amount has no apd.Decimal field: cannot provoke a panic in Apply")
-	return a
 }

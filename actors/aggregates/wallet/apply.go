@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"fmt"
+	"time"
 
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
@@ -92,29 +93,49 @@ func entry(s State, txn string, amount money.Amount, transType, narrative string
 	}
 }
 
+// credited is s with a cleared credit of amount (at most limit, when there is
+// one) at the time at, or the refusal of the amount.
+func credited(s State, amount money.Amount, limit *money.Amount, at time.Time) (State, error) {
+	if !validAmount(amount, limit) {
+		return State{}, ErrInvalidAmount
+	}
+	if !fits(s, amount) {
+		return State{}, ErrBalanceLimit
+	}
+	n := credit(s, amount)
+	n.UpdatedAt = at
+	return n, nil
+}
+
+// counterpart is the entry of a movement's other side, an account outside the
+// merchant's wallets (a rail's clearing, the fees, the sandbox funding): it has no
+// wallet and no running balance.
+func counterpart(s State, txn, account string, amount money.Amount, transType, narrative string) ledger.Entry {
+	return ledger.Entry{TransactionID: txn, Account: account, MerchantID: s.MerchantID, Currency: s.Currency,
+		Amount: amount, TransType: transType, Narrative: narrative}
+}
+
+// moveAvailable returns s with available set to what a hold or a release leaves
+// of it. Current does not change and nothing is written to the ledger: held
+// money is still the merchant's.
+func moveAvailable(s State, available money.Amount, at time.Time) Result {
+	s.AvailableBalance = available
+	s.Version++
+	s.UpdatedAt = at
+	return Result{State: s}
+}
+
 func applyDeposit(s State, c Deposit) (Result, error) {
 	if !s.Exists() || s.MerchantID != c.MerchantID {
 		return Result{}, ErrNotFound
 	}
-	if !validAmount(c.Amount, nil) {
-		return Result{}, ErrInvalidAmount
+	n, err := credited(s, c.Amount, nil, c.At)
+	if err != nil {
+		return Result{}, err
 	}
-	if !fits(s, c.Amount) {
-		return Result{}, ErrBalanceLimit
-	}
-	n := credit(s, c.Amount)
-	n.UpdatedAt = c.At
 	return Result{State: n, Entries: []ledger.Entry{
 		entry(n, c.TransactionID, c.Amount, TransTypeDeposit, c.Narrative),
-		{
-			TransactionID: c.TransactionID,
-			Account:       ledger.SandboxFunding,
-			MerchantID:    s.MerchantID,
-			Currency:      s.Currency,
-			Amount:        c.Amount.Neg(),
-			TransType:     TransTypeDeposit,
-			Narrative:     c.Narrative,
-		},
+		counterpart(s, c.TransactionID, ledger.SandboxFunding, c.Amount.Neg(), TransTypeDeposit, c.Narrative),
 	}}, nil
 }
 
@@ -158,14 +179,10 @@ func applyTransferIn(s State, c TransferIn) (Result, error) {
 	if c.Origin == s.WalletID {
 		return Result{}, ErrSameWallet
 	}
-	if !validAmount(c.Amount, &MaxTransfer) {
-		return Result{}, ErrInvalidAmount
+	n, err := credited(s, c.Amount, &MaxTransfer, c.At)
+	if err != nil {
+		return Result{}, err
 	}
-	if !fits(s, c.Amount) {
-		return Result{}, ErrBalanceLimit
-	}
-	n := credit(s, c.Amount)
-	n.UpdatedAt = c.At
 	return Result{State: n, Entries: []ledger.Entry{
 		entry(n, c.TransactionID, c.Amount, TransTypeTransfer, c.Narrative),
 	}}, nil
@@ -192,12 +209,10 @@ func applyCollect(s State, c Collect) (Result, error) {
 	}
 	entries := []ledger.Entry{
 		entry(n, c.TransactionID, c.NetAmount, tt, c.Narrative),
-		{TransactionID: c.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
-			Amount: c.Value.Neg(), TransType: tt, Narrative: c.Narrative},
+		counterpart(s, c.TransactionID, c.Clearing, c.Value.Neg(), tt, c.Narrative),
 	}
 	if c.Charges.Sign() > 0 {
-		entries = append(entries, ledger.Entry{TransactionID: c.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
-			Currency: s.Currency, Amount: c.Charges, TransType: TransTypeCharge, Narrative: c.Narrative})
+		entries = append(entries, counterpart(s, c.TransactionID, ledger.Fees, c.Charges, TransTypeCharge, c.Narrative))
 	}
 	return Result{State: n, Entries: entries}, nil
 }
@@ -209,11 +224,7 @@ func applyRelease(s State, c Release) (Result, error) {
 	if !validAmount(c.Amount, nil) || s.AvailableBalance.Add(c.Amount).Cmp(s.CurrentBalance) > 0 {
 		return Result{}, ErrInvalidAmount
 	}
-	n := s
-	n.AvailableBalance = s.AvailableBalance.Add(c.Amount)
-	n.Version++
-	n.UpdatedAt = c.At
-	return Result{State: n}, nil
+	return moveAvailable(s, s.AvailableBalance.Add(c.Amount), c.At), nil
 }
 
 func applyHold(s State, c Hold) (Result, error) {
@@ -226,11 +237,7 @@ func applyHold(s State, c Hold) (Result, error) {
 	if s.AvailableBalance.Cmp(c.Amount) < 0 {
 		return Result{}, InsufficientFundsError{WalletID: s.WalletID, Requested: c.Amount, Available: s.AvailableBalance}
 	}
-	n := s
-	n.AvailableBalance = s.AvailableBalance.Sub(c.Amount)
-	n.Version++
-	n.UpdatedAt = c.At
-	return Result{State: n}, nil
+	return moveAvailable(s, s.AvailableBalance.Sub(c.Amount), c.At), nil
 }
 
 func applyDisburse(s State, c Disburse) (Result, error) {
@@ -262,11 +269,9 @@ func applyDisburse(s State, c Disburse) (Result, error) {
 		out := it.Amount.Add(it.Charge)
 		n.CurrentBalance = n.CurrentBalance.Sub(out)
 		entries = append(entries, entry(n, it.TransactionID, out.Neg(), tt, it.Narrative),
-			ledger.Entry{TransactionID: it.TransactionID, Account: c.Clearing, MerchantID: s.MerchantID, Currency: s.Currency,
-				Amount: it.Amount, TransType: tt, Narrative: it.Narrative})
+			counterpart(s, it.TransactionID, c.Clearing, it.Amount, tt, it.Narrative))
 		if it.Charge.Sign() > 0 {
-			entries = append(entries, ledger.Entry{TransactionID: it.TransactionID, Account: ledger.Fees, MerchantID: s.MerchantID,
-				Currency: s.Currency, Amount: it.Charge, TransType: TransTypeCharge, Narrative: it.Narrative})
+			entries = append(entries, counterpart(s, it.TransactionID, ledger.Fees, it.Charge, TransTypeCharge, it.Narrative))
 		}
 	}
 	n.Version++

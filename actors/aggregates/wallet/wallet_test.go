@@ -2,47 +2,27 @@ package wallet_test
 
 import (
 	"errors"
-	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-	"unsafe"
-
-	"github.com/anthdm/hollywood/actor"
-	"github.com/cockroachdb/apd/v3"
 
 	"paysvc/actors/aggregates/wallet"
 	"paysvc/actors/engine/aggregate"
+	"paysvc/actors/engine/aggregate/aggregatetest"
 	"paysvc/actors/values/ledger"
-	"paysvc/actors/values/money"
 )
 
 type actorBundle struct {
-	engine  *actor.Engine
-	pid     *actor.PID
-	start   wallet.State
-	replies chan aggregate.Response
-	corr    atomic.Uint64
+	*aggregatetest.Actor[wallet.State]
+	start wallet.State
 }
 
 // setupActor spawns a wallet actor hydrated from a funded KES wallet.
 func setupActor(t *testing.T) *actorBundle {
 	t.Helper()
-	e, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := fund(t, open(t, "W1", "M1", "KES"), "100.00")
-	b := &actorBundle{engine: e, start: s, replies: make(chan aggregate.Response, 4)}
-	b.pid = e.Spawn(aggregate.Producer("wallet", s, wallet.Step), "wallet", actor.WithID(t.Name()))
-	t.Cleanup(func() {
-		<-e.Poison(b.pid).Done()
-	})
-	return b
+	return &actorBundle{Actor: aggregatetest.Spawn(t, "wallet", s, wallet.Step), start: s}
 }
 
-// wait returns the next response, failing the test after a timeout.
 // response is the shell's answer as a wallet's: the states, and the entries
 // Step returned as what it says of the change.
 type response struct {
@@ -59,40 +39,36 @@ func typed(r aggregate.Response) response {
 	return response{CorrID: r.CorrID, Before: before, Result: wallet.Result{State: after, Entries: es}, Err: r.Err}
 }
 
+// wait returns the next response, failing the test after a timeout.
 func (b *actorBundle) wait(t *testing.T) response {
 	t.Helper()
-	select {
-	case r := <-b.replies:
-		return typed(r)
-	case <-time.After(5 * time.Second):
-		t.Fatal("actor did not answer")
-		return response{}
-	}
+	return typed(b.Wait(t))
 }
 
 func (b *actorBundle) request(t *testing.T, cmd any) (uint64, response) {
 	t.Helper()
-	corr := 1000 + b.corr.Add(1)
-	b.engine.Send(b.pid, aggregate.Request{CorrID: corr, Cmd: cmd, Reply: b.replies})
-	r := b.wait(t)
-	if r.CorrID != corr {
-		t.Fatalf("reply CorrID = %d, want %d", r.CorrID, corr)
-	}
-	return corr, r
+	r := b.Request(t, cmd)
+	return r.CorrID, typed(r)
 }
 
 func (b *actorBundle) get(t *testing.T) wallet.State {
 	t.Helper()
-	corr := 5000 + b.corr.Add(1)
-	b.engine.Send(b.pid, aggregate.Get{CorrID: corr, Reply: b.replies})
-	r := b.wait(t)
-	if r.CorrID != corr {
-		t.Fatalf("Get reply CorrID = %d, want %d", r.CorrID, corr)
-	}
+	r := typed(b.Get(t))
 	if r.Err != nil {
 		t.Fatalf("Get: %v", r.Err)
 	}
 	return r.Result.State
+}
+
+// wantAfter fails the test unless the actor's state is the one commands
+// commands after its start, both balances at balance.
+func (b *actorBundle) wantAfter(t *testing.T, commands int64, balance string) {
+	t.Helper()
+	s := b.get(t)
+	wantBalance(t, s, balance, balance)
+	if s.Version != b.start.Version+commands {
+		t.Fatalf("version = %d, want %d", s.Version, b.start.Version+commands)
+	}
 }
 
 func deposit(amount string) wallet.Deposit {
@@ -125,11 +101,7 @@ func TestActor(t *testing.T) {
 		if len(r.Result.Entries) != 2 {
 			t.Fatalf("got %d entries, want 2", len(r.Result.Entries))
 		}
-		s := b.get(t)
-		wantBalance(t, s, "125.00", "125.00")
-		if s.Version != b.start.Version+1 {
-			t.Fatalf("version = %d, want %d", s.Version, b.start.Version+1)
-		}
+		b.wantAfter(t, 1, "125.00")
 	})
 
 	t.Run("Request_FailureLeavesState", func(t *testing.T) {
@@ -175,7 +147,7 @@ func TestActor(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 		wantBalance(t, b.get(t), "110.00", "110.00")
-		b.engine.Send(b.pid, aggregate.Restore{CorrID: 77, State: r.Before, Reply: b.replies})
+		b.Engine.Send(b.PID, aggregate.Restore{CorrID: 77, State: r.Before, Reply: b.Replies})
 		rr := b.wait(t)
 		if rr.CorrID != 77 || rr.Result.State.Version != b.start.Version {
 			t.Fatalf("restore reply %+v", rr)
@@ -194,11 +166,7 @@ func TestActor(t *testing.T) {
 				t.Fatal(r.Err)
 			}
 		}
-		s := b.get(t)
-		wantBalance(t, s, "150.00", "150.00")
-		if s.Version != b.start.Version+50 {
-			t.Fatalf("version = %d, want %d", s.Version, b.start.Version+50)
-		}
+		b.wantAfter(t, 50, "150.00")
 	})
 
 	// Apply cannot be made to panic through valid values: money.Amount only holds
@@ -213,7 +181,7 @@ func TestActor(t *testing.T) {
 		if _, r := b.request(t, deposit("5.00")); r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		bad := nanAmount(t)
+		bad := aggregatetest.NaNAmount(t)
 		_, r := b.request(t, wallet.Deposit{MerchantID: "M1", TransactionID: "T", Amount: bad, At: at})
 		var pe aggregate.PanicError
 		if !errors.As(r.Err, &pe) {
@@ -225,35 +193,10 @@ func TestActor(t *testing.T) {
 		if r.Result.State.Version != b.start.Version+1 || len(r.Result.Entries) != 0 {
 			t.Fatalf("panic result %+v, want the state before the command and no entries", r.Result)
 		}
-		s := b.get(t)
-		wantBalance(t, s, "105.00", "105.00")
-		if s.Version != b.start.Version+1 {
-			t.Fatalf("version = %d after panic, want %d", s.Version, b.start.Version+1)
-		}
+		b.wantAfter(t, 1, "105.00")
 		if _, r := b.request(t, deposit("1.00")); r.Err != nil {
 			t.Fatalf("actor broken after panic: %v", r.Err)
 		}
 		wantBalance(t, b.get(t), "106.00", "106.00")
 	})
-}
-
-// nanAmount returns a money.Amount whose hidden apd.Decimal is NaN. It skips the
-// test if money.Amount no longer has that shape.
-func nanAmount(t *testing.T) money.Amount {
-	t.Helper()
-	a := money.FromUnits(100)
-	v := reflect.ValueOf(&a).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		if f.Type() == reflect.TypeOf(apd.Decimal{}) {
-			d := (*apd.Decimal)(unsafe.Pointer(f.UnsafeAddr()))
-			d.Form = apd.NaN
-			if a.Sign() <= 0 {
-				t.Skip("a NaN amount is not positive: Apply would refuse it before panicking")
-			}
-			return a
-		}
-	}
-	t.Skip("money.Amount has no apd.Decimal field: cannot provoke a panic in Apply")
-	return a
 }
