@@ -43,7 +43,7 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	// merchant's (actors/engine/guard.go).
 	cmd := topics.Command{ID: id, Type: typ, Version: 1, MerchantID: p.MerchantID, ReplyTo: s.hub.Instance(),
 		IssuedAt: time.Now().UTC(), FreshID: fresh, Environment: s.cfg.Environment}
-	// The payload is encoded once, inside the envelope (docs/benchmarks.md).
+	// The payload is encoded once, inside the envelope (docs/benchmarks-history.md).
 	value, err := topics.EncodeCommandValue(cmd, payload)
 	if err != nil {
 		return topics.Reply{}, err
@@ -56,7 +56,7 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 	// Only a failed produce wakes this handler: a produced command's next news is
 	// its reply. Waking it for every acknowledgement as well cost each request a
 	// trip through the scheduler, where under load it queued behind the other
-	// handlers for nothing (docs/benchmarks.md).
+	// handlers for nothing (docs/benchmarks-history.md).
 	failed := make(chan error, 1)
 	rec := &kgo.Record{Topic: s.ns.Topic(topics.CommandsTopic), Key: topics.CommandKey(p.MerchantID), Value: value}
 	var span trace.Span // nil when tracing is off: nothing traced, nothing allocated

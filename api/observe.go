@@ -77,7 +77,7 @@ type httpMetricKey struct {
 }
 
 // httpMetricCache keeps resolved children so a request does not hash its three
-// labels twice and format its status (docs/benchmarks.md). Bounded: methods
+// labels twice and format its status (docs/benchmarks-history.md). Bounded: methods
 // come from clients, and past the bound a request resolves its children as before.
 var (
 	httpMetricCache     sync.Map // httpMetricKey -> httpMetric

@@ -182,7 +182,7 @@ func validKind(k string) bool {
 // arrays, skipping those with nothing to write. The rows go as a textArray (one
 // buffer, their bytes unchanged): they are the largest argument of an STK commit,
 // and pq.StringArray copied them three times on the way (the engine's largest
-// allocator; docs/benchmarks.md).
+// allocator; docs/benchmarks-history.md).
 func aggregateArrays(as []AggregateRows) (kinds stringArray, rows textArray, err error) {
 	kinds, rows = make(stringArray, 0, len(as)), make(textArray, 0, len(as))
 	for _, a := range as {

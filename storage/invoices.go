@@ -110,7 +110,7 @@ const InvoiceKind = "invoice"
 // Each state is encoded when it is touched, not when the batch commits: Touch runs
 // while the engine applies the batch, beside the commit before it, whereas the
 // commit's arguments are laid out between two commits, while the database waits
-// (docs/benchmarks.md).
+// (docs/benchmarks-history.md).
 type InvoiceWrites struct {
 	rows  map[string]invoiceRow // each invoice's last row, with the version before the batch
 	order []string

@@ -15,7 +15,7 @@ import (
 // PAYSVC_LEDGER_AUDIT_BENCH_ENTRIES entries (default 1,000,000) over 10,000 wallets
 // with generate_series, then times CheckLedger (the CLI's full check) and a full
 // audit once, and the incremental audit after each typical minute of traffic
-// (2,000 new entries) as the benchmark's loop (docs/benchmarks.md):
+// (2,000 new entries) as the benchmark's loop (docs/benchmarks-history.md):
 //
 //	PAYSVC_LEDGER_AUDIT_BENCH_ENTRIES=10000000 go test ./storage -run '^$' -bench LedgerAudit -benchtime 5x
 func BenchmarkLedgerAudit(t *testing.B) {

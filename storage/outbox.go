@@ -73,7 +73,7 @@ const (
 	// fetchOutboxSQL takes a commit's row apart in the database (unnest), so each
 	// event arrives as plain columns: read as text arrays, every body was escaped
 	// into an array literal by PostgreSQL and unescaped again byte by byte by lib/pq
-	// (parseArray: 3% of the service's CPU under STK load, docs/benchmarks.md).
+	// (parseArray: 3% of the service's CPU under STK load, docs/benchmarks-history.md).
 	// The limit still counts outbox rows, and the order is the rows' and then
 	// each row's arrays'.
 	fetchOutboxSQL = `WITH r AS (SELECT * FROM outbox ORDER BY outbox_id LIMIT $1)

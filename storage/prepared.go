@@ -26,7 +26,7 @@ import (
 // read ("command_id = ANY($1)") is not prepared: its generic plan made on a small
 // table is a sequential scan.
 //
-// Measured in docs/benchmarks.md.
+// Measured in docs/benchmarks-history.md.
 
 type stmtKey struct {
 	db    *sql.DB

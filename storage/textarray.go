@@ -21,7 +21,7 @@ func (a textArray) Value() (driver.Value, error) { return arrayLiteral(a), nil }
 // textArray: sized once and returned as []byte. pq.StringArray grows its buffer
 // from three bytes an element and copies it into a string at the end; its Value
 // was 2.5% of the service's CPU under STK load, for the ids, merchants and amounts
-// of every row of a commit (docs/benchmarks.md). A nil array is NULL,
+// of every row of a commit (docs/benchmarks-history.md). A nil array is NULL,
 // as with pq.StringArray.
 type stringArray []string
 

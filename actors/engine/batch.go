@@ -65,7 +65,7 @@ type prepared struct {
 // as they arrive (on top of the state the commit in flight writes), and committed
 // together as soon as that commit is done (seal). So the apply of a batch runs
 // beside the commit before it, and the batch still carries everything that arrived
-// during that commit (docs/benchmarks.md).
+// during that commit (docs/benchmarks-history.md).
 type openBatch struct {
 	b         *batch
 	processed []storage.Processed
@@ -343,7 +343,7 @@ func expiredReply(commandID string) topics.Reply {
 // pollReads is what the poll loop reads once for the records of every partition in
 // the poll, instead of once per partition: the decoded commands, and one dedupe
 // read of processed_commands for all their ids (one round trip per poll, not one
-// per partition; docs/benchmarks.md). A commit that ends after
+// per partition; docs/benchmarks-history.md). A commit that ends after
 // the read was taken is covered by the partition's uncommitted and recent replies.
 //
 // Commands with a fresh id (topics.Command.FreshID: minted by the API for a

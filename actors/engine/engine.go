@@ -170,7 +170,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// since the last poll and paid a transaction's fixed cost per handful), and
 	// its apply runs beside that commit instead of after it (holding the records
 	// until the commit ended put a heavy apply, such as a payment file's rail
-	// results, in series with every commit: docs/benchmarks.md).
+	// results, in series with every commit: docs/benchmarks-history.md).
 	cs := &commits{e: e, ctx: ctx}
 	// held are records not applied yet: those of a poll with no commit in flight
 	// (applied at once below), and those of partitions isolating a failure, which
@@ -309,7 +309,7 @@ func (cs *commits) start() bool {
 	// the loop would first poll and apply the next records (and the replies just
 	// delivered wake up to 64 handlers that share the other processor): on a
 	// busy 2-core machine the commit started 0.4 ms after its seal, a tenth of a
-	// transfer cycle (docs/benchmarks.md). The loop's next poll can
+	// transfer cycle (docs/benchmarks-history.md). The loop's next poll can
 	// wait that long; the database cannot be given the batch too soon.
 	runtime.Gosched()
 	return true
@@ -552,7 +552,7 @@ const releaseAfterPassivating = 1000
 // actors' memory stays in the process until the next GC cycle, which an idle
 // service may not start for minutes, and its pages go back to the kernel only
 // gradually: RSS stayed at the busy high-water mark with no actor live
-// (docs/benchmarks.md, "Memory at scale"). One sweep runs every quarter of
+// (docs/benchmarks-history.md, "Memory at scale"). One sweep runs every quarter of
 // PAYSVC_ENGINE_IDLE_AFTER at most, and one release at a time.
 func (e *Engine) releaseMemory(dropped int64) {
 	if !e.releasing.CompareAndSwap(false, true) {

@@ -14,7 +14,7 @@ import (
 // Commands that arrive while a commit is in flight are gathered and committed
 // together in the next transaction, however they trickle in: the engine keeps
 // polling during the commit instead of applying the first one or two and waiting
-// for the same commit with them (docs/benchmarks.md). The commit is
+// for the same commit with them (docs/benchmarks-history.md). The commit is
 // held in flight by a row lock on the partition's offset, and the test reads
 // which transaction wrote each processed command (xmin).
 func TestCommandsArrivingDuringACommitShareTheNextTransaction(t *testing.T) {

@@ -155,7 +155,7 @@ func (e *Engine) resetActors(p *partition) {
 // that does rehydrates the instance from its snapshot. Left to passivation, every
 // collection's actor stayed live for PAYSVC_ENGINE_IDLE_AFTER: at 2,500
 // collections/s that is ~300,000 actors, most of the heap the collector marks
-// (docs/benchmarks.md). An instance a later batch has used since (its batch number
+// (docs/benchmarks-history.md). An instance a later batch has used since (its batch number
 // is higher) holds state not committed yet and is left alone. Called by settle,
 // with p.mu held.
 func (e *Engine) releaseFinal(p *partition, ic *inflightCommit) {

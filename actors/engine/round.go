@@ -21,7 +21,7 @@ import (
 // but not while a round is applying into them. When every read of a round ran
 // under the partitions' locks, a commit that ended during a round's reads waited
 // for the reads and the apply: under STK load 1.7 ms after each commit, in a 9.3
-// ms cycle (docs/benchmarks.md). With the reads taken first the loop
+// ms cycle (docs/benchmarks-history.md). With the reads taken first the loop
 // seals while they run (Run), and the round applies into the next batch.
 //
 // A preloaded snapshot is as good at the apply as when it was read: it was read

@@ -314,7 +314,7 @@ func (e *Engine) event(c *topics.Command, at time.Time, webhookTopic, key string
 // eventEnvelope is topics.Event with the payload as a value, so the event is
 // encoded in one pass: a json.RawMessage payload is encoded first and then
 // scanned again (validated and compacted) inside the envelope, which measured
-// ~1% of the service's CPU under transfer load (docs/benchmarks.md).
+// ~1% of the service's CPU under transfer load (docs/benchmarks-history.md).
 // The bytes are the same as topics.Event's (same fields, tags and order;
 // TestEventEnvelopeMatchesTopicsEvent).
 type eventEnvelope struct {

@@ -7,7 +7,7 @@ import "sync"
 // partition per round began with a small stack and grew it on every round (the
 // apply goes deep: hydration, the actors' asks, the handlers): the copies were
 // ~1.5% of the service's CPU under transfer load, and the starts ~1%
-// (docs/benchmarks.md). A worker keeps the stack it grew.
+// (docs/benchmarks-history.md). A worker keeps the stack it grew.
 //
 // Jobs never wait for one another or for the poll loop, so a job waiting for a
 // free worker always gets one.

@@ -65,7 +65,7 @@ func ResultCommand(r mpesa.Result, o Origin) (topics.Command, error) {
 // ResultRecord is ResultCommand encoded as a command record. The payload is
 // encoded once, inside the envelope (topics.EncodeCommandValue): encoded apart and
 // handed over as a json.RawMessage, it was validated and copied again, ~3% of the
-// service's CPU under STK load (docs/benchmarks.md).
+// service's CPU under STK load (docs/benchmarks-history.md).
 func ResultRecord(r mpesa.Result, o Origin) ([]byte, error) {
 	c, pr := resultCommand(r, o)
 	return topics.EncodeCommandValue(c, pr)

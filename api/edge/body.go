@@ -46,7 +46,7 @@ func ParseBody(raw []byte) (Body, error) {
 	}
 	// Fast path: a body that is exactly one JSON object, as every client sends,
 	// decodes with json.Unmarshal, without the Decoder's own buffer and copy
-	// (docs/benchmarks.md). Anything else (trailing data, a syntax or type
+	// (docs/benchmarks-history.md). Anything else (trailing data, a syntax or type
 	// error) goes to the Decoder, so what is accepted and refused is unchanged: the Decoder
 	// reads only the first value, and when Unmarshal succeeds that value is the
 	// whole body.

@@ -139,7 +139,7 @@ func (l *Listener) Addr() net.Addr { return l.tcp.Addr() }
 // Why: compression saves bytes on a network, and over an in-memory pipe there is
 // none. kgo compresses every produced batch by default, and the consumers of this
 // process decompress it again: under transfer load that was ~1.6% of the service's
-// CPU for nothing (docs/benchmarks.md). A broker elsewhere (compose's
+// CPU for nothing (docs/benchmarks-history.md). A broker elsewhere (compose's
 // Kafka) keeps the default.
 //
 // A producer must keep its batches within the max.message.bytes of the topics it

@@ -77,7 +77,7 @@ const DefaultPoll = 25 * time.Millisecond
 // partition (a payment file's ~60 kB rail requests, all keyed by the file) went as
 // one batch of more than 1 MiB, which the broker refused whole: every event in it,
 // each one within the limit, was dead-lettered. Compression had hidden it for
-// events that compress well (docs/benchmarks.md). Within this bound a
+// events that compress well (docs/benchmarks-history.md). Within this bound a
 // batch is split before it reaches the limit, and only a single event over it is
 // refused (kgo fails it locally with MESSAGE_TOO_LARGE) and dead-lettered alone.
 const BatchMaxBytes = 1_000_012
@@ -153,7 +153,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	// Its deletes need not wait for the WAL flush: one lost to a database crash only
 	// publishes its events again, which the relay does anyway (at least once,
 	// deduped by event_id). Under load a relay cycle follows each engine commit, so
-	// this halves the synchronous flushes PostgreSQL makes (docs/benchmarks.md).
+	// this halves the synchronous flushes PostgreSQL makes (docs/benchmarks-history.md).
 	// The engine's commits stay synchronous: they are what a reply promises.
 	if _, err := conn.ExecContext(ctx, `SET synchronous_commit = off`); err != nil {
 		return err

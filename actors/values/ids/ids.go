@@ -59,7 +59,7 @@ func formatUUID(b [16]byte, version byte) string {
 	b[6] = (b[6] & 0x0f) | version<<4
 	b[8] = (b[8] & 0x3f) | 0x80
 	// One buffer, one allocation: this runs twice per API write (request id and
-	// command id), and the concatenation of five slices cost five (docs/benchmarks.md).
+	// command id), and the concatenation of five slices cost five (docs/benchmarks-history.md).
 	var out [36]byte
 	hex.Encode(out[0:8], b[0:4])
 	out[8] = '-'

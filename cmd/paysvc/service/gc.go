@@ -20,7 +20,7 @@ import (
 // allocate, so collecting rarely costs little memory and saves CPU that the commit
 // path needs on a busy machine: the default GOGC=100 spent a fifth of the service's
 // CPU on collection under load, and 1000 gave 4-8% more transfers/s than the 300
-// used before (docs/benchmarks.md). At 1000 the heap may grow to 11
+// used before (docs/benchmarks-history.md). At 1000 the heap may grow to 11
 // times the live heap; a soft memory limit caps that at memoryLimit(live): 448 MiB
 // while the live heap is under 112 MiB, else 4 times the live heap, which is
 // GOGC=300 again. The limit follows the live heap (governGC), so a large active set

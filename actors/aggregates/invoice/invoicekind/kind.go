@@ -420,7 +420,7 @@ func providerResult(tx *engine.Tx, c *topics.Command, in *topics.ProviderResult)
 // not the whole invoice. Nobody waits for that answer (a rail's result carries no
 // reply-to); it is stored only so that a repeated result is recognised and
 // answered alike. The whole invoice, in two of a collection's three replies, was
-// ~1 kB of what each collection's commits sent and stored (docs/benchmarks.md).
+// ~1 kB of what each collection's commits sent and stored (docs/benchmarks-history.md).
 func resultAck(inv invoice.State) topics.Reply {
 	return topics.Reply{Result: mustJSON(struct {
 		InvoiceID string `json:"invoice_id"`

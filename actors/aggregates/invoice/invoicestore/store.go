@@ -16,7 +16,7 @@ import (
 
 // Touch records an invoice's new state in a batch's writes as its row: the
 // columns, and the state encoded as JSON now, while the engine applies the batch,
-// not when the batch commits, while the database waits (docs/benchmarks.md).
+// not when the batch commits, while the database waits (docs/benchmarks-history.md).
 func Touch(w *storage.InvoiceWrites, before, after invoice.State) {
 	data, err := json.Marshal(after)
 	if err != nil {
@@ -62,7 +62,7 @@ func Load(ctx context.Context, q sqlx.QueryerContext, merchantID string, ids []s
 
 // LoadOwned reads the snapshots of invoices of several merchants in one
 // query: the engine hydrates a poll's invoices with one round trip per partition,
-// not one per merchant (docs/benchmarks.md). An id is read only with the
+// not one per merchant (docs/benchmarks-history.md). An id is read only with the
 // merchant it is named with; another merchant's invoice of that id is not found.
 func LoadOwned(ctx context.Context, q sqlx.QueryerContext, o storage.Owned) (map[string]invoice.State, error) {
 	if len(o.IDs) == 0 {
