@@ -299,8 +299,9 @@ func (s *Tools) TriggerEvent(c echo.Context) error {
 }
 
 // samplePayload is a plausible `data` of a topic with the fields the interface's
-// Events table shows (and, for the topics the service emits already, the same
-// shape as the real ones: collections, payouts, wallet transfers).
+// Events table shows, in the shape of the real events (their types where the
+// sandbox may import them), so a sample validates against docs/events as a real
+// one does.
 func samplePayload(topic, id string, now time.Time) any {
 	ref, phone := "SAMPLE"+ids.Alias(4), "254712345678"
 	switch topic {
@@ -314,14 +315,19 @@ func samplePayload(topic, id string, now time.Time) any {
 			Provider: "MPESA-B2C", Currency: "KES", TotalAmount: "1000.00", ChargeEstimate: "20.00", PaidAmount: "0.00",
 			FailedAmount: "0.00", ActualCharges: "0.00", TransactionsCount: 2, BatchReference: &batch, CreatedAt: now, UpdatedAt: now}
 	case topics.ReversalEvent:
-		return map[string]any{"id": id, "amount": "100.00", "currency": "KES", "status": "PENDING", "reason": "Duplicate payment",
-			"original_invoice_id": "sample_invoice", "created_at": now, "updated_at": now}
+		// A refund's id is a number (the spec's chargeback id), so the sample's is
+		// one too: a consumer parsing the real events parses this one.
+		// (refund.Reversal's shape; the sandbox tools may not import an aggregate.)
+		return map[string]any{"id": now.UnixMicro() % 1_000_000_000, "amount": "100.00", "currency": "KES", "status": "PENDING",
+			"reason": "Duplicate payment", "original_invoice_id": "sample_invoice", "created_at": now, "updated_at": now}
 	case topics.SubscriptionEvent:
-		return map[string]any{"id": id, "status": "ACTIVE",
-			"plan":             map[string]any{"name": "SamplePlan", "amount": "500.00", "currency": "KES", "frequency": 1, "frequency_unit": "M"},
-			"customer":         map[string]any{"email": "sample.customer@example.com", "first_name": "Sample", "last_name": "Customer"},
-			"completed_cycles": 1, "next_date": now.AddDate(0, 1, 0).Format(time.DateOnly), "fail_reason": nil,
-			"created_at": now, "updated_at": now}
+		next := now.AddDate(0, 1, 0).Format(time.DateOnly)
+		return topics.Subscription{ID: id, Status: "ACTIVE",
+			Plan: topics.SubscriptionEventPlan{PlanID: "sample_plan", Name: "SamplePlan", Amount: "500.00", Currency: "KES",
+				Frequency: 1, FrequencyUnit: "M"},
+			Customer: topics.SubscriptionEventCustomer{CustomerID: "sample_customer", Email: "sample.customer@example.com",
+				FirstName: "Sample", LastName: "Customer"},
+			CompletedCycles: 1, NextDate: &next, CreatedAt: now, UpdatedAt: now}
 	default: // wallet_transfer_event
 		return topics.WalletTransfer{ID: id, FromCurrency: "KES", ToCurrency: "KES", AmountSent: "100.00", AmountReceived: "100.00",
 			ExchangeRate: "1.00", Status: "COMPLETE", OriginWallet: "sample_wallet_from", DestinationWallet: "sample_wallet_to",
