@@ -38,11 +38,6 @@ func typed(r aggregate.Response) response {
 	return response{CorrID: r.CorrID, Before: before, After: after, Delta: d, Err: r.Err}
 }
 
-func (b *actorBundle) wait(t *testing.T) response {
-	t.Helper()
-	return typed(b.Wait(t))
-}
-
 func (b *actorBundle) request(t *testing.T, cmd any) response {
 	t.Helper()
 	return typed(b.Request(t, cmd))
