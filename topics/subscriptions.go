@@ -76,16 +76,21 @@ type SubscriptionCycle struct {
 	// Today is the date (EAT) the scheduler found the cycle due by: the wall
 	// clock's, or the subscription's test clock's.
 	Today string `json:"today"`
-	// The plan's terms when the cycle was issued, and the charge priced from
-	// them: converted to KES (PAYSVC_FX_RATES, rate) as card collections are, the
-	// card fee (PAYSVC_FEES, BUSINESS-PAYS) taken from it. PriceError, when set,
-	// fails the cycle with that reason (e.g. a fee above the amount).
-	Terms      SubscriptionTerms `json:"terms"`
-	Value      money.Amount      `json:"value"`
-	Charges    money.Amount      `json:"charges"`
-	NetAmount  money.Amount      `json:"net_amount"`
-	Rate       string            `json:"rate,omitempty"`
-	PriceError string            `json:"price_error,omitempty"`
+	// The plan's terms when the cycle was issued: what is owed, in the plan's
+	// amount and currency. The subscription kind prices the charge from them when
+	// it applies the cycle: converted to KES (PAYSVC_FX_RATES) as card
+	// collections are, the card fee (PAYSVC_FEES, BUSINESS-PAYS) taken from it.
+	Terms SubscriptionTerms `json:"terms"`
+	// The charge as its issuer priced it, on a command the log may hold from an
+	// issuer that priced before it issued; such a command applies as it was
+	// priced. Value, Charges, NetAmount and Rate are the KES charge, the card fee,
+	// the wallet's credit and the rate; PriceError, when set, fails the cycle with
+	// that reason (e.g. a fee above the amount). The scheduler leaves them empty.
+	Value      money.Amount `json:"value,omitzero"`
+	Charges    money.Amount `json:"charges,omitzero"`
+	NetAmount  money.Amount `json:"net_amount,omitzero"`
+	Rate       string       `json:"rate,omitempty"`
+	PriceError string       `json:"price_error,omitempty"`
 }
 
 // SubscriptionUnsubscribe cancels a subscription.

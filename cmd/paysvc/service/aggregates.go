@@ -23,8 +23,9 @@ type Aggregate struct {
 // value, made for each service, so there is no process-wide registry for tests
 // to reset; the engine's tests use it too, and a test adds a test-only kind
 // through Config.Aggregates. fees is the fee schedule the aggregates that price
-// (collections and payment files) charge by, rates the FX table collections are
-// converted into KES at before they are priced; nil is tariff.DefaultSchedule(),
+// (collections, payment files and subscription cycles) charge by, rates the FX
+// table collections and subscription cycles are converted into KES at before they
+// are priced; nil is tariff.DefaultSchedule(),
 // tariff.DefaultRates().
 func Aggregates(fees *tariff.Schedule, rates *tariff.Rates) []Aggregate {
 	return []Aggregate{
@@ -32,7 +33,7 @@ func Aggregates(fees *tariff.Schedule, rates *tariff.Rates) []Aggregate {
 		{Kind: invoicekind.Kind(fees, rates)},
 		{Kind: payoutkind.Kind(fees)},
 		{Kind: refundkind.Kind()},
-		{Kind: subscriptionkind.Kind()},
+		{Kind: subscriptionkind.Kind(fees, rates)},
 	}
 }
 

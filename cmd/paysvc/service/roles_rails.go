@@ -166,7 +166,6 @@ func (st *starter) startAggregateSimulators() {
 // answered by the subscription's test card).
 func (st *starter) startSubscriptionScheduler() {
 	s, cfg := st.Service, st.cfg
-	sch := &scheduler.Scheduler{DB: s.DB, Environment: cfg.Environment, Produce: scheduler.KafkaProducer(s.producer, cfg.KafkaNamespace), Log: s.Log,
-		Fees: cfg.API.Fees, Rates: cfg.API.Rates}
+	sch := &scheduler.Scheduler{DB: s.DB, Environment: cfg.Environment, Produce: scheduler.KafkaProducer(s.producer, cfg.KafkaNamespace), Log: s.Log}
 	s.goRun(func() error { return sch.Run(st.run, cfg.SubscriptionTick) })
 }

@@ -28,9 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"paysvc/actors/aggregates/subscription"
-	"paysvc/actors/aggregates/tariff"
 	"paysvc/actors/values/every"
-	"paysvc/actors/values/money"
 	"paysvc/storage"
 	"paysvc/topics"
 )
@@ -70,10 +68,6 @@ type Scheduler struct {
 	Now         func() time.Time // the wall clock; tests may fix it
 	Page        int              // cycles read and produced at a time, per merchant (default 5000)
 	Log         *slog.Logger
-	// Fees and Rates price each cycle as a card collection is priced: converted
-	// to KES (PAYSVC_FX_RATES), card fee BUSINESS-PAYS (PAYSVC_FEES).
-	Fees  *tariff.Schedule
-	Rates *tariff.Rates
 	// ReissueAfter: a cycle this instance issued is not issued again before this
 	// long (default 2 minutes), so a large run still in the command log is not
 	// queued again at every tick. Only an optimisation: a repeated cycle is the
@@ -143,9 +137,9 @@ func (s *Scheduler) produce(ctx context.Context, due []storage.DueCycle, now tim
 	return len(cmds), nil
 }
 
-// Cycle is the command of one due cycle, priced from the plan's terms as they are
+// Cycle is the command of one due cycle, carrying the plan's terms as they are
 // now (a change of the plan's amount or currency applies from the next cycle
-// issued). Its id depends only on the cycle, so a second scheduler, or this one
+// issued); the subscription kind prices it from them when it applies it. Its id depends only on the cycle, so a second scheduler, or this one
 // after a restart, issues the same command, and the engine applies it once. It
 // names the scheduler's environment and is Simulated: its outcome is the sandbox
 // test card's, not an acquirer's.
@@ -153,43 +147,10 @@ func (s *Scheduler) Cycle(d storage.DueCycle, now time.Time) topics.Command {
 	p := topics.SubscriptionCycle{SubscriptionID: d.SubscriptionID, Slot: d.Slot, Date: d.Date,
 		Generation: d.Generation, Today: d.Today, Terms: topics.SubscriptionTerms{Name: d.PlanName.String,
 			Amount: d.PlanAmount.String, Currency: d.PlanCurrency.String}}
-	s.price(&p)
 	body, _ := json.Marshal(p)
 	return topics.Command{ID: subscription.CycleCommandID(d.SubscriptionID, d.Slot, d.Date, d.Generation),
 		Type: topics.CmdSubscriptionCycle, Version: 1, MerchantID: d.MerchantID, IssuedAt: now, Payload: body,
 		Environment: s.Environment, Simulated: true}
-}
-
-// price fills the cycle's KES value, fee and net, or the reason it cannot be
-// charged (the cycle then fails with it, and is retried at the next date).
-func (s *Scheduler) price(p *topics.SubscriptionCycle) {
-	fees, rates := s.Fees, s.Rates
-	if fees == nil {
-		fees = tariff.DefaultSchedule()
-	}
-	if rates == nil {
-		rates = tariff.DefaultRates()
-	}
-	if p.Terms.Amount == "" {
-		p.PriceError = "The subscription's plan no longer exists."
-		return
-	}
-	amount, err := money.Parse(p.Terms.Amount)
-	if err != nil {
-		p.PriceError = "The plan's amount cannot be charged."
-		return
-	}
-	kes, rate, err := rates.ToKES(p.Terms.Currency, amount)
-	if err != nil {
-		p.PriceError = "No exchange rate is configured for " + p.Terms.Currency + "."
-		return
-	}
-	q, err := fees.Quote(tariff.MethodCard, tariff.BusinessPays, kes)
-	if err != nil {
-		p.PriceError = "The amount does not cover the card fee."
-		return
-	}
-	p.Value, p.Charges, p.NetAmount, p.Rate = q.Value, q.Charges, q.NetAmount, rate
 }
 
 // RunOnce issues every cycle due now, on the wall clock and on test clocks, and

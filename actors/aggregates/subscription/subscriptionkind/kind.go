@@ -3,6 +3,8 @@
 // commands, hydration and handlers. The engine does not know subscriptions by name.
 //
 // A cycle is one command (topics.CmdSubscriptionCycle, id subscription.CycleCommandID):
+// the kind prices it from the plan's terms the command carries (subscription.PriceCycle:
+// converted to KES, card fee BUSINESS-PAYS, by the fees and rates it was made with);
 // the sandbox card rail's answer is the stored test card's outcome, so the command
 // decides it, credits the merchant's KES settlement wallet through balanced ledger
 // entries (card fee, BUSINESS-PAYS), records the cycle's invoice-shaped payment and
@@ -64,8 +66,10 @@ const Subscriptions = engine.Of[subscription.State](storage.SubscriptionKind)
 // (docs/security.md): a card set up or charged through the sandbox's test cards
 // is sandbox only (no live acquirer is connected: a live activation or cycle
 // would invent money); an unsubscribe only stops billing, so a disabled
-// merchant's is taken.
-func Kind() engine.Kind {
+// merchant's is taken. fees and rates price each cycle when it is applied, as a
+// card collection is priced (nil: tariff.DefaultSchedule, tariff.DefaultRates).
+func Kind(fees *tariff.Schedule, rates *tariff.Rates) engine.Kind {
+	p := pricing{fees: fees, rates: rates}
 	return engine.Define[subscription.State](aggregate{},
 		engine.On[subscription.State](topics.CmdSubscriptionCreate, engine.Guard{},
 			func(p *topics.SubscriptionCreate) []string { return idOf(p.SubscriptionID) }, create,
@@ -73,7 +77,7 @@ func Kind() engine.Kind {
 		engine.On[subscription.State](topics.CmdSubscriptionActivate, engine.Guard{SandboxOnly: true},
 			func(p *topics.SubscriptionActivate) []string { return idOf(p.SubscriptionID) }, activate),
 		engine.On[subscription.State](topics.CmdSubscriptionCycle, engine.Guard{SandboxOnly: true},
-			func(p *topics.SubscriptionCycle) []string { return idOf(p.SubscriptionID) }, cycle),
+			func(p *topics.SubscriptionCycle) []string { return idOf(p.SubscriptionID) }, p.cycle),
 		engine.On[subscription.State](topics.CmdSubscriptionUnsubscribe, engine.Guard{WhileDisabled: true},
 			func(p *topics.SubscriptionUnsubscribe) []string { return idOf(p.SubscriptionID) }, unsubscribe),
 		engine.On[subscription.State](topics.CmdSubscriptionUpdate, engine.Guard{},
@@ -242,7 +246,25 @@ func declineReason(outcome string) string {
 	return "The card was declined: its outcome is unknown."
 }
 
-func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topics.Reply, error) {
+// pricing is the fee schedule and FX table the kind prices its cycles by.
+type pricing struct {
+	fees  *tariff.Schedule
+	rates *tariff.Rates
+}
+
+// charge is the cycle's card charge, or why it cannot be charged. A command the
+// scheduler priced before it issued it (one already in the log) carries its
+// price, or the reason, and applies as it was priced; any other is priced now
+// from the terms it carries. A priced command never carries a zero value: the
+// card fee refuses a zero amount.
+func (p pricing) charge(in *topics.SubscriptionCycle) (subscription.Charge, string) {
+	if in.PriceError != "" || !in.Value.IsZero() {
+		return subscription.Charge{Value: in.Value, Charges: in.Charges, NetAmount: in.NetAmount, Rate: in.Rate}, in.PriceError
+	}
+	return subscription.PriceCycle(p.fees, p.rates, terms(in.Terms))
+}
+
+func (p pricing) cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topics.Reply, error) {
 	s, ok := get(tx, in.SubscriptionID)
 	if !ok {
 		return notFound(), nil
@@ -259,14 +281,14 @@ func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topi
 		}
 		return engine.Refuse(engine.CodeInvalid, "The cycle cannot be charged: "+err.Error(), ""), nil
 	}
-	reason := in.PriceError
+	priced, reason := p.charge(in)
 	if reason == "" {
 		reason = declineReason(s.CardOutcome)
 	}
 	narrative := "Subscription " + s.SubscriptionID + " cycle " + strconv.Itoa(s.CompletedCycles+1) + " " + s.CardNetwork + " " + last4(s.CardNumber)
 	if reason == "" {
-		err := tx.Credit(s.WalletID, wallet.Collect{TransactionID: ids.Derive(10, invoiceID, "collect"), Value: in.Value,
-			Charges: in.Charges, NetAmount: in.NetAmount, Clearing: ledger.CardClearing, Narrative: narrative})
+		err := tx.Credit(s.WalletID, wallet.Collect{TransactionID: ids.Derive(10, invoiceID, "collect"), Value: priced.Value,
+			Charges: priced.Charges, NetAmount: priced.NetAmount, Clearing: ledger.CardClearing, Narrative: narrative})
 		var we engine.WalletError
 		if errors.As(err, &we) {
 			// The card would be charged for money the wallet cannot take (e.g. a
@@ -277,7 +299,7 @@ func cycle(tx *engine.Tx, _ *topics.Command, in *topics.SubscriptionCycle) (topi
 		}
 	}
 	charge.Approved, charge.Reason = reason == "", reason
-	charge.Payment = payment(s, *in, invoiceID, reason, narrative, tx)
+	charge.Payment = payment(s, *in, priced, invoiceID, reason, narrative, tx)
 	o, err := ask(tx, in.SubscriptionID, subscription.ByScheduler, charge)
 	if err == nil {
 		err = o.Err // validated above: a broken invariant fails the batch (and undoes the credit)
@@ -308,7 +330,7 @@ func last4(masked string) string {
 
 // payment is the cycle's invoice-shaped record: what GET .../transactions/ and
 // the customer's payments show, in the Payment session form of every invoice.
-func payment(s subscription.State, in topics.SubscriptionCycle, invoiceID, reason, narrative string, tx *engine.Tx) *subscription.Payment {
+func payment(s subscription.State, in topics.SubscriptionCycle, c subscription.Charge, invoiceID, reason, narrative string, tx *engine.Tx) *subscription.Payment {
 	st := invoice.StateComplete
 	if reason != "" {
 		st = invoice.StateFailed
@@ -320,7 +342,7 @@ func payment(s subscription.State, in topics.SubscriptionCycle, invoiceID, reaso
 		return a
 	}
 	inv := invoice.State{InvoiceID: invoiceID, MerchantID: s.MerchantID, WalletID: s.WalletID, State: st, Provider: "CARD",
-		Currency: "KES", Value: zero(in.Value), Charges: zero(in.Charges), NetAmount: zero(in.NetAmount), Tariff: tariff.BusinessPays,
+		Currency: "KES", Value: zero(c.Value), Charges: zero(c.Charges), NetAmount: zero(c.NetAmount), Tariff: tariff.BusinessPays,
 		APIRef: s.Reference, FailedReason: reason, CardLast4: last4(s.CardNumber), CardNetwork: s.CardNetwork, Cleared: reason == "",
 		Email: s.Customer.Email, Customer: invoice.Customer{CustomerID: s.CustomerID, FirstName: s.Customer.FirstName,
 			LastName: s.Customer.LastName}, Narrative: narrative, Version: 1, CreatedAt: tx.At(), UpdatedAt: tx.At()}
