@@ -139,8 +139,9 @@ func (s *Scheduler) produce(ctx context.Context, due []storage.DueCycle, now tim
 
 // Cycle is the command of one due cycle, carrying the plan's terms as they are
 // now (a change of the plan's amount or currency applies from the next cycle
-// issued); the subscription kind prices it from them when it applies it. Its id depends only on the cycle, so a second scheduler, or this one
-// after a restart, issues the same command, and the engine applies it once. It
+// issued); the subscription kind prices it from them when it applies it. Its id
+// depends only on the cycle, so a second scheduler, or this one after a restart,
+// issues the same command, and the engine applies it once. It
 // names the scheduler's environment and is Simulated: its outcome is the sandbox
 // test card's, not an acquirer's.
 func (s *Scheduler) Cycle(d storage.DueCycle, now time.Time) topics.Command {
