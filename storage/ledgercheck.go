@@ -91,6 +91,11 @@ const walletPage = 10_000
 // checks as it goes, one line a call: an operator watching a check of a big
 // ledger sees it move instead of silence.
 func CheckLedgerProgress(ctx context.Context, q sqlx.QueryerContext, progress func(string)) (LedgerReport, error) {
+	return checkLedger(ctx, q, progress, walletPage)
+}
+
+// checkLedger is CheckLedgerProgress comparing page wallets a statement.
+func checkLedger(ctx context.Context, q sqlx.QueryerContext, progress func(string), page int) (LedgerReport, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
@@ -102,7 +107,7 @@ func CheckLedgerProgress(ctx context.Context, q sqlx.QueryerContext, progress fu
 		return r, err
 	}
 	progress(fmt.Sprintf("currencies summed: %d currencies, %d entries, in %s", len(r.CurrencySums), r.Entries, since(start)))
-	if err := compareWallets(ctx, q, &r, progress); err != nil {
+	if err := compareWallets(ctx, q, &r, progress, page); err != nil {
 		return r, err
 	}
 	// Held funds against open holds, in one statement: one snapshot of wallets and
@@ -163,7 +168,7 @@ func sumCurrencies(ctx context.Context, q sqlx.QueryerContext, r *LedgerReport) 
 // wallets at a time, in wallet id order; the engine commits a wallet's snapshot
 // with its entries, so each wallet's comparison in one statement is exact
 // whichever page it falls in.
-func compareWallets(ctx context.Context, q sqlx.QueryerContext, r *LedgerReport, progress func(string)) error {
+func compareWallets(ctx context.Context, q sqlx.QueryerContext, r *LedgerReport, progress func(string), pageSize int) error {
 	start := time.Now()
 	var total int64
 	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM wallets`); err != nil {
@@ -187,7 +192,7 @@ func compareWallets(ctx context.Context, q sqlx.QueryerContext, r *LedgerReport,
 			SELECT w.wallet_id,
 			       CASE WHEN w.available_balance < 0 THEN 'negative'
 			            WHEN w.current_balance <> coalesce(s.total, 0) THEN 'mismatch' END AS kind
-			  FROM w LEFT JOIN s USING (wallet_id) ORDER BY w.wallet_id`, after, walletPage)
+			  FROM w LEFT JOIN s USING (wallet_id) ORDER BY w.wallet_id`, after, pageSize)
 		if err != nil {
 			return fmt.Errorf("wallet sums: %w", err)
 		}
@@ -202,7 +207,7 @@ func compareWallets(ctx context.Context, q sqlx.QueryerContext, r *LedgerReport,
 			}
 		}
 		compared += int64(len(page))
-		if len(page) < walletPage {
+		if len(page) < pageSize {
 			break
 		}
 		after = &page[len(page)-1].WalletID
