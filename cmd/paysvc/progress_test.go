@@ -5,7 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"paysvc/actors/values/waittest"
 	"paysvc/storage/storagetest"
 )
 
@@ -56,4 +58,24 @@ func TestProgressOnStderr(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProgressHeartbeat: a step that runs long shows its elapsed time while it
+// runs, and its "done" line finishes the same line.
+func TestProgressHeartbeat(t *testing.T) {
+	t.Parallel()
+	var w syncBuffer
+	p := newProgress(&w)
+	p.tick = 10 * time.Millisecond
+	p.line("summing ledger entries by currency ...")
+	waittest.Eventually(t, 5*time.Second, func() (bool, string) {
+		return len(w.String()) > len("summing ledger entries by currency ..."), w.String()
+	})
+	p.line("done in 1s")
+	p.line("next")
+	p.end()
+	got := w.String()
+	if !regexp.MustCompile(`^summing ledger entries by currency \.\.\.( \d+m?s)+ done in 1s\nnext\n$`).MatchString(got) {
+		t.Errorf("progress wrote %q", got)
+	}
 }
