@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -115,6 +116,16 @@ func Migrate(ctx context.Context, db *sqlx.DB) ([]int, error) {
 // rolling deploy, an instance of the previous release that restarts must not put
 // its functions back over the new release's.
 func MigrateReport(ctx context.Context, db *sqlx.DB) (Migrated, error) {
+	return MigrateProgress(ctx, db, nil)
+}
+
+// MigrateProgress is MigrateReport, telling progress (when not nil) each
+// migration and function file as it applies it, one line a call ("applying
+// NAME ..." then "done in 12ms"): a long migration shows which one is running.
+func MigrateProgress(ctx context.Context, db *sqlx.DB, progress func(string)) (Migrated, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
 	var out Migrated
 	ms, err := migrations()
 	if err != nil {
@@ -138,10 +149,10 @@ func MigrateReport(ctx context.Context, db *sqlx.DB) (Migrated, error) {
 		file text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return out, fmt.Errorf("migrate: bookkeeping tables: %w", err)
 	}
-	if out.Versions, err = applyNumbered(ctx, tx, ms); err != nil {
+	if out.Versions, err = applyNumbered(ctx, tx, ms, progress); err != nil {
 		return out, err
 	}
-	if out.Functions, out.SchemaAhead, err = applyFunctions(ctx, tx, fns, ms[len(ms)-1].version, len(out.Versions) > 0); err != nil {
+	if out.Functions, out.SchemaAhead, err = applyFunctions(ctx, tx, fns, ms[len(ms)-1].version, len(out.Versions) > 0, progress); err != nil {
 		return out, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -151,7 +162,7 @@ func MigrateReport(ctx context.Context, db *sqlx.DB) (Migrated, error) {
 }
 
 // applyNumbered applies the numbered migrations schema_migrations does not list.
-func applyNumbered(ctx context.Context, tx *sqlx.Tx, ms []migration) ([]int, error) {
+func applyNumbered(ctx context.Context, tx *sqlx.Tx, ms []migration, progress func(string)) ([]int, error) {
 	var done []int
 	if err := tx.SelectContext(ctx, &done, `SELECT version FROM schema_migrations`); err != nil {
 		return nil, fmt.Errorf("migrate: read applied: %w", err)
@@ -165,12 +176,15 @@ func applyNumbered(ctx context.Context, tx *sqlx.Tx, ms []migration) ([]int, err
 		if have[m.version] {
 			continue
 		}
+		start := time.Now()
+		progress("applying " + strings.TrimSuffix(m.name, ".up.sql") + " ...")
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return nil, fmt.Errorf("migrate: %s: %w", m.name, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
 			return nil, fmt.Errorf("migrate: record %s: %w", m.name, err)
 		}
+		progress("done in " + time.Since(start).Round(time.Millisecond).String())
 		applied = append(applied, m.version)
 	}
 	return applied, nil
@@ -180,7 +194,7 @@ func applyNumbered(ctx context.Context, tx *sqlx.Tx, ms []migration) ([]int, err
 // not hold (all of them when all is set), unless the schema is newer than head,
 // this binary's newest numbered migration. It returns the files applied, and
 // whether the schema was newer.
-func applyFunctions(ctx context.Context, tx *sqlx.Tx, fns []functionFile, head int, all bool) ([]string, bool, error) {
+func applyFunctions(ctx context.Context, tx *sqlx.Tx, fns []functionFile, head int, all bool, progress func(string)) ([]string, bool, error) {
 	var schemaHead int
 	if err := tx.GetContext(ctx, &schemaHead, `SELECT coalesce(max(version), 0) FROM schema_migrations`); err != nil {
 		return nil, false, fmt.Errorf("migrate: read schema version: %w", err)
@@ -203,6 +217,8 @@ func applyFunctions(ctx context.Context, tx *sqlx.Tx, fns []functionFile, head i
 		if !all && recorded[f.name] == f.checksum {
 			continue
 		}
+		start := time.Now()
+		progress("applying functions/" + f.name + " ...")
 		if _, err := tx.ExecContext(ctx, f.sql); err != nil {
 			return nil, false, fmt.Errorf("migrate: functions/%s: %w", f.name, err)
 		}
@@ -210,6 +226,7 @@ func applyFunctions(ctx context.Context, tx *sqlx.Tx, fns []functionFile, head i
 			ON CONFLICT (file) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`, f.name, f.checksum); err != nil {
 			return nil, false, fmt.Errorf("migrate: record functions/%s: %w", f.name, err)
 		}
+		progress("done in " + time.Since(start).Round(time.Millisecond).String())
 		applied = append(applied, f.name)
 	}
 	// A file taken out of the tree leaves its function to the numbered migration

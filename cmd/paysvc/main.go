@@ -114,7 +114,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		defer db.Close()
-		m, err := storage.MigrateReport(ctx, db)
+		p := newProgress(stderr)
+		m, err := storage.MigrateProgress(ctx, db, p.line)
+		p.end()
 		if err != nil {
 			return err
 		}
@@ -134,7 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if len(rest) != 1 || rest[0] != "check" {
 			return usageError{"usage: paysvc ledger check"}
 		}
-		return ledgerCheck(ctx, cfg, stdout)
+		return ledgerCheck(ctx, cfg, stdout, stderr)
 	case "bench":
 		// The load generator is its own command, so this binary carries none of it.
 		return usageError{"paysvc bench is now its own command: paysvc-bench (make bench builds bin/paysvc-bench; see docs/benchmarks.md)"}
