@@ -57,6 +57,19 @@ type service struct {
 	}
 	DependsOn       map[string]struct{ Condition string } `yaml:"depends_on"`
 	StopGracePeriod string                                `yaml:"stop_grace_period"`
+	Restart         string
+	Deploy          struct {
+		Resources struct {
+			Limits struct{ Cpus, Memory string }
+		}
+	}
+	MemLimit string `yaml:"mem_limit"`
+	Cpus     string
+	Logging  struct {
+		Driver  string
+		Options map[string]string
+	}
+	Volumes []string
 }
 
 func load(t *testing.T) (raw string, services map[string]service) {
@@ -213,6 +226,84 @@ func TestCompose(t *testing.T) {
 			if c, ok := services[host]; !ok || c.Healthcheck == nil {
 				t.Errorf("the mail catcher %s is not a service with a healthcheck", host)
 			}
+		}
+	})
+
+	t.Run("RestartLimitsLogs", func(t *testing.T) {
+		for name, s := range services {
+			// A one-off command (a profile's service, such as admin) does not restart.
+			if s.Restart != "unless-stopped" && s.Restart != "always" && (len(s.Profiles) == 0 || s.Restart != "no") {
+				t.Errorf("%s: restart %q, want unless-stopped: a crashed process would stay down", name, s.Restart)
+			}
+			l := s.Deploy.Resources.Limits
+			if (l.Memory == "" && s.MemLimit == "") || (l.Cpus == "" && s.Cpus == "") {
+				t.Errorf("%s: no memory and CPU limits (deploy.resources.limits): one runaway process starves the rest", name)
+			}
+			if s.Logging.Driver != "json-file" || s.Logging.Options["max-size"] == "" || s.Logging.Options["max-file"] == "" {
+				t.Errorf("%s: logging %+v, want json-file with max-size and max-file: logs would fill the disk", name, s.Logging)
+			}
+		}
+	})
+
+	t.Run("Alertmanager", func(t *testing.T) {
+		am, ok := services["alertmanager"]
+		if !ok || !slices.Contains(am.Volumes, "./ops/alertmanager:/etc/alertmanager:ro") {
+			t.Fatalf("no alertmanager service mounting ops/alertmanager: %+v", am)
+		}
+		b, err := os.ReadFile("../prometheus/prometheus.yml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prom struct {
+			Alerting struct {
+				Alertmanagers []struct {
+					StaticConfigs []struct{ Targets []string } `yaml:"static_configs"`
+				}
+			}
+		}
+		if err := yaml.Unmarshal(b, &prom); err != nil {
+			t.Fatalf("prometheus.yml: %v", err)
+		}
+		var targets []string
+		for _, a := range prom.Alerting.Alertmanagers {
+			for _, c := range a.StaticConfigs {
+				targets = append(targets, c.Targets...)
+			}
+		}
+		if !slices.Contains(targets, "alertmanager:9093") {
+			t.Errorf("prometheus.yml sends alerts to %v, not to the alertmanager service", targets)
+		}
+		b, err = os.ReadFile("../alertmanager/alertmanager.yml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			Route struct {
+				Receiver string
+				Routes   []struct {
+					Matchers []string
+					Receiver string
+				}
+			}
+			Receivers []struct{ Name string }
+		}
+		if err := yaml.Unmarshal(b, &cfg); err != nil {
+			t.Fatalf("alertmanager.yml: %v", err)
+		}
+		receivers := map[string]bool{}
+		for _, r := range cfg.Receivers {
+			receivers[r.Name] = true
+		}
+		routed := map[string]bool{}
+		for _, r := range cfg.Route.Routes {
+			for _, m := range r.Matchers {
+				if sev, ok := strings.CutPrefix(m, "severity="); ok && receivers[r.Receiver] {
+					routed[strings.Trim(sev, `"`)] = true
+				}
+			}
+		}
+		if !routed["page"] || !routed["ticket"] || !receivers[cfg.Route.Receiver] {
+			t.Errorf("alertmanager.yml routes severities %v (default %q), want page and ticket to receivers of their own", routed, cfg.Route.Receiver)
 		}
 	})
 

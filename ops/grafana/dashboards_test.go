@@ -51,13 +51,26 @@ type target struct {
 }
 
 type panel struct {
-	ID         int            `json:"id"`
-	Type       string         `json:"type"`
-	Title      string         `json:"title"`
-	Desc       string         `json:"description"`
-	Datasource map[string]any `json:"datasource"`
-	Targets    []target       `json:"targets"`
-	GridPos    map[string]int `json:"gridPos"`
+	ID          int            `json:"id"`
+	Type        string         `json:"type"`
+	Title       string         `json:"title"`
+	Desc        string         `json:"description"`
+	Datasource  map[string]any `json:"datasource"`
+	Targets     []target       `json:"targets"`
+	GridPos     map[string]int `json:"gridPos"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
+}
+
+// panelUnits are the Grafana units the panels use; a custom "suffix: X" (the
+// currency of a money panel, in major units) is accepted too. An unknown name
+// would show the bare number, as no unit does.
+var panelUnits = map[string]bool{
+	"s": true, "ms": true, "reqps": true, "ops": true, "opm": true, "percentunit": true,
+	"bytes": true, "short": true, "none": true,
 }
 
 type variable struct {
@@ -181,6 +194,9 @@ func TestDashboardsWellFormed(t *testing.T) {
 				t.Errorf("%s: needs a title, a description (what it answers), a type, a unique id and a size", where)
 			}
 			ids[p.ID] = true
+			if u := p.FieldConfig.Defaults.Unit; !panelUnits[u] && !strings.HasPrefix(u, "suffix:") {
+				t.Errorf("%s: unit %q: every panel says what its numbers count (fieldConfig.defaults.unit: s, reqps, ops, percentunit, short, none, suffix: KES...)", where, u)
+			}
 			if p.Datasource["uid"] != dsUID || p.Datasource["type"] != "prometheus" {
 				t.Errorf("%s: datasource %v, want the provisioned prometheus %s", where, p.Datasource, dsUID)
 			}

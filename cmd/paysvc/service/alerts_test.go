@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,7 @@ func alertRules(t *testing.T) []alertRule {
 		t.Fatal(err)
 	}
 	sev := regexp.MustCompile(`severity:\s*"?(\w+)`)
-	url := regexp.MustCompile(`runbook_url:\s*"?([^"\s}]+)`)
+	url := regexp.MustCompile(`runbook_url:\s*(?:'([^']+)'|"?([^"\s}]+))`)
 	var out []alertRule
 	blocks := strings.Split(string(b), "- alert:")
 	for _, blk := range blocks[1:] {
@@ -48,7 +49,7 @@ func alertRules(t *testing.T) []alertRule {
 			r.severity = m[1]
 		}
 		if m := url.FindStringSubmatch(blk); m != nil {
-			r.runbook = m[1]
+			r.runbook = m[1] + m[2]
 		}
 		out = append(out, r)
 	}
@@ -78,7 +79,36 @@ func runbookAnchors(t *testing.T) map[string]bool {
 	return anchors
 }
 
-// Every rule pages or makes a ticket and links to a runbook section that exists.
+// runbookBase is how every runbook_url begins: rule files read no environment,
+// so the base is the external label runbook_base that prometheus.yml sets.
+const runbookBase = "{{ $externalLabels.runbook_base }}/ops/runbooks.md#"
+
+// runbookBases are the values of runbook_base in the Prometheus configurations
+// and in the promtool tests (which have no prometheus.yml), by file.
+func runbookBases(t *testing.T) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(opsDir, "prometheus", "tests", "*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(opsDir, "prometheus", "prometheus.yml"), filepath.Join(opsDir, "prometheus", "local.yml"))
+	base := regexp.MustCompile(`runbook_base:\s*"?([^"\s}]+)`)
+	out := map[string][]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = nil
+		for _, m := range base.FindAllStringSubmatch(string(b), -1) {
+			out[filepath.Base(f)] = append(out[filepath.Base(f)], m[1])
+		}
+	}
+	return out
+}
+
+// Every rule pages or makes a ticket and links, by an absolute URL, to a runbook
+// section that exists.
 func TestAlertRulesSeverityAndRunbook(t *testing.T) {
 	t.Parallel()
 	anchors := runbookAnchors(t)
@@ -86,13 +116,25 @@ func TestAlertRulesSeverityAndRunbook(t *testing.T) {
 		if r.severity != "page" && r.severity != "ticket" {
 			t.Errorf("%s: severity %q, want page or ticket", r.name, r.severity)
 		}
-		file, anchor, ok := strings.Cut(r.runbook, "#")
-		if !ok || file != "ops/runbooks.md" {
-			t.Errorf("%s: runbook_url %q, want ops/runbooks.md#<section>", r.name, r.runbook)
+		anchor, ok := strings.CutPrefix(r.runbook, runbookBase)
+		if !ok {
+			t.Errorf("%s: runbook_url %q, want %s<section>", r.name, r.runbook, runbookBase)
 			continue
 		}
 		if !anchors[anchor] {
 			t.Errorf("%s: runbook_url %q: ops/runbooks.md has no section #%s", r.name, r.runbook, anchor)
+		}
+	}
+	// The base makes the URL absolute wherever the rules are evaluated.
+	for file, bases := range runbookBases(t) {
+		if len(bases) == 0 {
+			t.Errorf("%s: no external label runbook_base: its alerts' runbook_url would be relative", file)
+		}
+		for _, b := range bases {
+			u, err := url.Parse(b)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.HasSuffix(b, "/") {
+				t.Errorf("%s: runbook_base %q, want an absolute http(s) URL without a trailing slash", file, b)
+			}
 		}
 	}
 }
