@@ -21,6 +21,7 @@ var fixedPortAllowed = map[string]string{
 	"cmd/paysvc/service/publicurl_test.go " + `"[::]:8080"`:                "input of the public base URL derivation; nothing listens",
 	"cmd/paysvc/service/publicurl_test.go " + `"[::1]:9000"`:               "input of the public base URL derivation; nothing listens",
 	"cmd/paysvc/service/edge_test.go " + `"127.0.0.1:9090"`:                "compared with FromEnv's default admin address; nothing listens",
+	"cmd/paysvc/quickstart_test.go " + `"localhost:8080"`:                  "the README's address, rewritten to the test service's; nothing listens on it",
 }
 
 // Test functions that run `serve` without setting every listener to port 0, each
