@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
@@ -333,10 +332,9 @@ func execTraced(ctx context.Context, db *sqlx.DB, query string, commands int, ar
 			if errors.As(err, &pqErr) {
 				span.SetAttributes(attribute.String("db.response.status_code", string(pqErr.Code)))
 			}
-			span.SetStatus(codes.Error, "commit failed")
 		}
-		span.End()
 	}
+	tracing.EndDB(span, err)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -20,6 +21,18 @@ func DBSpan(ctx context.Context, operation string) (context.Context, trace.Span)
 	return Tracer().Start(ctx, "db "+operation, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithLinks(linksOf(ctx)...),
 		trace.WithAttributes(attribute.String("db.system", "postgresql"), attribute.String("db.operation.name", operation)))
+}
+
+// EndDB ends a database span (nil: tracing off) with err's outcome: an error
+// status without the driver's message, which may quote the statement's values.
+func EndDB(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, "database call failed")
+	}
+	span.End()
 }
 
 // CommandAttr is the id of the one command a database call serves.

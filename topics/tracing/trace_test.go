@@ -171,6 +171,18 @@ func TestTransferTracedFromRequestToWebhook(t *testing.T) {
 			t.Errorf("commit's db span carries a value: %s=%s", a.Key, a.Value.Emit())
 		}
 	}
+	// A list request's read is a db span under the request's server span.
+	listRead := false
+	for _, s := range exp.GetSpans() {
+		if s.Name == "db SELECT" && attr(s, "db.system") == "postgresql" && s.SpanKind == trace.SpanKindClient {
+			for _, p := range exp.GetSpans() {
+				listRead = listRead || p.SpanContext.SpanID() == s.Parent.SpanID() && p.Name == "GET /api/v1/wallets"
+			}
+		}
+	}
+	if !listRead {
+		t.Errorf("no db span under the wallets list request: %s", names(exp.GetSpans()))
+	}
 	// The request's log line carries the trace id.
 	if !strings.Contains(env.Logs.String(), `"trace_id":"`+traceID.String()+`"`) {
 		t.Error("no log line carries the trace id")
