@@ -319,20 +319,15 @@ func execTraced(ctx context.Context, db *sqlx.DB, query string, commands int, ar
 	if query == commitTracedSQL {
 		op = "paysvc_commit_batches_v4"
 	}
-	ctx, span := tracing.DBSpan(ctx, op)
+	ctx, span := tracing.BatchDBSpan(ctx, op, commands)
 	stmt, err := prepared(ctx, db, query)
 	if err == nil {
 		_, err = stmt.ExecContext(ctx, args...)
 	}
-	if span != nil {
-		span.SetAttributes(tracing.CommandsAttr(commands))
-		if err != nil {
-			// The SQLSTATE, not the driver's message: that may quote values.
-			var pqErr *pq.Error
-			if errors.As(err, &pqErr) {
-				span.SetAttributes(attribute.String("db.response.status_code", string(pqErr.Code)))
-			}
-		}
+	// The SQLSTATE, not the driver's message: that may quote values.
+	var pqErr *pq.Error
+	if span != nil && errors.As(err, &pqErr) {
+		span.SetAttributes(attribute.String("db.response.status_code", string(pqErr.Code)))
 	}
 	tracing.EndDB(span, err)
 	return err

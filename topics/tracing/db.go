@@ -13,14 +13,29 @@ import (
 // the child of the span in ctx; nil (and ctx unchanged) when tracing is off, so
 // a caller asks nothing else and allocates nothing. The span carries what the
 // call is, never its SQL values: they hold amounts, phone numbers and secrets.
-// A caller adds the command id(s) the call serves (CommandAttr, CommandsAttr).
+// A caller adds the id of the command the call serves (CommandAttr).
 func DBSpan(ctx context.Context, operation string) (context.Context, trace.Span) {
 	if !On() {
 		return ctx, nil
 	}
 	return Tracer().Start(ctx, "db "+operation, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithLinks(linksOf(ctx)...),
 		trace.WithAttributes(attribute.String("db.system", "postgresql"), attribute.String("db.operation.name", operation)))
+}
+
+// BatchDBSpan is DBSpan for a call that commits a batch of commands: it counts
+// them and takes the links of the span in ctx, the engine's commit span, which
+// link each command's apply span.
+func BatchDBSpan(ctx context.Context, operation string, commands int) (context.Context, trace.Span) {
+	if !On() {
+		return ctx, nil
+	}
+	links := linksOf(ctx)
+	ctx, span := DBSpan(ctx, operation)
+	for _, l := range links {
+		span.AddLink(l)
+	}
+	span.SetAttributes(attribute.Int("paysvc.commands", commands))
+	return ctx, span
 }
 
 // EndDB ends a database span (nil: tracing off) with err's outcome: an error
@@ -37,10 +52,6 @@ func EndDB(span trace.Span, err error) {
 
 // CommandAttr is the id of the one command a database call serves.
 func CommandAttr(id string) attribute.KeyValue { return attribute.String("paysvc.command_id", id) }
-
-// CommandsAttr is how many commands a batch's database call serves; the span's
-// links (the parent's, see linksOf) name each one's apply span.
-func CommandsAttr(n int) attribute.KeyValue { return attribute.Int("paysvc.commands", n) }
 
 // linksOf is the links of the recording span in ctx: a batch's commit span links
 // each command's apply span, and its database span links them too, so a
