@@ -95,7 +95,13 @@ func (s *Server) issue(c echo.Context, typ string, payload any) (topics.Reply, e
 		return topics.Reply{}, edge.Unavailable()
 	case <-timer.C:
 		replyTimeouts.Inc()
-		if storedType, stored, ok, err := storage.ProcessedCommand(ctx, s.db, p.MerchantID, id); err == nil && ok {
+		dctx, span := tracing.DBSpan(ctx, "SELECT")
+		if span != nil {
+			span.SetAttributes(tracing.CommandAttr(id))
+		}
+		storedType, stored, ok, err := storage.ProcessedCommand(dctx, s.db, p.MerchantID, id)
+		tracing.EndDB(span, err)
+		if err == nil && ok {
 			if storedType != typ {
 				// The id was applied as another operation: its reply is not this one's.
 				return topics.Reply{}, errKeyReused

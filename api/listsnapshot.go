@@ -9,6 +9,7 @@ import (
 
 	"paysvc/api/edge"
 	"paysvc/storage"
+	"paysvc/topics/tracing"
 )
 
 // listed reads one page of a list and the list's total in one snapshot
@@ -18,11 +19,13 @@ import (
 func listed[T any](ctx context.Context, db *sqlx.DB, list func(q sqlx.QueryerContext) ([]T, int, error)) ([]T, int, error) {
 	var rows []T
 	var total int
+	ctx, span := tracing.DBSpan(ctx, "SELECT") // the page and its total, one snapshot
 	err := storage.ReadSnapshot(ctx, db, func(tx *sqlx.Tx) error {
 		var err error
 		rows, total, err = list(tx)
 		return err
 	})
+	tracing.EndDB(span, err)
 	return rows, total, err
 }
 

@@ -10,9 +10,11 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"go.opentelemetry.io/otel/attribute"
 
 	"paysvc/actors/values/ledger"
 	"paysvc/actors/values/money"
+	"paysvc/topics/tracing"
 )
 
 // ErrFenced means the partition's owner epoch moved on: another worker claimed the
@@ -293,10 +295,7 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 		}
 		query, args = commitTracedSQL, append(args, oTrace)
 	}
-	stmt, err := prepared(ctx, db, query)
-	if err == nil {
-		_, err = stmt.ExecContext(ctx, args...)
-	}
+	err = execTraced(ctx, db, query, len(b.Processed), args)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
@@ -310,6 +309,28 @@ func execCommit(ctx context.Context, db *sqlx.DB, b Batch, fence []any, cPart pq
 		return fmt.Errorf("batch: commit: %w", err)
 	}
 	return nil
+}
+
+// execTraced runs the commit statement, inside a client span when tracing is on:
+// named for the commit function, counting the commands it commits and linked
+// (through the engine's commit span in ctx) to each one's apply span.
+func execTraced(ctx context.Context, db *sqlx.DB, query string, commands int, args []any) error {
+	op := "paysvc_commit_batches_v3"
+	if query == commitTracedSQL {
+		op = "paysvc_commit_batches_v4"
+	}
+	ctx, span := tracing.BatchDBSpan(ctx, op, commands)
+	stmt, err := prepared(ctx, db, query)
+	if err == nil {
+		_, err = stmt.ExecContext(ctx, args...)
+	}
+	// The SQLSTATE, not the driver's message: that may quote values.
+	var pqErr *pq.Error
+	if span != nil && errors.As(err, &pqErr) {
+		span.SetAttributes(attribute.String("db.response.status_code", string(pqErr.Code)))
+	}
+	tracing.EndDB(span, err)
+	return err
 }
 
 // CommitBatches writes the batches of several partitions (of one topic) in one

@@ -70,6 +70,7 @@ type service struct {
 		Options map[string]string
 	}
 	Volumes []string
+	Ports   []string
 }
 
 func load(t *testing.T) (raw string, services map[string]service) {
@@ -142,8 +143,12 @@ func TestCompose(t *testing.T) {
 		if _, errs := interpolate(raw, envFile(t, "../../.env.example")); len(errs) == 0 {
 			t.Error("compose starts with the empty values of .env.example")
 		}
-		// No default for any variable, and no password written in the file.
+		// No default for any variable but the trace endpoint (empty: tracing off,
+		// no secret), and no password written in the file.
 		for _, m := range varRef.FindAllStringSubmatch(raw, -1) {
+			if m[0] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" {
+				continue
+			}
 			if m[2] != ":?" {
 				t.Errorf("${%s%s...}: every variable must be required (${%s:?message})", m[1], m[2], m[1])
 			}
@@ -307,6 +312,8 @@ func TestCompose(t *testing.T) {
 		}
 	})
 
+	t.Run("TracesProfile", func(t *testing.T) { traces(t, raw, services, serving) })
+
 	t.Run("EnvFileIgnored", func(t *testing.T) {
 		b, err := os.ReadFile("../../.gitignore")
 		if err != nil {
@@ -316,6 +323,64 @@ func TestCompose(t *testing.T) {
 			t.Error(".gitignore does not list /.env: its passwords could be committed")
 		}
 	})
+}
+
+// traces checks the traces profile: a collector taking OTLP over gRPC and HTTP
+// and exporting to Jaeger v2, both only in that profile, and every paysvc
+// process exporting to the endpoint the operator sets, none by default.
+func traces(t *testing.T, raw string, services map[string]service, serving []string) {
+	col, jaeger := services["otel-collector"], services["jaeger"]
+	if !slices.Equal(col.Profiles, []string{"traces"}) || !slices.Equal(jaeger.Profiles, []string{"traces"}) {
+		t.Errorf("otel-collector profiles %v, jaeger profiles %v, want [traces] each", col.Profiles, jaeger.Profiles)
+	}
+	if !strings.HasPrefix(col.Image, "otel/opentelemetry-collector-contrib:") || !slices.Contains(col.Volumes, "./ops/otel:/etc/otelcol:ro") ||
+		!slices.Contains(col.Command, "--config=/etc/otelcol/collector.yml") {
+		t.Errorf("otel-collector: %+v, want the contrib image running ops/otel/collector.yml", col)
+	}
+	if !strings.HasPrefix(jaeger.Image, "jaegertracing/jaeger:2.") || !slices.Contains(jaeger.Ports, "16686:16686") {
+		t.Errorf("jaeger: image %q ports %v, want Jaeger v2 with its UI on 16686", jaeger.Image, jaeger.Ports)
+	}
+	b, err := os.ReadFile("../otel/collector.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Receivers struct {
+			OTLP struct {
+				Protocols struct{ GRPC, HTTP *struct{ Endpoint string } }
+			} `yaml:"otlp"`
+		}
+		Exporters map[string]struct{ Endpoint string }
+		Service   struct {
+			Pipelines map[string]struct{ Receivers, Exporters []string }
+		}
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("collector.yml: %v", err)
+	}
+	p := cfg.Receivers.OTLP.Protocols
+	if p.GRPC == nil || !strings.HasSuffix(p.GRPC.Endpoint, ":4317") || p.HTTP == nil || !strings.HasSuffix(p.HTTP.Endpoint, ":4318") {
+		t.Errorf("collector.yml receives OTLP gRPC %+v and HTTP %+v, want 4317 and 4318", p.GRPC, p.HTTP)
+	}
+	pl := cfg.Service.Pipelines["traces"]
+	if !slices.Contains(pl.Receivers, "otlp") || len(pl.Exporters) != 1 || cfg.Exporters[pl.Exporters[0]].Endpoint != "jaeger:4317" {
+		t.Errorf("collector.yml traces pipeline %+v (exporters %+v), want otlp in and jaeger:4317 out", pl, cfg.Exporters)
+	}
+	// Unset, the endpoint is empty (tracing off); set, every process takes it.
+	env := map[string]string{"POSTGRES_PASSWORD": "p", "GRAFANA_ADMIN_PASSWORD": "g", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector:4318"}
+	text, errs := interpolate(raw, env)
+	var on struct{ Services map[string]service }
+	if err := yaml.Unmarshal([]byte(text), &on); err != nil || len(errs) > 0 {
+		t.Fatalf("docker-compose.yml with the endpoint set: %v %v", err, errs)
+	}
+	for _, name := range serving {
+		if v, ok := services[name].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; !ok || v != "" {
+			t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q (set %v), want present and empty by default", name, v, ok)
+		}
+		if v := on.Services[name].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; v != "http://otel-collector:4318" {
+			t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q with the variable set", name, v)
+		}
+	}
 }
 
 // The interpolation the test relies on behaves as compose's.

@@ -22,7 +22,9 @@ func TestFromEnv(t *testing.T) {
 		{"ExporterNone_Off", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false, false},
 		{"SDKDisabled_Off", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false, false},
 		{"ExporterZipkin_Refused", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, false, true},
-		{"ProtocolGRPC_Refused", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, false, true},
+		{"ProtocolGRPC_On", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, true, false},
+		{"TracesProtocolGRPC_On", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, true, false},
+		{"ProtocolJSON_Refused", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false, true},
 		{"ProtocolHTTP_On", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

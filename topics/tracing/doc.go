@@ -3,7 +3,9 @@
 // batch that applied it, the outbox relay's publish of its events and the webhook
 // dispatcher's delivery of each event.
 //
-// It is off unless the standard OTEL_* variables ask for an exporter (FromEnv).
+// It is off unless the standard OTEL_* variables ask for an exporter (FromEnv):
+// OTLP over HTTP or gRPC. PostgreSQL calls get client spans of their own (DBSpan)
+// that say what the call is and never its values.
 // Off, nothing is installed: the global tracer provider stays OpenTelemetry's
 // no-op, and every hot path asks On() (one atomic load) before doing any tracing
 // work at all, so the engine's hot path allocates nothing for it

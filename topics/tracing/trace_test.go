@@ -143,22 +143,59 @@ func TestTransferTracedFromRequestToWebhook(t *testing.T) {
 	}
 	// The batch's commit span (a root of its own: it commits many traces) links
 	// to the command's apply span.
-	linked := false
+	var commit tracetest.SpanStub
 	for _, s := range exp.GetSpans() {
-		if s.Name != "commit batch" {
-			continue
-		}
-		for _, l := range s.Links {
-			linked = linked || l.SpanContext.SpanID() == apply.SpanContext.SpanID()
+		if s.Name == "commit batch" && linksTo(s, apply) {
+			commit = s
 		}
 	}
-	if !linked {
-		t.Error("no commit span links to the transfer's apply span")
+	if !commit.SpanContext.IsValid() {
+		t.Fatal("no commit span links to the transfer's apply span")
+	}
+	// Its PostgreSQL statement is a client span under it, linked to the apply
+	// span too, naming the commit function and no SQL values.
+	var db tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Parent.SpanID() == commit.SpanContext.SpanID() && strings.HasPrefix(s.Name, "db ") {
+			db = s
+		}
+	}
+	if db.Name != "db paysvc_commit_batches_v4" || db.SpanKind != trace.SpanKindClient || !linksTo(db, apply) {
+		t.Fatalf("commit's db span: %q kind %v linked %v (spans under the commit: %s)", db.Name, db.SpanKind, linksTo(db, apply), names(exp.GetSpans()))
+	}
+	if attr(db, "db.system") != "postgresql" || attr(db, "db.operation.name") != "paysvc_commit_batches_v4" || attr(db, "paysvc.commands") == "" {
+		t.Errorf("commit's db span attributes: %v", db.Attributes)
+	}
+	for _, a := range db.Attributes {
+		if strings.Contains(a.Value.Emit(), "1.00") || strings.Contains(a.Value.Emit(), "traced") {
+			t.Errorf("commit's db span carries a value: %s=%s", a.Key, a.Value.Emit())
+		}
+	}
+	// A list request's read is a db span under the request's server span.
+	listRead := false
+	for _, s := range exp.GetSpans() {
+		if s.Name == "db SELECT" && attr(s, "db.system") == "postgresql" && s.SpanKind == trace.SpanKindClient {
+			for _, p := range exp.GetSpans() {
+				listRead = listRead || p.SpanContext.SpanID() == s.Parent.SpanID() && p.Name == "GET /api/v1/wallets"
+			}
+		}
+	}
+	if !listRead {
+		t.Errorf("no db span under the wallets list request: %s", names(exp.GetSpans()))
 	}
 	// The request's log line carries the trace id.
 	if !strings.Contains(env.Logs.String(), `"trace_id":"`+traceID.String()+`"`) {
 		t.Error("no log line carries the trace id")
 	}
+}
+
+func linksTo(s, to tracetest.SpanStub) bool {
+	for _, l := range s.Links {
+		if l.SpanContext.SpanID() == to.SpanContext.SpanID() {
+			return true
+		}
+	}
+	return false
 }
 
 func attr(s tracetest.SpanStub, key string) string {

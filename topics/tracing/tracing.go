@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -62,11 +63,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: paysvc exports traces with otlp only (or none)", c.Exporter)
 	}
 	switch c.Protocol {
-	case "", "http/protobuf":
+	case "", "http/protobuf", "grpc":
 	default:
-		// The gRPC exporter would bring gRPC into the binary for one feature; a
-		// collector takes OTLP over HTTP on 4318 as well.
-		return c, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: paysvc exports OTLP over http/protobuf only", c.Protocol)
+		// http/json is the one standard value left out: neither Go exporter speaks it,
+		// and failing at start beats a process that silently exports nothing.
+		return c, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: paysvc exports OTLP over http/protobuf or grpc only", c.Protocol)
 	}
 	return c, nil
 }
@@ -98,7 +99,7 @@ var (
 	provider *sdktrace.TracerProvider
 )
 
-// Start installs the OTLP/HTTP exporter as the global tracer provider when c
+// Start installs the OTLP exporter (HTTP, or gRPC when c.Protocol says so) as the global tracer provider when c
 // asks for traces, and returns what stops it (flushing the spans still queued).
 // When c does not, it installs nothing and stop does nothing.
 func Start(ctx context.Context, c Config, instance string) (stop func(context.Context) error, err error) {
@@ -108,7 +109,7 @@ func Start(ctx context.Context, c Config, instance string) (stop func(context.Co
 	mu.Lock()
 	defer mu.Unlock()
 	if provider == nil {
-		exp, err := otlptracehttp.New(ctx) // endpoint, headers, TLS and timeout from OTEL_EXPORTER_OTLP_*
+		exp, err := newExporter(ctx, c.Protocol)
 		if err != nil {
 			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 		}
@@ -141,6 +142,16 @@ func Start(ctx context.Context, c Config, instance string) (stop func(context.Co
 		})
 		return err
 	}, nil
+}
+
+// newExporter is the OTLP exporter for protocol; each reads the endpoint,
+// headers, TLS (insecure, certificates) and timeout from OTEL_EXPORTER_OTLP_*
+// itself, so paysvc honours them exactly as the OpenTelemetry specification says.
+func newExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
+	if protocol == "grpc" {
+		return otlptracegrpc.New(ctx)
+	}
+	return otlptracehttp.New(ctx)
 }
 
 // Use installs tp as the global tracer provider and turns tracing on, for tests
