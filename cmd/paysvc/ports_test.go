@@ -21,6 +21,8 @@ var fixedPortAllowed = map[string]string{
 	"cmd/paysvc/service/publicurl_test.go " + `"[::]:8080"`:                "input of the public base URL derivation; nothing listens",
 	"cmd/paysvc/service/publicurl_test.go " + `"[::1]:9000"`:               "input of the public base URL derivation; nothing listens",
 	"cmd/paysvc/service/edge_test.go " + `"127.0.0.1:9090"`:                "compared with FromEnv's default admin address; nothing listens",
+	"ops/composetest/compose_test.go " + `":4317"`:                         "the collector config's gRPC endpoint, read from compose's files; nothing listens",
+	"ops/composetest/compose_test.go " + `":4318"`:                         "the collector config's HTTP endpoint, read from compose's files; nothing listens",
 	"cmd/paysvc/quickstart_test.go " + `"localhost:8080"`:                  "the README's address, rewritten to the test service's; nothing listens on it",
 }
 
