@@ -1,38 +1,24 @@
 package api_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"paysvc/api"
+	"paysvc/cmd/paysvc/service/servicetest"
 	"paysvc/storage/storagetest"
 )
 
-// syncBuffer is a log sink the handler and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// requestLines are the "request" records the handler wrote to sink.
+func requestLines(sink *servicetest.LogBuffer) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(sink.String()), "\n") {
 		var m map[string]any
 		if l != "" && json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
 			out = append(out, m)
@@ -59,7 +45,7 @@ func sampledTotal(t *testing.T) float64 {
 // all in the log even past the rate at which successful requests are sampled.
 func TestRequestLog(t *testing.T) {
 	schema := storagetest.New(t)
-	var sink syncBuffer
+	var sink servicetest.LogBuffer
 	srv := api.New(api.Config{RequestLogRate: 2}, api.Deps{DB: schema.DB, Log: slog.New(slog.NewJSONHandler(&sink, nil))})
 	before := sampledTotal(t)
 
@@ -83,7 +69,7 @@ func TestRequestLog(t *testing.T) {
 	}
 
 	var unauthorized, healthy int
-	for _, l := range sink.lines(t) {
+	for _, l := range requestLines(&sink) {
 		for _, k := range []string{"request_id", "method", "route", "status", "duration_ms", "client"} {
 			if _, ok := l[k]; !ok {
 				t.Errorf("line %v has no %s", l, k)
@@ -112,7 +98,7 @@ func TestRequestLog(t *testing.T) {
 	if got := sampledTotal(t) - before; got != float64(n-healthy) {
 		t.Errorf("sampled counter moved by %v, want %d (the successes not logged)", got, n-healthy)
 	}
-	if strings.Contains(sink.b.String(), "ISSecretKey_test_0123") {
+	if strings.Contains(sink.String(), "ISSecretKey_test_0123") {
 		t.Error("the log holds the key the request sent")
 	}
 }
